@@ -1,0 +1,68 @@
+// swift-tools-version:6.1
+// opsh — the operator shell. Layers (imports only point down):
+//
+//   opsh          executable: argument parsing, modes, exit codes
+//   Shell         readline REPL
+//   Bindings      Lua modules over the core
+//   LuaRuntime    generic Swift ⇄ Lua bridge
+//   Store | Git | Jobs   the Swift core
+//   CLua, CLuaShim, CReadline   system libraries and the C shim
+import PackageDescription
+
+let package = Package(
+    name: "opsh",
+    products: [
+        .executable(name: "opsh", targets: ["opsh"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // MARK: C libraries from Debian
+        .systemLibrary(
+            name: "CLua",
+            pkgConfig: "lua5.4",
+            providers: [.apt(["liblua5.4-dev"])]),
+        .target(
+            name: "CLuaShim",
+            dependencies: ["CLua"]),
+        .systemLibrary(
+            name: "CReadline",
+            pkgConfig: "readline",
+            providers: [.apt(["libreadline-dev"])]),
+
+        // MARK: The Swift core
+        .target(
+            name: "Store",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
+
+        .target(
+            name: "Git"),
+        .target(
+            name: "Jobs",
+            dependencies: ["Store", "Git"]),
+
+        // MARK: Lua
+        .target(
+            name: "LuaRuntime",
+            dependencies: ["CLuaShim"]),
+
+        // MARK: The program
+        .executableTarget(
+            name: "opsh",
+            dependencies: [
+                "Store",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        // MARK: Tests
+        .testTarget(name: "StoreTests", dependencies: ["Store"]),
+        .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),
+        .testTarget(name: "GitTests", dependencies: ["Git"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+#include "opsh_lua.h"

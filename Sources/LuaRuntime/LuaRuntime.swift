@@ -1,0 +1,1 @@
+// The Lua runtime bridge

@@ -1,0 +1,1 @@
+// The storage core: see README.md

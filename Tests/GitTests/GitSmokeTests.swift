@@ -1,0 +1,6 @@
+import Testing
+@testable import Git
+
+@Test func GitModuleLoads() {
+    #expect(Bool(true))
+}

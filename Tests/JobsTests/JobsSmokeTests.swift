@@ -1,0 +1,6 @@
+import Testing
+@testable import Jobs
+
+@Test func JobsModuleLoads() {
+    #expect(Bool(true))
+}

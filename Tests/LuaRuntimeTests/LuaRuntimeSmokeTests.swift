@@ -1,0 +1,6 @@
+import Testing
+@testable import LuaRuntime
+
+@Test func LuaRuntimeModuleLoads() {
+    #expect(Bool(true))
+}
