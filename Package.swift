@@ -37,6 +37,8 @@ let package = Package(
             name: "Store",
             dependencies: [
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The raw C API, for the few hot loops (batched inserts).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
 
         .target(

@@ -1,0 +1,72 @@
+import Foundation
+
+/// Looks at a database file's bytes before SQLite opens it.
+///
+/// Opening a file with SQLite in read-write mode can change it (WAL mode,
+/// migrations), so opsh first makes sure the file is an SQLite database and
+/// is not truncated, using nothing but reads.
+enum DatabaseFileInspector {
+    enum Verdict: Equatable {
+        /// No file: it will be created.
+        case missing
+        /// A zero-length file: SQLite treats it as an empty database.
+        case empty
+        /// An SQLite database whose size matches its header.
+        case database
+    }
+
+    static let headerMagic = Array("SQLite format 3\0".utf8)
+
+    static func inspect(path: String) throws -> Verdict {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            if errno == ENOENT { return .missing }
+            throw StoreError.cannotOpen(path: path, detail: String(cString: strerror(errno)))
+        }
+        if (status.st_mode & S_IFMT) == S_IFDIR {
+            throw StoreError.cannotOpen(path: path, detail: "it is a directory")
+        }
+        let fileSize = Int64(status.st_size)
+        if fileSize == 0 { return .empty }
+
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw StoreError.cannotOpen(path: path, detail: String(cString: strerror(errno)))
+        }
+        defer { try? handle.close() }
+        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        guard header.count >= 16, Array(header[0..<16]) == headerMagic else {
+            throw StoreError.notADatabase(path: path)
+        }
+        guard header.count == 100 else {
+            throw StoreError.corrupt(path: path, detail: "the file is shorter than an SQLite header (\(fileSize) bytes)")
+        }
+
+        // Page size: big-endian u16 at offset 16, where 1 means 65536.
+        let rawPageSize = Int64(header[16]) << 8 | Int64(header[17])
+        let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
+        guard pageSize >= 512, pageSize & (pageSize - 1) == 0 else {
+            throw StoreError.corrupt(path: path, detail: "invalid page size \(rawPageSize) in the header")
+        }
+        // The in-header page count (offset 28) is valid when the change
+        // counter (24) equals the version-valid-for number (92).
+        let changeCounter = bigEndian32(header, 24)
+        let validFor = bigEndian32(header, 92)
+        let pageCount = bigEndian32(header, 28)
+        if changeCounter == validFor, pageCount > 0 {
+            let expected = Int64(pageCount) * pageSize
+            // A WAL database may hold newer pages in its -wal file, so only
+            // a main file shorter than its header says is a truncation.
+            if fileSize < expected {
+                throw StoreError.corrupt(
+                    path: path,
+                    detail: "the file is truncated: \(fileSize) bytes where the header promises \(pageCount) pages of \(pageSize) bytes (\(expected) bytes)")
+            }
+        }
+        return .database
+    }
+
+    private static func bigEndian32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
+        UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
+            | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import GRDB
+
+/// What every record of the schema is: a Codable row of one table, with
+/// dates stored as seconds since 1970 and JSON columns checked on write.
+public protocol StoreRecord: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
+    /// The columns that hold JSON text.
+    static var jsonColumns: [String] { get }
+    /// The primary-key column(s), in order.
+    static var primaryKeyColumns: [String] { get }
+}
+
+extension StoreRecord {
+    public static var jsonColumns: [String] { [] }
+
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
+        .timeIntervalSince1970
+    }
+
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
+        .timeIntervalSince1970
+    }
+
+    /// Refuses invalid JSON with an error naming the column, before SQLite's
+    /// CHECK constraint would refuse it with a terser one.
+    public func willSave(_ db: Database) throws {
+        guard !Self.jsonColumns.isEmpty else { return }
+        let values = try databaseDictionary
+        for column in Self.jsonColumns {
+            guard let value = values[column], case .string(let text) = value.storage else { continue }
+            if try !JSONText.isValid(text, in: db) {
+                throw StoreError.invalidValue(
+                    table: Self.databaseTableName, column: column,
+                    reason: "not valid JSON: \(Self.excerpt(text))")
+            }
+        }
+    }
+
+    static func excerpt(_ text: String) -> String {
+        let limit = 60
+        let flat = text.replacingOccurrences(of: "\n", with: "\\n")
+        return flat.count > limit ? "\(flat.prefix(limit))…" : flat
+    }
+}
+
+/// A record whose table uses snake_case column names (seed 003's tables)
+/// while Swift properties stay camelCase.
+public protocol SnakeCaseStoreRecord: StoreRecord {}
+
+extension SnakeCaseStoreRecord {
+    public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+    public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
+}
+
+/// Makes a new lowercase UUID string: ids operators can type.
+public func makeIdentifier() -> String {
+    UUID().uuidString.lowercased()
+}

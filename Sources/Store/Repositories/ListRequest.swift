@@ -1,0 +1,145 @@
+import GRDB
+
+/// Which rows a repository's `list` and `count` return: filters on
+/// columns, an order, and a page.
+///
+/// Column names are checked against the table, so a typo is an error
+/// naming the known columns instead of an empty result; values are always
+/// bound as SQL arguments, never spliced into the SQL.
+public struct ListRequest: Sendable, Equatable {
+    public var filters: [ColumnFilter]
+    public var order: [ColumnOrder]
+    public var limit: Int?
+    public var offset: Int?
+
+    public init(filters: [ColumnFilter] = [], order: [ColumnOrder] = [], limit: Int? = nil, offset: Int? = nil) {
+        self.filters = filters
+        self.order = order
+        self.limit = limit
+        self.offset = offset
+    }
+}
+
+/// A condition on one column.
+public struct ColumnFilter: Sendable, Equatable {
+    public enum Operator: String, Sendable, CaseIterable {
+        case equal = "=", notEqual = "<>", less = "<", lessOrEqual = "<=",
+             greater = ">", greaterOrEqual = ">=", like = "LIKE", `in` = "IN"
+        case isNull = "IS NULL", isNotNull = "IS NOT NULL"
+    }
+
+    public var column: String
+    public var op: Operator
+    /// One value, or several for `.in`.
+    public var values: [DatabaseValue]
+
+    public init(_ column: String, _ op: Operator = .equal, _ values: [DatabaseValue]) {
+        self.column = column
+        self.op = op
+        self.values = values
+    }
+
+    public init(_ column: String, _ op: Operator = .equal, _ value: some DatabaseValueConvertible) {
+        self.init(column, op, [value.databaseValue])
+    }
+}
+
+/// One ordering term.
+public struct ColumnOrder: Sendable, Equatable {
+    public var column: String
+    public var descending: Bool
+
+    public init(_ column: String, descending: Bool = false) {
+        self.column = column
+        self.descending = descending
+    }
+
+    /// Parses `"createdAt"`, `"createdAt desc"`, `"-createdAt"`.
+    public init?(parsing text: String) {
+        let words = text.split(separator: " ", omittingEmptySubsequences: true)
+        guard let first = words.first, words.count <= 2 else { return nil }
+        if words.count == 2 {
+            switch words[1].lowercased() {
+            case "asc": descending = false
+            case "desc": descending = true
+            default: return nil
+            }
+            column = String(first)
+        } else if first.hasPrefix("-") {
+            column = String(first.dropFirst())
+            descending = true
+        } else {
+            column = String(first)
+            descending = false
+        }
+        if column.isEmpty { return nil }
+    }
+}
+
+/// SQL identifier quoting: "name" with inner quotes doubled.
+func quoteIdentifier(_ name: String) -> String {
+    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+extension ListRequest {
+    /// The WHERE clause and its arguments; columns checked against `table`.
+    func whereClause(table: String, columns: [String]) throws -> (sql: String, arguments: StatementArguments) {
+        var terms: [String] = []
+        var arguments = StatementArguments()
+        for filter in filters {
+            try checkColumn(filter.column, table: table, columns: columns)
+            let column = quoteIdentifier(filter.column)
+            switch filter.op {
+            case .isNull, .isNotNull:
+                terms.append("\(column) \(filter.op.rawValue)")
+            case .in:
+                if filter.values.isEmpty {
+                    terms.append("0")
+                } else {
+                    terms.append("\(column) IN (\(Array(repeating: "?", count: filter.values.count).joined(separator: ", ")))")
+                    for value in filter.values { _ = arguments.append(contentsOf: [value]) }
+                }
+            default:
+                guard filter.values.count == 1 else {
+                    throw StoreError.invalidValue(table: table, column: filter.column,
+                                                  reason: "the \(filter.op.rawValue) filter takes one value, got \(filter.values.count)")
+                }
+                if filter.values[0].isNull {
+                    // `= NULL` is never true in SQL; say what is meant.
+                    terms.append(filter.op == .notEqual ? "\(column) IS NOT NULL" : "\(column) IS NULL")
+                } else {
+                    terms.append("\(column) \(filter.op.rawValue) ?")
+                    _ = arguments.append(contentsOf: [filter.values[0]])
+                }
+            }
+        }
+        return (terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND "), arguments)
+    }
+
+    /// The ORDER BY / LIMIT / OFFSET tail.
+    func tail(table: String, columns: [String]) throws -> (sql: String, arguments: StatementArguments) {
+        var sql = ""
+        var arguments = StatementArguments()
+        if !order.isEmpty {
+            for term in order { try checkColumn(term.column, table: table, columns: columns) }
+            sql += " ORDER BY " + order.map { quoteIdentifier($0.column) + ($0.descending ? " DESC" : "") }
+                .joined(separator: ", ")
+        }
+        if let limit {
+            sql += " LIMIT ?"
+            _ = arguments.append(contentsOf: [limit])
+        }
+        if let offset {
+            if limit == nil { sql += " LIMIT -1" }
+            sql += " OFFSET ?"
+            _ = arguments.append(contentsOf: [offset])
+        }
+        return (sql, arguments)
+    }
+
+    private func checkColumn(_ column: String, table: String, columns: [String]) throws {
+        if !columns.contains(column) {
+            throw StoreError.unknownColumn(table: table, column: column, known: columns)
+        }
+    }
+}

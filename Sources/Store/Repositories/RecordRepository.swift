@@ -1,0 +1,151 @@
+import GRDB
+
+/// The operations every table's repository has: get, list with filters,
+/// order and paging, insert, update, upsert, delete, count.
+///
+/// Methods take the `Database` of the caller's transaction (GRDB-style), so
+/// that several operations compose atomically:
+///
+/// ```swift
+/// try store.client.write { db in
+///     let project = try store.projects.insert(db, project)
+///     try store.schemes.insert(db, SchemeRecord(projectBundleIdentifier: project.bundleIdentifier, name: "App"))
+/// }
+/// ```
+public struct RecordRepository<Record: StoreRecord>: Sendable {
+    public init() {}
+
+    public var tableName: String { Record.databaseTableName }
+
+    /// The table's columns, in schema order.
+    public func columns(_ db: Database) throws -> [String] {
+        try db.columns(in: Record.databaseTableName).map(\.name)
+    }
+
+    /// The row with this primary key, or nil.
+    public func get(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Record? {
+        try Record.fetchOne(db, sql: "SELECT * FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?",
+                            arguments: [key])
+    }
+
+    /// The row with this primary key, or a ``StoreError/notFound(table:key:)``.
+    public func require(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Record {
+        guard let record = try get(db, key) else {
+            throw StoreError.notFound(table: tableName, key: "\(key.databaseValue)")
+        }
+        return record
+    }
+
+    /// The rows matching `request`.
+    public func list(_ db: Database, _ request: ListRequest = ListRequest()) throws -> [Record] {
+        let columns = try columns(db)
+        let (whereSQL, whereArguments) = try request.whereClause(table: tableName, columns: columns)
+        let (tailSQL, tailArguments) = try request.tail(table: tableName, columns: columns)
+        return try Record.fetchAll(
+            db, sql: "SELECT * FROM \(quoteIdentifier(tableName))\(whereSQL)\(tailSQL)",
+            arguments: whereArguments + tailArguments)
+    }
+
+    /// How many rows match the filters of `request` (order and page ignored).
+    public func count(_ db: Database, _ request: ListRequest = ListRequest()) throws -> Int {
+        let (whereSQL, arguments) = try request.whereClause(table: tableName, columns: try columns(db))
+        return try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoteIdentifier(tableName))\(whereSQL)",
+                                arguments: arguments) ?? 0
+    }
+
+    /// Inserts a new row; fails if its key exists. Returns the record as
+    /// stored (with its rowid for auto-incremented keys).
+    @discardableResult
+    public func insert(_ db: Database, _ record: Record) throws -> Record {
+        var record = record
+        try record.insert(db)
+        return record
+    }
+
+    /// Replaces the row with the record's key; fails if there is none.
+    public func update(_ db: Database, _ record: Record) throws {
+        do {
+            try record.update(db)
+        } catch RecordError.recordNotFound(_, let key) {
+            throw StoreError.notFound(table: tableName, key: "\(key.values.map(\.description).joined(separator: ", "))")
+        }
+    }
+
+    /// Changes some columns of the row with this key, and returns the row
+    /// as stored. Unknown columns and values the record type does not
+    /// accept (a bad status, invalid JSON) are refused.
+    @discardableResult
+    public func update(_ db: Database, _ key: some DatabaseValueConvertible,
+                       changes: [String: DatabaseValue]) throws -> Record {
+        guard let row = try Row.fetchOne(
+            db, sql: "SELECT * FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?", arguments: [key])
+        else {
+            throw StoreError.notFound(table: tableName, key: "\(key.databaseValue)")
+        }
+        let columns = try columns(db)
+        var fields = Dictionary(uniqueKeysWithValues: row.columnNames.map { ($0, row[$0] as DatabaseValue) })
+        for (column, value) in changes {
+            guard columns.contains(column) else {
+                throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
+            }
+            fields[column] = value
+        }
+        let record = try makeRecord(db, fields: fields)
+        try record.update(db)
+        return record
+    }
+
+    /// Inserts, or updates the row with the same key.
+    @discardableResult
+    public func upsert(_ db: Database, _ record: Record) throws -> Record {
+        var record = record
+        try record.upsert(db)
+        return record
+    }
+
+    /// Deletes the row with this key; returns whether there was one.
+    @discardableResult
+    public func delete(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Bool {
+        try db.execute(sql: "DELETE FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?", arguments: [key])
+        return db.changesCount > 0
+    }
+
+    /// Builds a record from column values (a Lua row, an imported JSON
+    /// object), refusing columns the table does not have.
+    public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
+        let columns = try columns(db)
+        for column in fields.keys where !columns.contains(column) {
+            throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
+        }
+        let row = Row(fields)
+        do {
+            return try Record(row: row)
+        } catch {
+            throw StoreError.invalidValue(table: tableName, column: Self.column(of: error) ?? "?",
+                                          reason: Self.reason(of: error))
+        }
+    }
+
+    private var primaryKeyColumn: String {
+        quoteIdentifier(Record.primaryKeyColumns[0])
+    }
+
+    /// The column a GRDB decoding error is about, from its description
+    /// (`column: "status"`), since the error type is not public.
+    static func column(of error: any Error) -> String? {
+        let text = "\(error)"
+        guard let range = text.range(of: "column: \"") else { return nil }
+        let rest = text[range.upperBound...]
+        return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+    }
+
+    static func reason(of error: any Error) -> String {
+        let text = "\(error)"
+        if text.contains("could not decode") || text.contains("decoding") {
+            if let range = text.range(of: "could not decode") {
+                return String(text[range.lowerBound...]).components(separatedBy: " - ").first ?? text
+            }
+        }
+        return text
+    }
+}

@@ -1,1 +1,0 @@
-// The storage core: see README.md

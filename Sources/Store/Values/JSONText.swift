@@ -1,0 +1,58 @@
+import Foundation
+import GRDB
+
+/// The text of a JSON column.
+///
+/// Records hold JSON as text so that a script can write any JSON document
+/// (an array of capabilities, a dictionary of properties) and read it back
+/// byte for byte. Validity is checked on write, by SQLite's own
+/// `json_valid`, both in ``StoreRecord/willSave(_:)`` (for a clear error)
+/// and by the schema's CHECK constraints (for every other writer).
+public struct JSONText: Hashable, Sendable, Codable, DatabaseValueConvertible, CustomStringConvertible {
+    public var text: String
+
+    /// Wraps text without checking it; the write checks it.
+    public init(_ text: String) {
+        self.text = text
+    }
+
+    /// Encodes a value as compact JSON with sorted keys.
+    public init<T: Encodable>(encoding value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        self.text = String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    /// Decodes the JSON into a value.
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+
+    public var description: String { text }
+
+    public var databaseValue: DatabaseValue { text.databaseValue }
+
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> JSONText? {
+        // Read whatever is stored, valid or not: repair scripts must see
+        // the damage to fix it.
+        switch dbValue.storage {
+        case .string(let text): return JSONText(text)
+        case .blob(let data): return JSONText(String(decoding: data, as: UTF8.self))
+        default: return nil
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        self.text = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+
+    /// Whether SQLite accepts `text` as JSON.
+    public static func isValid(_ text: String, in db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT json_valid(?)", arguments: [text]) ?? false
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import GRDB
+
+/// A value the core hands to its callers without tying them to GRDB or to a
+/// record type: what query keys fetch and observations deliver, what the
+/// Lua bindings turn into Lua values and the shell prints.
+public enum StoreValue: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+    case array([StoreValue])
+    /// A row or a dictionary, its fields in order.
+    case object([Field])
+
+    public struct Field: Hashable, Sendable {
+        public var name: String
+        public var value: StoreValue
+        public init(_ name: String, _ value: StoreValue) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The field of an object with this name.
+    public subscript(name: String) -> StoreValue? {
+        guard case .object(let fields) = self else { return nil }
+        return fields.first { $0.name == name }?.value
+    }
+
+    /// The elements of an array.
+    public var arrayValue: [StoreValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+
+    public var textValue: String? {
+        if case .text(let text) = self { return text }
+        return nil
+    }
+
+    public var integerValue: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+}
+
+extension StoreValue {
+    /// A database value as it is stored: no date or JSON interpretation.
+    public init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let value): self = .integer(value)
+        case .double(let value): self = .real(value)
+        case .string(let value): self = .text(value)
+        case .blob(let data): self = .blob([UInt8](data))
+        }
+    }
+
+    /// A row as an object with its columns in order.
+    public init(_ row: Row) {
+        self = .object(row.columnNames.map { name in Field(name, StoreValue(row[name] as DatabaseValue)) })
+    }
+
+    /// The value as a database value, for binding (arrays and objects as
+    /// JSON text).
+    public var databaseValue: DatabaseValue {
+        switch self {
+        case .null: return .null
+        case .integer(let value): return value.databaseValue
+        case .real(let value): return value.databaseValue
+        case .text(let value): return value.databaseValue
+        case .blob(let bytes): return Data(bytes).databaseValue
+        case .array, .object: return jsonText.databaseValue
+        }
+    }
+
+    /// Compact JSON text of the value (blobs as base64 strings).
+    public var jsonText: String {
+        var output = ""
+        writeJSON(to: &output)
+        return output
+    }
+
+    private func writeJSON(to output: inout String) {
+        switch self {
+        case .null: output += "null"
+        case .integer(let value): output += String(value)
+        case .real(let value):
+            if value.isFinite {
+                output += value == value.rounded() && abs(value) < 1e15 ? String(format: "%.1f", value) : "\(value)"
+            } else {
+                output += "null"
+            }
+        case .text(let text): StoreValue.writeJSONString(text, to: &output)
+        case .blob(let bytes): StoreValue.writeJSONString(Data(bytes).base64EncodedString(), to: &output)
+        case .array(let values):
+            output += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { output += "," }
+                value.writeJSON(to: &output)
+            }
+            output += "]"
+        case .object(let fields):
+            output += "{"
+            for (index, field) in fields.enumerated() {
+                if index > 0 { output += "," }
+                StoreValue.writeJSONString(field.name, to: &output)
+                output += ":"
+                field.value.writeJSON(to: &output)
+            }
+            output += "}"
+        }
+    }
+
+    static func writeJSONString(_ text: String, to output: inout String) {
+        output += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20:
+                output += String(format: "\\u%04x", scalar.value)
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
+    }
+}
