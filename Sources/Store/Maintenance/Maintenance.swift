@@ -1,0 +1,145 @@
+import Foundation
+import GRDB
+
+/// What `check` found.
+public struct IntegrityReport: Sendable, Hashable {
+    /// Lines of `PRAGMA integrity_check`, empty when it said "ok".
+    public var integrityProblems: [String]
+    /// Rows whose foreign key points at nothing.
+    public var foreignKeyViolations: [ForeignKeyViolation]
+
+    public var isOK: Bool { integrityProblems.isEmpty && foreignKeyViolations.isEmpty }
+
+    public struct ForeignKeyViolation: Sendable, Hashable, CustomStringConvertible {
+        public var table: String
+        public var rowid: Int64?
+        public var parent: String
+        public var description: String {
+            "\(table) row \(rowid.map(String.init) ?? "?") refers to a missing row of \(parent)"
+        }
+    }
+}
+
+/// Sizes and row counts.
+public struct DatabaseStatistics: Sendable, Hashable {
+    public var path: String?
+    public var fileSize: Int64
+    public var walSize: Int64
+    public var pageSize: Int
+    public var pageCount: Int
+    public var freePageCount: Int
+    /// Rows per table, in table-name order.
+    public var rowCounts: [(table: String, rows: Int)]
+    /// Applied migrations, oldest first.
+    public var migrations: [String]
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.path == rhs.path && lhs.fileSize == rhs.fileSize && lhs.walSize == rhs.walSize
+            && lhs.pageSize == rhs.pageSize && lhs.pageCount == rhs.pageCount
+            && lhs.freePageCount == rhs.freePageCount && lhs.migrations == rhs.migrations
+            && lhs.rowCounts.map(\.table) == rhs.rowCounts.map(\.table)
+            && lhs.rowCounts.map(\.rows) == rhs.rowCounts.map(\.rows)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(path)
+        hasher.combine(pageCount)
+    }
+}
+
+/// Progress of a long operation: done out of total units (pages, rows).
+public struct MaintenanceProgress: Sendable, Hashable {
+    public var completed: Int
+    public var total: Int
+    public var fraction: Double { total == 0 ? 1 : Double(completed) / Double(total) }
+}
+
+extension Store {
+    /// Copies the live database to `destination` with SQLite's online backup
+    /// (other connections keep reading and writing), in steps so that
+    /// `progress` is told how far it got, then checks the copy with
+    /// `integrity_check`. The copy is created with mode 0600: it holds the
+    /// same secrets as the database.
+    ///
+    /// - throws: when the destination exists (unless `overwrite`), cannot
+    ///   be written, or the copy fails its check (the bad copy is removed).
+    public func backup(to destination: String, overwrite: Bool = false, pagesPerStep: Int32 = 256,
+                       progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+        let manager = FileManager.default
+        if manager.fileExists(atPath: destination) {
+            guard overwrite else {
+                throw StoreError.refused(reason: "backup destination \(destination) exists; choose another path or allow overwriting")
+            }
+            for suffix in ["", "-wal", "-shm"] { try? manager.removeItem(atPath: destination + suffix) }
+        }
+        let directory = (destination as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        // Owner-only before SQLite writes a byte.
+        guard manager.createFile(atPath: destination, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw StoreError.cannotOpen(path: destination, detail: String(cString: strerror(errno)))
+        }
+        do {
+            let copy = try DatabaseQueue(path: destination)
+            try writer.backup(to: copy, pagesPerStep: pagesPerStep) { step in
+                progress?(MaintenanceProgress(completed: step.completedPageCount, total: step.totalPageCount))
+            }
+            let problems = try copy.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+            try copy.close()
+            if problems != ["ok"] {
+                throw StoreError.corrupt(path: destination, detail: "the backup failed its integrity check: \(problems.joined(separator: "; "))")
+            }
+        } catch {
+            try? manager.removeItem(atPath: destination)
+            throw error
+        }
+    }
+
+    /// Rebuilds the file to reclaim free pages. Needs the write lock for
+    /// its whole duration.
+    public func vacuum() throws {
+        try writer.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") }
+    }
+
+    /// Runs `integrity_check` and `foreign_key_check`.
+    public func check() throws -> IntegrityReport {
+        try writer.read { db in
+            let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+            let violations = try Row.fetchAll(db, sql: "PRAGMA foreign_key_check").map { row in
+                IntegrityReport.ForeignKeyViolation(table: row[0], rowid: row[1], parent: row[2])
+            }
+            return IntegrityReport(integrityProblems: integrity == ["ok"] ? [] : integrity,
+                                   foreignKeyViolations: violations)
+        }
+    }
+
+    /// Row counts, file and WAL sizes, pages.
+    public func statistics() throws -> DatabaseStatistics {
+        try writer.read { db in
+            let tables = try String.fetchAll(db, sql: """
+                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
+                """)
+            var counts: [(String, Int)] = []
+            for table in tables {
+                counts.append((table, try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoteIdentifier(table))") ?? 0))
+            }
+            let migrations = try db.tableExists("grdb_migrations")
+                ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") : []
+            return DatabaseStatistics(
+                path: path,
+                fileSize: path.map(Self.fileSize) ?? 0,
+                walSize: path.map { Self.fileSize($0 + "-wal") } ?? 0,
+                pageSize: try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0,
+                pageCount: try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                freePageCount: try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
+                rowCounts: counts,
+                migrations: migrations)
+        }
+    }
+
+    static func fileSize(_ path: String) -> Int64 {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int64(status.st_size) : 0
+    }
+}

@@ -1,0 +1,74 @@
+/// A name for a piece of data that can be fetched once or observed
+/// (seed 000's query keys, plus keys for the analytics side).
+///
+/// Keys have a textual form (see ``QueryKeyParser`` for the grammar and
+/// ``description`` for the canonical printing), and
+/// `QueryKey(parsing: key.description) == key` holds for every key.
+public enum QueryKey: Hashable, Sendable {
+    /// `projects.all.ids`: every project's bundle identifier.
+    case allProjectIds
+    /// `projects.versionStrings`: for each project, the versions it has builds of.
+    case projectVersionStrings
+    /// `project.{id}`: one project.
+    case project(String)
+    /// `project.{id}.detail`: a project with its scheme ids and recent build ids.
+    case projectDetail(String)
+    /// `project.{id}.schemes.ids`: a project's scheme ids, in order.
+    case projectSchemeIds(String)
+    /// `project.{id}.buildVersionStrings`: versions with builds, newest first.
+    case projectBuildVersionStrings(String)
+    /// `project.{id}.latestBuilds.limit{N}`: the N most recent builds.
+    case projectLatestBuilds(String, limit: Int)
+    /// `scheme.{id}`: one scheme.
+    case scheme(String)
+    /// `schemes.{id,…}.builds.ids[.{version}]`: build ids of schemes, newest first.
+    case schemeBuildIds([String], version: String?)
+    /// `build.{id}`: one build.
+    case build(String)
+    /// `build.{id}.logs.ids[.debug][.category{c}]`: log line ids, oldest
+    /// first; debug lines only with `.debug`.
+    case buildLogIds(String, includeDebug: Bool, category: String?)
+    /// `build.{id}.crashLogs.ids`: a build's crash log ids, newest first.
+    case buildCrashLogIds(String)
+    /// `buildLog.{id}`: one log line.
+    case buildLog(String)
+    /// `crashLog.{id}`: one crash log.
+    case crashLog(String)
+
+    /// `models.all.ids`: every model id.
+    case allModelIds
+    /// `model.{id}`: one model.
+    case model(String)
+    /// `model.{id}.usage`: a model's usage, one row per day.
+    case modelUsage(String)
+    /// `session.{id}`: one generation session.
+    case session(String)
+    /// `session.{id}.generations`: a session's generations in sequence.
+    case sessionGenerations(String)
+    /// `telemetry.counts`: event name → number of events.
+    case telemetryCounts
+    /// `config.{id}`: a configuration row with its settings and policies.
+    case configuration(String)
+}
+
+extension QueryKey {
+    /// The tables whose changes can change the key's value.
+    public var observedTables: Set<String> {
+        switch self {
+        case .allProjectIds, .project: return ["projects"]
+        case .projectVersionStrings, .projectBuildVersionStrings, .projectLatestBuilds:
+            return ["projects", "schemes", "builds"]
+        case .projectDetail: return ["projects", "schemes", "builds"]
+        case .projectSchemeIds, .scheme: return ["schemes"]
+        case .schemeBuildIds, .build: return ["builds"]
+        case .buildLogIds, .buildLog: return ["buildLogs"]
+        case .buildCrashLogIds, .crashLog: return ["crashLogs"]
+        case .allModelIds, .model: return ["model_metadata"]
+        case .modelUsage: return ["model_usage_stats"]
+        case .session: return ["generation_sessions"]
+        case .sessionGenerations: return ["generations"]
+        case .telemetryCounts: return ["telemetry"]
+        case .configuration: return ["configuration", "routing_policies", "analytics_config", "storage_config"]
+        }
+    }
+}
