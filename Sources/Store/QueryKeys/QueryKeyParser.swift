@@ -208,6 +208,9 @@ public struct QueryKeyParser {
         let parser: QueryKeyParser
         let segments: [Segment]
         var next = 0
+        /// Set after an id: a stray word next is likely the rest of an
+        /// unquoted id with dots, worth a hint.
+        var afterID = false
 
         var atEnd: Bool { next == segments.count }
 
@@ -235,9 +238,10 @@ public struct QueryKeyParser {
             let described = choices.count == 1 ? "'\(choices[0])'" : "one of " + choices.map { "'\($0)'" }.joined(separator: ", ")
             let atom = try single(described)
             guard atom.quoted == nil, let word = atom.word, choices.contains(word) else {
-                next -= 1
-                throw parser.error(at: atom.position - 0, "\(described), found '\(describe(atom))'")
+                let hint = afterID ? " (quote an id that holds '.', e.g. project.\"com.example.app\")" : ""
+                throw parser.error(at: atom.position, "\(described), found '\(describe(atom))'\(hint)")
             }
+            afterID = false
             return word
         }
 
@@ -250,6 +254,7 @@ public struct QueryKeyParser {
             guard let text = atom.text else {
                 throw parser.error(at: atom.position, "\(expected) as one word or one \"quoted text\", found '\(describe(atom))'")
             }
+            afterID = true
             return text
         }
 
