@@ -60,6 +60,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
+        // MARK: Benchmarks (scripts/bench)
+        .executableTarget(
+            name: "opsh-bench",
+            dependencies: ["Store"]),
+
         // MARK: Tests
         .testTarget(name: "StoreTests", dependencies: ["Store"]),
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),

@@ -1,0 +1,106 @@
+import Foundation
+import GRDB
+import Store
+
+/// Benchmarks of the storage core (issue: the Swift core).
+enum StoreBenchmarks {
+    /// A point query by key: `build.{id}` parsed and fetched through the
+    /// storage client, 20,000 times over 10,000 builds.
+    static func pointQueryByKey(directory: String) throws -> Result {
+        let store = try Store.open(path: directory + "/point.sqlite")
+        let ids: [String] = try store.client.write { db in
+            try db.execute(sql: "INSERT INTO projects VALUES ('com.example.app', 'App', 'App', '/srv/app', 0)")
+            let scheme = try store.schemes.records.insert(db, SchemeRecord(projectBundleIdentifier: "com.example.app", name: "App"))
+            return try (1...10_000).map { number in
+                try store.builds.records.insert(db, BuildRecord(schemeId: scheme.id, versionString: "1.0.\(number)", buildNumber: number)).id
+            }
+        }
+        var samples: [Double] = []
+        samples.reserveCapacity(20_000)
+        for index in 0..<20_000 {
+            let text = "build.\(ids[(index * 7919) % ids.count])"
+            let start = now()
+            let key = try QueryKey(parsing: text)
+            let value = try store.client.read { db in try key.fetch(db) }
+            samples.append(now() - start)
+            precondition(value != .null)
+        }
+        let median = Distribution(samples).median
+        return Result(name: "point query by key (`build.{id}`: parse + fetch), median of 20,000",
+                      value: formatDuration(median) + " (p99 \(formatDuration(Distribution(samples).percentile(99))))",
+                      target: "< 50 µs", verdict: median < 50e-6 ? "met" : "missed")
+    }
+
+    /// Batched telemetry insert: 1,000,000 rows in one transaction.
+    static func batchedTelemetryInsert(directory: String) throws -> Result {
+        let store = try Store.open(path: directory + "/telemetry.sqlite")
+        let count = 1_000_000
+        let base = Date().timeIntervalSince1970
+        let names = ["launch", "generation", "error", "download"]
+        let events = (0..<count).map { (index: Int) -> TelemetryRepository.Event in
+            let properties: String? = index % 3 == 0 ? "{\"latency\":\(index % 997)}" : nil
+            let session: String? = index % 5 == 0 ? "s\(index % 101)" : nil
+            let date = Date(timeIntervalSince1970: base + Double(index) / 1000)
+            return TelemetryRepository.Event(event: names[index & 3], properties: properties, sessionId: session, createdAt: date)
+        }
+        let start = now()
+        try store.client.write { db in try store.telemetry.insertBatch(db, events) }
+        let rate = Double(count) / (now() - start)
+        return Result(name: "batched telemetry insert, 1,000,000 rows in one transaction",
+                      value: formatRate(rate) + " rows/s", target: "≥ 300 k rows/s", verdict: rate >= 300_000 ? "met" : "missed")
+    }
+
+    /// Change-to-callback latency across processes: a child process commits
+    /// one telemetry row every 20 ms stamped with its wall-clock commit time;
+    /// an observation here measures when its callback sees each row.
+    ///
+    /// Commits are spaced a little more than the poll interval apart (with
+    /// jitter, so they do not phase-lock with the poll) so that each one is
+    /// seen on its own and its latency is measured, not coalesced away.
+    static func crossProcessLatency(directory: String, executable: String, pollInterval: Double, writes: Int) throws -> Result {
+        let path = directory + "/latency-\(Int(pollInterval * 1000)).sqlite"
+        let store = try Store.open(path: path, options: StoreOptions(externalChangePollInterval: pollInterval))
+        let latencies = LatencyLog()
+        let observation = try QueryObservation(
+            client: store.client, tables: ["telemetry"],
+            fetch: { db in .real(try Double.fetchOne(db, sql: "SELECT max(created_at) FROM telemetry") ?? 0) },
+            onChange: { result in
+                let seen = wallClock()
+                if case .success(.real(let stamp)) = result, stamp > 0 { latencies.add(seen - stamp) }
+            })
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: executable)
+        writer.arguments = ["--writer", path, String(writes), String(max(pollInterval * 1.5, 0.02))]
+        try writer.run()
+        writer.waitUntilExit()
+        Thread.sleep(forTimeInterval: pollInterval * 3)
+        observation.cancel()
+        let distribution = Distribution(latencies.values)
+        return Result(
+            name: "cross-process change → callback latency (poll every \(Int(pollInterval * 1000)) ms, \(distribution.samples.count) of \(writes) commits seen)",
+            value: "median \(formatDuration(distribution.median)), p99 \(formatDuration(distribution.percentile(99)))",
+            target: "reported", verdict: "—")
+    }
+
+    /// The writer side of ``crossProcessLatency``: a plain GRDB queue, as the
+    /// backend would have.
+    static func runWriter(path: String, count: Int, interval: Double) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        for index in 0..<count {
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO telemetry (event, properties, created_at) VALUES ('tick', ?, ?)",
+                               arguments: ["{\"i\":\(index)}", wallClock()])
+            }
+            Thread.sleep(forTimeInterval: interval * Double.random(in: 0.8...1.6))
+        }
+    }
+}
+
+final class LatencyLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var samples: [Double] = []
+    func add(_ value: Double) { lock.lock(); samples.append(value); lock.unlock() }
+    var values: [Double] { lock.lock(); defer { lock.unlock() }; return samples }
+}
