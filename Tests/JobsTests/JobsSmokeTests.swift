@@ -1,6 +1,0 @@
-import Testing
-@testable import Jobs
-
-@Test func JobsModuleLoads() {
-    #expect(Bool(true))
-}
