@@ -20,16 +20,19 @@ let package = Package(
     ],
     targets: [
         // MARK: C libraries from Debian
+        // Headers are found under /usr/include (<lua5.4/lua.h>,
+        // <readline/readline.h>) rather than through pkg-config: the
+        // lua5.4 and readline .pc files add -D flags that SwiftPM refuses
+        // with a warning on every build.
         .systemLibrary(
             name: "CLua",
-            pkgConfig: "lua5.4",
             providers: [.apt(["liblua5.4-dev"])]),
         .target(
             name: "CLuaShim",
-            dependencies: ["CLua"]),
+            dependencies: ["CLua"],
+            linkerSettings: [.linkedLibrary("lua5.4")]),
         .systemLibrary(
             name: "CReadline",
-            pkgConfig: "readline",
             providers: [.apt(["libreadline-dev"])]),
 
         // MARK: The Swift core
@@ -52,6 +55,11 @@ let package = Package(
             name: "LuaRuntime",
             dependencies: ["CLuaShim"]),
 
+        // MARK: The shell
+        .target(
+            name: "Shell",
+            dependencies: ["LuaRuntime", "Store", "CReadline"]),
+
         // MARK: The program
         .executableTarget(
             name: "opsh",
@@ -70,6 +78,7 @@ let package = Package(
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),
         .testTarget(name: "GitTests", dependencies: ["Git"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
+        .testTarget(name: "ShellTests", dependencies: ["Shell"]),
     ],
     swiftLanguageModes: [.v6]
 )

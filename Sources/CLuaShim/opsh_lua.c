@@ -1,1 +1,269 @@
 #include "opsh_lua.h"
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Per state: the allocator's count and limit, whether a Swift frame is
+// running, and the interrupt. Lives in the allocator's userdata.
+typedef struct {
+    size_t used;
+    size_t limit;
+    // While a Swift function runs, allocations past the limit succeed: a
+    // memory error there would longjmp across the Swift frame. The next
+    // allocation Lua makes after the Swift frame has returned fails.
+    int in_host;
+    atomic_int interrupt_reason;
+} opsh_state_info;
+
+static opsh_state_info *info_of(lua_State *L) {
+    void *ud = NULL;
+    lua_getallocf(L, &ud);
+    return (opsh_state_info *)ud;
+}
+
+static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    opsh_state_info *info = (opsh_state_info *)ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        info->used -= old;
+        return NULL;
+    }
+    if (info->limit && nsize > old && !info->in_host
+        && info->used - old + nsize > info->limit) {
+        return NULL;
+    }
+    void *block = realloc(ptr, nsize);
+    if (block) info->used = info->used - old + nsize;
+    return block;
+}
+
+static int opsh_panic(lua_State *L) {
+    const char *message = lua_tostring(L, -1);
+    fprintf(stderr, "opsh: unprotected Lua error: %s\n", message ? message : "(not a string)");
+    abort();
+}
+
+lua_State *opsh_newstate(size_t memory_limit) {
+    opsh_state_info *info = calloc(1, sizeof *info);
+    if (!info) return NULL;
+    info->limit = memory_limit;
+    lua_State *L = lua_newstate(opsh_alloc, info);
+    if (!L) { free(info); return NULL; }
+    lua_atpanic(L, opsh_panic);
+    return L;
+}
+
+void opsh_close(lua_State *L) {
+    opsh_state_info *info = info_of(L);
+    lua_close(L);
+    free(info);
+}
+
+size_t opsh_memory_used(lua_State *L) { return info_of(L)->used; }
+void opsh_set_memory_limit(lua_State *L, size_t limit) { info_of(L)->limit = limit; }
+
+// MARK: Calling Swift from Lua
+
+static opsh_host_function host_dispatch = NULL;
+static opsh_host_release host_release = NULL;
+
+void opsh_set_host_dispatch(opsh_host_function dispatch, opsh_host_release release) {
+    host_dispatch = dispatch;
+    host_release = release;
+}
+
+// A full userdata holding a host pointer; its __gc releases the pointer.
+typedef struct { void *context; } opsh_host_box;
+
+static int opsh_release_box(lua_State *L) {
+    opsh_host_box *box = (opsh_host_box *)lua_touserdata(L, 1);
+    if (box && box->context) {
+        void *context = box->context;
+        box->context = NULL;
+        host_release(context);
+    }
+    return 0;
+}
+
+static void push_box(lua_State *L, void *context) {
+    opsh_host_box *box = (opsh_host_box *)lua_newuserdatauv(L, sizeof *box, 0);
+    box->context = context;
+}
+
+static int opsh_trampoline(lua_State *L) {
+    opsh_host_box *box = (opsh_host_box *)lua_touserdata(L, lua_upvalueindex(1));
+    void *context = box->context;
+    opsh_state_info *info = info_of(L);
+    int outer = info->in_host;
+    info->in_host = 1;
+    int results = host_dispatch(L, context);
+    info->in_host = outer;
+    // The Swift frame has returned: raising is safe now.
+    if (results == OPSH_RAISE) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
+    if (results == OPSH_RAISE_VALUE) return lua_error(L);
+    return results;
+}
+
+void opsh_push_host_function(lua_State *L, void *context) {
+    push_box(L, context);
+    if (luaL_newmetatable(L, "opsh.function")) {
+        lua_pushcfunction(L, opsh_release_box);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    lua_pushcclosure(L, opsh_trampoline, 1);
+}
+
+int opsh_push_host_object(lua_State *L, void *context, const char *type_name) {
+    push_box(L, context);
+    int created = luaL_newmetatable(L, type_name);
+    if (created) {
+        lua_pushcfunction(L, opsh_release_box);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if (created) luaL_getmetatable(L, type_name);
+    return created;
+}
+
+void *opsh_to_host_object(lua_State *L, int index, const char *type_name) {
+    opsh_host_box *box = (opsh_host_box *)luaL_testudata(L, index, type_name);
+    return box ? box->context : NULL;
+}
+
+// MARK: Calling Lua from Swift
+
+// As lua.c's msghandler: a message with a traceback.
+static int opsh_message_handler(lua_State *L) {
+    const char *message = lua_tostring(L, 1);
+    if (message == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            return 1;
+        message = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, message, 1);
+    return 1;
+}
+
+int opsh_pcall(lua_State *L, int nargs, int nresults) {
+    opsh_state_info *info = info_of(L);
+    int outer = info->in_host;
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, opsh_message_handler);
+    lua_insert(L, base);
+    info->in_host = 0;
+    int status = lua_pcall(L, nargs, nresults, base);
+    info->in_host = outer;
+    lua_remove(L, base);
+    return status;
+}
+
+int opsh_load(lua_State *L, const char *code, size_t length, const char *chunkname, const char *mode) {
+    opsh_state_info *info = info_of(L);
+    int outer = info->in_host;
+    info->in_host = 0;
+    int status = luaL_loadbufferx(L, code, length, chunkname, mode);
+    info->in_host = outer;
+    return status;
+}
+
+int opsh_is_incomplete(lua_State *L, int status) {
+    static const char eof_mark[] = "<eof>";
+    const size_t mark_length = sizeof eof_mark - 1;
+    if (status != LUA_ERRSYNTAX) return 0;
+    size_t length;
+    const char *message = lua_tolstring(L, -1, &length);
+    return message && length >= mark_length
+        && strcmp(message + length - mark_length, eof_mark) == 0;
+}
+
+// MARK: Interrupts
+
+static void opsh_interrupt_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    if (atomic_load(&info_of(L)->interrupt_reason) == 0) {
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
+    // Keep the hook: a pcall that catches this gets it again on its next
+    // instruction, until the host's own protected call has returned.
+    lua_pushliteral(L, "interrupted");
+    lua_error(L);
+}
+
+void opsh_interrupt(lua_State *L, int reason) {
+    atomic_store(&info_of(L)->interrupt_reason, reason);
+    // lua_sethook is safe to call asynchronously (lua.c does it from its
+    // SIGINT handler).
+    lua_sethook(L, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+int opsh_interrupt_reason(lua_State *L) { return atomic_load(&info_of(L)->interrupt_reason); }
+
+void opsh_clear_interrupt(lua_State *L) {
+    atomic_store(&info_of(L)->interrupt_reason, 0);
+    lua_sethook(L, NULL, 0, 0);
+}
+
+// MARK: Macros as functions
+
+int opsh_upvalueindex(int i) { return lua_upvalueindex(i); }
+int opsh_registryindex(void) { return LUA_REGISTRYINDEX; }
+void opsh_pop(lua_State *L, int n) { lua_pop(L, n); }
+void opsh_newtable(lua_State *L) { lua_newtable(L); }
+const char *opsh_tostring(lua_State *L, int index, size_t *length) { return lua_tolstring(L, index, length); }
+lua_Integer opsh_tointeger(lua_State *L, int index, int *isnum) { return lua_tointegerx(L, index, isnum); }
+lua_Number opsh_tonumber(lua_State *L, int index, int *isnum) { return lua_tonumberx(L, index, isnum); }
+void opsh_insert(lua_State *L, int index) { lua_insert(L, index); }
+void opsh_remove(lua_State *L, int index) { lua_remove(L, index); }
+void opsh_pushglobaltable(lua_State *L) { lua_pushglobaltable(L); }
+int opsh_ref(lua_State *L) { return luaL_ref(L, LUA_REGISTRYINDEX); }
+void opsh_unref(lua_State *L, int ref) { luaL_unref(L, LUA_REGISTRYINDEX, ref); }
+int opsh_getref(lua_State *L, int ref) { return lua_rawgeti(L, LUA_REGISTRYINDEX, ref); }
+void opsh_where(lua_State *L, int level) { luaL_where(L, level); }
+
+static void require_library(lua_State *L, const char *name, lua_CFunction open) {
+    luaL_requiref(L, name, open, 1);
+    lua_pop(L, 1);
+}
+
+static void remove_field(lua_State *L, const char *table, const char *field) {
+    if (lua_getglobal(L, table) == LUA_TTABLE) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, field);
+    }
+    lua_pop(L, 1);
+}
+
+void opsh_openlibs(lua_State *L, int sandbox) {
+    if (!sandbox) {
+        luaL_openlibs(L);
+        return;
+    }
+    require_library(L, LUA_GNAME, luaopen_base);
+    require_library(L, LUA_STRLIBNAME, luaopen_string);
+    require_library(L, LUA_TABLIBNAME, luaopen_table);
+    require_library(L, LUA_MATHLIBNAME, luaopen_math);
+    require_library(L, LUA_UTF8LIBNAME, luaopen_utf8);
+    require_library(L, LUA_COLIBNAME, luaopen_coroutine);
+    require_library(L, LUA_OSLIBNAME, luaopen_os);
+    // Files and processes: gone. Bytecode: gone (it can break the VM).
+    static const char *const base_removed[] = {"dofile", "loadfile", NULL};
+    for (const char *const *name = base_removed; *name; name++) {
+        lua_pushnil(L);
+        lua_setglobal(L, *name);
+    }
+    static const char *const os_removed[] = {
+        "execute", "exit", "getenv", "remove", "rename", "setlocale", "tmpname", NULL};
+    for (const char *const *name = os_removed; *name; name++) remove_field(L, "os", *name);
+    remove_field(L, "string", "dump");
+    // The string metatable's __index is the string table itself: removing
+    // `dump` above removes it from ("").dump as well.
+}

@@ -1,1 +1,349 @@
-// The Lua runtime bridge
+import CLuaShim
+import Synchronization
+
+/// One Lua 5.4 state driven from Swift.
+///
+/// All calls happen on one thread at a time (opsh's Lua thread); only
+/// ``interrupt(_:)`` may come from any thread. Swift enters Lua only
+/// through protected calls, and Lua enters Swift only through the C
+/// trampoline, so a Lua error never unwinds a Swift frame.
+public final class LuaRuntime {
+    public struct Options: Sendable {
+        /// Bytes the state may hold; nil for no limit.
+        public var memoryLimit: Int?
+        /// Only the libraries that cannot reach the system: no `io`,
+        /// `package`/`require`, `debug`, `os.execute`, `string.dump`,
+        /// `load` of bytecode.
+        public var sandbox: Bool
+
+        public init(memoryLimit: Int? = nil, sandbox: Bool = false) {
+            self.memoryLimit = memoryLimit
+            self.sandbox = sandbox
+        }
+    }
+
+    /// The main thread of the state.
+    public let state: OpaquePointer
+    public let options: Options
+    let references = LuaReferenceTable()
+
+    /// Protected calls in progress; an interrupt only counts while one is.
+    private let running = Mutex(0)
+    /// Run when an interrupt arrives (e.g. `sqlite3_interrupt` for the
+    /// statement a host function is waiting on). Any thread.
+    private let interruptHandlers = Mutex<[@Sendable (LuaInterruptReason) -> Void]>([])
+
+    public init(options: Options = Options()) throws {
+        guard let state = opsh_newstate(0) else {
+            throw LuaError(kind: .memory, message: "cannot create a Lua state: not enough memory")
+        }
+        self.state = state
+        self.options = options
+        opsh_set_host_dispatch(hostDispatch, hostRelease)
+        opsh_openlibs(state, options.sandbox ? 1 : 0)
+        if options.sandbox {
+            // `load` compiles text only: bytecode can crash the VM.
+            try execute("""
+                local load, select = load, select
+                _G.load = function(chunk, name, mode, ...)
+                  if select('#', ...) > 0 then return load(chunk, name, 't', ...) end
+                  return load(chunk, name, 't')
+                end
+                """, chunkName: "=(sandbox)")
+        }
+        if let limit = options.memoryLimit {
+            opsh_set_memory_limit(state, max(limit, 0))
+        }
+    }
+
+    deinit {
+        opsh_close(state)
+    }
+
+    /// The stack of the main thread.
+    public var stack: LuaStack { LuaStack(state, references: references) }
+
+    /// Bytes the state holds.
+    public var memoryUsed: Int { opsh_memory_used(state) }
+
+    // MARK: Globals and modules
+
+    /// Pushes a host function (owned by Lua from then on).
+    public func pushFunction(_ name: String, _ body: @escaping LuaHostFunction, on state: OpaquePointer? = nil) {
+        let box = HostFunctionBox(name: name, body: body, runtime: self)
+        opsh_push_host_function(state ?? self.state, Unmanaged.passRetained(box).toOpaque())
+    }
+
+    /// Sets global `name` to a host function.
+    public func register(_ name: String, _ body: @escaping LuaHostFunction) {
+        pushFunction(name, body)
+        lua_setglobal(state, name)
+    }
+
+    /// Adds functions to the global table `module` (created if missing).
+    public func register(module: String, _ functions: [String: LuaHostFunction]) {
+        if lua_getglobal(state, module) != LUA_TTABLE {
+            opsh_pop(state, 1)
+            lua_createtable(state, 0, Int32(functions.count))
+            lua_pushvalue(state, -1)
+            lua_setglobal(state, module)
+        }
+        for (name, body) in functions.sorted(by: { $0.key < $1.key }) {
+            pushFunction(name, body)
+            stack.setField(name, at: -2)
+        }
+        opsh_pop(state, 1)
+    }
+
+    public func setGlobal(_ name: String, _ value: LuaValue) {
+        stack.push(value)
+        lua_setglobal(state, name)
+    }
+
+    public func global(_ name: String) throws -> LuaValue {
+        lua_getglobal(state, name)
+        defer { opsh_pop(state, 1) }
+        return try stack.value(at: -1)
+    }
+
+    /// Pushes `object` as a userdata whose methods are `methods` (called
+    /// as `obj:name(...)`), with `__name` = `type`.
+    public func pushObject(_ object: AnyObject, type: String, methods: [String: LuaHostFunction],
+                           metamethods: [String: LuaHostFunction] = [:], on state: OpaquePointer? = nil) {
+        let target = state ?? self.state
+        let context = Unmanaged.passRetained(object).toOpaque()
+        let created = type.withCString { opsh_push_host_object(target, context, $0) }
+        if created != 0 {
+            let stack = LuaStack(target, references: references)
+            lua_createtable(target, 0, Int32(methods.count))
+            for (name, body) in methods {
+                pushFunction("\(name)", body, on: target)
+                stack.setField(name, at: -2)
+            }
+            stack.setField("__index", at: -2)
+            for (name, body) in metamethods {
+                pushFunction(name, body, on: target)
+                stack.setField(name, at: -2)
+            }
+            opsh_pop(target, 1)
+        }
+    }
+
+    /// Makes `require` look in `folder` first (`folder/?.lua`,
+    /// `folder/?/init.lua`). Nothing in a sandbox, which has no `require`.
+    public func prependModulePath(_ folder: String) {
+        guard !options.sandbox, lua_getglobal(state, "package") == LUA_TTABLE else {
+            opsh_pop(state, 1)
+            return
+        }
+        lua_getfield(state, -1, "path")
+        let current = stack.string(at: -1) ?? ""
+        opsh_pop(state, 1)
+        stack.push("\(folder)/?.lua;\(folder)/?/init.lua;\(current)")
+        lua_setfield(state, -2, "path")
+        opsh_pop(state, 1)
+    }
+
+    // MARK: Running code
+
+    /// What compiling a piece of text gives.
+    public enum Compilation {
+        case compiled
+        /// The text ends in the middle of a statement: read more.
+        case incomplete
+        case failed(LuaError)
+    }
+
+    /// Compiles `code` and leaves the function on the stack when it
+    /// compiles (the REPL uses `.incomplete` to ask for another line).
+    public func compile(_ code: String, chunkName: String) -> Compilation {
+        drainReleasedReferences()
+        var code = code
+        let status = code.withUTF8 { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                opsh_load(state, chars.baseAddress, chars.count, chunkName, "t")
+            }
+        }
+        if status == LUA_OK { return .compiled }
+        defer { opsh_pop(state, 1) }
+        if opsh_is_incomplete(state, status) != 0 { return .incomplete }
+        let message = stack.string(at: -1) ?? "cannot compile"
+        return .failed(LuaError(kind: status == LUA_ERRMEM ? .memory : .syntax, message: message))
+    }
+
+    /// Compiles and runs `code` with `arguments` as `...`; returns what it
+    /// returns.
+    @discardableResult
+    public func execute(_ code: String, chunkName: String = "=(opsh)", arguments: [LuaValue] = []) throws -> [LuaValue] {
+        switch compile(code, chunkName: chunkName) {
+        case .compiled:
+            return try callTop(arguments: arguments)
+        case .incomplete:
+            // Ask again to get Lua's own "<eof>" message.
+            throw LuaError(kind: .syntax, message: incompleteMessage(code, chunkName: chunkName))
+        case let .failed(error):
+            throw error
+        }
+    }
+
+    /// Runs the file at `path` with `arguments` as `...`.
+    @discardableResult
+    public func executeFile(_ path: String, chunkName: String? = nil, arguments: [LuaValue] = []) throws -> [LuaValue] {
+        guard let data = FileBytes.read(path) else {
+            throw LuaError(kind: .runtime, message: "cannot open \(path): \(FileBytes.lastError())")
+        }
+        var text = String(decoding: data, as: UTF8.self)
+        if text.hasPrefix("#") {
+            // A `#!` line, as lua.c skips it (keep the line count).
+            text = "--" + text
+        }
+        let name = chunkName ?? "@\(path)"
+        return try execute(text, chunkName: name, arguments: arguments)
+    }
+
+    /// Calls the compiled function on top of the stack.
+    func callTop(arguments: [LuaValue]) throws -> [LuaValue] {
+        let base = lua_gettop(state) - 1
+        for argument in arguments { stack.push(argument) }
+        let status = protectedCall(state, arguments: Int32(arguments.count), results: LUA_MULTRET, traceback: true)
+        if status != LUA_OK {
+            defer { lua_settop(state, base) }
+            throw error(status: status, state: state, traceback: true)
+        }
+        defer { lua_settop(state, base) }
+        var results: [LuaValue] = []
+        let top = lua_gettop(state)
+        if top > base {
+            for index in (base + 1)...top {
+                results.append((try? stack.value(at: index)) ?? .reference(stack.reference(at: index)))
+            }
+        }
+        return results
+    }
+
+    /// Calls a kept function from Swift (an event loop delivering a watch
+    /// callback, say). Errors come back with `chunk:line` and a traceback.
+    @discardableResult
+    public func call(_ function: LuaReference, _ arguments: [LuaValue]) throws -> [LuaValue] {
+        _ = opsh_getref(state, function.slot)
+        return try callTop(arguments: arguments)
+    }
+
+    /// Calls a kept function on `thread` from inside a host function.
+    func call(_ function: LuaReference, _ arguments: [LuaValue], on thread: OpaquePointer, results: Int32) throws -> [LuaValue] {
+        let threadStack = LuaStack(thread, references: references)
+        let base = lua_gettop(thread)
+        guard lua_checkstack(thread, Int32(arguments.count) + 2) != 0 else {
+            throw LuaCallError.message("stack overflow")
+        }
+        _ = opsh_getref(thread, function.slot)
+        for argument in arguments { threadStack.push(argument) }
+        let status = protectedCall(thread, arguments: Int32(arguments.count), results: results, traceback: false)
+        defer { lua_settop(thread, base) }
+        if status != LUA_OK { throw error(status: status, state: thread, traceback: false) }
+        var values: [LuaValue] = []
+        let top = lua_gettop(thread)
+        if top > base {
+            for index in (base + 1)...top { values.append(try threadStack.value(at: index)) }
+        }
+        return values
+    }
+
+    private func protectedCall(_ thread: OpaquePointer, arguments: Int32, results: Int32, traceback: Bool) -> Int32 {
+        running.withLock { $0 += 1 }
+        let status: Int32
+        if traceback {
+            status = opsh_pcall(thread, arguments, results)
+        } else {
+            status = lua_pcallk(thread, arguments, results, 0, 0, nil)
+        }
+        let outermost = running.withLock { count in
+            count -= 1
+            return count == 0
+        }
+        if outermost {
+            // Take the interrupt now, or it would hit the next chunk.
+            if status == LUA_OK, opsh_interrupt_reason(state) != 0 {
+                opsh_clear_interrupt(state)
+            }
+        }
+        return status
+    }
+
+    private func error(status: Int32, state thread: OpaquePointer, traceback: Bool) -> LuaError {
+        let threadStack = LuaStack(thread, references: references)
+        let text = threadStack.string(at: -1) ?? "(error object is a \(threadStack.typeName(at: -1)) value)"
+        let reason = opsh_interrupt_reason(state)
+        let isOutermost = running.withLock { $0 == 0 }
+        if reason != 0, let interruptReason = LuaInterruptReason(rawValue: reason) {
+            if isOutermost { opsh_clear_interrupt(state) }
+            return LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
+        }
+        let kind: LuaError.Kind = status == LUA_ERRMEM ? .memory : .runtime
+        if status == LUA_ERRMEM {
+            return LuaError(kind: .memory, message: "not enough memory (the memory limit is \(options.memoryLimit.map { "\($0) bytes" } ?? "the system's"))")
+        }
+        return traceback ? LuaError.fromHandler(text, kind: kind) : LuaError(kind: kind, message: text)
+    }
+
+    private func interruptMessage(_ reason: LuaInterruptReason) -> String {
+        switch reason {
+        case .interrupted: return "interrupted"
+        case .timeout: return "timed out"
+        case .terminated: return "terminated"
+        }
+    }
+
+    private func incompleteMessage(_ code: String, chunkName: String) -> String {
+        var code = code
+        let status = code.withUTF8 { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                opsh_load(state, chars.baseAddress, chars.count, chunkName, "t")
+            }
+        }
+        defer { opsh_pop(state, 1) }
+        return status == LUA_OK ? "incomplete chunk" : (stack.string(at: -1) ?? "incomplete chunk")
+    }
+
+    // MARK: Interrupts and limits
+
+    /// Stops the running chunk, from any thread: every Lua instruction
+    /// raises until the outermost protected call has returned, so a
+    /// script's own `pcall` cannot swallow it. Does nothing (and returns
+    /// false) when no chunk runs.
+    @discardableResult
+    public func interrupt(_ reason: LuaInterruptReason) -> Bool {
+        let isRunning = running.withLock { count in
+            if count > 0 { opsh_interrupt(state, reason.rawValue) }
+            return count > 0
+        }
+        guard isRunning else { return false }
+        for handler in interruptHandlers.withLock({ $0 }) { handler(reason) }
+        return true
+    }
+
+    /// Whether an interrupt is pending: host functions that wait or loop
+    /// check it and give up.
+    public var interruptRequested: LuaInterruptReason? {
+        LuaInterruptReason(rawValue: opsh_interrupt_reason(state))
+    }
+
+    /// Runs `handler` on each interrupt (e.g. to interrupt SQLite).
+    public func onInterrupt(_ handler: @escaping @Sendable (LuaInterruptReason) -> Void) {
+        interruptHandlers.withLock { $0.append(handler) }
+    }
+
+    /// Changes the memory limit (nil: none).
+    public func setMemoryLimit(_ bytes: Int?) {
+        opsh_set_memory_limit(state, bytes.map { max($0, 0) } ?? 0)
+    }
+
+    // MARK: References
+
+    /// Frees registry slots of references Swift has let go of.
+    func drainReleasedReferences() {
+        for slot in references.drain() { opsh_unref(state, slot) }
+    }
+}
+
+extension LuaRuntime: @unchecked Sendable {}

@@ -1,6 +1,92 @@
-// The C side of the Lua bridge: Lua API macros as functions Swift can call,
-// and the trampoline that raises Lua errors after Swift frames have returned.
+// The C side of the Lua bridge.
+//
+// Swift cannot call Lua's API macros, and must never be unwound by
+// `lua_error` (a longjmp). This shim gives Swift:
+//  - the macros as functions;
+//  - a state with a counting allocator (memory limit) and an interrupt flag;
+//  - the trampoline through which Lua calls Swift: Swift returns a status,
+//    and the trampoline raises the Lua error once the Swift frame is gone;
+//  - protected calls with a traceback message handler;
+//  - an interrupt that Lua code cannot swallow with pcall.
 #pragma once
-#include <lua.h>
-#include <lualib.h>
-#include <lauxlib.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <lua5.4/lua.h>
+#include <lua5.4/lualib.h>
+#include <lua5.4/lauxlib.h>
+
+// MARK: The state
+
+/// Creates a state with opsh's allocator. `memory_limit` 0 means none.
+lua_State *opsh_newstate(size_t memory_limit);
+void opsh_close(lua_State *L);
+/// Bytes the state holds now.
+size_t opsh_memory_used(lua_State *L);
+void opsh_set_memory_limit(lua_State *L, size_t limit);
+
+// MARK: Calling Swift from Lua
+
+/// What a Swift function returns to its trampoline: a count of results
+/// (>= 0), or OPSH_RAISE when the value on top of the stack is an error to
+/// raise with the caller's position, or OPSH_RAISE_VALUE to raise it as is.
+#define OPSH_RAISE (-1)
+#define OPSH_RAISE_VALUE (-2)
+
+/// The one entry point into Swift; `context` identifies the function.
+typedef int (*opsh_host_function)(lua_State *L, void *context);
+/// Releases a context when Lua collects the function or object holding it.
+typedef void (*opsh_host_release)(void *context);
+void opsh_set_host_dispatch(opsh_host_function dispatch, opsh_host_release release);
+/// Pushes a Lua function that calls the host dispatch with `context`.
+/// Lua owns `context` from then on and releases it when it collects the
+/// function.
+void opsh_push_host_function(lua_State *L, void *context);
+/// Pushes a userdata that owns `context` (released when collected), with
+/// the metatable registered under `type_name` (created empty when new;
+/// returns 1 then, so the caller can fill it).
+int opsh_push_host_object(lua_State *L, void *context, const char *type_name);
+/// The context of a host object of `type_name` at `index`, or NULL.
+void *opsh_to_host_object(lua_State *L, int index, const char *type_name);
+
+// MARK: Calling Lua from Swift
+
+/// lua_pcall with a message handler that appends a traceback; the memory
+/// limit applies again while Lua runs, even when called from a Swift frame.
+int opsh_pcall(lua_State *L, int nargs, int nresults);
+/// Loads a chunk; mode "t" refuses precompiled chunks.
+int opsh_load(lua_State *L, const char *code, size_t length, const char *chunkname, const char *mode);
+/// True when `status`/message of a failed load means "the chunk is
+/// incomplete" (the REPL then reads another line), as lua.c decides.
+int opsh_is_incomplete(lua_State *L, int status);
+
+// MARK: Interrupts
+
+/// Asks the running chunk to stop, from any thread (or a signal handler).
+/// Until opsh_clear_interrupt, every instruction raises again, so a
+/// script's own pcall cannot swallow it.
+void opsh_interrupt(lua_State *L, int reason);
+/// The reason given to opsh_interrupt, or 0.
+int opsh_interrupt_reason(lua_State *L);
+void opsh_clear_interrupt(lua_State *L);
+
+// MARK: Macros as functions
+
+int opsh_upvalueindex(int i);
+int opsh_registryindex(void);
+void opsh_pop(lua_State *L, int n);
+void opsh_newtable(lua_State *L);
+const char *opsh_tostring(lua_State *L, int index, size_t *length);
+lua_Integer opsh_tointeger(lua_State *L, int index, int *isnum);
+lua_Number opsh_tonumber(lua_State *L, int index, int *isnum);
+void opsh_insert(lua_State *L, int index);
+void opsh_remove(lua_State *L, int index);
+void opsh_pushglobaltable(lua_State *L);
+int opsh_ref(lua_State *L);
+void opsh_unref(lua_State *L, int ref);
+int opsh_getref(lua_State *L, int ref);
+/// Opens the standard libraries; with `sandbox`, only those that cannot
+/// reach the system (base, string, table, math, utf8, coroutine, and a
+/// clock-only os).
+void opsh_openlibs(lua_State *L, int sandbox);
+/// `where` of a level as luaL_where gives it ("file:line:").
+void opsh_where(lua_State *L, int level);

@@ -1,0 +1,73 @@
+import Foundation
+
+/// Why a running chunk was asked to stop from outside.
+public enum LuaInterruptReason: Int32, Sendable {
+    /// SIGINT (Ctrl-C).
+    case interrupted = 1
+    /// The run-time limit passed.
+    case timeout = 2
+    /// SIGTERM.
+    case terminated = 3
+}
+
+/// A failure of Lua code, as the host sees it after the protected call
+/// returned.
+public struct LuaError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Equatable, Sendable {
+        /// The chunk does not compile.
+        case syntax
+        /// An error raised while running (by `error`, a failed operation or
+        /// a host function).
+        case runtime
+        /// The memory limit was reached.
+        case memory
+        /// Stopped from outside (Ctrl-C, a timeout, SIGTERM).
+        case interrupted(LuaInterruptReason)
+    }
+
+    public var kind: Kind
+    /// Lua's message, starting with `chunk:line:` where Lua knows it.
+    public var message: String
+    /// `stack traceback:` and its lines, when there is one.
+    public var traceback: String?
+
+    public init(kind: Kind, message: String, traceback: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.traceback = traceback
+    }
+
+    public var description: String { message }
+
+    /// The message and, below it, the traceback.
+    public var fullDescription: String {
+        traceback.map { "\(message)\n\($0)" } ?? message
+    }
+
+    /// Splits what the traceback message handler produced.
+    static func fromHandler(_ text: String, kind: Kind) -> LuaError {
+        if let range = text.range(of: "\nstack traceback:") {
+            return LuaError(kind: kind, message: String(text[..<range.lowerBound]),
+                            traceback: String(text[text.index(after: range.lowerBound)...]))
+        }
+        return LuaError(kind: kind, message: text)
+    }
+}
+
+/// An error a host function throws to make its Lua caller fail, worded as
+/// Lua's own library words them.
+public enum LuaCallError: Error, CustomStringConvertible, Sendable {
+    /// `bad argument #N to 'name' (detail)`.
+    case badArgument(Int32, function: String, detail: String)
+    /// A message raised with the caller's `chunk:line:` in front.
+    case message(String)
+
+    public var description: String {
+        switch self {
+        case let .badArgument(index, function, detail):
+            return "bad argument #\(index) to '\(function)' (\(detail))"
+        case let .message(text):
+            return text
+        }
+    }
+}

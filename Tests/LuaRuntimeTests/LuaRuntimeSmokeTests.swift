@@ -1,6 +1,0 @@
-import Testing
-@testable import LuaRuntime
-
-@Test func LuaRuntimeModuleLoads() {
-    #expect(Bool(true))
-}
