@@ -55,10 +55,18 @@ let package = Package(
             name: "LuaRuntime",
             dependencies: ["CLuaShim"]),
 
+        .target(
+            name: "Bindings",
+            dependencies: [
+                "LuaRuntime", "CLuaShim", "Store", "Jobs", "Git",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]),
+
         // MARK: The shell
         .target(
             name: "Shell",
-            dependencies: ["LuaRuntime", "Store", "CReadline"]),
+            dependencies: ["Bindings", "LuaRuntime", "Store", "CReadline"]),
 
         // MARK: The program
         .executableTarget(
@@ -78,6 +86,7 @@ let package = Package(
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),
         .testTarget(name: "GitTests", dependencies: ["Git"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
+        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime"]),
         .testTarget(name: "ShellTests", dependencies: ["Shell"]),
     ],
     swiftLanguageModes: [.v6]

@@ -40,6 +40,12 @@ public struct LuaStack {
         self.references = references
     }
 
+    /// A view of `state` for pushing and reading (references taken through
+    /// it are only freed with the state: take them through ``LuaCall``).
+    public init(_ state: OpaquePointer) {
+        self.init(state, references: nil)
+    }
+
     public var top: Int32 { lua_gettop(state) }
 
     public func type(at index: Int32) -> LuaType {
@@ -103,6 +109,8 @@ public struct LuaStack {
     }
 
     public func pushNil() { lua_pushnil(state) }
+    /// Pushes global `name`.
+    public func pushGlobal(_ name: String) { lua_getglobal(state, name) }
     public func push(_ number: Int64) { lua_pushinteger(state, number) }
     public func push(_ number: Int) { lua_pushinteger(state, lua_Integer(number)) }
     public func push(_ number: Double) { lua_pushnumber(state, number) }

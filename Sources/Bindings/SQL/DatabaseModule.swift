@@ -1,0 +1,104 @@
+import CLuaShim
+import GRDBSQLite
+import LuaRuntime
+
+/// The `db` module: SQL from Lua.
+///
+/// ```lua
+/// local rows = db.query("SELECT id, status FROM builds WHERE status = ?", "running")
+/// local row  = db.first("SELECT * FROM projects WHERE bundleIdentifier = :id", {id = "com.example.app"})
+/// local n    = db.value("SELECT count(*) FROM telemetry")
+/// local changes, lastId = db.exec("UPDATE builds SET status = 'failed' WHERE id = ?", id)
+/// for row in db.rows("SELECT * FROM telemetry") do … end   -- streams
+/// db.transaction(function() … end)                         -- nests as savepoints
+/// ```
+enum DatabaseModule {
+    static func install(in session: OpshSession) {
+        let executor = session.sql
+        let database = session.database
+        session.runtime.register(module: "db", [
+            "query": { call in
+                try executor.run(try call.string(1), call: call, from: 2, shape: .rows)
+            },
+            "first": { call in
+                try executor.run(try call.string(1), call: call, from: 2, shape: .first)
+            },
+            "value": { call in
+                try executor.run(try call.string(1), call: call, from: 2, shape: .value)
+            },
+            "exec": { call in
+                let sql = try call.string(1)
+                try refuseTransactionControl(sql)
+                if call.argumentCount == 1, sql.contains(";") {
+                    do {
+                        return try executor.run(sql, call: call, from: 2, shape: .changes)
+                    } catch let failure as SQLFailure where failure.message.hasPrefix("more than one statement") {
+                        try executor.runScript(sql)
+                        return call.results(0)
+                    }
+                }
+                return try executor.run(sql, call: call, from: 2, shape: .changes)
+            },
+            "rows": { call in
+                let cursor = try executor.openCursor(try call.string(1), call: call, from: 2)
+                database.closeAtTransactionEnd(cursor)
+                let rowShapes = executor.rowShapes
+                call.host.pushFunction("rows iterator", { iteration in
+                    guard let statement = cursor.statement else { return iteration.results(nil) }
+                    let state = iteration.state
+                    let code = sqlite3_step(statement)
+                    if code == SQLITE_ROW {
+                        let shape = rowShapes.push(for: statement, sql: cursor.sql, call: iteration)
+                        StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
+                                                columnNames: shape, metatable: shape + 1)
+                        return 1
+                    }
+                    let failed = code != SQLITE_DONE
+                    let message = failed ? String(cString: sqlite3_errmsg(cursor.connection)) : ""
+                    cursor.close()
+                    if failed { throw SQLFailure(message: message, sql: cursor.sql) }
+                    return iteration.results(nil)
+                }, on: call.state)
+                lua_pushnil(call.state)
+                lua_pushnil(call.state)
+                // The to-be-closed value: a loop that breaks or fails
+                // finalizes the statement at once.
+                call.host.pushObject(cursor, type: "opsh.cursor", methods: [
+                    "close": { _ in cursor.close(); return 0 },
+                ], metamethods: [
+                    "__close": { _ in cursor.close(); return 0 },
+                ], on: call.state)
+                return 4
+            },
+            "transaction": { call in
+                let body = try call.function(1)
+                let results = try database.transaction {
+                    try call.call(body, [], results: LUA_MULTRET)
+                }
+                for value in results { call.stack.push(value) }
+                return Int32(results.count)
+            },
+            "inTransaction": { call in
+                call.results(.boolean(database.isInTransaction))
+            },
+            "blob": { call in
+                _ = try call.bytes(1)
+                lua_createtable(call.state, 1, 0)
+                lua_pushvalue(call.state, 1)
+                lua_rawseti(call.state, -2, 1)
+                lua_getfield(call.state, opsh_registryindex(), "opsh.blob")
+                lua_setmetatable(call.state, -2)
+                return 1
+            },
+        ])
+    }
+
+    /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the
+    /// transaction out from under opsh; `db.transaction` does it safely.
+    static func refuseTransactionControl(_ sql: String) throws {
+        let first = sql.drop(while: { $0.isWhitespace }).prefix(while: { $0.isLetter }).uppercased()
+        if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(first) {
+            throw LuaCallError.message("\(first) is not run through db.exec: use db.transaction(function() … end), which commits, rolls back and nests as savepoints")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import CLuaShim
+import GRDBSQLite
+import LuaRuntime
+
+/// What every row of one statement shares, kept in Lua per SQL text: the
+/// array of column names (in SELECT order), the row metatable and the
+/// row-set metatable.
+///
+/// A row is a plain table of its non-NULL columns. Its metatable's
+/// `__index` tells NULL from a typo: a column of the statement that is
+/// NULL reads as nil, a name that is not a column raises
+/// `no column 'nmae' in this row (columns: id, name)`. The metatables
+/// carry `columns`, so printers keep the SELECT order.
+final class RowShapes {
+    private struct Shape {
+        /// Registry slot of `{names, rowMetatable, rowsMetatable}`.
+        let slot: Int32
+        let columnCount: Int32
+    }
+
+    private var shapes: [String: Shape] = [:]
+    private unowned let runtime: LuaRuntime
+
+    init(runtime: LuaRuntime) {
+        self.runtime = runtime
+    }
+
+    /// Pushes the names array, the row metatable and the rows metatable
+    /// (three values) and returns the index of the first.
+    func push(for statement: OpaquePointer, sql: String, call: LuaCall) -> Int32 {
+        let state = call.state
+        let count = sqlite3_column_count(statement)
+        if let shape = shapes[sql], shape.columnCount == count {
+            return pushShape(shape.slot, state: state)
+        }
+        let names = StatementBridge.columnNames(statement)
+        let slot = makeShape(names, state: state)
+        if let old = shapes[sql] { opsh_unref(state, old.slot) }
+        shapes[sql] = Shape(slot: slot, columnCount: count)
+        return pushShape(slot, state: state)
+    }
+
+    /// Pushes the shape of rows with the given columns (for rows that do
+    /// not come from a statement, e.g. repositories).
+    func push(columns names: [String], key: String, state: OpaquePointer) -> Int32 {
+        if let shape = shapes[key], shape.columnCount == names.count {
+            return pushShape(shape.slot, state: state)
+        }
+        let slot = makeShape(names, state: state)
+        shapes[key] = Shape(slot: slot, columnCount: Int32(names.count))
+        return pushShape(slot, state: state)
+    }
+
+    private func pushShape(_ slot: Int32, state: OpaquePointer) -> Int32 {
+        _ = opsh_getref(state, slot)
+        let holder = lua_gettop(state)
+        lua_rawgeti(state, holder, 1)
+        lua_rawgeti(state, holder, 2)
+        lua_rawgeti(state, holder, 3)
+        opsh_remove(state, holder)
+        return holder
+    }
+
+    private func makeShape(_ names: [String], state: OpaquePointer) -> Int32 {
+        let stack = LuaStack(state)
+        lua_createtable(state, 3, 0)  // holder
+        lua_createtable(state, Int32(names.count), 0)
+        for (offset, name) in names.enumerated() {
+            stack.push(name)
+            lua_rawseti(state, -2, lua_Integer(offset + 1))
+        }
+        let namesIndex = lua_gettop(state)
+        // Row metatable.
+        lua_createtable(state, 0, 3)
+        stack.push("opsh.row")
+        stack.setField("__name", at: -2)
+        lua_pushvalue(state, namesIndex)
+        stack.setField("columns", at: -2)
+        let columnSet = Set(names)
+        let listed = names.joined(separator: ", ")
+        runtime.pushFunction("__index", { call in
+            let key = call.stack.string(at: 2)
+            if let key, columnSet.contains(key) { return 0 }
+            let shown = key ?? call.stack.typeName(at: 2)
+            throw LuaCallError.message("no column '\(shown)' in this row (columns: \(listed))")
+        }, on: state)
+        stack.setField("__index", at: -2)
+        // Rows metatable.
+        lua_createtable(state, 0, 2)
+        stack.push("opsh.rows")
+        stack.setField("__name", at: -2)
+        lua_pushvalue(state, namesIndex)
+        stack.setField("columns", at: -2)
+        // holder = {names, row, rows}
+        lua_rawseti(state, namesIndex - 1, 3)
+        lua_rawseti(state, namesIndex - 1, 2)
+        lua_rawseti(state, namesIndex - 1, 1)
+        return opsh_ref(state)
+    }
+}

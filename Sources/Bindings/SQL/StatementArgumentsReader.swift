@@ -1,0 +1,78 @@
+import CLuaShim
+import Foundation
+import GRDB
+import GRDBSQLite
+import LuaRuntime
+
+/// Reads a call's SQL arguments as GRDB `StatementArguments`, for the
+/// paths that go through GRDB (the dry run's writes, repositories). Same
+/// rules as ``StatementBridge``.
+enum StatementArgumentsReader {
+    static func arguments(for statement: OpaquePointer, call: LuaCall, from first: Int32,
+                          markers: SQLMarkers) throws -> StatementArguments {
+        let state = call.state
+        let given = max(0, call.argumentCount - first + 1)
+        if given == 1, lua_type(state, first) == LUA_TTABLE, !markers.isMarker(state, first) {
+            var named: [String: DatabaseValue] = [:]
+            var positional: [DatabaseValue] = []
+            let count = sqlite3_bind_parameter_count(statement)
+            for position in 1...max(1, count) where count > 0 {
+                if let rawName = sqlite3_bind_parameter_name(statement, position) {
+                    let name = String(cString: rawName + 1)
+                    lua_pushstring(state, name)
+                    lua_rawget(state, first)
+                    defer { lua_settop(state, -2) }
+                    if lua_type(state, -1) == LUA_TNIL {
+                        throw LuaCallError.message("no value for parameter \(String(cString: rawName)) in the table of parameters")
+                    }
+                    named[name] = try databaseValue(state, lua_gettop(state), call: call, argument: first, markers: markers)
+                } else {
+                    let type = lua_rawgeti(state, first, lua_Integer(position))
+                    defer { lua_settop(state, -2) }
+                    if type == LUA_TNIL {
+                        throw LuaCallError.message("no value for parameter \(position) in the table of parameters (write NULL as db.NULL)")
+                    }
+                    positional.append(try databaseValue(state, lua_gettop(state), call: call, argument: first, markers: markers))
+                }
+            }
+            return named.isEmpty ? StatementArguments(positional) : StatementArguments(named)
+        }
+        var values: [DatabaseValue] = []
+        if given > 0 {
+            for index in first...(first + given - 1) {
+                values.append(try databaseValue(state, index, call: call, argument: index, markers: markers))
+            }
+        }
+        return StatementArguments(values)
+    }
+
+    static func databaseValue(_ state: OpaquePointer, _ index: Int32, call: LuaCall, argument: Int32,
+                              markers: SQLMarkers) throws -> DatabaseValue {
+        switch lua_type(state, index) {
+        case LUA_TNIL, LUA_TNONE:
+            return .null
+        case LUA_TBOOLEAN:
+            return (lua_toboolean(state, index) != 0 ? 1 : 0).databaseValue
+        case LUA_TNUMBER:
+            if lua_isinteger(state, index) != 0 { return opsh_tointeger(state, index, nil).databaseValue }
+            return opsh_tonumber(state, index, nil).databaseValue
+        case LUA_TSTRING:
+            var length = 0
+            let bytes = opsh_tostring(state, index, &length)!
+            if UTF8Check.isValid(bytes, length) {
+                return String(decoding: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self).databaseValue
+            }
+            return Data(bytes: bytes, count: length).databaseValue
+        default:
+            if markers.isNull(state, index) { return .null }
+            if markers.isBlob(state, index) {
+                lua_rawgeti(state, index, 1)
+                defer { lua_settop(state, -2) }
+                var length = 0
+                guard let bytes = opsh_tostring(state, -1, &length) else { return .null }
+                return Data(bytes: bytes, count: length).databaseValue
+            }
+            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to an SQL parameter (encode tables with json.encode)")
+        }
+    }
+}

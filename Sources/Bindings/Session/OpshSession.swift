@@ -1,0 +1,108 @@
+import Foundation
+import LuaRuntime
+import Store
+
+/// One Lua state wired to one database: what the shell and the batch modes
+/// run code in.
+///
+/// It creates the Lua runtime, installs every module (`db`, the
+/// repositories, `query`/`key`, `watch`, `migrate`, maintenance, `jobs`,
+/// `git`) and owns the queue through which other threads hand events to
+/// the Lua thread.
+public final class OpshSession {
+    public struct Options: Sendable {
+        /// Lua without the system (see ``LuaRuntime/Options/sandbox``).
+        public var sandbox = false
+        /// Bytes the Lua state may hold.
+        public var memoryLimit: Int?
+
+        public init(sandbox: Bool = false, memoryLimit: Int? = nil) {
+            self.sandbox = sandbox
+            self.memoryLimit = memoryLimit
+        }
+    }
+
+    public let runtime: LuaRuntime
+    public let store: Store
+    public let database: SessionDatabase
+    public let events = EventQueue()
+    public let options: Options
+    let sql: SQLExecutor
+    /// Subscriptions (watches, followed jobs): what to do with their
+    /// events on the Lua thread.
+    var subscriptions: [Int: (Any & Sendable) throws -> Void] = [:]
+    private var nextSubscription = 1
+
+    public init(store: Store, options: Options = Options()) throws {
+        self.store = store
+        self.options = options
+        runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
+        database = SessionDatabase(store: store)
+        let readConnection = try store.path.map { try ReadConnection(path: $0, busyTimeout: store.options.busyTimeout) }
+        runtime.register(module: "db", [:])
+        runtime.stack.pushGlobal("db")
+        let markers = SQLMarkers.install(in: runtime.state)
+        runtime.stack.pop()
+        sql = SQLExecutor(session: database, readConnection: readConnection, markers: markers,
+                          rowShapes: RowShapes(runtime: runtime))
+
+        // Ctrl-C, a timeout or SIGTERM also stop the SQL statement a
+        // binding is waiting on.
+        let interruptTargets = UncheckedSendable((store, readConnection))
+        runtime.onInterrupt { _ in
+            interruptTargets.value.0.interrupt()
+            interruptTargets.value.1?.interrupt()
+        }
+
+        try installModules()
+        if let limit = options.memoryLimit { runtime.setMemoryLimit(limit) }
+    }
+
+    /// Every module of the Lua API, each in its own file.
+    private func installModules() throws {
+        DatabaseModule.install(in: self)
+    }
+
+    // MARK: Events
+
+    /// Registers what to do with the events posted for a new subscription
+    /// id; returns the id.
+    func subscribe(_ handler: @escaping (Any & Sendable) throws -> Void) -> Int {
+        let id = nextSubscription
+        nextSubscription += 1
+        subscriptions[id] = handler
+        return id
+    }
+
+    func unsubscribe(_ id: Int) {
+        subscriptions[id] = nil
+    }
+
+    /// Whether anything (a watch, a followed job) may still post events.
+    public var hasSubscriptions: Bool { !subscriptions.isEmpty }
+
+    /// Runs the handlers of queued events on this (the Lua) thread.
+    /// Errors raised by callbacks are returned, not thrown, so one bad
+    /// callback does not stop the others; an interrupt is thrown.
+    @discardableResult
+    public func deliverEvents() throws -> [LuaError] {
+        var errors: [LuaError] = []
+        for (id, value) in events.drain() {
+            guard let handler = subscriptions[id] else { continue }
+            do {
+                try handler(value)
+            } catch let error as LuaError {
+                if case .interrupted = error.kind { throw error }
+                errors.append(error)
+            } catch {
+                errors.append(LuaError(kind: .runtime, message: String(describing: error)))
+            }
+        }
+        return errors
+    }
+}
+
+struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

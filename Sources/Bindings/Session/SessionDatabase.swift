@@ -1,0 +1,185 @@
+import GRDB
+import Store
+
+/// How the Lua thread reaches the database.
+///
+/// Outside a transaction each binding call is its own transaction (a read
+/// from the pool, or a write). Inside `db.transaction(fn)` (and for the
+/// whole of a `--dry-run`) the Lua code runs while the writer connection
+/// is held, and every call uses that connection: reads see the
+/// transaction's own writes, nested transactions become savepoints, and an
+/// error rolls back exactly its own level.
+public final class SessionDatabase {
+    public let store: Store
+    /// The writer connection while Lua code runs inside a transaction.
+    public private(set) var current: Database?
+    /// Savepoint depth inside `current`.
+    private var depth = 0
+    /// Statements were stepped directly on `current` (the fast path), so
+    /// GRDB's observers must be told at commit.
+    var changedOutsideGRDB = false
+    /// Counts changes per table during a dry run.
+    private(set) var changeCounter: ChangeCounter?
+
+    /// `db.rows` cursors opened on `current`: finalized when the
+    /// transaction ends, since the connection goes back to GRDB then.
+    private var transactionCursors: [Weak<SQLCursor>] = []
+
+    init(store: Store) {
+        self.store = store
+    }
+
+    func closeAtTransactionEnd(_ cursor: SQLCursor) {
+        guard current != nil else { return }
+        transactionCursors.removeAll { $0.value == nil }
+        transactionCursors.append(Weak(cursor))
+    }
+
+    /// Leaves the transaction: the connection is GRDB's again.
+    private func endTransaction() {
+        current = nil
+        changedOutsideGRDB = false
+        for cursor in transactionCursors { cursor.value?.close() }
+        transactionCursors.removeAll()
+    }
+
+    public var isInTransaction: Bool { current != nil }
+    public var isDryRun: Bool { changeCounter != nil }
+
+    /// Runs a read: on the open transaction, else as one statement on a
+    /// pool reader (single statements are atomic; no BEGIN/COMMIT needed).
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let current { return try body(current) }
+        if let pool = store.writer as? DatabasePool { return try pool.unsafeRead(body) }
+        return try store.writer.read(body)
+    }
+
+    /// Runs a read that needs several statements to agree (a snapshot).
+    public func snapshotRead<T>(_ body: (Database) throws -> T) throws -> T {
+        if let current { return try body(current) }
+        return try store.writer.read(body)
+    }
+
+    /// Runs an atomic write: a savepoint in the open transaction, else a
+    /// transaction of its own.
+    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        if let current {
+            var result: T?
+            try current.inSavepoint {
+                result = try body(current)
+                return .commit
+            }
+            return result!
+        }
+        return try store.writer.write { db in
+            let result = try body(db)
+            try flushNotifications(db)
+            return result
+        }
+    }
+
+    /// Runs a write that is a single statement: no savepoint needed.
+    public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
+        if let current { return try body(current) }
+        return try store.writer.write { db in
+            let result = try body(db)
+            try flushNotifications(db)
+            return result
+        }
+    }
+
+    /// Runs `body` in a transaction (a savepoint when one is open). It
+    /// commits when `body` returns and rolls back when it throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        if let current {
+            depth += 1
+            defer { depth -= 1 }
+            var result: T?
+            try current.inSavepoint {
+                result = try body()
+                return .commit
+            }
+            return result!
+        }
+        return try store.writer.writeWithoutTransaction { db in
+            current = db
+            defer { endTransaction() }
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try body()
+                try flushNotifications(db)
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    /// Runs `body` in one transaction that is rolled back at the end, and
+    /// reports what it would have changed.
+    public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
+        let counter = ChangeCounter()
+        changeCounter = counter
+        defer { changeCounter = nil }
+        return try store.writer.writeWithoutTransaction { db in
+            db.add(transactionObserver: counter, extent: .observerLifetime)
+            defer { db.remove(transactionObserver: counter) }
+            current = db
+            defer { endTransaction() }
+            try db.beginTransaction(.immediate)
+            do {
+                let result = try body()
+                let summary = counter.summary
+                try db.rollback()
+                return (result, summary)
+            } catch {
+                if db.isInsideTransaction { try? db.rollback() }
+                throw error
+            }
+        }
+    }
+
+    /// After statements stepped outside GRDB, tells GRDB's observers
+    /// (`watch`) that the database changed.
+    private func flushNotifications(_ db: Database) throws {
+        if changedOutsideGRDB {
+            changedOutsideGRDB = false
+            try db.notifyChanges(in: .fullDatabase)
+        }
+    }
+}
+
+/// Rows inserted, updated and deleted per table during a dry run.
+public struct ChangeSummary: Sendable, Equatable {
+    public struct Counts: Sendable, Equatable {
+        public var inserted = 0
+        public var updated = 0
+        public var deleted = 0
+    }
+    public var tables: [String: Counts] = [:]
+    public var isEmpty: Bool { tables.isEmpty }
+}
+
+/// A GRDB transaction observer that counts row changes per table.
+final class ChangeCounter: TransactionObserver, @unchecked Sendable {
+    private(set) var summary = ChangeSummary()
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+
+    func databaseDidChange(with event: DatabaseEvent) {
+        var counts = summary.tables[event.tableName] ?? .init()
+        switch event.kind {
+        case .insert: counts.inserted += 1
+        case .update: counts.updated += 1
+        case .delete: counts.deleted += 1
+        }
+        summary.tables[event.tableName] = counts
+    }
+
+    func databaseDidCommit(_ db: Database) {}
+    func databaseDidRollback(_ db: Database) {}
+}
+
+struct Weak<T: AnyObject> {
+    weak var value: T?
+    init(_ value: T) { self.value = value }
+}

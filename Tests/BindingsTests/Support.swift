@@ -1,0 +1,52 @@
+import Foundation
+import LuaRuntime
+import Store
+@testable import Bindings
+
+/// A session on a new database file in a temporary folder.
+final class TestSession {
+    let folder: URL
+    let store: Store
+    let session: OpshSession
+
+    init(options: OpshSession.Options = .init()) throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("opsh-bindings-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        store = try Store.open(path: folder.appendingPathComponent("test.sqlite").path)
+        session = try OpshSession(store: store, options: options)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: folder) }
+
+    var path: String { folder.appendingPathComponent("test.sqlite").path }
+
+    @discardableResult
+    func run(_ code: String, _ arguments: [LuaValue] = []) throws -> [LuaValue] {
+        try session.runtime.execute(code, chunkName: "=test", arguments: arguments)
+    }
+
+    /// The message of the error `code` raises.
+    func failure(_ code: String) -> String? {
+        do {
+            try run(code)
+            return nil
+        } catch let error as LuaError {
+            return error.message
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Runs SQL with the sqlite3 command-line shell: a second process.
+    func sqlite3(_ sql: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, sql]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

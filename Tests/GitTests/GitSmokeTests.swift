@@ -1,6 +1,0 @@
-import Testing
-@testable import Git
-
-@Test func GitModuleLoads() {
-    #expect(Bool(true))
-}
