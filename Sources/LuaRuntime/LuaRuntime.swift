@@ -203,22 +203,41 @@ public final class LuaRuntime {
 
     /// Calls the compiled function on top of the stack.
     func callTop(arguments: [LuaValue]) throws -> [LuaValue] {
+        try callTop(arguments: arguments) { stack, first, count in
+            var results: [LuaValue] = []
+            for index in stride(from: first, to: first + count, by: 1) {
+                results.append((try? stack.value(at: index)) ?? .reference(stack.reference(at: index)))
+            }
+            return results
+        }
+    }
+
+    /// Calls the compiled function on top of the stack and hands its
+    /// results, still on the stack, to `body` (a printer that wants the
+    /// metatables, say).
+    func callTop<T>(arguments: [LuaValue], results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
         let base = lua_gettop(state) - 1
+        defer { lua_settop(state, base) }
         for argument in arguments { stack.push(argument) }
         let status = protectedCall(state, arguments: Int32(arguments.count), results: LUA_MULTRET, traceback: true)
         if status != LUA_OK {
-            defer { lua_settop(state, base) }
             throw error(status: status, state: state, traceback: true)
         }
-        defer { lua_settop(state, base) }
-        var results: [LuaValue] = []
-        let top = lua_gettop(state)
-        if top > base {
-            for index in (base + 1)...top {
-                results.append((try? stack.value(at: index)) ?? .reference(stack.reference(at: index)))
-            }
+        return try body(stack, base + 1, lua_gettop(state) - base)
+    }
+
+    /// Compiles and runs `code`, handing its results on the stack to
+    /// `body`.
+    public func execute<T>(_ code: String, chunkName: String, arguments: [LuaValue] = [],
+                           results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
+        switch compile(code, chunkName: chunkName) {
+        case .compiled:
+            return try callTop(arguments: arguments, results: body)
+        case .incomplete:
+            throw LuaError(kind: .syntax, message: incompleteMessage(code, chunkName: chunkName))
+        case let .failed(error):
+            throw error
         }
-        return results
     }
 
     /// Calls a kept function from Swift (an event loop delivering a watch
