@@ -38,7 +38,8 @@ public struct SpawnedProcess: Sendable {
     /// The read end of the child's standard output (close-on-exec; the
     /// caller reads and closes it).
     public let standardOutput: Int32
-    /// The read end of the child's standard error.
+    /// The read end of the child's standard error (-1 when merged into
+    /// standard output).
     public let standardError: Int32
     /// Whether the child leads its own process group (whose id is `pid`).
     public let hasOwnProcessGroup: Bool
@@ -66,9 +67,12 @@ public enum Subprocess {
     ///   - directory: the child's working directory (nil: this process's).
     ///   - newProcessGroup: put the child in a new process group whose id is
     ///     its pid, so that `kill(-pid, …)` reaches it and its descendants.
+    ///   - mergeStandardError: send standard error into the standard output
+    ///     pipe (`2>&1`), so that lines keep the order they were printed in;
+    ///     ``SpawnedProcess/standardError`` is then -1.
     public static func spawn(
         executable: String, arguments: [String], environment: [String: String],
-        directory: String? = nil, newProcessGroup: Bool = false
+        directory: String? = nil, newProcessGroup: Bool = false, mergeStandardError: Bool = false
     ) throws(SubprocessError) -> SpawnedProcess {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
@@ -86,7 +90,7 @@ public enum Subprocess {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        posix_spawn_file_actions_adddup2(&actions, mergeStandardError ? output[1] : errors[1], 2)
         if let directory {
             guard let addChdir = addChdir else {
                 close(output[0]); close(output[1]); close(errors[0]); close(errors[1])
@@ -137,7 +141,8 @@ public enum Subprocess {
             }
             throw SubprocessError(executable: executable, reason: reason)
         }
-        return SpawnedProcess(pid: pid, standardOutput: output[0], standardError: errors[0],
+        if mergeStandardError { close(errors[0]) }
+        return SpawnedProcess(pid: pid, standardOutput: output[0], standardError: mergeStandardError ? -1 : errors[0],
                               hasOwnProcessGroup: newProcessGroup)
     }
 

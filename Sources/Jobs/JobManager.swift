@@ -1,0 +1,391 @@
+import Foundation
+import Git
+import GRDB
+import Store
+
+/// Runs builds: checks the project's repository out at the build's version
+/// into a fresh workspace, runs the scheme's build command there with
+/// `/bin/sh -c` in its own process group, and streams its output into
+/// `buildLogs`.
+///
+/// Thread-safe; every method is synchronous (the Lua side calls it from its
+/// one thread). Builds run on threads of their own; at most
+/// ``Configuration/maxConcurrentJobs`` at once, the others wait in FIFO
+/// order and stay `queued` until they run.
+///
+/// ```swift
+/// let jobs = JobManager(store: store)
+/// let build = try jobs.run(scheme: schemeId, version: "1.4.0")
+/// let done = try jobs.wait(build.id, timeout: 600)
+/// for line in try jobs.logs(build.id, tail: 20) { print(line.record.content) }
+/// ```
+public final class JobManager: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// Where workspaces go (`<root>/<build id>`); nil: `workspaces`
+        /// next to the database file (a temporary folder for an in-memory store).
+        public var workspaceRoot: String?
+        /// How many builds run at once.
+        public var maxConcurrentJobs = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        /// How long a cancelled build has between SIGTERM and SIGKILL.
+        public var cancelGracePeriod: TimeInterval = 5
+        /// Log lines are written at least this often…
+        public var flushInterval: TimeInterval = 0.05
+        /// …or as soon as this many wait.
+        public var flushLineCount = 1000
+        /// The most lines one transaction writes.
+        public var maxBatchLines = 20_000
+        /// Readers (and so the build) wait when this many lines are not written yet.
+        public var maxPendingLines = 200_000
+        /// Lines of output kept in a crash log.
+        public var crashLogLineCount = 50
+        /// After the build's main process exits, how long processes it left
+        /// in its group may keep its output open before they are killed.
+        public var lingerAfterExit: TimeInterval = 1
+        /// Remove a build's workspace when it ends (otherwise at `delete`).
+        public var removeWorkspaceWhenDone = false
+        public var git = Git()
+        /// The shell that runs build commands (with `-c`).
+        public var shell = "/bin/sh"
+        /// The environment builds inherit (plus `OPSH_BUILD_ID`,
+        /// `OPSH_BUILD_VERSION`, `OPSH_SCHEME` …).
+        public var environment = ProcessInfo.processInfo.environment
+        /// Called (on a job thread) with the build's row whenever a build
+        /// this manager handles changes status.
+        public var onStatusChange: (@Sendable (BuildRecord) -> Void)?
+
+        public init() {}
+    }
+
+    public let store: Store
+    public let configuration: Configuration
+    /// The folder holding the workspaces.
+    public let workspaceRoot: String
+    /// This process, recorded on the builds it runs.
+    public let runner: RunnerIdentity
+
+    private let condition = NSCondition()
+    // Guarded by `condition`:
+    private var waiting: [String] = []
+    private var active: [String: BuildRun] = [:]
+
+    public init(store: Store, configuration: Configuration = Configuration()) {
+        self.store = store
+        self.configuration = configuration
+        self.runner = RunnerIdentity.current
+        if let root = configuration.workspaceRoot {
+            workspaceRoot = root
+        } else if let path = store.path {
+            workspaceRoot = (path as NSString).deletingLastPathComponent + "/workspaces"
+        } else {
+            workspaceRoot = NSTemporaryDirectory() + "opsh-workspaces-\(getpid())"
+        }
+    }
+
+    /// Where the workspace of a build is.
+    public func workspacePath(_ id: String) -> String {
+        workspaceRoot + "/" + id
+    }
+
+    // MARK: - Life of a build
+
+    /// Records a queued build of `scheme` at `version` (a tag, branch or
+    /// commit) with the scheme's next build number. Refuses a scheme without
+    /// a build command and a project without a repository.
+    public func create(scheme schemeId: String, version: String) throws -> BuildRecord {
+        guard !version.isEmpty, !version.hasPrefix("-"), !version.contains(where: \.isNewline) else {
+            throw JobError.invalidVersion(version)
+        }
+        return try store.client.write { db in
+            _ = try Self.runnable(store, db, scheme: schemeId)
+            return try store.builds.create(db, scheme: schemeId, version: version)
+        }
+    }
+
+    /// Starts a queued build: it runs as soon as a slot is free.
+    @discardableResult
+    public func start(_ id: String) throws -> BuildRecord {
+        if isHandling(id) { throw JobError.alreadyStarted(id) }
+        let build = try get(id)
+        guard build.status == .queued else { throw JobError.notQueued(id: id, status: build.status) }
+        _ = try store.client.read { db in try Self.runnable(store, db, scheme: build.schemeId) }
+        try condition.withLock {
+            guard active[id] == nil, !waiting.contains(id) else { throw JobError.alreadyStarted(id) }
+            waiting.append(id)
+        }
+        pump()
+        return build
+    }
+
+    /// ``create(scheme:version:)`` then ``start(_:)``.
+    @discardableResult
+    public func run(scheme schemeId: String, version: String) throws -> BuildRecord {
+        let build = try create(scheme: schemeId, version: version)
+        try start(build.id)
+        return build
+    }
+
+    /// Cancels a build: a queued one ends `cancelled` at once; a running
+    /// one gets SIGTERM on its whole process group, SIGKILL after the grace
+    /// period, and ends `cancelled`. Returns false for a build that had
+    /// ended already. Does not wait (see ``wait(_:timeout:)``).
+    @discardableResult
+    public func cancel(_ id: String) throws -> Bool {
+        let (isWaiting, run) = condition.withLock { (waiting.contains(id), active[id]) }
+        if let run {
+            run.cancel()
+            return true
+        }
+        let build = try get(id)
+        switch build.status {
+        case .queued:
+            // Ended in the database first, so that a run taking it meanwhile
+            // finds it no longer queued.
+            let ended = endQueued(id, status: .cancelled, note: "cancelled before it started")
+            if isWaiting {
+                condition.withLock {
+                    waiting.removeAll { $0 == id }
+                    condition.broadcast()
+                }
+            }
+            return ended
+        case .running:
+            if let run = condition.withLock({ active[id] }) {
+                run.cancel()
+                return true
+            }
+            throw JobError.runByAnotherProcess(id: id, host: build.runnerHost ?? "?", pid: build.runnerPid ?? 0)
+        case .succeeded, .failed, .cancelled:
+            return false
+        }
+    }
+
+    /// Cancels every build this manager has queued or running.
+    public func cancelAll() {
+        let ids = condition.withLock { waiting + Array(active.keys) }
+        for id in ids { _ = try? cancel(id) }
+    }
+
+    /// Deletes a build with its logs, crash logs and workspace. A running
+    /// build is refused.
+    public func delete(_ id: String) throws {
+        try condition.withLock {
+            if active[id] != nil { throw JobError.buildIsRunning(id) }
+            waiting.removeAll { $0 == id }
+        }
+        let build = try get(id)
+        if build.status == .running { throw JobError.buildIsRunning(id) }
+        try store.client.write { db in _ = try store.builds.delete(db, id) }
+        try configuration.git.removeWorkspace(workspacePath(id))
+    }
+
+    /// Blocks until the build has ended and returns its final row.
+    ///
+    /// - throws: ``JobError/timedOut(id:seconds:)`` after `timeout` seconds;
+    ///   ``JobError/notStarted(_:)`` for a queued build nobody started.
+    public func wait(_ id: String, timeout: TimeInterval? = nil) throws -> BuildRecord {
+        let deadline = timeout.map { Date().addingTimeInterval($0) }
+        while true {
+            condition.lock()
+            while waiting.contains(id) || active[id] != nil {
+                if let deadline {
+                    if !condition.wait(until: deadline), waiting.contains(id) || active[id] != nil {
+                        condition.unlock()
+                        throw JobError.timedOut(id: id, seconds: timeout ?? 0)
+                    }
+                } else {
+                    condition.wait()
+                }
+            }
+            condition.unlock()
+            let build = try get(id)
+            if build.status.isFinished { return build }
+            if build.status == .queued { throw JobError.notStarted(id) }
+            // Running in another process: poll.
+            if let deadline, Date() >= deadline { throw JobError.timedOut(id: id, seconds: timeout ?? 0) }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// A build's row.
+    public func get(_ id: String) throws -> BuildRecord {
+        guard let build = try store.client.read({ db in try store.builds.records.get(db, id) }) else {
+            throw JobError.unknownBuild(id)
+        }
+        return build
+    }
+
+    /// Builds, newest first, optionally of one status and/or scheme.
+    public func list(status: BuildStatus? = nil, scheme: String? = nil, limit: Int? = nil) throws -> [BuildRecord] {
+        var filters: [ColumnFilter] = []
+        if let status { filters.append(ColumnFilter("status", .equal, status.rawValue)) }
+        if let scheme { filters.append(ColumnFilter("schemeId", .equal, scheme)) }
+        let request = ListRequest(filters: filters,
+                                  order: [ColumnOrder("createdAt", descending: true), ColumnOrder("buildNumber", descending: true)],
+                                  limit: limit)
+        return try store.client.read { db in try store.builds.records.list(db, request) }
+    }
+
+    /// The last `tail` lines of a build's log, oldest first, each with the
+    /// cursor to follow from (see ``logs(_:after:limit:includeDebug:)``).
+    public func logs(_ id: String, tail: Int = 100, includeDebug: Bool = true) throws -> [BuildLogLine] {
+        try store.client.read { db in
+            try requireBuild(db, id)
+            return try store.buildLogs.lastLines(db, build: id, count: tail, includeDebug: includeDebug)
+        }
+    }
+
+    /// The lines written after the line `cursor` (0: from the first line),
+    /// at most `limit`: poll with the last line's cursor to follow a
+    /// running build. Cheap however long the log is.
+    public func logs(_ id: String, after cursor: Int64, limit: Int = 1000, includeDebug: Bool = true) throws -> [BuildLogLine] {
+        try store.client.read { db in
+            try requireBuild(db, id)
+            return try store.buildLogs.lines(db, build: id, after: cursor, limit: limit, includeDebug: includeDebug)
+        }
+    }
+
+    /// A build's crash logs, oldest first.
+    public func crashLogs(_ id: String) throws -> [CrashLogRecord] {
+        try store.client.read { db in
+            try requireBuild(db, id)
+            return try store.crashLogs.records.list(db, ListRequest(filters: [ColumnFilter("buildId", .equal, id)],
+                                                                    order: [ColumnOrder("createdAt")]))
+        }
+    }
+
+    /// Whether this manager has the build queued or running.
+    public func isHandling(_ id: String) -> Bool {
+        condition.withLock { waiting.contains(id) || active[id] != nil }
+    }
+
+    // MARK: - Stale builds
+
+    /// Builds left `running` by a runner that is gone (an opsh that
+    /// crashed or was killed): their recorded pid no longer runs, or runs
+    /// a process started at another time. Builds without a recorded runner
+    /// cannot be judged and are not listed.
+    public func staleBuilds() throws -> [BuildRecord] {
+        let running = try store.client.read { db in try store.builds.running(db) }
+        return running.filter { build in
+            guard let identity = Self.identity(of: build), !isHandling(build.id) else { return false }
+            return !identity.isAlive
+        }
+    }
+
+    /// Ends a stale build as `failed`, with a log line saying why. A build
+    /// whose runner is alive is refused unless `force`; one this manager
+    /// runs is refused (cancel it).
+    @discardableResult
+    public func markStale(_ id: String, reason: String, force: Bool = false) throws -> BuildRecord {
+        let build = try get(id)
+        guard build.status == .running else { throw JobError.notRunning(id: id, status: build.status) }
+        if isHandling(id) { throw JobError.buildIsRunning(id) }
+        let identity = Self.identity(of: build)
+        if let identity, identity.isAlive, !force {
+            throw JobError.runnerAlive(id: id, host: identity.host, pid: identity.pid)
+        }
+        let runnerText = identity.map { runner in
+            "runner pid \(runner.pid) on \(runner.host)\(runner.isAlive ? " (still alive)" : " is gone")"
+        } ?? "no runner recorded"
+        let now = Date()
+        try store.client.write { db in
+            guard try store.builds.finish(db, id, status: .failed, at: now) else {
+                throw JobError.notRunning(id: id, status: try store.builds.records.get(db, id)?.status ?? .failed)
+            }
+            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: .error, category: "build",
+                                                           content: "marked failed as stale: \(reason) (\(runnerText))",
+                                                           createdAt: now)])
+        }
+        let ended = try get(id)
+        configuration.onStatusChange?(ended)
+        return ended
+    }
+
+    static func identity(of build: BuildRecord) -> RunnerIdentity? {
+        guard let host = build.runnerHost, let pid = build.runnerPid, let started = build.runnerStartedAt else { return nil }
+        return RunnerIdentity(host: host, pid: pid, startedAt: started.timeIntervalSince1970)
+    }
+
+    // MARK: - For the runs
+
+    /// What a run needs, read when it starts.
+    struct Plan {
+        var build: BuildRecord
+        var scheme: SchemeRecord
+        var repository: String
+    }
+
+    func plan(_ id: String) throws -> Plan {
+        try store.client.read { db in
+            let build = try requireBuild(db, id)
+            let (scheme, project) = try Self.runnable(store, db, scheme: build.schemeId)
+            return Plan(build: build, scheme: scheme, repository: project.gitRepositoryURL)
+        }
+    }
+
+    /// Ends a build that never ran (status queued → `status`) with a log
+    /// line; false when it was not queued any more.
+    @discardableResult
+    func endQueued(_ id: String, status: BuildStatus, note: String) -> Bool {
+        let now = Date()
+        let ended = (try? store.client.write { db -> Bool in
+            guard try store.builds.finish(db, id, status: status, at: now) else { return false }
+            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: status == .failed ? .error : .warning,
+                                                           content: note, createdAt: now)])
+            return true
+        }) ?? false
+        if ended { changed(id) }
+        return ended
+    }
+
+    /// Tells the observer that a build changed.
+    func changed(_ id: String) {
+        guard let onStatusChange = configuration.onStatusChange, let build = try? get(id) else { return }
+        onStatusChange(build)
+    }
+
+    /// A run has ended: free its slot and start the next waiting build.
+    func runEnded(_ run: BuildRun) {
+        condition.withLock {
+            active[run.buildId] = nil
+            condition.broadcast()
+        }
+        pump()
+    }
+
+    /// Starts waiting builds while slots are free.
+    private func pump() {
+        let runs: [BuildRun] = condition.withLock {
+            var runs: [BuildRun] = []
+            while active.count < max(1, configuration.maxConcurrentJobs), !waiting.isEmpty {
+                let id = waiting.removeFirst()
+                let run = BuildRun(buildId: id, manager: self)
+                active[id] = run
+                runs.append(run)
+            }
+            return runs
+        }
+        for run in runs { run.launch() }
+    }
+
+    @discardableResult
+    private func requireBuild(_ db: Database, _ id: String) throws -> BuildRecord {
+        guard let build = try store.builds.records.get(db, id) else { throw JobError.unknownBuild(id) }
+        return build
+    }
+
+    /// The scheme and project of a build, refusing what cannot run.
+    private static func runnable(_ store: Store, _ db: Database, scheme schemeId: String) throws -> (SchemeRecord, ProjectRecord) {
+        guard let scheme = try store.schemes.records.get(db, schemeId) else { throw JobError.unknownScheme(schemeId) }
+        guard !scheme.buildCommand.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw JobError.schemeHasNoBuildCommand(schemeId: scheme.id, name: scheme.name)
+        }
+        let project = try store.projects.records.require(db, scheme.projectBundleIdentifier)
+        guard !project.gitRepositoryURL.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw JobError.projectHasNoRepository(project: project.bundleIdentifier)
+        }
+        return (scheme, project)
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+// The queries of the job runner (Sources/Jobs): conditional status changes
+// that stay correct when several opsh processes share the database, the
+// batched log insert, and "log lines after cursor X" for followers.
+
+/// One line of build output and its cursor: pass the cursor of the last
+/// line seen to ``BuildLogRepository/lines(_:build:after:limit:includeDebug:)``
+/// to get the lines written after it.
+public struct BuildLogLine: Sendable, Hashable {
+    /// The line's rowid.
+    public var cursor: Int64
+    public var record: BuildLogRecord
+
+    public init(cursor: Int64, record: BuildLogRecord) {
+        self.cursor = cursor
+        self.record = record
+    }
+}
+
+/// A line for ``BuildLogRepository/appendBatch(_:build:_:)``.
+public struct NewBuildLogLine: Sendable {
+    public var id: String
+    public var level: BuildLogLevel
+    public var category: String
+    public var content: String
+    /// Seconds since 1970.
+    public var createdAt: Double
+
+    public init(id: String, level: BuildLogLevel, category: String, content: String, createdAt: Double) {
+        self.id = id
+        self.level = level
+        self.category = category
+        self.content = content
+        self.createdAt = createdAt
+    }
+}
+
+extension BuildLogRepository {
+    /// Appends lines of one build through one prepared statement bound with
+    /// SQLite's C API. Run it in the caller's (short) transaction.
+    public func appendBatch(_ db: Database, build buildId: String, _ lines: [NewBuildLogLine]) throws {
+        guard !lines.isEmpty else { return }
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+            """)
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        bindText(handle, 2, buildId)
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        for line in lines {
+            bindText(handle, 1, line.id)
+            bindText(handle, 3, line.level.rawValue)
+            bindText(handle, 4, line.category)
+            bindText(handle, 5, line.content)
+            sqlite3_bind_double(handle, 6, line.createdAt)
+            let code = sqlite3_step(handle)
+            sqlite3_reset(handle)
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code),
+                                    message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+            }
+        }
+        // The raw steps bypass GRDB's change tracking: tell observers.
+        try db.notifyChanges(in: Table(BuildLogRecord.databaseTableName))
+    }
+
+    /// The lines of a build written after the line `cursor` (0: from the
+    /// start), oldest first, at most `limit`.
+    ///
+    /// Lines are ordered by (createdAt, rowid), which the job runner keeps
+    /// in insertion order, so the `buildLogs(buildId, createdAt)` index
+    /// serves the query as a range: cheap however long the log.
+    public func lines(_ db: Database, build buildId: String, after cursor: Int64 = 0, limit: Int = 1000,
+                      includeDebug: Bool = true) throws -> [BuildLogLine] {
+        var from = -Double.infinity
+        if cursor > 0 {
+            guard let date = try Double.fetchOne(db, sql: "SELECT createdAt FROM buildLogs WHERE rowid = ?",
+                                                 arguments: [cursor]) else { return [] }
+            from = date
+        }
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT rowid AS cursor, * FROM buildLogs
+            WHERE buildId = ?1 AND createdAt >= ?2 AND (createdAt > ?2 OR rowid > ?3) AND (?4 OR level <> 'debug')
+            ORDER BY createdAt, rowid LIMIT ?5
+            """, arguments: [buildId, from, cursor, includeDebug, max(0, limit)])
+        return try rows.map { BuildLogLine(cursor: $0["cursor"], record: try BuildLogRecord(row: $0)) }
+    }
+
+    /// The last `count` lines of a build with their cursors, oldest first.
+    public func lastLines(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogLine] {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT * FROM (SELECT rowid AS cursor, * FROM buildLogs WHERE buildId = ? AND (? OR level <> 'debug')
+                           ORDER BY createdAt DESC, rowid DESC LIMIT ?)
+            ORDER BY createdAt, cursor
+            """, arguments: [buildId, includeDebug, max(0, count)])
+        return try rows.map { BuildLogLine(cursor: $0["cursor"], record: try BuildLogRecord(row: $0)) }
+    }
+
+    private func bindText(_ handle: OpaquePointer, _ index: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            // An empty buffer may have no address; bind '' rather than NULL.
+            guard let base = bytes.baseAddress, bytes.count > 0 else {
+                _ = sqlite3_bind_text(handle, index, "", 0, SQLITE_TRANSIENT)
+                return
+            }
+            _ = sqlite3_bind_text(handle, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self),
+                                  Int32(bytes.count), SQLITE_TRANSIENT)
+        }
+    }
+}
+
+extension BuildRepository {
+    /// Moves a build from queued to running for the runner `runner`;
+    /// false when it is no longer queued (cancelled or taken meanwhile).
+    public func claim(_ db: Database, _ id: String, runnerHost: String, runnerPid: Int, runnerStartedAt: Date,
+                      at date: Date = Date()) throws -> Bool {
+        try db.execute(sql: """
+            UPDATE builds SET status = 'running', startDate = ?, endDate = NULL, exitCode = NULL, progress = 0,
+                              runnerHost = ?, runnerPid = ?, runnerStartedAt = ?
+            WHERE id = ? AND status = 'queued'
+            """, arguments: [date.timeIntervalSince1970, runnerHost, runnerPid, runnerStartedAt.timeIntervalSince1970, id])
+        return db.changesCount > 0
+    }
+
+    /// Ends a build that is queued or running; false when it had ended
+    /// already (its row is then unchanged).
+    public func finish(_ db: Database, _ id: String, status: BuildStatus, exitCode: Int? = nil,
+                       progress: Double? = nil, at date: Date = Date()) throws -> Bool {
+        precondition(status.isFinished, "finish needs a final status")
+        try db.execute(sql: """
+            UPDATE builds SET status = ?, endDate = ?, exitCode = ?, progress = coalesce(?, progress)
+            WHERE id = ? AND status IN ('queued', 'running')
+            """, arguments: [status.rawValue, date.timeIntervalSince1970, exitCode, progress, id])
+        return db.changesCount > 0
+    }
+
+    /// Sets the progress (0…1) of a running build.
+    public func setProgress(_ db: Database, _ id: String, _ progress: Double) throws {
+        try db.execute(sql: "UPDATE builds SET progress = ? WHERE id = ? AND status = 'running'",
+                       arguments: [min(1, max(0, progress)), id])
+    }
+
+    /// Records the commit a build checked out.
+    public func setCommit(_ db: Database, _ id: String, _ commit: String) throws {
+        try db.execute(sql: "UPDATE builds SET commitHash = ? WHERE id = ?", arguments: [commit, id])
+    }
+
+    /// The builds whose status is running, oldest first.
+    public func running(_ db: Database) throws -> [BuildRecord] {
+        try BuildRecord.fetchAll(db, sql: "SELECT * FROM builds WHERE status = 'running' ORDER BY startDate, createdAt")
+    }
+}
