@@ -66,13 +66,13 @@ let package = Package(
         // MARK: The shell
         .target(
             name: "Shell",
-            dependencies: ["Bindings", "LuaRuntime", "Store", "CReadline"]),
+            dependencies: ["Bindings", "LuaRuntime", "CLuaShim", "Store", "CReadline"]),
 
         // MARK: The program
         .executableTarget(
             name: "opsh",
             dependencies: [
-                "Store",
+                "Shell", "Bindings", "LuaRuntime", "Store",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -87,7 +87,9 @@ let package = Package(
         .testTarget(name: "GitTests", dependencies: ["Git"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
         .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime"]),
-        .testTarget(name: "ShellTests", dependencies: ["Shell"]),
+        .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store"]),
+        // Runs the built `opsh` (batch modes, and the shell through a pty).
+        .testTarget(name: "OpshTests", dependencies: ["opsh"]),
     ],
     swiftLanguageModes: [.v6]
 )

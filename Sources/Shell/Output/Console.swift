@@ -1,0 +1,84 @@
+import Foundation
+
+/// Where opsh's own messages go: stderr, one line each, with a level
+/// (`opsh: error: …`), coloured only on a terminal that wants colour.
+/// stdout carries only what scripts print or return.
+public struct Console: Sendable {
+    public enum Level: String, Sendable {
+        case error, warning, note
+    }
+
+    /// Colour on stderr (a terminal, and `NO_COLOR` unset, and not `TERM=dumb`).
+    public let colour: Bool
+    /// Drops warnings and notes; errors always show.
+    public let quiet: Bool
+
+    public init(colour: Bool = Terminal.wantsColour(descriptor: 2), quiet: Bool = false) {
+        self.colour = colour
+        self.quiet = quiet
+    }
+
+    public func error(_ message: String) { log(.error, message) }
+    public func warning(_ message: String) { log(.warning, message) }
+    public func note(_ message: String) { log(.note, message) }
+
+    public func log(_ level: Level, _ message: String) {
+        if quiet && level != .error { return }
+        let tag: String
+        if colour {
+            let code = level == .error ? "31" : level == .warning ? "33" : "36"
+            tag = "\u{1B}[1;\(code)m\(level.rawValue):\u{1B}[0m"
+        } else {
+            tag = "\(level.rawValue):"
+        }
+        writeError("opsh: \(tag) \(message)\n")
+    }
+
+    /// Text on stderr as is (a traceback, a dry-run summary).
+    public func raw(_ text: String) {
+        writeError(text.hasSuffix("\n") ? text : text + "\n")
+    }
+
+    private func writeError(_ text: String) {
+        // Keep the order of what a script printed (C stdio, buffered).
+        fflush(nil)
+        Terminal.write(text, to: 2)
+    }
+}
+
+/// Facts about the terminal and raw writes that bypass buffering.
+public enum Terminal {
+    public static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) == 1 }
+
+    public static func wantsColour(descriptor: Int32) -> Bool {
+        let environment = ProcessInfo.processInfo.environment
+        if environment["NO_COLOR"].map({ !$0.isEmpty }) == true { return false }
+        if environment["TERM"] == "dumb" { return false }
+        return isTerminal(descriptor)
+    }
+
+    /// Whether the terminal can show box-drawing characters (a UTF-8 locale).
+    public static var isUTF8: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        let locale = environment["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? environment["LC_CTYPE"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? environment["LANG"] ?? ""
+        if locale.isEmpty || locale == "C" || locale == "POSIX" { return environment["TERM"] != "dumb" && environment["TERM"] != "linux" }
+        return locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
+    }
+
+    public static func write(_ text: String, to descriptor: Int32) {
+        var text = text
+        text.withUTF8 { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Foundation.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+}

@@ -1,0 +1,355 @@
+import CLuaShim
+import Foundation
+
+/// How the shell shows values (`.mode`, `--json`).
+public enum OutputMode: String, CaseIterable, Sendable {
+    /// Row sets as aligned tables, other tables as Lua literals.
+    case table
+    /// One JSON document per value.
+    case json
+    /// Row sets as CSV with a header line.
+    case csv
+    /// Everything as Lua literals.
+    case lua
+}
+
+/// Turns the values a chunk returned (still on the Lua stack, so their
+/// metatables can be read) into text: row sets (`opsh.rows`) as tables,
+/// other tables as readable Lua literals with sorted keys, cycles marked
+/// and depth limited, secrets masked.
+public struct ValuePrinter {
+    public var mode: OutputMode
+    /// Box-drawing characters and `∅`, or ASCII and `NULL`.
+    public var unicode: Bool
+    /// Show numbers of date-like columns (`startedAt`, `startDate`,
+    /// `created_at`) as UTC times in tables.
+    public var readableDates = true
+    /// Nesting shown before `{…}`.
+    public var maximumDepth = 6
+    /// Elements of one table shown before `…`.
+    public var maximumItems = 200
+    /// Widest a table column may be before values are cut.
+    public var maximumColumnWidth = 40
+
+    public init(mode: OutputMode = .table, unicode: Bool = true) {
+        self.mode = mode
+        self.unicode = unicode
+    }
+
+    /// The text for `count` values from `first` on the stack of `state`,
+    /// or nil when there are none.
+    ///
+    /// - throws: ``PrintError`` when JSON cannot represent a value.
+    public func render(_ state: OpaquePointer, first: Int32, count: Int32) throws -> String? {
+        guard count > 0 else { return nil }
+        let lua = LuaInspection(state: state)
+        guard lua_checkstack(state, 40) != 0 else { throw PrintError("stack overflow while printing") }
+        var pieces: [String] = []
+        var allScalar = true
+        for index in first..<(first + count) {
+            switch mode {
+            case .json:
+                var path: Set<UnsafeRawPointer> = []
+                pieces.append(try json(lua, index, depth: 0, path: &path))
+            case .table, .csv, .lua:
+                if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
+                    allScalar = false
+                }
+                pieces.append(text(lua, index))
+            }
+        }
+        if mode != .json && allScalar { return pieces.joined(separator: "\t") }
+        return pieces.joined(separator: "\n")
+    }
+
+    // MARK: Text (table, csv, lua)
+
+    private func text(_ lua: LuaInspection, _ index: Int32) -> String {
+        switch lua.type(index) {
+        case LUA_TSTRING:
+            return lua.string(index) ?? ""
+        case LUA_TTABLE:
+            let name = lua.metatableName(index)
+            if name == "opsh.NULL" { return unicode ? "∅" : "NULL" }
+            if mode != .lua, name == "opsh.rows" || name == "opsh.row", let columns = lua.metatableColumns(index) {
+                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns)
+                    : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0) }]
+                return mode == .csv ? csv(columns: columns, rows: cells) : table(columns: columns, rows: cells)
+            }
+            var path: Set<UnsafeRawPointer> = []
+            return literal(lua, index, depth: 0, indent: "", path: &path)
+        default:
+            return lua.plainText(index)
+        }
+    }
+
+    /// The cells of every row of a row set, in column order.
+    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String]) -> [[TableFormatter.Cell]] {
+        let rowsIndex = lua_absindex(lua.state, index)
+        var rows: [[TableFormatter.Cell]] = []
+        var position: lua_Integer = 1
+        while lua_rawgeti(lua.state, rowsIndex, position) == LUA_TTABLE {
+            let row = lua_gettop(lua.state)
+            rows.append(columns.map { cell(lua, row: row, column: $0) })
+            opsh_pop(lua.state, 1)
+            position += 1
+        }
+        opsh_pop(lua.state, 1)
+        return rows
+    }
+
+    private func table(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
+        guard !columns.isEmpty else { return rows.count == 1 ? "(1 row)" : "(\(rows.count) rows)" }
+        return TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode).format(columns: columns, rows: rows)
+    }
+
+    private func cell(_ lua: LuaInspection, row: Int32, column: String) -> TableFormatter.Cell {
+        LuaInspection.pushString(lua.state, column)
+        lua_rawget(lua.state, row)
+        defer { opsh_pop(lua.state, 1) }
+        switch lua.type(-1) {
+        case LUA_TNIL: return .null
+        case LUA_TNUMBER:
+            if readableDates, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
+                return .text(date)
+            }
+            return .number(lua.numberText(-1))
+        case LUA_TSTRING:
+            let value = lua.string(-1) ?? ""
+            return .text(SecretMask.isSecret(column) ? SecretMask.mask(value) : value)
+        case LUA_TTABLE:
+            if lua.metatableName(-1) == "opsh.NULL" { return .null }
+            var path: Set<UnsafeRawPointer> = []
+            return .text(literal(lua, -1, depth: maximumDepth - 1, indent: "", path: &path))
+        default:
+            return .text(lua.plainText(-1))
+        }
+    }
+
+    private func csv(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
+        var lines = [columns.map(Self.csvField).joined(separator: ",")]
+        for row in rows {
+            lines.append(row.map { cell -> String in
+                switch cell {
+                case .null: return ""
+                case let .number(text): return text
+                case let .text(text): return Self.csvField(text)
+                }
+            }.joined(separator: ","))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// Column names that hold dates as seconds since 1970.
+    static func isDateColumn(_ name: String) -> Bool {
+        name.hasSuffix("At") || name.hasSuffix("Date") || name.hasSuffix("_at") || name.hasSuffix("_date")
+            || name == "date" || name == "timestamp"
+    }
+
+    static func dateText(_ seconds: Double) -> String? {
+        guard seconds.isFinite, seconds > 0, seconds < 32_503_680_000 else { return nil }
+        var time = time_t(seconds.rounded(.down))
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return nil }
+        return String(format: "%04d-%02d-%02d %02d:%02d:%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+
+    // MARK: Lua literals
+
+    private func literal(_ lua: LuaInspection, _ index: Int32, depth: Int, indent: String,
+                         path: inout Set<UnsafeRawPointer>, secret: Bool = false) -> String {
+        switch lua.type(index) {
+        case LUA_TSTRING:
+            let value = lua.string(index) ?? ""
+            return Self.quote(secret ? SecretMask.mask(value) : value)
+        case LUA_TTABLE:
+            break
+        default:
+            return lua.plainText(index)
+        }
+        let name = lua.metatableName(index)
+        if name == "opsh.NULL" { return "db.NULL" }
+        guard let identity = lua.identity(index) else { return "{}" }
+        if path.contains(identity) { return "<cycle>" }
+        if depth >= maximumDepth { return "{…}" }
+        guard lua_checkstack(lua.state, 6) != 0 else { return "{…}" }
+        path.insert(identity)
+        defer { path.remove(identity) }
+        let table = lua_absindex(lua.state, index)
+
+        var keys: [LuaInspection.Key]
+        if name == "opsh.row", let columns = lua.metatableColumns(table) {
+            keys = columns.map { .name($0) }
+        } else {
+            let listing = lua.keys(of: table)
+            keys = (0..<listing.arrayCount).map { .position($0 + 1) } + listing.others
+        }
+        var entries: [String] = []
+        var simple = true
+        for key in keys {
+            if entries.count >= maximumItems {
+                entries.append("… (\(keys.count - maximumItems) more)")
+                break
+            }
+            guard lua.pushValue(of: table, key: key) else {
+                if case let .other(text) = key { entries.append("[\(text)] = …") }
+                continue
+            }
+            defer { opsh_pop(lua.state, 1) }
+            if lua.type(-1) == LUA_TNIL { continue }
+            if lua.type(-1) == LUA_TTABLE { simple = false }
+            let isSecret: Bool
+            if case let .name(field) = key { isSecret = SecretMask.isSecret(field) } else { isSecret = false }
+            let value = literal(lua, -1, depth: depth + 1, indent: indent + "  ", path: &path, secret: isSecret)
+            switch key {
+            case .position: entries.append(value)
+            case let .name(field):
+                entries.append(Self.isIdentifier(field) ? "\(field) = \(value)" : "[\(Self.quote(field))] = \(value)")
+            case let .number(number):
+                let text = Int64(exactly: number).map(String.init) ?? String(number)
+                entries.append("[\(text)] = \(value)")
+            case .other: break
+            }
+        }
+        if entries.isEmpty { return "{}" }
+        let oneLine = "{ " + entries.joined(separator: ", ") + " }"
+        if simple && oneLine.count <= 100 && !oneLine.contains("\n") { return oneLine }
+        let inner = indent + "  "
+        return "{\n" + entries.map { inner + $0 }.joined(separator: ",\n") + "\n" + indent + "}"
+    }
+
+    static let keywords: Set<String> = [
+        "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in",
+        "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
+    ]
+
+    static func isIdentifier(_ text: String) -> Bool {
+        guard let first = text.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else {
+            return false
+        }
+        return text.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) }
+            && !keywords.contains(text)
+    }
+
+    static func quote(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: result += "\\\(scalar.value)"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+
+    // MARK: JSON
+
+    private func json(_ lua: LuaInspection, _ index: Int32, depth: Int, path: inout Set<UnsafeRawPointer>,
+                      secret: Bool = false) throws -> String {
+        switch lua.type(index) {
+        case LUA_TNIL, LUA_TNONE: return "null"
+        case LUA_TBOOLEAN: return lua.plainText(index)
+        case LUA_TNUMBER:
+            if lua.isInteger(index) { return String(lua.integer(index)) }
+            let number = lua.number(index)
+            guard number.isFinite else { return "null" }
+            if let exact = Int64(exactly: number) { return String(exact) }
+            return "\(number)"
+        case LUA_TSTRING:
+            let value = lua.string(index) ?? ""
+            return Self.jsonString(secret ? SecretMask.mask(value) : value)
+        case LUA_TTABLE:
+            break
+        default:
+            return Self.jsonString(lua.plainText(index))
+        }
+        let name = lua.metatableName(index)
+        if name == "opsh.NULL" { return "null" }
+        guard let identity = lua.identity(index) else { return "null" }
+        if path.contains(identity) { throw PrintError("cannot write a table that contains itself as JSON") }
+        guard depth < 100, lua_checkstack(lua.state, 6) != 0 else { throw PrintError("table nested too deeply for JSON") }
+        path.insert(identity)
+        defer { path.remove(identity) }
+        let table = lua_absindex(lua.state, index)
+
+        if name == "opsh.row", let columns = lua.metatableColumns(table) {
+            return try object(lua, table, keys: columns, depth: depth, path: &path, nulls: true)
+        }
+        let listing = lua.keys(of: table)
+        if listing.others.isEmpty && (listing.arrayCount > 0 || name == "opsh.rows") {
+            var elements: [String] = []
+            for position in 0..<listing.arrayCount {
+                lua_rawgeti(lua.state, table, position + 1)
+                defer { opsh_pop(lua.state, 1) }
+                elements.append(try json(lua, -1, depth: depth + 1, path: &path))
+            }
+            return "[" + elements.joined(separator: ",") + "]"
+        }
+        var names: [String] = []
+        for position in 0..<listing.arrayCount { names.append(String(position + 1)) }
+        var keys: [LuaInspection.Key] = (0..<listing.arrayCount).map { .position($0 + 1) }
+        keys += listing.others
+        var members: [String] = []
+        for key in keys {
+            guard lua.pushValue(of: table, key: key) else { continue }
+            defer { opsh_pop(lua.state, 1) }
+            let field: String
+            switch key {
+            case let .position(position): field = String(position)
+            case let .name(text): field = text
+            case let .number(number): field = Int64(exactly: number).map(String.init) ?? String(number)
+            case let .other(text): field = text
+            }
+            members.append(Self.jsonString(field) + ":"
+                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(field))))
+        }
+        return "{" + members.joined(separator: ",") + "}"
+    }
+
+    private func object(_ lua: LuaInspection, _ table: Int32, keys: [String], depth: Int,
+                        path: inout Set<UnsafeRawPointer>, nulls: Bool) throws -> String {
+        var members: [String] = []
+        for key in keys {
+            LuaInspection.pushString(lua.state, key)
+            lua_rawget(lua.state, table)
+            defer { opsh_pop(lua.state, 1) }
+            members.append(Self.jsonString(key) + ":"
+                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(key))))
+        }
+        return "{" + members.joined(separator: ",") + "}"
+    }
+
+    static func jsonString(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20:
+                result += String(format: "\\u%04x", scalar.value)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// A value the printer cannot show in the chosen form.
+public struct PrintError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

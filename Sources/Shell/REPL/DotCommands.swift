@@ -1,0 +1,91 @@
+import Foundation
+import LuaRuntime
+
+/// The shell's dot commands, for what operators reach for without typing
+/// Lua (sqlite3's names).
+extension REPL {
+    static let dotHelp = """
+        .help                   this list
+        .tables                 the tables and views
+        .schema [TABLE]         CREATE statements (of one table)
+        .timer on|off           show how long each chunk ran
+        .mode table|json|csv|lua  how returned values are shown
+        .read FILE              run a Lua file here
+        .quit                   leave (Ctrl-D too)
+
+        Type Lua; an expression prints its value (`=expr` too). Tab completes
+        globals, fields, query keys in query("…") and names in SQL strings.
+        Ctrl-C clears the line or stops the running chunk.
+        """
+
+    /// Runs a dot command; returns false to leave the shell.
+    func runDotCommand(_ line: String) -> Bool {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        let argument = words.count > 1 ? words[1...].joined(separator: " ") : nil
+        switch words.first ?? "" {
+        case ".help":
+            print(Self.dotHelp)
+        case ".quit", ".exit", ".q":
+            return false
+        case ".tables":
+            do {
+                let names = try catalog.tables()
+                if !names.isEmpty { print(columnsLayout(names)) }
+            } catch {
+                report(error)
+            }
+        case ".schema":
+            do {
+                for statement in try catalog.schemaStatements(of: argument) { print(statement + ";") }
+            } catch {
+                report(error)
+            }
+        case ".timer":
+            switch argument {
+            case "on": timer = true
+            case "off": timer = false
+            default: console.error("usage: .timer on|off")
+            }
+        case ".mode":
+            if let argument, let mode = OutputMode(rawValue: argument) {
+                runner.printer.mode = mode
+            } else if argument == nil {
+                print(runner.printer.mode.rawValue)
+            } else {
+                console.error("usage: .mode table|json|csv|lua")
+            }
+        case ".read":
+            guard let argument else {
+                console.error("usage: .read FILE")
+                break
+            }
+            let path = (argument as NSString).expandingTildeInPath
+            timed {
+                do {
+                    try runner.runFile(path)
+                } catch {
+                    report(error)
+                }
+            }
+        default:
+            console.error("unknown command \(words.first ?? line); .help lists them")
+        }
+        fflush(nil)
+        return true
+    }
+
+    /// Names in columns across an 80-column terminal, as sqlite3 does.
+    private func columnsLayout(_ names: [String]) -> String {
+        let width = (names.map(\.count).max() ?? 0) + 2
+        let perLine = max(1, 80 / width)
+        var lines: [String] = []
+        var index = 0
+        while index < names.count {
+            let slice = names[index..<min(index + perLine, names.count)]
+            lines.append(slice.map { $0.padding(toLength: width, withPad: " ", startingAt: 0) }.joined()
+                .trimmingCharacters(in: .whitespaces))
+            index += perLine
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,210 @@
+import Bindings
+import CLuaShim
+import Foundation
+import LuaRuntime
+
+/// The interactive shell, shaped like `lua.c`'s REPL: read a line, add
+/// lines while the chunk is incomplete, run it as an expression if it is
+/// one (printing its value) or else as a statement, report errors, repeat.
+///
+/// One loop polls stdin, the session's event queue and the signal pipe:
+/// events (watch callbacks, job logs) print above the line being typed,
+/// Ctrl-C at the prompt clears the line, Ctrl-C during a chunk stops it.
+public final class REPL {
+    public struct Configuration {
+        /// The history file (nil: no history kept).
+        public var historyPath: String?
+        /// `init.lua`, run before the first prompt (nil: none).
+        public var initPath: String?
+        public var mode: OutputMode = .table
+        public var console = Console()
+        /// A line shown at start (nil: none).
+        public var banner: String?
+        public var prompt = "opsh> "
+        public var continuationPrompt = "  ... "
+
+        public init(historyPath: String?, initPath: String?) {
+            self.historyPath = historyPath
+            self.initPath = initPath
+        }
+    }
+
+    let session: OpshSession
+    let configuration: Configuration
+    let console: Console
+    var runner: ChunkRunner
+    let catalog: DatabaseCatalog
+    var timer = false
+
+    private let editor = LineEditor()
+    private var history: History!
+    private var pending = ""
+    private var enteredLine: String??
+    /// Signals that arrived while no chunk ran.
+    private let idleSignals: (read: Int32, write: Int32)
+    private var watcher: SignalWatcher?
+
+    public init(session: OpshSession, configuration: Configuration) {
+        self.session = session
+        self.configuration = configuration
+        self.console = configuration.console
+        runner = ChunkRunner(runtime: session.runtime,
+                             printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
+        catalog = DatabaseCatalog(runtime: session.runtime)
+        var ends: [Int32] = [0, 0]
+        pipe(&ends)
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        idleSignals = (ends[0], ends[1])
+    }
+
+    deinit {
+        close(idleSignals.read)
+        close(idleSignals.write)
+    }
+
+    /// Runs the shell until Ctrl-D, `.quit` or SIGTERM; returns the exit
+    /// status.
+    public func run() -> Int32 {
+        let writeEnd = idleSignals.write
+        watcher = SignalWatcher(runtime: session.runtime) { signal in
+            var byte = UInt8(truncatingIfNeeded: signal)
+            _ = write(writeEnd, &byte, 1)
+        }
+        history = History(path: configuration.historyPath, console: console)
+        let completer = Completer(schema: { [catalog] in catalog.schema() })
+        let runtime = session.runtime
+        editor.complete = { word, before in completer.candidates(word: word, before: before, runtime: runtime) }
+        editor.onLine = { [unowned self] line in enteredLine = .some(line) }
+
+        if let banner = configuration.banner { print(banner) }
+        if let initPath = configuration.initPath { runInitFile(initPath) }
+        deliverEvents()
+
+        var status: Int32 = 0
+        editor.show(prompt: configuration.prompt)
+        loop: while true {
+            var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: session.events.wakeDescriptor, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0)]
+            if poll(&descriptors, 3, -1) < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if descriptors[2].revents != 0 {
+                var byte: UInt8 = 0
+                _ = read(idleSignals.read, &byte, 1)
+                let signal = Int32(byte)
+                if signal == SIGINT {
+                    pending = ""
+                    editor.discardLine()
+                    editor.show(prompt: configuration.prompt)
+                } else {
+                    status = 128 + signal
+                    break loop
+                }
+            }
+            if descriptors[1].revents != 0 {
+                editor.printAbove { deliverEvents() }
+            }
+            if descriptors[0].revents != 0 {
+                editor.readInput()
+                if let line = enteredLine {
+                    enteredLine = nil
+                    guard let line else {
+                        // Ctrl-D: leave on a fresh line.
+                        print("")
+                        break loop
+                    }
+                    if !handle(line) { break loop }
+                    editor.show(prompt: pending.isEmpty ? configuration.prompt : configuration.continuationPrompt)
+                }
+            }
+        }
+        editor.hide()
+        fflush(nil)
+        return status
+    }
+
+    /// Handles one entered line; returns false to leave.
+    private func handle(_ line: String) -> Bool {
+        if pending.isEmpty {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { return true }
+            if trimmed.hasPrefix(".") {
+                history.add(trimmed)
+                return runDotCommand(trimmed)
+            }
+            pending = line
+        } else {
+            pending += "\n" + line
+        }
+        let assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
+        switch assembler.assess(pending) {
+        case .incomplete:
+            return true
+        case let .failed(error):
+            history.add(pending)
+            pending = ""
+            report(error)
+        case let .run(code):
+            history.add(pending)
+            pending = ""
+            timed {
+                do {
+                    try runner.run(code, chunkName: "=stdin")
+                } catch {
+                    report(error)
+                }
+            }
+        }
+        return true
+    }
+
+    func timed(_ body: () -> Void) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        body()
+        if timer {
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            print(String(format: "Run Time: %.3f s", seconds))
+        }
+        fflush(nil)
+    }
+
+    private func runInitFile(_ path: String) {
+        guard access(path, F_OK) == 0 else { return }
+        do {
+            try runner.runFile(path, printResults: false)
+        } catch let error as ScriptFileError {
+            console.warning("\(error); continuing without it")
+        } catch {
+            console.warning("the init file \(path) failed; continuing:")
+            report(error)
+        }
+    }
+
+    private func deliverEvents() {
+        do {
+            for error in try session.deliverEvents() { report(error) }
+        } catch {
+            report(error)
+        }
+        fflush(nil)
+    }
+
+    /// Shows an error from a chunk, a printer or the database.
+    func report(_ error: any Error) {
+        if let error = error as? LuaError {
+            switch error.kind {
+            case let .interrupted(reason):
+                let what = reason == .timeout ? "timed out" : "interrupted"
+                console.error("\(what); the chunk's open transaction, if any, was rolled back")
+            default:
+                console.error(error.message)
+                if let traceback = error.traceback { console.raw(traceback) }
+            }
+        } else {
+            console.error("\(error)")
+        }
+    }
+}

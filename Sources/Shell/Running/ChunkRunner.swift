@@ -1,0 +1,72 @@
+import Foundation
+import LuaRuntime
+
+/// Runs a chunk of Lua and prints what it returns (the shell's `> 1+1`,
+/// `opsh -e`, `.read`, a script's return values).
+public struct ChunkRunner {
+    public let runtime: LuaRuntime
+    public var printer: ValuePrinter
+
+    public init(runtime: LuaRuntime, printer: ValuePrinter) {
+        self.runtime = runtime
+        self.printer = printer
+    }
+
+    /// Runs `code` with `arguments` as `...` and prints the values it
+    /// returns on stdout.
+    ///
+    /// - throws: `LuaError` from the chunk, ``PrintError`` when a value
+    ///   cannot be printed in the chosen mode.
+    public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true) throws {
+        let printer = self.printer
+        let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments) { stack, first, count in
+            printResults ? try printer.render(stack.state, first: first, count: count) : nil
+        }
+        if let text { print(text) }
+        fflush(nil)
+    }
+
+    /// Runs the file at `path` (a `#!` line is skipped, as `lua` does).
+    public func runFile(_ path: String, arguments: [LuaValue] = [], printResults: Bool = true) throws {
+        let code = try Self.readScript(path)
+        try run(code, chunkName: "@\(path)", arguments: arguments, printResults: printResults)
+    }
+
+    /// The text of a script file, with a first `#` line turned into a
+    /// comment so line numbers stay right.
+    public static func readScript(_ path: String) throws -> String {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw ScriptFileError(path: path, reason: String(cString: strerror(errno)))
+        }
+        defer { close(descriptor) }
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ScriptFileError(path: path, reason: String(cString: strerror(errno)))
+            }
+            if count == 0 { break }
+            data.append(contentsOf: buffer[..<count])
+        }
+        return shebangStripped(String(decoding: data, as: UTF8.self))
+    }
+
+    static func shebangStripped(_ text: String) -> String {
+        text.hasPrefix("#") ? "--" + text : text
+    }
+
+    /// Reads a script from standard input.
+    public static func readStandardInput() -> String {
+        shebangStripped(String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self))
+    }
+}
+
+/// A script file that cannot be read.
+public struct ScriptFileError: Error, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+    public var description: String { "cannot read \(path): \(reason)" }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import LuaRuntime
+
+/// The signal handler's only job: write the signal number to a pipe
+/// (async-signal-safe). Handlers reset to the default at `exec`, so
+/// programs a script starts still die of Ctrl-C.
+nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
+
+private let forwardSignal: @convention(c) (Int32) -> Void = { signal in
+    var byte = UInt8(truncatingIfNeeded: signal)
+    let saved = errno
+    _ = write(signalPipeWrite, &byte, 1)
+    errno = saved
+}
+
+/// SIGINT, SIGTERM and SIGHUP for opsh: a thread reads the signal pipe and
+/// interrupts the running chunk (`LuaRuntime.interrupt`). A signal that
+/// finds no chunk running goes to `idle` (the shell clears its line; a
+/// batch run exits at once).
+public final class SignalWatcher: @unchecked Sendable {
+    public let runtime: LuaRuntime
+    private let idle: @Sendable (Int32) -> Void
+    /// The last signal received (0: none).
+    private let lastSignal = Mutex32()
+
+    public init(runtime: LuaRuntime, idle: @escaping @Sendable (Int32) -> Void) {
+        self.runtime = runtime
+        self.idle = idle
+        var ends: [Int32] = [0, 0]
+        pipe(&ends)
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        signalPipeWrite = ends[1]
+        let readEnd = ends[0]
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = forwardSignal
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(signal, &action, nil)
+        }
+        let thread = Thread { [self] in
+            var byte: UInt8 = 0
+            while true {
+                let count = read(readEnd, &byte, 1)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return }
+                self.handle(Int32(byte))
+            }
+        }
+        thread.name = "opsh signals"
+        thread.start()
+    }
+
+    /// The signal that stopped the last chunk, if any.
+    public var received: Int32 { lastSignal.value }
+
+    public func reset() { lastSignal.value = 0 }
+
+    private func handle(_ signal: Int32) {
+        lastSignal.value = signal
+        let reason: LuaInterruptReason = signal == SIGINT ? .interrupted : .terminated
+        if !runtime.interrupt(reason) { idle(signal) }
+    }
+
+    /// 128 + the signal number, as shells report a process killed by it.
+    public static func exitCode(for reason: LuaInterruptReason, signal: Int32) -> Int32 {
+        switch reason {
+        case .timeout: return 124
+        case .interrupted: return 130
+        case .terminated: return signal == SIGHUP ? 129 : 143
+        }
+    }
+}
+
+/// An Int32 shared between threads.
+final class Mutex32: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Int32 = 0
+    var value: Int32 {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}

@@ -1,0 +1,158 @@
+import Bindings
+import Foundation
+import LuaRuntime
+import Shell
+import Store
+
+/// `opsh run FILE`, `opsh run -`, `opsh -e CODE`: one chunk, then exit
+/// with a status that says how it went.
+struct BatchMode {
+    enum Source {
+        case code(String)
+        case file(String)
+        case standardInput
+    }
+
+    let options: CommonOptions
+    let source: Source
+    let scriptArguments: [String]
+    let lock: Bool
+
+    func run() -> Never {
+        let launch = Launch(options: options)
+        let console = launch.console
+
+        // The lock before anything else: the second run must not even
+        // open the database.
+        var heldLock: ScriptLock?
+        if lock, case let .file(path) = source {
+            do {
+                heldLock = try ScriptLock.acquire(path: ScriptLock.path(forScript: path))
+            } catch let failure as ScriptLock.Failure {
+                if case .held = failure { launch.fail(.lockHeld, "\(path): \(failure)") }
+                launch.fail(.scriptError, "\(failure)")
+            } catch {
+                launch.fail(.scriptError, "\(error)")
+            }
+        }
+
+        let code: String
+        let chunkName: String
+        switch source {
+        case let .code(text):
+            code = text
+            chunkName = "=(command line)"
+        case let .file(path):
+            do {
+                code = try ChunkRunner.readScript(path)
+            } catch {
+                launch.fail(.usage, "\(error)")
+            }
+            chunkName = "@\(path)"
+        case .standardInput:
+            code = ChunkRunner.readStandardInput()
+            chunkName = "=stdin"
+        }
+
+        let session = launch.openSession()
+        let runtime = session.runtime
+        var script: String?
+        if case let .file(path) = source { script = path }
+        if case .standardInput = source { script = "-" }
+        Launch.setArguments(runtime, script: script, arguments: scriptArguments)
+
+        // A signal or the deadline while no chunk runs (opening, rolling
+        // back) ends the process at once; SQLite's journal keeps the file
+        // whole.
+        let watcher = SignalWatcher(runtime: runtime) { signal in
+            console.error("stopped by signal \(signal)")
+            _exit(128 + signal)
+        }
+        let deadline = options.timeout.map { seconds in
+            Deadline(seconds: seconds, runtime: runtime) {
+                console.error("timed out after \(seconds) s")
+                _exit(ExitStatus.timeout.rawValue)
+            }
+        }
+
+        let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
+        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        let arguments = scriptArguments.map { LuaValue.string($0) }
+        do {
+            if options.dryRun {
+                let (_, summary) = try session.database.dryRun {
+                    try runner.run(code, chunkName: chunkName, arguments: arguments)
+                }
+                deadline?.cancel()
+                console.raw(Self.describe(summary))
+            } else {
+                try runner.run(code, chunkName: chunkName, arguments: arguments)
+                deadline?.cancel()
+            }
+            try deliverRemainingEvents(session, console: console)
+        } catch {
+            deadline?.cancel()
+            let status = Self.status(for: error, signal: watcher.received)
+            Self.report(error, status: status, console: console, dryRun: options.dryRun)
+            withExtendedLifetime(heldLock) { exit(status.rawValue) }
+        }
+        withExtendedLifetime(heldLock) { exit(ExitStatus.success.rawValue) }
+    }
+
+    /// Events posted while the chunk ran (job log lines, say).
+    private func deliverRemainingEvents(_ session: OpshSession, console: Console) throws {
+        for error in try session.deliverEvents() {
+            console.error(error.message)
+        }
+        fflush(nil)
+    }
+
+    static func status(for error: any Error, signal: Int32) -> ExitStatus {
+        if let error = error as? LuaError {
+            switch error.kind {
+            case .interrupted(.timeout): return .timeout
+            case .interrupted(.interrupted): return .interrupted
+            case .interrupted(.terminated): return signal == SIGHUP ? .hangup : .terminated
+            default:
+                return isDatabaseUnavailable(error.message) ? .databaseUnavailable : .scriptError
+            }
+        }
+        if error is StoreError { return .databaseUnavailable }
+        let text = "\(error)"
+        return isDatabaseUnavailable(text) ? .databaseUnavailable : .scriptError
+    }
+
+    /// SQLITE_BUSY / SQLITE_LOCKED past the busy timeout, a read-only or
+    /// vanished file: the database, not the script, is the problem.
+    static func isDatabaseUnavailable(_ message: String) -> Bool {
+        let lowered = message.lowercased()
+        return lowered.contains("database is locked") || lowered.contains("database table is locked")
+            || lowered.contains("database is busy") || lowered.contains("unable to open database")
+            || lowered.contains("disk i/o error") || lowered.contains("database disk image is malformed")
+    }
+
+    static func report(_ error: any Error, status: ExitStatus, console: Console, dryRun: Bool) {
+        let rolledBack = dryRun ? "the dry run's transaction was rolled back" : "any open transaction was rolled back"
+        switch status {
+        case .timeout: console.error("timed out; \(rolledBack)")
+        case .interrupted: console.error("interrupted; \(rolledBack)")
+        case .terminated, .hangup: console.error("terminated; \(rolledBack)")
+        default:
+            if let error = error as? LuaError {
+                console.error(error.message)
+                if let traceback = error.traceback { console.raw(traceback) }
+            } else {
+                console.error("\(error)")
+            }
+        }
+    }
+
+    static func describe(_ summary: ChangeSummary) -> String {
+        guard !summary.isEmpty else { return "opsh: dry run: rolled back; no rows would have changed" }
+        var lines = ["opsh: dry run: rolled back; it would have changed:"]
+        for (table, counts) in summary.tables.sorted(by: { $0.key < $1.key }) {
+            lines.append("  \(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,41 @@
+import Bindings
+import Foundation
+import Shell
+import Store
+
+/// `opsh` on a terminal: the interactive shell.
+struct ShellMode {
+    let options: CommonOptions
+
+    func run() -> Never {
+        let launch = Launch(options: options)
+        let session = launch.openSession()
+        Launch.setArguments(session.runtime, script: nil, arguments: [])
+        var configuration = REPL.Configuration(
+            historyPath: DatabaseLocation.stateDirectory() + "/history",
+            initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
+        configuration.console = launch.console
+        configuration.mode = options.json ? .json : .table
+        if !options.quiet {
+            let path = session.store.path ?? ":memory:"
+            let flags = [options.readOnly ? "read-only" : nil, options.dryRun ? "dry run: nothing is kept" : nil,
+                         options.sandbox ? "sandbox" : nil].compactMap { $0 }
+            let note = flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))"
+            configuration.banner = "opsh on \(path)\(note) — Lua 5.4; .help for help, Ctrl-D to leave"
+        }
+        let repl = REPL(session: session, configuration: configuration)
+        var status: Int32 = 0
+        if options.dryRun {
+            do {
+                let (result, summary) = try session.database.dryRun { repl.run() }
+                status = result
+                launch.console.raw(BatchMode.describe(summary))
+            } catch {
+                launch.fail(.databaseUnavailable, "\(error)")
+            }
+        } else {
+            status = repl.run()
+        }
+        exit(status)
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+
+/// `opsh -e`, `opsh run FILE`, `opsh run -` as cron runs them: exit
+/// statuses, output on the right stream, dry runs, timeouts, the lock.
+@Suite struct BatchModeTests {
+    static let insertProject = """
+        db.exec("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES (?, 'App', 'App', 'https://example.com/app.git', 0)", ...)
+        """
+
+    @Test func aChunkPrintsWhatItReturnsAndExitsZero() throws {
+        let sandbox = try Sandbox()
+        let result = try sandbox.opsh(["-e", "return 1 + 1, 'two'"])
+        #expect(result.status == 0)
+        #expect(result.stdout == "2\ttwo\n")
+        #expect(result.stderr == "")
+    }
+
+    @Test func scriptErrorsExitOneWithFileLineAndTraceback() throws {
+        let sandbox = try Sandbox()
+        let script = try sandbox.script("fails.lua", "local x = 1\nerror('boom')\n")
+        let result = try sandbox.opsh(["run", script])
+        #expect(result.status == 1)
+        #expect(result.stdout == "")
+        #expect(result.stderr.contains("opsh: error: \(script):2: boom"))
+        #expect(result.stderr.contains("stack traceback:"))
+        // No terminal: no colour.
+        #expect(!result.stderr.contains("\u{1B}["))
+    }
+
+    @Test func usageErrorsExitTwo() throws {
+        let sandbox = try Sandbox()
+        let unknown = try sandbox.opsh(["--no-such-option"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("no-such-option"))
+        let missing = try sandbox.opsh(["run", sandbox.root + "/missing.lua"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("cannot read"))
+        let help = try sandbox.opsh(["run", "--help"], database: false)
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("124"))
+    }
+
+    @Test func anUnavailableDatabaseExitsThree() throws {
+        let sandbox = try Sandbox()
+        let notADatabase = sandbox.root + "/data/text.sqlite"
+        try String(repeating: "not a database\n", count: 100).write(toFile: notADatabase, atomically: true, encoding: .utf8)
+        let result = try sandbox.run(opshExecutable, ["--db", notADatabase, "-e", "return 1"])
+        #expect(result.status == 3)
+        #expect(result.stderr.contains("not an SQLite database"))
+    }
+
+    @Test func aDatabaseLockedPastTheBusyTimeoutExitsThree() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        // Another process holds the write lock for a while.
+        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
+            BEGIN IMMEDIATE;
+            INSERT INTO telemetry (event, timestamp) VALUES ('x', 0);
+            .shell sleep 2
+            COMMIT;
+            """)
+        usleep(400_000)
+        let result = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "db.exec(\"DELETE FROM projects\")"])
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stderr.contains("locked"))
+        _ = sandbox.finish(holder, holderOut, holderErr)
+    }
+
+    @Test func aTimeoutExits124AndRollsBackTheOpenTransaction() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let started = Date()
+        let result = try sandbox.opsh(["--timeout", "0.3", "-e", """
+            db.transaction(function()
+              \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.timeout'"))
+              while true do end
+            end)
+            """])
+        #expect(result.status == 124)
+        #expect(result.stderr.contains("timed out"))
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
+    }
+
+    @Test func sigintExits130AndSigtermExits143() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+            let flag = sandbox.root + "/started-\(signal)"
+            let (process, output, errors) = try sandbox.start(opshExecutable, ["--db", sandbox.database, "-e", """
+                io.open("\(flag)", "w"):close()
+                db.transaction(function()
+                  \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.signal'"))
+                  while true do pcall(function() while true do end end) end
+                end)
+                """])
+            #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
+            usleep(100_000)
+            kill(process.processIdentifier, signal)
+            let result = sandbox.finish(process, output, errors)
+            #expect(result.status == status, "\(result.stderr)")
+            #expect(result.stderr.contains("rolled back"))
+        }
+        #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
+    }
+
+    @Test func aDryRunReportsChangesAndLeavesTheRowsAsTheyWere() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("INSERT INTO projects VALUES ('com.example.kept', 'Kept', 'Kept', 'u', 1)")
+        let before = try sandbox.sqlite("SELECT * FROM projects ORDER BY 1")
+        let script = try sandbox.script("repair.lua", """
+            \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.new'"))
+            db.exec("UPDATE projects SET name = 'Renamed' WHERE bundleIdentifier = 'com.example.kept'")
+            return db.value("SELECT count(*) FROM projects")
+            """)
+        let result = try sandbox.opsh(["run", "--dry-run", script])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "2\n")
+        #expect(result.stderr.contains("projects: 1 inserted, 1 updated, 0 deleted"))
+        #expect(try sandbox.sqlite("SELECT * FROM projects ORDER BY 1") == before)
+    }
+
+    @Test func twoRunsOfTheSameScriptNeverOverlap() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let flag = sandbox.root + "/first-started"
+        let script = try sandbox.script("nightly.lua", """
+            io.open("\(flag)", "w"):close()
+            local t = os.clock() while os.clock() - t < 1.5 do end
+            print("first done")
+            """)
+        let (first, output, errors) = try sandbox.start(opshExecutable, ["--db", sandbox.database, "run", script])
+        #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
+        let second = try sandbox.opsh(["run", script])
+        #expect(second.status == 75)
+        #expect(second.stderr.contains("another run holds the lock"))
+        let firstResult = sandbox.finish(first, output, errors)
+        #expect(firstResult.status == 0)
+        #expect(firstResult.stdout == "first done\n")
+        // Without the lock the second one runs.
+        try FileManager.default.removeItem(atPath: flag)
+        let third = try sandbox.opsh(["run", "--no-lock", script])
+        #expect(third.status == 0)
+    }
+
+    @Test func scriptsFromStdinAndTheirArguments() throws {
+        let sandbox = try Sandbox()
+        let piped = try sandbox.opsh(["run", "-"], stdin: "print(1 + 1)\nreturn 'x'\n")
+        #expect(piped.status == 0)
+        #expect(piped.stdout == "2\nx\n")
+        // opsh without a terminal on stdin runs what it reads.
+        let bare = try sandbox.opsh([], stdin: "print('no prompt')\n")
+        #expect(bare.stdout == "no prompt\n")
+        #expect(bare.stderr == "")
+        let script = try sandbox.script("args.lua", "#!/usr/bin/env opsh\nprint(arg[0], arg[1], arg[2], select('#', ...), ...)\n")
+        let result = try sandbox.opsh(["run", script, "one", "--two"])
+        #expect(result.stdout == "\(script)\tone\t--two\t2\tone\t--two\n")
+    }
+
+    @Test func jsonOutput() throws {
+        let sandbox = try Sandbox()
+        let result = try sandbox.opsh(["--json", "-e", """
+            return db.query("SELECT 1 AS id, NULL AS note, 'x' AS api_key UNION ALL SELECT 2, 'n', 'sk-live-0123456789abcd'"),
+                   {b = 2, a = {1, 2}}, "text", nil
+            """])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == """
+            [{"id":1,"note":null,"api_key":"••••"},{"id":2,"note":"n","api_key":"••••abcd"}]
+            {"a":[1,2],"b":2}
+            "text"
+            null
+
+            """)
+    }
+
+    @Test func readOnlyRefusesWrites() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let result = try sandbox.opsh(["--read-only", "-e", "db.exec(\"DELETE FROM projects\")"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("readonly"))
+    }
+}

@@ -1,0 +1,34 @@
+import Testing
+@testable import Shell
+
+@Suite struct TableFormatterTests {
+    @Test func alignsColumnsMarksNullAndCountsRows() {
+        let table = TableFormatter().format(
+            columns: ["id", "status", "exitCode"],
+            rows: [[.number("1"), .text("running"), .null],
+                   [.number("12"), .text("failed"), .number("3")]])
+        #expect(table == """
+            ┌────┬─────────┬──────────┐
+            │ id │ status  │ exitCode │
+            ├────┼─────────┼──────────┤
+            │  1 │ running │ ∅        │
+            │ 12 │ failed  │        3 │
+            └────┴─────────┴──────────┘
+            (2 rows)
+            """)
+    }
+
+    @Test func cutsLongValuesAndKeepsTheGridWithWideCharacters() {
+        let formatter = TableFormatter(maximumColumnWidth: 8)
+        let table = formatter.format(columns: ["content"], rows: [[.text("a very long line\nwith a break")], [.text("日本語")]])
+        let lines = table.split(separator: "\n")
+        #expect(lines[3] == "│ a very … │")
+        #expect(lines[4] == "│ 日本語   │")
+        #expect(table.hasSuffix("(2 rows)"))
+    }
+
+    @Test func asciiModeForDumbTerminals() {
+        let table = TableFormatter(unicode: false).format(columns: ["x"], rows: [[.null]])
+        #expect(table == "+------+\n| x    |\n+------+\n| NULL |\n+------+\n(1 row)")
+    }
+}
