@@ -33,7 +33,7 @@ public final class JobManager: @unchecked Sendable {
         /// …or as soon as this many wait.
         public var flushLineCount = 1000
         /// The most lines one transaction writes.
-        public var maxBatchLines = 20_000
+        public var maxBatchLines = 5000
         /// Readers (and so the build) wait when this many lines are not written yet.
         public var maxPendingLines = 200_000
         /// Lines of output kept in a crash log.
