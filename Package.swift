@@ -79,7 +79,7 @@ let package = Package(
         // MARK: Benchmarks (scripts/bench)
         .executableTarget(
             name: "opsh-bench",
-            dependencies: ["Store"]),
+            dependencies: ["Store", "Bindings", "LuaRuntime"]),
 
         // MARK: Tests
         .testTarget(name: "StoreTests", dependencies: ["Store"]),

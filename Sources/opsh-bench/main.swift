@@ -3,7 +3,8 @@ import Foundation
 // opsh's benchmarks. `scripts/bench` builds this in release mode, runs it,
 // and writes the table it prints into BENCHMARKS.md.
 //
-//   opsh-bench [--only NAME]          run the benchmarks, print Markdown
+//   opsh-bench [--only NAME]          run the benchmarks (or one section:
+//                                     store, lua, …), print Markdown
 //   opsh-bench --writer PATH N SECS   (internal) the second process of the latency benchmark
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -26,9 +27,25 @@ func section(_ title: String, _ results: [Result]) {
     }
 }
 
-section("Storage core", [
-    try StoreBenchmarks.pointQueryByKey(directory: directory),
-    try StoreBenchmarks.batchedTelemetryInsert(directory: directory),
-    try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.1, writes: 50),
-    try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.01, writes: 200),
-])
+/// Where the repository is: bench/ holds the peers' workloads.
+let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+let only: String? = arguments.first == "--only" && arguments.count > 1 ? arguments[1] : nil
+func wanted(_ name: String) -> Bool { only == nil || only == name }
+
+if wanted("store") {
+    section("Storage core", [
+        try StoreBenchmarks.pointQueryByKey(directory: directory),
+        try StoreBenchmarks.batchedTelemetryInsert(directory: directory),
+        try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.1, writes: 50),
+        try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.01, writes: 200),
+    ])
+}
+
+if wanted("lua") {
+    print("\n### Lua: SQL from scripts, side by side\n")
+    print(try LuaBenchmarks.sqlWorkload(directory: directory, workloadFolder: repository + "/bench/sql-workload"))
+    print("")
+    print(try LuaBenchmarks.callCost())
+}
+
+if wanted("jobs") { section("Build jobs", try JobBenchmarks.logIngestion(directory: directory)) }

@@ -17,27 +17,21 @@ enum DatabaseModule {
         let executor = session.sql
         let database = session.database
         session.runtime.register(module: "db", [
-            "query": { call in
-                try executor.run(try call.string(1), call: call, from: 2, shape: .rows)
-            },
-            "first": { call in
-                try executor.run(try call.string(1), call: call, from: 2, shape: .first)
-            },
-            "value": { call in
-                try executor.run(try call.string(1), call: call, from: 2, shape: .value)
-            },
+            "query": { call in try executor.run(call: call, shape: .rows) },
+            "first": { call in try executor.run(call: call, shape: .first) },
+            "value": { call in try executor.run(call: call, shape: .value) },
             "exec": { call in
                 let sql = try call.string(1)
                 try refuseTransactionControl(sql)
                 if call.argumentCount == 1, sql.contains(";") {
                     do {
-                        return try executor.run(sql, call: call, from: 2, shape: .changes)
+                        return try executor.run(call: call, shape: .changes)
                     } catch let failure as SQLFailure where failure.message.hasPrefix("more than one statement") {
                         try executor.runScript(sql)
                         return call.results(0)
                     }
                 }
-                return try executor.run(sql, call: call, from: 2, shape: .changes)
+                return try executor.run(call: call, shape: .changes)
             },
             "rows": { call in
                 let cursor = try executor.openCursor(try call.string(1), call: call, from: 2)
@@ -48,7 +42,7 @@ enum DatabaseModule {
                     let state = iteration.state
                     let code = sqlite3_step(statement)
                     if code == SQLITE_ROW {
-                        let shape = rowShapes.push(for: statement, sql: cursor.sql, call: iteration)
+                        let shape = rowShapes.push(slot: cursor.shapeSlot, state: state)
                         StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
                                                 columnNames: shape, metatable: shape + 1)
                         return 1

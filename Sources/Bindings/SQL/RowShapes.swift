@@ -26,24 +26,37 @@ final class RowShapes {
     }
 
     /// Pushes the names array, the row metatable and the rows metatable
-    /// (three values) and returns the index of the first.
-    func push(for statement: OpaquePointer, sql: String, call: LuaCall) -> Int32 {
-        let state = call.state
+    /// (three values) of a cached statement's rows and returns the index of
+    /// the first.
+    func push(for entry: StatementCache.Entry, state: OpaquePointer) -> Int32 {
+        let count = sqlite3_column_count(entry.statement)
+        if entry.shapeColumns == count { return pushShape(entry.shapeSlot, state: state) }
+        if entry.shapeSlot >= 0 { opsh_unref(state, entry.shapeSlot) }
+        entry.shapeSlot = makeShape(StatementBridge.columnNames(entry.statement), state: state)
+        entry.shapeColumns = count
+        return pushShape(entry.shapeSlot, state: state)
+    }
+
+    /// The registry slot of the shape of a statement of its own (a
+    /// `db.rows` cursor), kept per SQL text.
+    func slot(for statement: OpaquePointer, sql: String, state: OpaquePointer) -> Int32 {
         let count = sqlite3_column_count(statement)
-        if let shape = shapes[sql], shape.columnCount == count {
-            return pushShape(shape.slot, state: state)
-        }
-        let names = StatementBridge.columnNames(statement)
-        let slot = makeShape(names, state: state)
+        if let shape = shapes[sql], shape.columnCount == count { return shape.slot }
         if let old = shapes[sql] { opsh_unref(state, old.slot) }
+        let slot = makeShape(StatementBridge.columnNames(statement), state: state)
         shapes[sql] = Shape(slot: slot, columnCount: count)
-        return pushShape(slot, state: state)
+        return slot
+    }
+
+    func push(slot: Int32, state: OpaquePointer) -> Int32 {
+        pushShape(slot, state: state)
     }
 
     /// Pushes the shape of rows with the given columns (for rows that do
     /// not come from a statement, e.g. repositories).
     func push(columns names: [String], key: String, state: OpaquePointer) -> Int32 {
         if let shape = shapes[key], shape.columnCount == names.count {
+            // Same count: the same columns for a repository's table.
             return pushShape(shape.slot, state: state)
         }
         let slot = makeShape(names, state: state)

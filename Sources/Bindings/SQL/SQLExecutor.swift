@@ -23,6 +23,7 @@ final class SQLExecutor {
     let readConnection: ReadConnection?
     let markers: SQLMarkers
     let rowShapes: RowShapes
+    let statements = StatementCache()
 
     init(session: SessionDatabase, readConnection: ReadConnection?, markers: SQLMarkers, rowShapes: RowShapes) {
         self.session = session
@@ -31,81 +32,83 @@ final class SQLExecutor {
         self.rowShapes = rowShapes
     }
 
-    /// Runs `sql` with the arguments from `first` on and pushes the result.
-    func run(_ sql: String, call: LuaCall, from first: Int32, shape: ResultShape) throws -> Int32 {
+    /// Runs the SQL string at argument 1 with the arguments from 2 on and
+    /// pushes the result.
+    func run(call: LuaCall, shape: ResultShape) throws -> Int32 {
+        guard lua_type(call.state, 1) == LUA_TSTRING else { throw call.typeError(1, expected: "string") }
+        statements.releaseShapes(in: call.state)
         if let current = session.current {
-            return try run(sql, on: current, call: call, from: first, shape: shape)
+            return try run(on: current, call: call, shape: shape)
         }
         if let readConnection {
-            let statement = try readConnection.cachedStatement(sql)
-            if sqlite3_stmt_readonly(statement) != 0 {
-                return try step(statement, handle: readConnection.handle, sql: sql, call: call, from: first, shape: shape)
+            let entry = try statements.statement(for: call.state, at: 1, on: readConnection.handle)
+            if entry.isReadonly {
+                return try step(entry, connection: readConnection.handle, call: call, shape: shape)
             }
         }
         return try session.writeStatement { db in
-            try run(sql, on: db, call: call, from: first, shape: shape)
+            try run(on: db, call: call, shape: shape)
         }
     }
 
-    private func run(_ sql: String, on db: Database, call: LuaCall, from first: Int32, shape: ResultShape) throws -> Int32 {
-        let statement: Statement
-        do {
-            statement = try db.cachedStatement(sql: sql)
-        } catch let error as DatabaseError {
-            throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: sql)
-        }
-        let handle = statement.sqliteStatement
-        if session.isDryRun && !statement.isReadonly {
+    private func run(on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
+        let connection = db.sqliteConnection!
+        let entry = try statements.statement(for: call.state, at: 1, on: connection)
+        if session.isDryRun && !entry.isReadonly {
             // Through GRDB, so the dry run's change counter sees the rows.
-            let arguments = try StatementArgumentsReader.arguments(for: handle, call: call, from: first, markers: markers)
+            let sql = entry.sql
             do {
+                let statement = try db.makeStatement(sql: sql)
+                let arguments = try StatementArgumentsReader.arguments(
+                    for: statement.sqliteStatement, call: call, from: 2, markers: markers)
                 try statement.execute(arguments: arguments)
             } catch let error as DatabaseError {
                 throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: sql)
             }
-            return pushChanges(db.sqliteConnection!, shape: shape, call: call)
+            return pushChanges(connection, call: call)
         }
-        if !statement.isReadonly { session.changedOutsideGRDB = true }
-        return try step(handle, handle: db.sqliteConnection!, sql: sql, call: call, from: first, shape: shape)
+        if !entry.isReadonly { session.changedOutsideGRDB = true }
+        return try step(entry, connection: connection, call: call, shape: shape)
     }
 
     /// Binds, steps to the end (or the first row), pushes, resets.
-    private func step(_ statement: OpaquePointer, handle: OpaquePointer, sql: String, call: LuaCall,
-                      from first: Int32, shape: ResultShape) throws -> Int32 {
+    private func step(_ entry: StatementCache.Entry, connection: OpaquePointer, call: LuaCall,
+                      shape: ResultShape) throws -> Int32 {
         let state = call.state
+        let statement = entry.statement
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
         }
-        try StatementBridge.bind(statement, call: call, from: first, markers: markers)
+        try StatementBridge.bind(statement, call: call, from: 2, markers: markers)
         switch shape {
         case .changes:
             var code = sqlite3_step(statement)
             while code == SQLITE_ROW { code = sqlite3_step(statement) }
-            guard code == SQLITE_DONE else { throw failure(handle, sql) }
-            return pushChanges(handle, shape: shape, call: call)
+            guard code == SQLITE_DONE else { throw failure(connection, entry) }
+            return pushChanges(connection, call: call)
         case .value:
             let code = sqlite3_step(statement)
             if code == SQLITE_ROW, sqlite3_column_count(statement) > 0 {
                 StatementBridge.pushColumn(statement, 0, type: sqlite3_column_type(statement, 0), state: state)
                 return 1
             }
-            guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(handle, sql) }
+            guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
             lua_pushnil(state)
             return 1
         case .first:
             let code = sqlite3_step(statement)
             if code == SQLITE_ROW {
-                let shapeIndex = rowShapes.push(for: statement, sql: sql, call: call)
+                let shapeIndex = rowShapes.push(for: entry, state: state)
                 StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
                                         columnNames: shapeIndex, metatable: shapeIndex + 1)
                 return 1
             }
-            guard code == SQLITE_DONE else { throw failure(handle, sql) }
+            guard code == SQLITE_DONE else { throw failure(connection, entry) }
             lua_pushnil(state)
             return 1
         case .rows:
-            let shapeIndex = rowShapes.push(for: statement, sql: sql, call: call)
+            let shapeIndex = rowShapes.push(for: entry, state: state)
             let columnCount = sqlite3_column_count(statement)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
@@ -117,21 +120,21 @@ final class SQLExecutor {
                 lua_rawseti(state, -2, count)
                 code = sqlite3_step(statement)
             }
-            guard code == SQLITE_DONE else { throw failure(handle, sql) }
+            guard code == SQLITE_DONE else { throw failure(connection, entry) }
             lua_pushvalue(state, shapeIndex + 2)
             lua_setmetatable(state, -2)
             return 1
         }
     }
 
-    private func pushChanges(_ connection: OpaquePointer, shape: ResultShape, call: LuaCall) -> Int32 {
+    private func pushChanges(_ connection: OpaquePointer, call: LuaCall) -> Int32 {
         lua_pushinteger(call.state, sqlite3_changes64(connection))
         lua_pushinteger(call.state, sqlite3_last_insert_rowid(connection))
         return 2
     }
 
-    private func failure(_ handle: OpaquePointer, _ sql: String) -> SQLFailure {
-        SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    private func failure(_ connection: OpaquePointer, _ entry: StatementCache.Entry) -> SQLFailure {
+        SQLFailure(message: String(cString: sqlite3_errmsg(connection)), sql: entry.sql)
     }
 
     /// Runs a script of several statements without parameters.
@@ -169,7 +172,8 @@ final class SQLExecutor {
             sqlite3_finalize(statement)
             throw error
         }
-        return SQLCursor(statement: statement, connection: handle, sql: sql)
+        return SQLCursor(statement: statement, connection: handle, sql: sql,
+                         shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state))
     }
 }
 
@@ -179,11 +183,14 @@ final class SQLCursor {
     private(set) var statement: OpaquePointer?
     let connection: OpaquePointer
     let sql: String
+    /// Registry slot of the rows' shape (owned by ``RowShapes``).
+    let shapeSlot: Int32
 
-    init(statement: OpaquePointer, connection: OpaquePointer, sql: String) {
+    init(statement: OpaquePointer, connection: OpaquePointer, sql: String, shapeSlot: Int32) {
         self.statement = statement
         self.connection = connection
         self.sql = sql
+        self.shapeSlot = shapeSlot
     }
 
     func close() {
