@@ -61,6 +61,9 @@ public final class OpshSession {
     /// Every module of the Lua API, each in its own file.
     private func installModules() throws {
         DatabaseModule.install(in: self)
+        KeyModule.install(in: self)
+        try WatchModule.install(in: self)
+        MigrationModule.install(in: self)
     }
 
     // MARK: Events

@@ -114,6 +114,21 @@ public final class SessionDatabase {
         }
     }
 
+    /// Runs `body` with the Lua thread's database calls on `db`, a
+    /// connection the caller holds inside a transaction of its own (a
+    /// migration's): reads and writes use it, `db.transaction` nests as
+    /// savepoints. Refused when a transaction is already open.
+    public func run<T>(on db: Database, _ body: () throws -> T) throws -> T {
+        guard current == nil else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "a transaction is already open")
+        }
+        current = db
+        defer { endTransaction() }
+        let result = try body()
+        try flushNotifications(db)
+        return result
+    }
+
     /// Runs `body` in one transaction that is rolled back at the end, and
     /// reports what it would have changed.
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {

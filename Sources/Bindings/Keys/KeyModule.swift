@@ -1,0 +1,241 @@
+import CLuaShim
+import LuaRuntime
+import Store
+
+/// Query keys in Lua: the `key` builder and `query(key)`.
+///
+/// ```lua
+/// local k = key.project("com.example.app").latestBuilds(3)
+/// print(k)                     --> project."com.example.app".latestBuilds.limit3
+/// for _, b in ipairs(query(k)) do print(b.id, b.status) end
+/// query('project."com.example.app".detail')        -- textual keys too
+/// key.parse(tostring(k)) == k                      --> true
+/// ```
+///
+/// The builder mirrors the textual vocabulary: words are fields, ids are
+/// arguments (`key.schemes{a, b}.builds.ids("1.2.0")`,
+/// `key.build(id).logs{ debug = true, category = "build" }` or
+/// `key.build(id).logs.ids.debug`). Key objects are `opsh.key` userdata;
+/// `tostring` gives the canonical text, `==` compares keys.
+enum KeyModule {
+    static let typeName = "opsh.key"
+
+    static func install(in session: OpshSession) {
+        let runtime = session.runtime
+        let push = pushNode
+        runtime.register(module: "key", [
+            "project": { call in push(.project(try id(call, 1)), call) },
+            "scheme": { call in push(.leaf(.scheme(try id(call, 1))), call) },
+            "schemes": { call in push(.schemes(try idList(call)), call) },
+            "build": { call in push(.build(try id(call, 1)), call) },
+            "buildLog": { call in push(.leaf(.buildLog(try id(call, 1))), call) },
+            "crashLog": { call in push(.leaf(.crashLog(try id(call, 1))), call) },
+            "model": { call in push(.model(try id(call, 1)), call) },
+            "session": { call in push(.session(try id(call, 1)), call) },
+            "parse": { call in
+                let text = try call.string(1)
+                do {
+                    return push(.leaf(try QueryKey(parsing: text)), call)
+                } catch let error as QueryKeyError {
+                    throw LuaCallError.message(error.description)
+                }
+            },
+        ])
+        // The nodes that start without an id (the first push creates the
+        // metatable of every key object of this state), and a metatable
+        // that names what `key` has when a script asks for something else.
+        let stack = runtime.stack
+        stack.pushGlobal("key")
+        let metamethods = keyMetamethods()
+        for (name, node) in [("projects", KeyNode.projects), ("models", .models), ("telemetry", .telemetry), ("config", .config)] {
+            runtime.pushObject(node, type: typeName, methods: [:], metamethods: metamethods)
+            stack.setField(name, at: -2)
+        }
+        lua_createtable(runtime.state, 0, 1)
+        runtime.pushFunction("key", { call in
+            let name = call.stack.string(at: 2) ?? call.stack.typeName(at: 2)
+            throw LuaCallError.message("no '\(name)' in key (key has: project, projects, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)")
+        })
+        stack.setField("__index", at: -2)
+        lua_setmetatable(runtime.state, -2)
+        stack.pop()
+
+        let database = session.database
+        let rowShapes = session.sql.rowShapes
+        runtime.register("query") { call in
+            let key = try queryKey(call, 1)
+            let value = try database.snapshotRead { db in try key.fetch(db) }
+            StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
+            return 1
+        }
+    }
+
+    // MARK: Arguments
+
+    /// The key at argument `index`: a key object or a textual key.
+    static func queryKey(_ call: LuaCall, _ index: Int32) throws -> QueryKey {
+        switch call.type(index) {
+        case .string:
+            let text = call.stack.string(at: index) ?? ""
+            do {
+                return try QueryKey(parsing: text)
+            } catch let error as QueryKeyError {
+                throw LuaCallError.message(error.description)
+            }
+        case .userdata:
+            let node = try call.object(index, as: KeyNode.self, typeName: typeName)
+            return try complete(node)
+        default:
+            throw call.typeError(index, expected: "query key")
+        }
+    }
+
+    static func complete(_ node: KeyNode) throws -> QueryKey {
+        guard let key = node.key else {
+            throw LuaCallError.message("incomplete query key '\(node.text)': add \(node.continuation)")
+        }
+        return key
+    }
+
+    /// An id: a string, or a number written as one.
+    static func id(_ call: LuaCall, _ index: Int32, as position: Int32? = nil, function: String? = nil) throws -> String {
+        let type = call.type(index)
+        guard type == .string || type == .number else {
+            let got = index > call.argumentCount ? "no value" : call.stack.typeName(at: index)
+            throw LuaCallError.badArgument(position ?? index, function: function ?? call.name,
+                                           detail: "string expected, got \(got)")
+        }
+        return try call.string(index)
+    }
+
+    /// Scheme ids: `schemes{a, b}` or `schemes(a, b)`.
+    static func idList(_ call: LuaCall) throws -> [String] {
+        var ids: [String] = []
+        if call.type(1) == .table {
+            let elements: [LuaValue]
+            switch try call.value(1) {
+            case let .array(values): elements = values
+            case .table(let fields) where fields.isEmpty: elements = []
+            default: throw call.argumentError(1, "an array of scheme ids expected")
+            }
+            for (offset, element) in elements.enumerated() {
+                switch element {
+                case let .string(text): ids.append(text)
+                case let .integer(number): ids.append(String(number))
+                default:
+                    throw call.argumentError(1, "scheme id #\(offset + 1) is a \(element.typeName), not a string")
+                }
+            }
+        } else {
+            for index in stride(from: Int32(1), through: call.argumentCount, by: 1) {
+                ids.append(try id(call, index))
+            }
+        }
+        if ids.isEmpty { throw call.argumentError(1, "at least one scheme id expected") }
+        return ids
+    }
+
+    // MARK: Key objects
+
+    /// Pushes a key object. Its metatable exists: `install` created it.
+    static func pushNode(_ node: KeyNode, _ call: LuaCall) -> Int32 {
+        call.host.pushObject(node, type: typeName, methods: [:], on: call.state)
+        return 1
+    }
+
+    private static func keyMetamethods() -> [String: LuaHostFunction] {
+        var metamethods: [String: LuaHostFunction] = [:]
+        let push = pushNode
+        metamethods["__index"] = { call in
+            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            guard call.type(2) == .string, let name = call.stack.string(at: 2) else {
+                throw LuaCallError.message("key \(node.text) has no \(call.stack.typeName(at: 2)) fields")
+            }
+            guard let next = node.field(name) else {
+                let names = node.fieldNames
+                if names.isEmpty {
+                    let what = node.key == nil ? "add \(node.continuation)" : "it is a complete key"
+                    throw LuaCallError.message("no '\(name)' after key \(node.text) (\(what))")
+                }
+                throw LuaCallError.message("no '\(name)' after key \(node.text) (expected \(names.map { "'\($0)'" }.joined(separator: ", ")))")
+            }
+            return push(next, call)
+        }
+        metamethods["__call"] = { call in
+            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            return push(try called(node, call), call)
+        }
+        metamethods["__tostring"] = { call in
+            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            if let key = node.key { return call.results(.string(key.description)) }
+            return call.results(.string("<incomplete key \(node.text): add \(node.continuation)>"))
+        }
+        metamethods["__eq"] = { call in
+            let left = try call.object(1, as: KeyNode.self, typeName: typeName)
+            let right = try call.object(2, as: KeyNode.self, typeName: typeName)
+            if let a = left.key, let b = right.key { return call.results(.boolean(a == b)) }
+            return call.results(.boolean(left.key == nil && right.key == nil && left.text == right.text))
+        }
+        metamethods["__concat"] = { call in
+            var text = ""
+            for index in Int32(1)...2 {
+                switch call.type(index) {
+                case .string, .number: text += try call.string(index)
+                case .userdata:
+                    let node = try call.object(index, as: KeyNode.self, typeName: typeName)
+                    text += try complete(node).description
+                default:
+                    throw LuaCallError.message("attempt to concatenate a \(call.stack.typeName(at: index)) value")
+                }
+            }
+            return call.results(.string(text))
+        }
+        return metamethods
+    }
+
+    /// The node a call of `node` gives (`latestBuilds(3)`, `ids("1.2.0")`…).
+    /// Argument 1 is the node itself: user arguments start at 2, and
+    /// messages count them from 1.
+    private static func called(_ node: KeyNode, _ call: LuaCall) throws -> KeyNode {
+        let name = String(node.text.split(separator: ".").last ?? "key")
+        func bad(_ detail: String) -> LuaCallError {
+            .badArgument(1, function: name, detail: detail)
+        }
+        switch (node.kind, node.callShape) {
+        case let (.projectLatestBuilds(id), .limit?):
+            guard call.type(2) == .number else {
+                throw bad("number expected, got \(call.argumentCount < 2 ? "no value" : call.stack.typeName(at: 2))")
+            }
+            guard let limit = try? call.integer(2), limit >= 1, limit <= 1_000_000 else {
+                throw bad("a whole number from 1 to 1000000 expected")
+            }
+            return .leaf(.projectLatestBuilds(id, limit: Int(limit)))
+        case let (.schemeBuildIds(ids), .version?):
+            return .leaf(.schemeBuildIds(ids, version: try self.id(call, 2, as: 1, function: name)))
+        case let (.buildLogs(id), .logOptions?):
+            guard call.type(2) == .table || call.isNoneOrNil(2) else {
+                throw bad("table expected, got \(call.stack.typeName(at: 2))")
+            }
+            let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
+            var debug = false
+            var category: String?
+            for (field, value) in options {
+                switch (field, value) {
+                case let ("debug", .boolean(flag)): debug = flag
+                case ("debug", _): throw bad("'debug' must be a boolean, got \(value.typeName)")
+                case let ("category", .string(text)): category = text
+                case ("category", _): throw bad("'category' must be a string, got \(value.typeName)")
+                default: throw bad("unknown field '\(field)' (expected debug, category)")
+                }
+            }
+            return KeyNode.logIds(id, debug: debug, category: category)
+        case let (.buildLogCategory(id, debug), .category?):
+            return KeyNode.logIds(id, debug: debug, category: try self.id(call, 2, as: 1, function: name))
+        case (.config, .configurationID?):
+            return .leaf(.configuration(try self.id(call, 2, as: 1, function: name)))
+        default:
+            let what = node.key == nil ? "add \(node.continuation)" : "remove the parentheses"
+            throw LuaCallError.message("key \(node.text) cannot be called (\(what))")
+        }
+    }
+}
