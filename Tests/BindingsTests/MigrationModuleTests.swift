@@ -136,6 +136,22 @@ import Store
                 "\(sqlFailure ?? "")")
     }
 
+    @Test func aForeignKeyViolationRollsTheMigrationBack() throws {
+        // Migrations run with foreign keys checked at their end (GRDB's
+        // deferred checks), so a migration may reshape tables.
+        try write("001_orphan.lua", """
+            return { id = "001_orphan", up = function(db)
+              db.exec("INSERT INTO schemes (id, projectBundleIdentifier, name) VALUES ('s', 'no.such.project', 'x')")
+            end }
+            """)
+        let before = try snapshot()
+        let message = test.failure("migrate.up{ folder = '\(folder)' }")
+        #expect(message?.hasPrefix("test:1: migration '001_orphan' failed and was rolled back: FOREIGN KEY constraint violation - from schemes(projectBundleIdentifier) to projects(bundleIdentifier)") == true,
+                "\(message ?? "")")
+        #expect(try snapshot() == before)
+        #expect(try test.sqlite3("SELECT count(*) FROM schemes") == "0")
+    }
+
     @Test func aChangedFileIsRefused() throws {
         try writeOwnerMigrations()
         try test.run("migrate.up{ folder = '\(folder)' }")

@@ -204,7 +204,14 @@ public enum ExternalMigrations {
                     arguments: [identifier, checksum, Date().timeIntervalSince1970])
             }
         }
-        try migrator.migrate(writer, upTo: last)
+        do {
+            try migrator.migrate(writer, upTo: last)
+        } catch let error as DatabaseError {
+            // E.g. the foreign key check at the end of a migration: name it.
+            let applied = Set((try? writer.read(appliedIdentifiers)) ?? [])
+            let failed = pending.first { !applied.contains($0) }.map(display) ?? last
+            throw ExternalMigrationError("migration '\(failed)' failed and was rolled back: \(error.message ?? "\(error.resultCode)")")
+        }
         return pending
     }
 
