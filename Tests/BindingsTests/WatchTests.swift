@@ -92,6 +92,17 @@ import Store
             .contains("builds"))
     }
 
+    @Test func aWatchStartedInsideATransactionSeesTheCommit() throws {
+        try test.run("""
+            db.transaction(function()
+              h = watch(key.build('b1'), function(b) seen[#seen + 1] = b.status end)
+              db.exec("UPDATE builds SET status = 'cancelled' WHERE id = 'b1'")
+            end)
+            db.exec("UPDATE builds SET status = 'failed' WHERE id = 'b1'")
+            """)
+        #expect(try deliver(until: "seen[#seen] == 'failed'"))
+    }
+
     @Test func cancelledWatchesStayQuietAndLeakNothing() throws {
         let monitor = try #require(test.store.externalChanges)
         try test.run("h = watch(key.build('b1'), function(b) seen[#seen + 1] = b.status end)")
