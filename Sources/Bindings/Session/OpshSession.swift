@@ -64,6 +64,8 @@ public final class OpshSession {
         KeyModule.install(in: self)
         try WatchModule.install(in: self)
         MigrationModule.install(in: self)
+        GitModule.install(in: self)
+        try JobsModule.install(in: self)
     }
 
     // MARK: Events
