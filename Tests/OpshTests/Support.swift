@@ -75,7 +75,14 @@ final class Sandbox {
 
     /// Runs opsh with `arguments` (and `--db` to the sandbox's database).
     func opsh(_ arguments: [String], stdin: String? = nil, database: Bool = true) throws -> Result {
-        try run(opshExecutable, (database ? ["--db", self.database] : []) + arguments, stdin: stdin)
+        try run(opshExecutable, withDatabase(arguments, database: database), stdin: stdin)
+    }
+
+    /// `--db` goes after the subcommand (`run --db X FILE`).
+    func withDatabase(_ arguments: [String], database: Bool = true) -> [String] {
+        guard database else { return arguments }
+        if arguments.first == "run" { return ["run", "--db", self.database] + arguments.dropFirst() }
+        return ["--db", self.database] + arguments
     }
 
     func start(_ executable: String, _ arguments: [String], stdin: String? = nil) throws -> (Process, Pipe, Pipe) {
@@ -89,6 +96,11 @@ final class Sandbox {
         let input = Pipe()
         process.standardInput = input
         try process.run()
+        // No test may hang the suite: a child still running after 30 s is killed.
+        let pid = process.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { [process] in
+            if process.isRunning { kill(pid, SIGKILL) }
+        }
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         return (process, output, errors)

@@ -55,7 +55,12 @@ struct Completer {
         }
         var names: Set<String> = []
         if qualifier.isEmpty { names.formUnion(tables.keys) }
-        for table in (mentioned.isEmpty ? Array(tables.keys) : mentioned) { names.formUnion(tables[table] ?? []) }
+        // After FROM, JOIN, INTO, UPDATE, TABLE only a table fits.
+        let previous = content.dropLast(word.count).split(whereSeparator: { $0 == " " || $0 == "\n" }).last?.lowercased()
+        let wantsTable = ["from", "join", "into", "update", "table"].contains(previous ?? "")
+        if !wantsTable {
+            for table in (mentioned.isEmpty ? Array(tables.keys) : mentioned) { names.formUnion(tables[table] ?? []) }
+        }
         if !qualifier.isEmpty, let columns = tables[String(qualifier.dropLast())] { names.formUnion(columns) }
         let lowerPrefix = prefix.lowercased()
         return names.filter { $0.lowercased().hasPrefix(lowerPrefix) }.sorted().map { qualifier + $0 }

@@ -110,7 +110,7 @@ public struct ValuePrinter {
         switch lua.type(-1) {
         case LUA_TNIL: return .null
         case LUA_TNUMBER:
-            if readableDates, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
+            if readableDates, mode == .table, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
                 return .text(date)
             }
             return .number(lua.numberText(-1))
@@ -191,7 +191,6 @@ public struct ValuePrinter {
             keys = (0..<listing.arrayCount).map { .position($0 + 1) } + listing.others
         }
         var entries: [String] = []
-        var simple = true
         for key in keys {
             if entries.count >= maximumItems {
                 entries.append("… (\(keys.count - maximumItems) more)")
@@ -203,7 +202,6 @@ public struct ValuePrinter {
             }
             defer { opsh_pop(lua.state, 1) }
             if lua.type(-1) == LUA_TNIL { continue }
-            if lua.type(-1) == LUA_TTABLE { simple = false }
             let isSecret: Bool
             if case let .name(field) = key { isSecret = SecretMask.isSecret(field) } else { isSecret = false }
             let value = literal(lua, -1, depth: depth + 1, indent: indent + "  ", path: &path, secret: isSecret)
@@ -219,7 +217,7 @@ public struct ValuePrinter {
         }
         if entries.isEmpty { return "{}" }
         let oneLine = "{ " + entries.joined(separator: ", ") + " }"
-        if simple && oneLine.count <= 100 && !oneLine.contains("\n") { return oneLine }
+        if oneLine.count <= 80 && !oneLine.contains("\n") { return oneLine }
         let inner = indent + "  "
         return "{\n" + entries.map { inner + $0 }.joined(separator: ",\n") + "\n" + indent + "}"
     }

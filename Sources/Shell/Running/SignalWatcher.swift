@@ -32,6 +32,12 @@ public final class SignalWatcher: @unchecked Sendable {
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipeWrite = ends[1]
         let readEnd = ends[0]
+        // A parent may have started opsh with these blocked (a thread
+        // pool's mask is inherited through posix_spawn): unblock them.
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&mask, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = forwardSignal

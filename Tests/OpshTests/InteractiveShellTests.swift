@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+/// The interactive shell through a real pseudo-terminal.
+@Suite struct InteractiveShellTests {
+    func shell(_ sandbox: Sandbox, _ extra: [String] = []) throws -> PseudoTerminal {
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database] + extra, environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        return terminal
+    }
+
+    @Test func anExpressionPrintsItsValueAndRowsPrintAsATable() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send("20 + 22\r")
+        terminal.expect("42")
+        terminal.send("=string.rep('ab', 2)\r")
+        terminal.expect("abab")
+        terminal.send("db.query(\"SELECT 7 AS id, NULL AS note, 'sk-live-abcdef987654' AS api_key\")\r")
+        terminal.expect("│ id │ note │ api_key  │")
+        terminal.expect("│  7 │ ∅    │ ••••7654 │")
+        terminal.expect("(1 row)")
+        terminal.send("{b = {1, 2}, a = 'x'}\r")
+        terminal.expect("{ a = \"x\", b = { 1, 2 } }")
+        terminal.send("error('boom')\r")
+        terminal.expect("stdin:1: boom")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    @Test func historyIsKeptWithMode0600AndAMultiLineChunkIsOneEntry() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send("function double(a)\r")
+        terminal.expect("  ... ")
+        terminal.send("return a * 2\r")
+        terminal.expect("  ... ")
+        terminal.send("end\r")
+        terminal.expect("opsh> ")
+        terminal.send("double(21)\r")
+        terminal.expect("42")
+        terminal.send("double(21)\r")
+        terminal.expect("42")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+
+        let path = sandbox.root + "/state/opsh/history"
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines == ["function double(a)\\nreturn a * 2\\nend", "double(21)"])
+
+        // A new shell recalls the chunk as one entry (Up twice, Enter).
+        let again = try shell(sandbox)
+        again.send("\u{1B}[A\u{1B}[A\r")
+        again.expect("opsh> ")
+        again.send("double(50)\r")
+        again.expect("100")
+        again.expect("opsh> ")
+        again.send("\u{4}")
+        #expect(again.waitForExit() == 0)
+    }
+
+    @Test func tabCompletesFieldsQueryKeysAndSQLNames() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send("db.qu\t")
+        terminal.expect("db.query")
+        terminal.send("(\"SELECT bundleIdent\t")
+        terminal.expect("bundleIdentifier")
+        terminal.send(" FROM proj\t")
+        terminal.expect("projects")
+        terminal.send("\")\r")
+        terminal.expect("(0 rows)")
+        terminal.send("string.fo\t")
+        terminal.expect("string.format")
+        terminal.send("\u{3}")
+        terminal.expect("opsh> ")
+        terminal.send("query(\"projects.al\t")
+        terminal.expect("projects.all")
+        terminal.send("\u{3}")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    @Test func ctrlCClearsTheLineAndInterruptsARunningChunk() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send("abc")
+        terminal.send("\u{3}")
+        terminal.expect("opsh> ")
+        terminal.send("4 + 4\r")
+        terminal.expect("8")
+        terminal.send("while true do pcall(function() while true do end end) end\r")
+        usleep(300_000)
+        terminal.send("\u{3}")
+        terminal.expect("interrupted")
+        terminal.expect("opsh> ")
+        terminal.send("5 + 5\r")
+        terminal.expect("10")
+        terminal.expect("opsh> ")
+        terminal.send(".quit\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    @Test func dotCommands() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send(".tables\r")
+        terminal.expect("projects")
+        terminal.send(".schema projects\r")
+        terminal.expect("CREATE TABLE projects")
+        terminal.send(".mode json\r")
+        terminal.send("{1, 2}\r")
+        terminal.expect("[1,2]")
+        terminal.send(".timer on\r")
+        terminal.send("1\r")
+        terminal.expect("Run Time:")
+        let script = try sandbox.script("helper.lua", "helper = 'loaded'\n")
+        terminal.send(".read \(script)\r")
+        terminal.send("helper\r")
+        terminal.expect("\"loaded\"")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    @Test func theInitFileRunsUnlessNoInit() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/config/opsh", withIntermediateDirectories: true)
+        try "greeting = 'from init'\n".write(toFile: sandbox.root + "/config/opsh/init.lua", atomically: true, encoding: .utf8)
+        let terminal = try shell(sandbox)
+        terminal.send("greeting\r")
+        terminal.expect("from init")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+        let without = try shell(sandbox, ["--no-init"])
+        without.send("greeting\r")
+        without.expect("nil")
+        without.expect("opsh> ")
+        without.send("\u{4}")
+        #expect(without.waitForExit() == 0)
+    }
+
+    @Test func aWatchFiresWhileThePromptWaits() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let terminal = try shell(sandbox)
+        terminal.send("w = watch(\"SELECT count(*) AS n FROM projects\", function(v) print(\"changed\", type(v) == 'table' and v[1].n or v) end)\r")
+        terminal.expect("opsh> ")
+        terminal.send("x = 41")  // a line being typed while the event arrives
+        try sandbox.sqlite("INSERT INTO projects VALUES ('com.example.watched', 'W', 'W', 'u', 0)")
+        terminal.expect("changed\t1", timeout: 5)
+        terminal.send("\r")
+        terminal.expect("opsh> ")
+        terminal.send("x + 1\r")
+        terminal.expect("42")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+}

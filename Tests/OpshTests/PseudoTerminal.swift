@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+
+/// `opsh` on a real pseudo-terminal, as an operator types into it: the
+/// child is a session leader whose controlling terminal is the pty, so
+/// Ctrl-C typed on it is a real SIGINT.
+final class PseudoTerminal {
+    let master: Int32
+    let pid: pid_t
+    /// Everything read so far, escape sequences removed.
+    private(set) var transcript = ""
+    /// Where the next `expect` starts looking.
+    private var consumed: String.Index
+
+    init(arguments: [String], environment: [String: String]) throws {
+        var master: Int32 = 0, slave: Int32 = 0
+        var size = winsize(ws_row: 40, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0)
+        guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw POSIXError(.EIO) }
+        let slaveName = String(cString: ttyname(slave))
+        self.master = master
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addclose(&actions, master)
+        posix_spawn_file_actions_addclose(&actions, slave)
+        // Opened after setsid: the pty becomes the controlling terminal.
+        posix_spawn_file_actions_addopen(&actions, 0, slaveName, O_RDWR, 0)
+        posix_spawn_file_actions_adddup2(&actions, 0, 1)
+        posix_spawn_file_actions_adddup2(&actions, 0, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(0x80 /* POSIX_SPAWN_SETSID */ | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([opshExecutable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, opshExecutable, &actions, &attributes, argv, envp)
+        close(slave)
+        guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO) }
+        pid = child
+        consumed = transcript.startIndex
+    }
+
+    deinit {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        close(master)
+    }
+
+    func send(_ text: String) {
+        _ = text.withCString { write(master, $0, strlen($0)) }
+    }
+
+    /// Waits until `text` appears after what earlier expectations matched.
+    @discardableResult
+    func expect(_ text: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let range = transcript.range(of: text, range: consumed..<transcript.endIndex) {
+                consumed = range.upperBound
+                return true
+            }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { break }
+            readAvailable(timeout: remaining)
+        }
+        Issue.record("expected \(text.debugDescription) in the terminal; it shows:\n\(transcript[consumed...])",
+                     sourceLocation: sourceLocation)
+        return false
+    }
+
+    private func readAvailable(timeout: Double) {
+        var descriptor = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, Int32(max(1, min(timeout, 0.2) * 1000))) > 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = read(master, &buffer, buffer.count)
+        guard count > 0 else { return }
+        let offset = transcript.distance(from: transcript.startIndex, to: consumed)
+        transcript += Self.plain(String(decoding: buffer[..<count], as: UTF8.self))
+        consumed = transcript.index(transcript.startIndex, offsetBy: offset)
+    }
+
+    /// Waits for the child to exit; returns its status (nil: still running).
+    func waitForExit(timeout: Double = 5) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        var status: Int32 = 0
+        while Date() < deadline {
+            readAvailable(timeout: 0.05)
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            }
+        }
+        return nil
+    }
+
+    /// Text without terminal escape sequences and carriage returns.
+    static func plain(_ text: String) -> String {
+        var result = ""
+        var iterator = text.unicodeScalars.makeIterator()
+        while let scalar = iterator.next() {
+            if scalar == "\u{1B}" {
+                guard let next = iterator.next() else { break }
+                if next == "[" {
+                    while let c = iterator.next(), !(c.properties.isAlphabetic || c == "~") {}
+                } else if next == "]" {
+                    while let c = iterator.next(), c != "\u{07}" {}
+                }
+                continue
+            }
+            if scalar == "\r" || scalar == "\u{07}" || scalar == "\u{08}" { continue }
+            result.unicodeScalars.append(scalar)
+        }
+        return result
+    }
+}

@@ -1,0 +1,98 @@
+import Bindings
+import LuaRuntime
+import Store
+import Testing
+@testable import Shell
+
+/// Printing values with their metatables, on a real session.
+@Suite struct ValuePrinterTests {
+    let session: OpshSession
+
+    init() throws {
+        session = try OpshSession(store: try Store.inMemory())
+    }
+
+    func show(_ code: String, mode: OutputMode = .table) throws -> String? {
+        let printer = ValuePrinter(mode: mode, unicode: true)
+        return try session.runtime.execute(code, chunkName: "=test") { stack, first, count in
+            try printer.render(stack.state, first: first, count: count)
+        }
+    }
+
+    @Test func rowSetsPrintAsTablesInSelectOrderWithNullAndDates() throws {
+        let text = try show("""
+            return db.query("SELECT 2 AS id, NULL AS note, 86400.5 AS createdAt, 'sk-abcdefgh12345678' AS apiKey")
+            """)
+        #expect(text == """
+            ┌────┬──────┬──────────────────────┬──────────┐
+            │ id │ note │ createdAt            │ apiKey   │
+            ├────┼──────┼──────────────────────┼──────────┤
+            │  2 │ ∅    │ 1970-01-02 00:00:00Z │ ••••5678 │
+            └────┴──────┴──────────────────────┴──────────┘
+            (1 row)
+            """)
+    }
+
+    @Test func tablesPrintAsSortedLuaLiteralsWithCyclesAndSecrets() throws {
+        #expect(try show("return {3, 4, z = true, a = 'x', ['not id'] = 1}") == "{ 3, 4, a = \"x\", [\"not id\"] = 1, z = true }")
+        #expect(try show("local t = {name = 'loop'} t.self = t return t") == "{ name = \"loop\", self = <cycle> }")
+        #expect(try show("return {token = 'abcdefghijklmnop', total_tokens = 12}") == "{ token = \"••••mnop\", total_tokens = 12 }")
+        #expect(try show("return 1, 'two', nil, 2.5") == "1\ttwo\tnil\t2.5")
+        #expect(try show("return db.NULL") == "∅")
+        #expect(try show("local x = 1") == nil)
+    }
+
+    @Test func csvAndJSON() throws {
+        let rows = "return db.query(\"SELECT 1 AS a, 'x,y' AS b UNION ALL SELECT 2, NULL\")"
+        #expect(try show(rows, mode: .csv) == "a,b\n1,\"x,y\"\n2,")
+        #expect(try show(rows, mode: .json) == "[{\"a\":1,\"b\":\"x,y\"},{\"a\":2,\"b\":null}]")
+        #expect(try show("return {1, {x = 'q\"'}}", mode: .json) == "[1,{\"x\":\"q\\\"\"}]")
+        #expect(throws: PrintError.self) { try show("local t = {} t[1] = t return t", mode: .json) }
+    }
+}
+
+@Suite struct CompletionTests {
+    @Test func queryKeyWords() {
+        #expect(QueryKeyVocabulary.complete("projects.al") == ["projects.all"])
+        #expect(QueryKeyVocabulary.complete("project.\"com.example.app\".late") == ["project.\"com.example.app\".latestBuilds"])
+        #expect(QueryKeyVocabulary.complete("bu") == ["build", "buildLog"])
+    }
+
+    @Test func whereTheCursorIs() {
+        #expect(LuaSource.position(atEndOf: "x = db.query(\"SELECT * FR") == .string(content: "SELECT * FR", callee: "db.query"))
+        #expect(LuaSource.position(atEndOf: "print('a') x") == .code)
+        #expect(LuaSource.position(atEndOf: "query( 'proj") == .string(content: "proj", callee: "query"))
+    }
+
+    @Test func globalsAndFields() throws {
+        let session = try OpshSession(store: try Store.inMemory())
+        let completer = Completer(schema: { ["projects": ["bundleIdentifier", "name"], "schemes": ["projectId"]] })
+        let runtime = session.runtime
+        #expect(completer.candidates(word: "db.qu", before: "db.qu", runtime: runtime) == ["db.query"])
+        #expect(completer.candidates(word: "s:up", before: "local s = 'x'; s:up", runtime: runtime).isEmpty)
+        #expect(completer.candidates(word: "string.up", before: "string.up", runtime: runtime) == ["string.upper"])
+        #expect(completer.candidates(word: "whi", before: "whi", runtime: runtime) == ["while"])
+        #expect(completer.candidates(word: "proj", before: "db.query(\"SELECT * FROM proj", runtime: runtime) == ["projects"])
+        #expect(completer.candidates(word: "na", before: "db.query(\"SELECT na", runtime: runtime) == ["name"])
+        #expect(completer.candidates(word: ".al", before: "query(\"projects.al", runtime: runtime) == [".all"])
+    }
+}
+
+@Suite struct HistoryAndSecretsTests {
+    @Test func historyEntriesRoundTrip() {
+        for entry in ["a", "function f()\n  return '\\\\n'\nend", "x\\ny"] {
+            #expect(History.decode(History.encode(entry)) == entry)
+            #expect(!History.encode(entry).contains("\n"))
+        }
+    }
+
+    @Test func secretNames() {
+        for name in ["api_key", "apiKey", "token", "accessToken", "client_secret", "password", "API_KEY"] {
+            #expect(SecretMask.isSecret(name), "\(name)")
+        }
+        for name in ["total_tokens", "prompt_tokens", "name", "keyboard"] {
+            #expect(!SecretMask.isSecret(name), "\(name)")
+        }
+        #expect(SecretMask.mask("short") == "••••")
+    }
+}
