@@ -12,6 +12,10 @@ if arguments.first == "--writer", arguments.count == 4 {
     try StoreBenchmarks.runWriter(path: arguments[1], count: Int(arguments[2])!, interval: Double(arguments[3])!)
     exit(0)
 }
+if arguments.first == "--cleanup-writer", arguments.count == 3 {  // (internal) the writer of the cleanup benchmark
+    try CleanupBenchmarks.runWriter(path: arguments[1], stopFile: arguments[2])
+    exit(0)
+}
 
 let directory = NSTemporaryDirectory() + "opsh-bench-\(getpid())"
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -49,3 +53,5 @@ if wanted("lua") {
 }
 
 if wanted("jobs") { section("Build jobs", try JobBenchmarks.logIngestion(directory: directory)) }
+
+if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: directory, executable: executable))) }

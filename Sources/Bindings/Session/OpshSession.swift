@@ -66,6 +66,8 @@ public final class OpshSession {
         MigrationModule.install(in: self)
         GitModule.install(in: self)
         try JobsModule.install(in: self)
+        TelemetryCleanupModule.install(in: self)
+        AnalyticsModule.install(in: self)
     }
 
     // MARK: Events

@@ -1,0 +1,131 @@
+import Foundation
+import LuaRuntime
+import Store
+
+/// `telemetry.cleanup{ … }`: retention cleanup in short batches.
+///
+/// ```lua
+/// local r = telemetry.cleanup{ olderThan = "30d" }            -- or a date: os.time() - 86400
+/// print(r.deleted, r.batches, r.longestLockMs, r.seconds, r.dryRun)
+/// telemetry.cleanup{ olderThan = "7d", event = "debug", keep = 1000, batch = 2000 }
+/// telemetry.cleanup{}                -- the retention of the storage configuration
+/// telemetry.cleanup{ olderThan = "30d", dryRun = true }      -- counts, deletes nothing
+/// telemetry.cleanup{ olderThan = "30d", onBatch = function(r) print(r.deleted) end }
+/// ```
+///
+/// Each batch is a transaction of its own (``TelemetryCleanup``), so it is
+/// refused inside `db.transaction`; under `opsh run --dry-run` it counts
+/// and deletes nothing. On a terminal a progress bar runs on stderr.
+/// An interrupt (Ctrl-C, timeout) stops it between batches; the batches
+/// done stay done, and stderr says how many rows went.
+enum TelemetryCleanupModule {
+    static let optionNames = ["olderThan", "keep", "event", "batch", "dryRun", "onBatch"]
+
+    static func install(in session: OpshSession) {
+        let database = session.database
+        session.runtime.register(module: "telemetry", [
+            "cleanup": { call in try cleanup(call, database: database) },
+        ])
+    }
+
+    static func cleanup(_ call: LuaCall, database: SessionDatabase) throws -> Int32 {
+        let fields = call.isNoneOrNil(1) ? [:] : try call.table(1)
+        for name in fields.keys.sorted() where !optionNames.contains(name) {
+            throw call.argumentError(1, "unknown option '\(name)' (options: \(optionNames.joined(separator: ", ")))")
+        }
+        if database.isInTransaction && !database.isDryRun {
+            throw LuaCallError.message("telemetry.cleanup cannot run inside db.transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+        }
+
+        // olderThan: a duration ("30d") or a date (seconds since 1970);
+        // else the configured retention.
+        let cutoff: Double
+        switch fields["olderThan"] ?? .nil {
+        case .nil:
+            guard let days = try database.read({ db in try TelemetryCleanup.retentionDays(db) }) else {
+                throw LuaCallError.message("telemetry.cleanup: no olderThan given and the database has no storage configuration (storage_config) to take the retention from; pass one, e.g. olderThan = \"30d\"")
+            }
+            cutoff = Date().timeIntervalSince1970 - Double(days) * 86400
+        case let .integer(date):
+            cutoff = Double(date)
+        case let .number(date):
+            guard date.isFinite else { throw call.argumentError(1, "olderThan: a date must be a finite number of seconds since 1970") }
+            cutoff = date
+        case let value:
+            guard let text = value.stringValue else {
+                throw call.argumentError(1, "olderThan: a duration (\"30d\") or a date (seconds since 1970) expected, got \(value.typeName)")
+            }
+            do {
+                cutoff = Date().timeIntervalSince1970 - (try DurationText.seconds(text))
+            } catch {
+                throw call.argumentError(1, "olderThan: \(error)")
+            }
+        }
+
+        func integer(_ name: String) throws -> Int? {
+            switch fields[name] ?? .nil {
+            case .nil: return nil
+            case let .integer(value): return Int(value)
+            case let .number(value) where value == value.rounded() && abs(value) < 1e15: return Int(value)
+            case let .number(value): throw call.argumentError(1, "\(name): a whole number expected, got \(value)")
+            case let value: throw call.argumentError(1, "\(name): a whole number expected, got \(value.typeName)")
+            }
+        }
+        let keep = try integer("keep")
+        if let keep, keep < 0 { throw call.argumentError(1, "keep: 0 or more rows expected, got \(keep)") }
+        let batch = try integer("batch") ?? TelemetryCleanup.Options.defaultBatchSize
+        if batch <= 0 { throw call.argumentError(1, "batch: a positive number of rows expected, got \(batch)") }
+        var event: String?
+        if let value = fields["event"], value != .nil {
+            guard let text = value.stringValue else { throw call.argumentError(1, "event: a string expected, got \(value.typeName)") }
+            event = text
+        }
+        var dryRun = database.isDryRun
+        switch fields["dryRun"] ?? .nil {
+        case .nil: break
+        case let .boolean(flag): dryRun = dryRun || flag
+        case let value: throw call.argumentError(1, "dryRun: a boolean expected, got \(value.typeName)")
+        }
+        var onBatch: LuaReference?
+        switch fields["onBatch"] ?? .nil {
+        case .nil: break
+        case let .reference(function) where function.typeName == "function": onBatch = function
+        case let value: throw call.argumentError(1, "onBatch: a function expected, got \(value.typeName)")
+        }
+
+        let cleanup = try TelemetryCleanup(.init(cutoff: cutoff, keep: keep, event: event, batchSize: batch, dryRun: dryRun))
+        let bar = ProgressBar(label: "telemetry.cleanup", unit: "rows")
+        var callbackError: (any Error)?
+        var batches = 0
+        let report = try cleanup.run(
+            read: { body in try database.snapshotRead(body) },
+            write: { body in try database.write(body) },
+            shouldStop: { callbackError != nil || call.host.interruptRequested != nil },
+            progress: { progress in
+                bar.update(completed: progress.completed, total: progress.total)
+                guard let onBatch, progress.completed > 0 else { return }
+                batches += 1
+                do {
+                    _ = try call.call(onBatch, [.table(["deleted": .integer(Int64(progress.completed)),
+                                                        "batches": .integer(Int64(batches)),
+                                                        "matched": .integer(Int64(progress.total))])])
+                } catch {
+                    callbackError = error
+                }
+            })
+        bar.finish()
+        if report.stopped, call.host.interruptRequested != nil {
+            let message = "telemetry.cleanup interrupted: \(report.deleted) rows deleted in \(report.batches) batches (committed)"
+            FileHandle.standardError.write(Data("opsh: \(message)\n".utf8))
+            throw LuaCallError.message(message)
+        }
+        if let callbackError { throw callbackError }
+        return call.results(.table([
+            "deleted": .integer(Int64(report.deleted)),
+            "batches": .integer(Int64(report.batches)),
+            "longestLockMs": .number((report.longestLockMs * 10).rounded() / 10),
+            "seconds": .number((report.seconds * 1000).rounded() / 1000),
+            "dryRun": .boolean(report.dryRun),
+        ]))
+    }
+}

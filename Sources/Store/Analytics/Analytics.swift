@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+
+/// Aggregations over the analytics tables (seed 003) and the builds, as
+/// rows: each result is an array of ``StoreValue`` objects whose fields
+/// are in the order of ``Analytics/Report/columns`` (what the shell prints
+/// as a table and `chart` draws).
+///
+/// Dates are seconds since 1970 UTC; days are UTC (`YYYY-MM-DD`). Sums of
+/// costs are rounded to 6 decimals and averages to 2, so that printed
+/// figures do not show floating-point noise.
+public enum Analytics {
+    /// Rows of one aggregation, with their columns (also for no rows).
+    public struct Report: Sendable, Hashable {
+        public var columns: [String]
+        public var rows: [StoreValue]
+    }
+
+    /// A half-open time range `[since, until)`; nil ends are open.
+    public struct Period: Sendable, Hashable {
+        public var since: Double?
+        public var until: Double?
+        public init(since: Double? = nil, until: Double? = nil) {
+            self.since = since
+            self.until = until
+        }
+
+        /// `column >= ? AND column < ?` for the ends that are set.
+        func conditions(_ column: String) -> (sql: [String], arguments: StatementArguments) {
+            var sql: [String] = []
+            var arguments: StatementArguments = []
+            if let since {
+                sql.append("\(column) >= ?")
+                arguments += [since]
+            }
+            if let until {
+                sql.append("\(column) < ?")
+                arguments += [until]
+            }
+            return (sql, arguments)
+        }
+    }
+
+    /// Per model, from generations (dated by the generation): sessions,
+    /// generations, prompt, completion and total tokens, cost, average and
+    /// maximum latency. Most tokens first.
+    public static func models(_ db: Database, period: Period = Period()) throws -> Report {
+        let (conditions, arguments) = period.conditions("g.created_at")
+        return try report(db, sql: """
+            SELECT s.model_id AS model,
+                   coalesce(m.name, s.model_id) AS name,
+                   count(DISTINCT s.id) AS sessions,
+                   count(*) AS generations,
+                   sum(g.prompt_tokens) AS prompt_tokens,
+                   sum(g.completion_tokens) AS completion_tokens,
+                   sum(g.prompt_tokens + g.completion_tokens) AS tokens,
+                   round(sum(g.cost), 6) AS cost,
+                   round(avg(g.latency_ms), 2) AS avg_latency_ms,
+                   max(g.latency_ms) AS max_latency_ms
+            FROM generations g
+            JOIN generation_sessions s ON s.id = g.session_id
+            LEFT JOIN model_metadata m ON m.id = s.model_id
+            \(whereClause(conditions))
+            GROUP BY s.model_id
+            ORDER BY tokens DESC, model
+            """, arguments: arguments)
+    }
+
+    /// Per UTC day, from generations: generations, tokens, cost, average
+    /// latency; one model's, or all models' together. Oldest day first.
+    public static func daily(_ db: Database, model: String? = nil, period: Period = Period()) throws -> Report {
+        var (conditions, arguments) = period.conditions("g.created_at")
+        if let model {
+            conditions.append("s.model_id = ?")
+            arguments += [model]
+        }
+        return try report(db, sql: """
+            SELECT date(g.created_at, 'unixepoch') AS day,
+                   count(*) AS generations,
+                   sum(g.prompt_tokens + g.completion_tokens) AS tokens,
+                   round(sum(g.cost), 6) AS cost,
+                   round(avg(g.latency_ms), 2) AS avg_latency_ms
+            FROM generations g
+            JOIN generation_sessions s ON s.id = g.session_id
+            \(whereClause(conditions))
+            GROUP BY day
+            ORDER BY day
+            """, arguments: arguments)
+    }
+
+    /// Per model, from the daily usage statistics (`model_usage_stats`):
+    /// days with use, generations, tokens, cost, average latency, errors
+    /// and error rate (percent of generations). Most generations first.
+    /// `period` selects days (a day is in when its start is).
+    public static func usage(_ db: Database, model: String? = nil, period: Period = Period()) throws -> Report {
+        var conditions: [String] = []
+        var arguments: StatementArguments = []
+        if let since = period.since {
+            conditions.append("u.day >= date(?, 'unixepoch')")
+            arguments += [since]
+        }
+        if let until = period.until {
+            conditions.append("u.day < date(?, 'unixepoch')")
+            arguments += [until]
+        }
+        if let model {
+            conditions.append("u.model_id = ?")
+            arguments += [model]
+        }
+        return try report(db, sql: """
+            SELECT u.model_id AS model,
+                   coalesce(m.name, u.model_id) AS name,
+                   count(*) AS days,
+                   sum(u.generation_count) AS generations,
+                   sum(u.total_tokens) AS tokens,
+                   round(sum(u.total_cost), 6) AS cost,
+                   round(sum(u.total_latency_ms) / nullif(sum(u.generation_count), 0), 2) AS avg_latency_ms,
+                   sum(u.error_count) AS errors,
+                   round(100.0 * sum(u.error_count) / nullif(sum(u.generation_count), 0), 2) AS error_rate
+            FROM model_usage_stats u
+            LEFT JOIN model_metadata m ON m.id = u.model_id
+            \(whereClause(conditions))
+            GROUP BY u.model_id
+            ORDER BY generations DESC, model
+            """, arguments: arguments)
+    }
+
+    /// Per scheme, from builds created in `period`: builds, succeeded,
+    /// failed, cancelled, the success rate (percent of the builds that
+    /// finished as succeeded or failed; nil when none did), and the
+    /// average and longest duration in seconds of finished builds. By
+    /// project and scheme name.
+    public static func builds(_ db: Database, period: Period = Period()) throws -> Report {
+        let (conditions, arguments) = period.conditions("b.createdAt")
+        return try report(db, sql: """
+            SELECT sc.id AS scheme,
+                   sc.projectBundleIdentifier AS project,
+                   sc.name AS name,
+                   count(*) AS builds,
+                   sum(b.status = 'succeeded') AS succeeded,
+                   sum(b.status = 'failed') AS failed,
+                   sum(b.status = 'cancelled') AS cancelled,
+                   round(100.0 * sum(b.status = 'succeeded')
+                         / nullif(sum(b.status IN ('succeeded', 'failed')), 0), 2) AS success_rate,
+                   round(avg(CASE WHEN b.status IN ('succeeded', 'failed') THEN b.endDate - b.startDate END), 2)
+                       AS avg_duration_s,
+                   max(CASE WHEN b.status IN ('succeeded', 'failed') THEN b.endDate - b.startDate END)
+                       AS max_duration_s
+            FROM builds b
+            JOIN schemes sc ON sc.id = b.schemeId
+            \(whereClause(conditions))
+            GROUP BY sc.id
+            ORDER BY sc.projectBundleIdentifier, sc.name
+            """, arguments: arguments)
+    }
+
+    private static func whereClause(_ conditions: [String]) -> String {
+        conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+    }
+
+    private static func report(_ db: Database, sql: String, arguments: StatementArguments) throws -> Report {
+        let statement = try db.makeStatement(sql: sql)
+        let columns = statement.columnNames
+        let rows = try Row.fetchAll(statement, arguments: arguments).map(StoreValue.init)
+        return Report(columns: columns, rows: rows)
+    }
+}
+
+extension Store {
+    /// Runs an aggregation of ``Analytics`` on a reader.
+    public func analytics(_ body: @escaping @Sendable (Database) throws -> Analytics.Report) throws -> Analytics.Report {
+        try writer.read(body)
+    }
+}

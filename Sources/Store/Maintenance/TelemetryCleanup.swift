@@ -1,0 +1,264 @@
+import Foundation
+import GRDB
+
+/// Retention cleanup of the `telemetry` table, in batches.
+///
+/// Each batch is one short transaction (`DELETE … WHERE rowid IN (SELECT
+/// rowid … LIMIT n)`), so another process that writes to the database
+/// waits at most one batch for the lock, never the whole cleanup. The loop
+/// does not own the transactions: the caller says how to run one batch
+/// (``Store/cleanupTelemetry(_:shouldStop:progress:)`` uses the store's
+/// writer, the Lua binding its session), and may stop it between batches;
+/// batches already committed stay committed.
+///
+/// ```swift
+/// let report = try store.cleanupTelemetry(.init(olderThan: 30 * 86400, batchSize: 5000))
+/// ```
+public struct TelemetryCleanup: Sendable {
+    /// What to delete.
+    public struct Options: Sendable, Hashable {
+        /// Rows with `created_at` strictly before this (seconds since 1970).
+        public var cutoff: Double
+        /// Keep the `keep` newest matching rows, however old.
+        public var keep: Int?
+        /// Only rows of this event.
+        public var event: String?
+        /// Rows per batch (per transaction).
+        public var batchSize: Int
+        /// Count what would go; delete nothing.
+        public var dryRun: Bool
+
+        /// The default batch: short enough that a batch holds the write
+        /// lock for a few tens of milliseconds (see BENCHMARKS.md, cleanup).
+        public static let defaultBatchSize = 5000
+
+        public init(cutoff: Double, keep: Int? = nil, event: String? = nil,
+                    batchSize: Int = Options.defaultBatchSize, dryRun: Bool = false) {
+            self.cutoff = cutoff
+            self.keep = keep
+            self.event = event
+            self.batchSize = batchSize
+            self.dryRun = dryRun
+        }
+
+        /// Rows older than `age` seconds before `now`.
+        public init(olderThan age: Double, now: Date = Date(), keep: Int? = nil, event: String? = nil,
+                    batchSize: Int = Options.defaultBatchSize, dryRun: Bool = false) {
+            self.init(cutoff: now.timeIntervalSince1970 - age, keep: keep, event: event,
+                      batchSize: batchSize, dryRun: dryRun)
+        }
+    }
+
+    /// What a cleanup did.
+    public struct Report: Sendable, Hashable {
+        /// Rows deleted (in a dry run: rows that would be deleted).
+        public var deleted = 0
+        /// Transactions committed (0 in a dry run).
+        public var batches = 0
+        /// The longest batch transaction, in milliseconds, from asking for
+        /// the write lock to the end of the commit.
+        public var longestLockMs = 0.0
+        /// Wall time of the whole cleanup.
+        public var seconds = 0.0
+        public var dryRun = false
+        /// Stopped between batches before the end (interrupt).
+        public var stopped = false
+        /// Rows that matched when the cleanup started (the progress total).
+        public var matched = 0
+        public init() {}
+    }
+
+    public let options: Options
+
+    public init(_ options: Options) throws {
+        guard options.batchSize > 0 else {
+            throw StoreError.refused(reason: "batch must be a positive number of rows, got \(options.batchSize)")
+        }
+        if let keep = options.keep, keep < 0 {
+            throw StoreError.refused(reason: "keep must be 0 or more rows, got \(keep)")
+        }
+        guard options.cutoff.isFinite else {
+            throw StoreError.refused(reason: "the cutoff date must be a finite number of seconds since 1970")
+        }
+        self.options = options
+    }
+
+    /// The newest row that `keep` protects (with every newer one): rows at
+    /// or after `(createdAt, id)` in that order are kept.
+    struct Boundary: Sendable, Hashable {
+        var createdAt: Double
+        var id: Int64
+    }
+
+    /// The filter shared by the count and the batches.
+    struct Filter: Sendable {
+        var sql: String
+        var arguments: StatementArguments
+    }
+
+    /// Reads where `keep` draws the line; nil when it protects nothing or
+    /// there is no `keep`. `protectsAll` when fewer rows than `keep` match.
+    func boundary(_ db: Database) throws -> (boundary: Boundary?, protectsAll: Bool) {
+        guard let keep = options.keep else { return (nil, false) }
+        if keep == 0 { return (nil, false) }
+        var sql = "SELECT created_at, id FROM telemetry"
+        var arguments: StatementArguments = []
+        if let event = options.event {
+            sql += " WHERE event = ?"
+            arguments += [event]
+        }
+        sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
+        arguments += [keep - 1]
+        guard let row = try Row.fetchOne(db, sql: sql, arguments: arguments) else { return (nil, true) }
+        return (Boundary(createdAt: row[0], id: row[1]), false)
+    }
+
+    func filter(boundary: Boundary?) -> Filter {
+        var sql = "created_at < ?"
+        var arguments: StatementArguments = [options.cutoff]
+        if let event = options.event {
+            sql += " AND event = ?"
+            arguments += [event]
+        }
+        // Rows older than the cutoff are all older than a boundary at or
+        // after it: only a boundary before the cutoff narrows the filter.
+        if let boundary, boundary.createdAt < options.cutoff {
+            sql += " AND created_at <= ? AND (created_at < ? OR id < ?)"
+            arguments += [boundary.createdAt, boundary.createdAt, boundary.id]
+        }
+        return Filter(sql: sql, arguments: arguments)
+    }
+
+    /// How many rows the cleanup would delete now.
+    public func count(_ db: Database) throws -> Int {
+        let (boundary, protectsAll) = try boundary(db)
+        if protectsAll { return 0 }
+        let filter = filter(boundary: boundary)
+        return try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry WHERE \(filter.sql)", arguments: filter.arguments) ?? 0
+    }
+
+    /// Deletes one batch; returns the rows deleted (0: done).
+    func deleteBatch(_ db: Database, filter: Filter) throws -> Int {
+        let statement = try db.cachedStatement(sql: """
+            DELETE FROM telemetry WHERE rowid IN (SELECT rowid FROM telemetry WHERE \(filter.sql) LIMIT ?)
+            """)
+        var arguments = filter.arguments
+        arguments += [options.batchSize]
+        try statement.execute(arguments: arguments)
+        return db.changesCount
+    }
+
+    /// Runs the cleanup.
+    ///
+    /// - parameters:
+    ///   - read: runs its body as a read (the count and the `keep` boundary).
+    ///   - write: runs its body as one transaction of its own (a batch).
+    ///   - shouldStop: asked before each batch; true stops the loop (the
+    ///     report says `stopped`).
+    ///   - progress: told after each batch (deleted so far, of matched).
+    ///
+    /// A batch that fails with SQLite's interrupt (`sqlite3_interrupt`, as
+    /// Ctrl-C does) rolls back alone: the earlier ones stay committed and
+    /// the report says `stopped`. Other errors are thrown.
+    public func run(
+        read: ((Database) throws -> Void) throws -> Void,
+        write: ((Database) throws -> Void) throws -> Void,
+        shouldStop: () -> Bool = { false },
+        progress: (MaintenanceProgress) -> Void = { _ in }
+    ) throws -> Report {
+        let start = DispatchTime.now().uptimeNanoseconds
+        func elapsedSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+        var report = Report()
+        report.dryRun = options.dryRun
+        // The boundary is read once: rows inserted later are newer, so it
+        // keeps at least `keep` rows.
+        var boundary: Boundary?
+        try read { db in
+            let found = try self.boundary(db)
+            boundary = found.boundary
+            let counted = filter(boundary: found.boundary)
+            report.matched = found.protectsAll ? 0 : try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM telemetry WHERE \(counted.sql)", arguments: counted.arguments) ?? 0
+        }
+        if options.dryRun || report.matched == 0 {
+            report.deleted = options.dryRun ? report.matched : 0
+            report.seconds = elapsedSeconds()
+            return report
+        }
+        let batchFilter = filter(boundary: boundary)
+        progress(MaintenanceProgress(completed: 0, total: report.matched))
+        while true {
+            if shouldStop() {
+                report.stopped = true
+                break
+            }
+            let batchStart = DispatchTime.now().uptimeNanoseconds
+            var deleted = 0
+            do {
+                try write { db in deleted = try deleteBatch(db, filter: batchFilter) }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+                report.stopped = true
+                break
+            }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - batchStart) / 1e6
+            if deleted == 0 { break }
+            report.longestLockMs = max(report.longestLockMs, elapsed)
+            report.batches += 1
+            report.deleted += deleted
+            // Old rows written meanwhile may push the count past what
+            // matched at the start.
+            progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
+            if deleted < options.batchSize { break }
+        }
+        report.seconds = elapsedSeconds()
+        return report
+    }
+}
+
+extension Store {
+    /// Deletes old telemetry in batches, each batch a transaction of its
+    /// own on the store's writer. See ``TelemetryCleanup``.
+    public func cleanupTelemetry(_ options: TelemetryCleanup.Options, shouldStop: () -> Bool = { false },
+                                 progress: (MaintenanceProgress) -> Void = { _ in }) throws -> TelemetryCleanup.Report {
+        let cleanup = try TelemetryCleanup(options)
+        return try cleanup.run(
+            read: { body in try writer.read(body) },
+            write: { body in try writer.write(body) },
+            shouldStop: shouldStop, progress: progress)
+    }
+
+    /// The telemetry retention of the storage configuration, in days:
+    /// the `default` configuration's, else the first one's; nil when the
+    /// database has no storage configuration.
+    public func telemetryRetentionDays() throws -> Int? {
+        try writer.read { db in try TelemetryCleanup.retentionDays(db) }
+    }
+}
+
+extension TelemetryCleanup {
+    /// The configured retention in days, nil without a storage configuration.
+    public static func retentionDays(_ db: Database) throws -> Int? {
+        try Int.fetchOne(db, sql: """
+            SELECT telemetry_retention_days FROM storage_config
+            ORDER BY configuration_id = 'default' DESC, configuration_id LIMIT 1
+            """)
+    }
+}
+
+/// Durations as operators write them: `"30d"`, `"12h"`, `"15m"`, `"90s"`,
+/// `"2w"` (a whole or decimal number and one unit).
+public enum DurationText {
+    public static let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
+
+    /// Seconds in `text`; throws naming the text when it is not a duration.
+    public static func seconds(_ text: String) throws -> Double {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let unit = trimmed.last, let factor = units[unit],
+              let number = Double(trimmed.dropLast()), number.isFinite, number >= 0,
+              trimmed.dropLast().allSatisfy({ $0.isNumber || $0 == "." })
+        else {
+            throw StoreError.refused(reason: "'\(text)' is not a duration: write a number and a unit, as \"30d\", \"12h\", \"15m\", \"90s\" or \"2w\"")
+        }
+        return number * factor
+    }
+}

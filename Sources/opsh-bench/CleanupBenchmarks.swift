@@ -1,0 +1,163 @@
+import Bindings
+import Foundation
+import GRDB
+import LuaRuntime
+import Store
+
+/// Telemetry retention cleanup (issue 4): delete the 1,000,000 oldest of
+/// 2,000,000 telemetry rows while a second process inserts telemetry
+/// continuously, once with `telemetry.cleanup` (batches, each its own
+/// transaction) and once with one `DELETE … WHERE created_at < ?` run by
+/// the `sqlite3` CLI on an identical copy; the writer reports the longest
+/// any of its insert transactions took (its worst wait for the lock).
+enum CleanupBenchmarks {
+    static let rows = 2_000_000
+    static let deleted = 1_000_000
+
+    static func run(directory: String, executable: String) throws -> String {
+        let batch = ProcessInfo.processInfo.environment["OPSH_BENCH_CLEANUP_BATCH"].flatMap(Int.init)
+            ?? TelemetryCleanup.Options.defaultBatchSize
+        let opshPath = directory + "/cleanup-opsh.sqlite"
+        let cliPath = directory + "/cleanup-cli.sqlite"
+        let cutoff = try makeDatabase(path: opshPath)
+        try FileManager.default.copyItem(atPath: opshPath, toPath: cliPath)
+
+        // One statement in the sqlite3 CLI.
+        let cli = try withWriter(path: cliPath, executable: executable, directory: directory) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            process.arguments = ["-bail", "-cmd", ".timeout 60000", cliPath,
+                                 "DELETE FROM telemetry WHERE created_at < \(cutoff)"]
+            try process.run()
+            process.waitUntilExit()
+            precondition(process.terminationStatus == 0, "sqlite3 failed")
+        }
+        try check(path: cliPath, cutoff: cutoff)
+
+        // telemetry.cleanup from Lua, through a session as a script runs it.
+        let store = try Store.open(path: opshPath)
+        let session = try OpshSession(store: store)
+        var report: [LuaValue] = []
+        let opsh = try withWriter(path: opshPath, executable: executable, directory: directory) {
+            report = try session.runtime.execute("""
+                local r = telemetry.cleanup{ olderThan = \(cutoff), batch = \(batch) }
+                return r.deleted, r.batches, r.longestLockMs
+                """, chunkName: "=bench")
+        }
+        precondition(report.first == .integer(Int64(deleted)), "cleanup deleted \(report)")
+        try check(path: opshPath, cutoff: cutoff)
+
+        let cliRate = Double(deleted) / cli.seconds
+        let opshRate = Double(deleted) / opsh.seconds
+        let ratio = opshRate / cliRate
+        let met = ratio >= 0.7 && opsh.worstWait < 0.2
+        var lockMs = "?"
+        if report.count == 3, case let .number(value) = report[2] { lockMs = String(format: "%.1f ms", value) }
+        var batches = "?"
+        if report.count == 3, case let .integer(value) = report[1] { batches = String(value) }
+        return """
+            ### Telemetry cleanup
+
+            Delete the \(formatCount(deleted)) oldest of \(formatCount(rows)) telemetry rows while another process \
+            inserts one row per transaction every 5 ms (busy timeout 60 s); its worst wait is its longest insert transaction.
+
+            | run | rows/s | time | writer's worst wait | writer's commits |
+            | --- | --- | --- | --- | --- |
+            | `sqlite3`: one `DELETE … WHERE created_at < ?` | \(formatRate(cliRate)) | \(formatDuration(cli.seconds)) | \(formatDuration(cli.worstWait)) | \(cli.commits) |
+            | opsh: `telemetry.cleanup{ batch = \(batch) }` (\(batches) batches, longest \(lockMs)) | \(formatRate(opshRate)) | \(formatDuration(opsh.seconds)) | \(formatDuration(opsh.worstWait)) | \(opsh.commits) |
+
+            Target: ≥ 70 % of the single statement's throughput with the writer's worst wait under 200 ms. \
+            Measured: \(String(format: "%.0f", ratio * 100)) %, \(formatDuration(opsh.worstWait)): **\(met ? "met" : "not met")**.
+            """
+    }
+
+    /// Fills a new database with `rows` rows one second apart; returns the
+    /// cutoff before which the oldest `deleted` rows lie.
+    static func makeDatabase(path: String) throws -> Double {
+        let base = (Date().timeIntervalSince1970 - 60 * 86400).rounded(.down)
+        do {
+            let store = try Store.open(path: path)
+            let names = ["launch", "generation", "error", "download"]
+            let chunk = 200_000
+            for start in stride(from: 0, to: rows, by: chunk) {
+                let events = (start..<min(start + chunk, rows)).map { (index: Int) -> TelemetryRepository.Event in
+                    let properties: String? = index % 3 == 0 ? "{\"latency\":\(index % 997)}" : nil
+                    let session: String? = index % 5 == 0 ? "s\(index % 101)" : nil
+                    return TelemetryRepository.Event(event: names[index & 3], properties: properties, sessionId: session,
+                                                     createdAt: Date(timeIntervalSince1970: base + Double(index)))
+                }
+                try store.client.write { db in try store.telemetry.insertBatch(db, events) }
+            }
+            try store.writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
+        return base + Double(deleted)
+    }
+
+    static func check(path: String, cutoff: Double) throws {
+        let queue = try DatabaseQueue(path: path)
+        let (old, total) = try queue.read { db in
+            (try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry WHERE created_at < ?", arguments: [cutoff]) ?? -1,
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry WHERE event <> 'writer'") ?? -1)
+        }
+        precondition(old == 0 && total == rows - deleted, "after the cleanup: \(old) old rows, \(total) rows")
+        try queue.close()
+    }
+
+    struct Measured {
+        var seconds: Double
+        var worstWait: Double
+        var commits: Int
+    }
+
+    /// Runs `body` while a writer process inserts; returns how long `body`
+    /// took and the writer's figures.
+    static func withWriter(path: String, executable: String, directory: String, _ body: () throws -> Void) throws -> Measured {
+        let stopFile = directory + "/stop-\(UUID().uuidString)"
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: executable)
+        writer.arguments = ["--cleanup-writer", path, stopFile]
+        let output = Pipe()
+        writer.standardOutput = output
+        try writer.run()
+        Thread.sleep(forTimeInterval: 0.3)
+        let start = now()
+        try body()
+        let seconds = now() - start
+        Thread.sleep(forTimeInterval: 0.3)
+        _ = FileManager.default.createFile(atPath: stopFile, contents: nil)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        writer.waitUntilExit()
+        let fields = String(decoding: data, as: UTF8.self).split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        precondition(fields.count == 2, "writer said \(String(decoding: data, as: UTF8.self))")
+        return Measured(seconds: seconds, worstWait: fields[1], commits: Int(fields[0]))
+    }
+
+    /// The writer process: one telemetry row per transaction every 5 ms
+    /// until `stopFile` exists; prints its commits and its longest
+    /// transaction in seconds.
+    static func runWriter(path: String, stopFile: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(60)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        var worst = 0.0
+        var commits = 0
+        while !FileManager.default.fileExists(atPath: stopFile) {
+            let start = now()
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO telemetry (event, properties, created_at) VALUES ('writer', ?, ?)",
+                               arguments: ["{\"i\":\(commits)}", wallClock()])
+            }
+            worst = max(worst, now() - start)
+            commits += 1
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        print("\(commits) \(worst)")
+    }
+
+    static func formatCount(_ value: Int) -> String {
+        let formatter = NumberFormatter()
+        formatter.numberStyle = .decimal
+        formatter.groupingSeparator = ","
+        return formatter.string(from: NSNumber(value: value)) ?? String(value)
+    }
+}
