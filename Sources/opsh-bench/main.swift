@@ -55,3 +55,5 @@ if wanted("lua") {
 if wanted("jobs") { section("Build jobs", try JobBenchmarks.logIngestion(directory: directory)) }
 
 if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: directory, executable: executable))) }
+
+if wanted("startup") { print("\n" + (try StartupBenchmarks.run(directory: directory, executable: executable))) }
