@@ -62,6 +62,14 @@ final class JobsModule {
     /// The session's job manager, made on first use.
     var manager: JobManager {
         if let createdManager { return createdManager }
+        var configuration = self.configuration
+        // An absolute folder: a database opened as `--db ./x.sqlite` must
+        // not put builds in a path relative to wherever they run.
+        if let root = configuration.workspaceRoot ?? session.store.path.map({
+            (($0 as NSString).deletingLastPathComponent as NSString).appendingPathComponent("workspaces")
+        }) {
+            configuration.workspaceRoot = URL(fileURLWithPath: root).standardizedFileURL.path
+        }
         let manager = JobManager(store: session.store, configuration: configuration)
         createdManager = manager
         JobsShutdown.register(manager)
