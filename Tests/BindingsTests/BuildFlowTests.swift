@@ -174,15 +174,19 @@ final class JobsFixture {
             statuses = {}
             local b = jobs.create{ scheme = 'short', version = '1.0.0' }
             local h
+            local logs, linesWhileRunning = nil, 0
             h = watch(key.build(b.id), function(build)
               statuses[#statuses + 1] = build.status
-              if build.status ~= 'queued' and build.status ~= 'running' then h:cancel() end
+              if build.status ~= 'queued' and build.status ~= 'running' then h:cancel() logs:cancel() end
+            end)
+            logs = watch(key.build(b.id).logs.ids, function(ids)
+              if jobs.get(b.id).status == 'running' then linesWhileRunning = #ids end
             end)
             jobs.start(b.id)
             local done = opsh.wait(10)
-            return done, statuses[1], statuses[#statuses]
+            return done, statuses[1], statuses[#statuses], linesWhileRunning > 0
             """)
-        #expect(results == [true, "running", "succeeded"])
+        #expect(results == [true, "running", "succeeded", true])
     }
 
     @Test func aStoppedBackgroundFollowPrintsNothingMore() throws {

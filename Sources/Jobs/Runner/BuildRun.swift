@@ -286,9 +286,22 @@ final class BuildRun: @unchecked Sendable {
             FileHandle.standardError.write(Data(message.utf8))
         }
         let progress: Double? = status == .succeeded ? 1 : nil
-        try? store.client.write { db in
-            if let crash { try store.crashLogs.records.insert(db, crash) }
-            _ = try store.builds.finish(db, buildId, status: status, exitCode: exitCode, progress: progress)
+        // Retried: a Ctrl-C on the Lua thread (sqlite3_interrupt reaches
+        // every connection of the pool) or a busy database must not leave
+        // the build `running` for good.
+        for attempt in 0..<5 {
+            do {
+                try store.client.write { db in
+                    if let crash { try store.crashLogs.records.insert(db, crash) }
+                    _ = try store.builds.finish(db, buildId, status: status, exitCode: exitCode, progress: progress)
+                }
+                break
+            } catch {
+                if attempt == 4 {
+                    FileHandle.standardError.write(Data("opsh: cannot record the end of build \(buildId): \(error)\n".utf8))
+                }
+                Thread.sleep(forTimeInterval: 0.05 * Double(attempt + 1))
+            }
         }
         if configuration.removeWorkspaceWhenDone {
             try? configuration.git.removeWorkspace(manager.workspacePath(buildId))
