@@ -68,6 +68,12 @@ public final class OpshSession {
         try JobsModule.install(in: self)
         TelemetryCleanupModule.install(in: self)
         AnalyticsModule.install(in: self)
+        JSONModule.install(in: self)
+        BuildServerModules.install(in: self)
+        SDKRepositoryModules.install(in: self)
+        ConfigModule.install(in: self)
+        MaintenanceModule.install(in: self)
+        HelpModule.install(in: self)
     }
 
     // MARK: Events

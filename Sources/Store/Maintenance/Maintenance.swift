@@ -104,7 +104,13 @@ extension Store {
 
     /// Runs `integrity_check` and `foreign_key_check`.
     public func check() throws -> IntegrityReport {
-        try writer.read { db in
+        try writer.read { db in try Self.check(db) }
+    }
+
+    /// `check` on a connection the caller holds (inside a transaction, the
+    /// transaction's own state is checked).
+    public static func check(_ db: Database) throws -> IntegrityReport {
+        do {
             let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
             let violations = try Row.fetchAll(db, sql: "PRAGMA foreign_key_check").map { row in
                 IntegrityReport.ForeignKeyViolation(table: row[0], rowid: row[1], parent: row[2])
@@ -116,7 +122,12 @@ extension Store {
 
     /// Row counts, file and WAL sizes, pages.
     public func statistics() throws -> DatabaseStatistics {
-        try writer.read { db in
+        try writer.read { db in try statistics(db) }
+    }
+
+    /// `statistics` on a connection the caller holds.
+    public func statistics(_ db: Database) throws -> DatabaseStatistics {
+        do {
             let tables = try String.fetchAll(db, sql: """
                 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
                 """)

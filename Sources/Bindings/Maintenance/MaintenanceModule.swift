@@ -1,0 +1,258 @@
+import CLuaShim
+import Foundation
+import GRDB
+import LuaRuntime
+import Store
+
+/// Maintenance as global functions: `backup`, `vacuum`, `check`, `stats`.
+///
+/// ```lua
+/// backup(os.date("/var/backups/opsh/opsh-%Y%m%d-%H%M%S.sqlite"), { keep = 7 })
+/// local r = check()       -- { ok = true, problems = {}, foreignKeys = {} }
+/// if not r.ok then for _, v in ipairs(r.foreignKeys) do print(v.table, v.rowid, v.parent) end end
+/// print(stats().rows.telemetry, stats().fileSize)
+/// vacuum()
+/// ```
+///
+/// `backup` copies the committed database online (other processes keep
+/// reading and writing) with SQLite's backup API, shows a progress line on
+/// stderr when it is a terminal, and checks the copy with
+/// `integrity_check` (a copy that fails is removed). `keep = N` then keeps
+/// the N newest files of the destination's folder whose names match the
+/// destination's with its digits varying (`opsh-20240501.sqlite`,
+/// `opsh-20240502.sqlite`, …) and deletes the others.
+///
+/// `backup` and `vacuum` need connections of their own, so they are
+/// refused inside `db.transaction`; under `opsh run --dry-run` they do
+/// nothing and say so on stderr.
+enum MaintenanceModule {
+    static func install(in session: OpshSession) {
+        let database = session.database
+        let store = session.store
+        let runtime = session.runtime
+        runtime.register("backup") { call in try backup(call, database: database, store: store) }
+        runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
+        runtime.register("check") { call in
+            let report = try database.snapshotRead { db in try Store.check(db) }
+            let stack = call.stack
+            lua_createtable(call.state, 0, 3)
+            stack.push(.boolean(report.isOK))
+            stack.setField("ok", at: -2)
+            stack.push(.array(report.integrityProblems.map(LuaValue.string)))
+            stack.setField("problems", at: -2)
+            let violations = StoreValue.array(report.foreignKeyViolations.map { violation in
+                .object([
+                    .init("table", .text(violation.table)),
+                    .init("rowid", violation.rowid.map(StoreValue.integer) ?? .null),
+                    .init("parent", .text(violation.parent)),
+                    .init("message", .text(violation.description)),
+                ])
+            })
+            StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state)
+                .push(violations, asRows: true, columns: ["table", "rowid", "parent", "message"])
+            stack.setField("foreignKeys", at: -2)
+            return 1
+        }
+        runtime.register("stats") { call in
+            let (statistics, bytes) = try database.snapshotRead { db -> (DatabaseStatistics, [String: Int64]) in
+                let statistics = try store.statistics(db)
+                // Bytes per table where SQLite has the dbstat table.
+                var bytes: [String: Int64] = [:]
+                if let rows = try? Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name") {
+                    for row in rows { bytes[row["name"]] = row["bytes"] }
+                }
+                return (statistics, bytes)
+            }
+            let stack = call.stack
+            lua_createtable(call.state, 0, 10)
+            func set(_ name: String, _ value: LuaValue) {
+                stack.push(value)
+                stack.setField(name, at: -2)
+            }
+            set("path", statistics.path.map(LuaValue.string) ?? .nil)
+            set("fileSize", .integer(statistics.fileSize))
+            set("walSize", .integer(statistics.walSize))
+            set("pageSize", .integer(Int64(statistics.pageSize)))
+            set("pageCount", .integer(Int64(statistics.pageCount)))
+            set("freePages", .integer(Int64(statistics.freePageCount)))
+            set("migrations", .array(statistics.migrations.map(LuaValue.string)))
+            var counts: [LuaValue: LuaValue] = [:]
+            for (table, rows) in statistics.rowCounts { counts[.string(table)] = .integer(Int64(rows)) }
+            set("rows", .table(counts))
+            let tables = StoreValue.array(statistics.rowCounts.map { entry in
+                .object([.init("table", .text(entry.table)), .init("rows", .integer(Int64(entry.rows))),
+                         .init("bytes", bytes[entry.table].map(StoreValue.integer) ?? .null)])
+            })
+            StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state)
+                .push(tables, asRows: true, columns: ["table", "rows", "bytes"])
+            stack.setField("tables", at: -2)
+            return 1
+        }
+    }
+
+    /// Refuses inside `db.transaction`; true under a dry run (skip).
+    private static func outsideTransaction(_ name: String, database: SessionDatabase, detail: String) throws -> Bool {
+        if database.isDryRun {
+            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
+            return false
+        }
+        if database.isInTransaction {
+            throw LuaCallError.message("\(name) cannot run inside db.transaction: it needs a database connection of its own; call it outside the transaction")
+        }
+        return true
+    }
+
+    static func backup(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
+        let path = (try call.string(1) as NSString).expandingTildeInPath
+        if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
+        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
+        let known = ["keep", "overwrite"]
+        for name in options.keys.sorted() where !known.contains(name) {
+            throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
+        }
+        var keep: Int?
+        switch options["keep"] ?? .nil {
+        case .nil: break
+        case let .integer(count) where count >= 1: keep = Int(clamping: count)
+        case let .number(count) where count >= 1 && count == count.rounded() && count < 1e9: keep = Int(count)
+        case let .integer(count):
+            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
+        case let .number(count):
+            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
+        case let value:
+            throw call.argumentError(2, "keep: number expected, got \(value.typeName)")
+        }
+        var overwrite = false
+        switch options["overwrite"] ?? .nil {
+        case .nil: break
+        case let .boolean(flag): overwrite = flag
+        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
+        }
+        let rotation = try keep.map { _ in try BackupRotation(path: path) }
+        guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(path)") else {
+            return call.results(.table(["path": .string(path), "dryRun": true]))
+        }
+
+        let started = Date()
+        let line = ProgressLine(label: "backup to \((path as NSString).lastPathComponent)")
+        var pages = 0
+        do {
+            try store.backup(to: path, overwrite: overwrite) { progress in
+                pages = progress.total
+                line.update(completed: progress.completed, total: progress.total)
+            }
+            line.finish()
+        } catch {
+            line.finish()
+            throw error
+        }
+        var removed: [String] = []
+        if let rotation, let keep {
+            removed = try rotation.prune(keeping: keep, newest: path)
+        }
+        return call.results(.table([
+            "path": .string(path),
+            "pages": .integer(Int64(pages)),
+            "bytes": .integer(fileSize(path)),
+            "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
+            "removed": .array(removed.map(LuaValue.string)),
+        ]))
+    }
+
+    static func vacuum(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
+        guard try outsideTransaction("vacuum", database: database, detail: "would rebuild the database file") else {
+            return call.results(.table(["dryRun": true]))
+        }
+        let before = try store.statistics()
+        try store.vacuum()
+        let after = try store.statistics()
+        return call.results(.table([
+            "pagesBefore": .integer(Int64(before.pageCount)),
+            "pagesAfter": .integer(Int64(after.pageCount)),
+            "freePagesBefore": .integer(Int64(before.freePageCount)),
+        ]))
+    }
+
+    static func fileSize(_ path: String) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
+    }
+}
+
+/// Which files are earlier backups of the same series: the destination's
+/// folder, names equal to the destination's except for their digits.
+struct BackupRotation {
+    let folder: String
+    let pattern: NSRegularExpression
+
+    init(path: String) throws {
+        let name = (path as NSString).lastPathComponent
+        folder = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        guard name.contains(where: \.isNumber) else {
+            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), to tell its backups apart; got \(name)")
+        }
+        var regex = "^"
+        var inDigits = false
+        for character in name {
+            if character.isASCII && character.isNumber {
+                if !inDigits { regex += "[0-9]+" }
+                inDigits = true
+            } else {
+                inDigits = false
+                regex += NSRegularExpression.escapedPattern(for: String(character))
+            }
+        }
+        regex += "$"
+        pattern = try NSRegularExpression(pattern: regex)
+    }
+
+    func matches(_ name: String) -> Bool {
+        pattern.firstMatch(in: name, range: NSRange(name.startIndex..., in: name)) != nil
+    }
+
+    /// Deletes all but the `count` newest backups (the one just made always
+    /// stays); returns the paths deleted.
+    func prune(keeping count: Int, newest: String) throws -> [String] {
+        let manager = FileManager.default
+        let names = try manager.contentsOfDirectory(atPath: folder).filter(matches)
+        let newestName = (newest as NSString).lastPathComponent
+        let dated = names.filter { $0 != newestName }.map { name -> (String, Date) in
+            let path = (folder as NSString).appendingPathComponent(name)
+            let date = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast
+            return (path, date)
+        }
+        let ordered = dated.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 > $1.0 }.map(\.0)
+        let doomed = ordered.dropFirst(max(count - 1, 0))
+        for path in doomed {
+            try manager.removeItem(atPath: path)
+            for suffix in ["-wal", "-shm", "-journal"] { try? manager.removeItem(atPath: path + suffix) }
+        }
+        return Array(doomed)
+    }
+}
+
+/// One progress line on stderr, redrawn in place, only on a terminal.
+final class ProgressLine {
+    let label: String
+    let enabled = isatty(STDERR_FILENO) == 1
+    private var lastPercent = -1
+    private var drawn = false
+
+    init(label: String) {
+        self.label = label
+    }
+
+    func update(completed: Int, total: Int) {
+        guard enabled, total > 0 else { return }
+        let percent = completed * 100 / total
+        guard percent != lastPercent else { return }
+        lastPercent = percent
+        drawn = true
+        FileHandle.standardError.write(Data("\r\(label): \(percent)% (\(completed)/\(total) pages)\u{1B}[K".utf8))
+    }
+
+    func finish() {
+        guard enabled, drawn else { return }
+        FileHandle.standardError.write(Data("\n".utf8))
+        drawn = false
+    }
+}

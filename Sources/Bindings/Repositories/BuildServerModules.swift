@@ -1,0 +1,117 @@
+import CLuaShim
+import Foundation
+import GRDB
+import LuaRuntime
+import Store
+
+/// The build server's repositories in Lua: `projects`, `schemes`,
+/// `builds`, `logs` (build logs) and `crashes` (crash logs).
+///
+/// ```lua
+/// projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/repos/app" }
+/// local s = schemes.insert{ projectBundleIdentifier = "com.example.app", name = "Release", platforms = {"ios"} }
+/// local b = builds.create(s.id, "1.4.0")                 -- queued, next build number
+/// builds.update(b.id, { status = "running", startDate = os.time() })
+/// for _, b in ipairs(builds.list{ where = { status = "running" }, order = "createdAt desc", limit = 10 }) do … end
+/// builds.latest("com.example.app", 3)
+/// schemes.list("com.example.app")                        -- a project's schemes in order
+/// logs.tail(b.id, 20)                                    -- the last 20 lines, oldest first
+/// projects.delete("com.example.app", { cascade = true }) -- with its builds
+/// ```
+enum BuildServerModules {
+    static func install(in session: OpshSession) {
+        let context = RepositoryContext(session: session)
+        let runtime = session.runtime
+        let store = session.store
+
+        // projects
+        var projects = RecordTableFunctions(context: context, records: store.projects.records)
+        projects.derive = { fields in
+            if fields["displayName"] == nil, let name = fields["name"] { fields["displayName"] = name }
+        }
+        var projectFunctions = projects.standard
+        projectFunctions["delete"] = { [projects] call in
+            try projects.delete(call, options: ["cascade"]) { db, key, flags in
+                try store.projects.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
+            }
+        }
+        runtime.register(module: "projects", projectFunctions)
+
+        // schemes
+        var schemes = RecordTableFunctions(context: context, records: store.schemes.records)
+        schemes.generatedKey = true
+        var schemeFunctions = schemes.standard
+        schemeFunctions["list"] = { [schemes] call in
+            guard lua_type(call.state, 1) == LUA_TSTRING else { return try schemes.list(call) }
+            let project = try call.string(1)
+            let (found, columns) = try context.read("schemes") { db in
+                (try store.schemes.list(db, project: project), try schemes.spec(db).names)
+            }
+            return try schemes.pushRows(found, columns: columns, call: call)
+        }
+        schemeFunctions["delete"] = { [schemes] call in
+            try schemes.delete(call, options: ["cascade"]) { db, key, flags in
+                let builds = try Int.fetchOne(db, sql: "SELECT count(*) FROM builds WHERE schemeId = ?", arguments: [key]) ?? 0
+                if builds > 0 {
+                    guard flags["cascade"] == true else {
+                        throw StoreError.refused(reason: "scheme \(TableSpec.show(key)) has \(builds) build(s); delete them first or pass cascade = true")
+                    }
+                    try db.execute(sql: "DELETE FROM builds WHERE schemeId = ?", arguments: [key])
+                }
+                return try store.schemes.records.delete(db, key)
+            }
+        }
+        runtime.register(module: "schemes", schemeFunctions)
+
+        // builds
+        var builds = RecordTableFunctions(context: context, records: store.builds.records)
+        builds.generatedKey = true
+        var buildFunctions = builds.standard
+        buildFunctions["create"] = { [builds] call in
+            let scheme = try call.string(1)
+            let version = try call.string(2)
+            let (record, columns) = try context.write("builds") { db in
+                (try store.builds.create(db, scheme: scheme, version: version), try builds.spec(db).names)
+            }
+            return try builds.pushRow(record, columns: columns, call: call)
+        }
+        buildFunctions["latest"] = { [builds] call in
+            let project = try call.string(1)
+            let limit = try call.optionalInteger(2) ?? 10
+            guard limit >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(limit)") }
+            let (found, columns) = try context.read("builds") { db in
+                (try store.builds.latest(db, project: project, limit: Int(clamping: limit)), try builds.spec(db).names)
+            }
+            return try builds.pushRows(found, columns: columns, call: call)
+        }
+        buildFunctions["delete"] = { [builds] call in
+            try builds.delete(call, options: []) { db, key, _ in
+                try store.builds.delete(db, String.fromDatabaseValue(key) ?? "")
+            }
+        }
+        runtime.register(module: "builds", buildFunctions)
+
+        // logs
+        var logs = RecordTableFunctions(context: context, records: store.buildLogs.records)
+        logs.generatedKey = true
+        var logFunctions = logs.standard
+        logFunctions["tail"] = { [logs] call in
+            let build = try call.string(1)
+            let count = try call.optionalInteger(2) ?? 20
+            guard count >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(count)") }
+            let flags = try context.reader(call).flags(argument: 3, allowed: ["debug"])
+            let includeDebug = flags["debug"] ?? true
+            let (found, columns) = try context.read("buildLogs") { db in
+                (try store.buildLogs.tail(db, build: build, count: Int(clamping: count), includeDebug: includeDebug),
+                 try logs.spec(db).names)
+            }
+            return try logs.pushRows(found, columns: columns, call: call)
+        }
+        runtime.register(module: "logs", logFunctions)
+
+        // crashes
+        var crashes = RecordTableFunctions(context: context, records: store.crashLogs.records)
+        crashes.generatedKey = true
+        runtime.register(module: "crashes", crashes.standard)
+    }
+}

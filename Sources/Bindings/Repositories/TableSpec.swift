@@ -1,0 +1,365 @@
+import CLuaShim
+import Foundation
+import GRDB
+import LuaRuntime
+import Store
+
+/// What the bindings need to know of one column to turn a Lua value into
+/// what the table stores.
+struct ColumnSpec {
+    enum Kind {
+        case text, integer, real, boolean, json
+    }
+
+    let name: String
+    let kind: Kind
+    let notNull: Bool
+    let defaultSQL: String?
+    let isPrimaryKey: Bool
+
+    /// What a type error says was expected.
+    var expected: String {
+        switch kind {
+        case .text: return "string"
+        case .integer, .real: return "number"
+        case .boolean: return "boolean"
+        case .json: return "table or JSON text"
+        }
+    }
+}
+
+/// The columns of a table as the schema has them now (read at each call,
+/// so that a Lua migration that adds a column is seen at once).
+struct TableSpec {
+    let table: String
+    let columns: [ColumnSpec]
+    let foreignKeys: [ForeignKeyInfo]
+
+    var names: [String] { columns.map(\.name) }
+
+    func column(_ name: String) -> ColumnSpec? {
+        columns.first { $0.name == name }
+    }
+
+    static func load(_ db: Database, table: String, primaryKey: String, jsonColumns: [String],
+                     booleans: Set<String> = []) throws -> TableSpec {
+        let columns = try db.columns(in: table).map { info -> ColumnSpec in
+            let declared = info.type.uppercased()
+            let kind: ColumnSpec.Kind
+            if jsonColumns.contains(info.name) { kind = .json }
+            else if booleans.contains(info.name) { kind = .boolean }
+            else if declared.contains("INT") { kind = .integer }
+            else if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") { kind = .real }
+            else { kind = .text }
+            return ColumnSpec(name: info.name, kind: kind, notNull: info.isNotNull, defaultSQL: info.defaultValueSQL,
+                              isPrimaryKey: info.name == primaryKey)
+        }
+        return TableSpec(table: table, columns: columns, foreignKeys: try db.foreignKeys(on: table))
+    }
+
+    /// Refuses values whose foreign key points at nothing, naming the row
+    /// that is missing (SQLite only says "FOREIGN KEY constraint failed").
+    func checkReferences(_ db: Database, _ fields: [String: DatabaseValue]) throws {
+        for key in foreignKeys where key.mapping.count == 1 {
+            let (origin, destination) = key.mapping[0]
+            guard let value = fields[origin], !value.isNull else { continue }
+            let exists = try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM \(quoted(key.destinationTable)) WHERE \(quoted(destination)) = ?)
+                """, arguments: [value]) ?? false
+            if !exists {
+                throw LuaCallError.message("no row in \(key.destinationTable) with key \(Self.show(value)) (\(table).\(origin) refers to it)")
+            }
+        }
+    }
+
+    static func show(_ value: DatabaseValue) -> String {
+        switch value.storage {
+        case .string(let text): return text
+        default: return value.description
+        }
+    }
+}
+
+func quoted(_ identifier: String) -> String {
+    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// Reads Lua arguments (row tables, keys, list options) into database
+/// values, checking them the way Lua's library checks arguments.
+struct LuaRowReader {
+    let call: LuaCall
+    let markers: SQLMarkers
+
+    var state: OpaquePointer { call.state }
+
+    /// The string keys of the table at `index`, sorted, so that the first
+    /// error reported does not depend on the table's hash order.
+    func fieldNames(at index: Int32, argument: Int32) throws -> [String] {
+        var names: [String] = []
+        _ = lua_checkstack(state, 4)
+        lua_pushnil(state)
+        while lua_next(state, index) != 0 {
+            guard lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) else {
+                let type = LuaStack(state).typeName(at: -2)
+                opsh_pop(state, 2)
+                throw call.argumentError(argument, "field names must be strings, got a \(type) key")
+            }
+            names.append(name)
+            opsh_pop(state, 1)
+        }
+        return names.sorted()
+    }
+
+    /// Pushes field `name` of the table at `index` (raw).
+    func pushField(_ name: String, of index: Int32) {
+        LuaStack(state).push(name)
+        lua_rawget(state, index)
+    }
+
+    /// The fields of the row table at argument `argument`, converted for
+    /// the columns of `spec`; unknown names are refused.
+    func fields(argument: Int32, spec: TableSpec, skipping: Set<String> = []) throws -> [String: DatabaseValue] {
+        guard lua_type(state, argument) == LUA_TTABLE, !markers.isNull(state, argument) else {
+            throw call.typeError(argument, expected: "table")
+        }
+        return try fields(at: argument, argument: argument, spec: spec, skipping: skipping, prefix: "")
+    }
+
+    /// The fields of the table at stack `index` (an argument or a nested
+    /// table); `prefix` names where it is in messages (`routing_policies[2].`).
+    func fields(at index: Int32, argument: Int32, spec: TableSpec, skipping: Set<String> = [],
+                prefix: String) throws -> [String: DatabaseValue] {
+        let absolute = lua_absindex(state, index)
+        var result: [String: DatabaseValue] = [:]
+        for name in try fieldNames(at: absolute, argument: argument) where !skipping.contains(name) {
+            guard let column = spec.column(name) else {
+                throw StoreError.unknownColumn(table: spec.table, column: prefix + name, known: spec.names)
+            }
+            pushField(name, of: absolute)
+            defer { opsh_pop(state, 1) }
+            result[name] = try value(at: lua_gettop(state), column: column, spec: spec, argument: argument, prefix: prefix)
+        }
+        return result
+    }
+
+    /// One field's value for its column.
+    func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> DatabaseValue {
+        let field = "field '\(prefix)\(column.name)'"
+        func typeError() -> LuaCallError {
+            call.argumentError(argument, "\(field): \(column.expected) expected, got \(LuaStack(state).typeName(at: index))")
+        }
+        if markers.isNull(state, index) {
+            if column.notNull {
+                throw call.argumentError(argument, "\(field): cannot be NULL (\(spec.table).\(column.name) is NOT NULL)")
+            }
+            return .null
+        }
+        let type = lua_type(state, index)
+        switch column.kind {
+        case .text:
+            guard type == LUA_TSTRING, let bytes = LuaStack(state).bytes(at: index) else { throw typeError() }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
+            }
+            return text.databaseValue
+        case .integer:
+            guard type == LUA_TNUMBER else { throw typeError() }
+            var isInteger: Int32 = 0
+            let integer = opsh_tointeger(state, index, &isInteger)
+            guard isInteger != 0 else {
+                throw call.argumentError(argument, "\(field): number has no integer representation")
+            }
+            return integer.databaseValue
+        case .real:
+            guard type == LUA_TNUMBER else { throw typeError() }
+            let number = opsh_tonumber(state, index, nil)
+            guard number.isFinite else {
+                throw call.argumentError(argument, "\(field): a finite number expected, got \(number)")
+            }
+            return number.databaseValue
+        case .boolean:
+            if type == LUA_TBOOLEAN { return (lua_toboolean(state, index) != 0).databaseValue }
+            guard type == LUA_TNUMBER, lua_isinteger(state, index) != 0 else { throw typeError() }
+            let integer = opsh_tointeger(state, index, nil)
+            guard integer == 0 || integer == 1 else {
+                throw call.argumentError(argument, "\(field): boolean expected, got number \(integer)")
+            }
+            return (integer == 1).databaseValue
+        case .json:
+            if type == LUA_TSTRING {
+                guard let bytes = LuaStack(state).bytes(at: index), let text = String(validating: bytes, as: UTF8.self) else {
+                    throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
+                }
+                return text.databaseValue
+            }
+            guard type == LUA_TTABLE, !markers.isBlob(state, index) else { throw typeError() }
+            var writer = LuaJSONWriter(state: state, markers: markers, emptyTableIsObject: column.defaultSQL == "'{}'")
+            do {
+                return try writer.encode(at: index).databaseValue
+            } catch let failure as LuaJSONWriter.Failure {
+                throw StoreError.invalidValue(table: spec.table, column: column.name, reason: failure.message)
+            }
+        }
+    }
+
+    /// A primary-key argument.
+    func key(argument: Int32, spec: TableSpec) throws -> DatabaseValue {
+        let column = spec.columns.first(where: \.isPrimaryKey)
+        if column?.kind == .integer {
+            return try call.integer(argument).databaseValue
+        }
+        guard lua_type(state, argument) == LUA_TSTRING || lua_type(state, argument) == LUA_TNUMBER else {
+            throw call.typeError(argument, expected: "string")
+        }
+        return try call.string(argument).databaseValue
+    }
+
+    /// A plain value for a filter.
+    func filterValue(at index: Int32, path: String, argument: Int32) throws -> DatabaseValue {
+        if markers.isNull(state, index) { return .null }
+        switch lua_type(state, index) {
+        case LUA_TSTRING:
+            return (LuaStack(state).string(at: index) ?? "").databaseValue
+        case LUA_TNUMBER:
+            if lua_isinteger(state, index) != 0 { return opsh_tointeger(state, index, nil).databaseValue }
+            return opsh_tonumber(state, index, nil).databaseValue
+        case LUA_TBOOLEAN:
+            return (lua_toboolean(state, index) != 0).databaseValue
+        default:
+            throw call.argumentError(argument, "\(path): a string, number, boolean or db.NULL expected, got \(LuaStack(state).typeName(at: index))")
+        }
+    }
+
+    static let listOptions = ["where", "order", "limit", "offset"]
+    static let operators: [(String, ColumnFilter.Operator)] = [
+        ("eq", .equal), ("ne", .notEqual), ("lt", .less), ("le", .lessOrEqual),
+        ("gt", .greater), ("ge", .greaterOrEqual), ("like", .like),
+    ]
+
+    /// `{ where = {…}, order = "createdAt desc", limit = 10, offset = 0 }`.
+    func listRequest(argument: Int32, allowed: [String] = listOptions) throws -> ListRequest {
+        var request = ListRequest()
+        if call.isNoneOrNil(argument) { return request }
+        guard lua_type(state, argument) == LUA_TTABLE else { throw call.typeError(argument, expected: "table") }
+        for name in try fieldNames(at: argument, argument: argument) {
+            guard allowed.contains(name) else {
+                throw call.argumentError(argument, "unknown option '\(name)' (options: \(allowed.joined(separator: ", ")))")
+            }
+            pushField(name, of: argument)
+            defer { opsh_pop(state, 1) }
+            let top = lua_gettop(state)
+            switch name {
+            case "where": request.filters = try filters(at: top, argument: argument)
+            case "order": request.order = try order(at: top, argument: argument)
+            case "limit", "offset":
+                guard lua_type(state, top) == LUA_TNUMBER else {
+                    throw call.argumentError(argument, "\(name): number expected, got \(LuaStack(state).typeName(at: top))")
+                }
+                var isInteger: Int32 = 0
+                let value = opsh_tointeger(state, top, &isInteger)
+                guard isInteger != 0, value >= 0, value <= Int64(Int32.max) else {
+                    let shown = isInteger != 0 ? String(value) : String(opsh_tonumber(state, top, nil))
+                    throw call.argumentError(argument, "\(name): a whole number of 0 or more expected, got \(shown)")
+                }
+                if name == "limit" { request.limit = Int(value) } else { request.offset = Int(value) }
+            default: break
+            }
+        }
+        return request
+    }
+
+    private func filters(at index: Int32, argument: Int32) throws -> [ColumnFilter] {
+        guard lua_type(state, index) == LUA_TTABLE, !markers.isNull(state, index) else {
+            throw call.argumentError(argument, "where: table expected, got \(LuaStack(state).typeName(at: index))")
+        }
+        var filters: [ColumnFilter] = []
+        for column in try fieldNames(at: index, argument: argument) {
+            pushField(column, of: index)
+            defer { opsh_pop(state, 1) }
+            let top = lua_gettop(state)
+            let path = "where.\(column)"
+            guard lua_type(state, top) == LUA_TTABLE, !markers.isNull(state, top) else {
+                let value = try filterValue(at: top, path: path, argument: argument)
+                filters.append(ColumnFilter(column, value.isNull ? .isNull : .equal, value.isNull ? [] : [value]))
+                continue
+            }
+            let length = lua_rawlen(state, top)
+            if length > 0 {
+                // An array: IN.
+                var values: [DatabaseValue] = []
+                for position in 1...Int64(length) {
+                    lua_rawgeti(state, top, position)
+                    defer { opsh_pop(state, 1) }
+                    values.append(try filterValue(at: lua_gettop(state), path: "\(path)[\(position)]", argument: argument))
+                }
+                filters.append(ColumnFilter(column, .in, values))
+                continue
+            }
+            let names = try fieldNames(at: top, argument: argument)
+            if names.isEmpty {
+                throw call.argumentError(argument, "\(path): empty table (write an array of values for IN, or operators: eq, ne, lt, le, gt, ge, like)")
+            }
+            for name in names {
+                guard let op = Self.operators.first(where: { $0.0 == name })?.1 else {
+                    throw call.argumentError(argument, "\(path): unknown operator '\(name)' (operators: eq, ne, lt, le, gt, ge, like; an array means IN)")
+                }
+                pushField(name, of: top)
+                defer { opsh_pop(state, 1) }
+                let value = try filterValue(at: lua_gettop(state), path: "\(path).\(name)", argument: argument)
+                if value.isNull, op == .equal || op == .notEqual {
+                    filters.append(ColumnFilter(column, op == .equal ? .isNull : .isNotNull, []))
+                } else if value.isNull {
+                    throw call.argumentError(argument, "\(path).\(name): NULL cannot be compared with \(name) (use eq or ne)")
+                } else {
+                    filters.append(ColumnFilter(column, op, [value]))
+                }
+            }
+        }
+        return filters
+    }
+
+    private func order(at index: Int32, argument: Int32) throws -> [ColumnOrder] {
+        var terms: [String] = []
+        if lua_type(state, index) == LUA_TSTRING {
+            terms = (LuaStack(state).string(at: index) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        } else if lua_type(state, index) == LUA_TTABLE {
+            let length = lua_rawlen(state, index)
+            for position in 0..<Int64(length) {
+                lua_rawgeti(state, index, position + 1)
+                defer { opsh_pop(state, 1) }
+                guard lua_type(state, -1) == LUA_TSTRING, let term = LuaStack(state).string(at: -1) else {
+                    throw call.argumentError(argument, "order[\(position + 1)]: string expected, got \(LuaStack(state).typeName(at: -1))")
+                }
+                terms.append(term)
+            }
+        } else {
+            throw call.argumentError(argument, "order: string or array of strings expected, got \(LuaStack(state).typeName(at: index))")
+        }
+        return try terms.map { term in
+            guard let order = ColumnOrder(parsing: term) else {
+                throw call.argumentError(argument, "order: expected \"column\", \"column desc\" or \"-column\", got '\(term)'")
+            }
+            return order
+        }
+    }
+
+    /// `{ cascade = true }` and the like: the named booleans allowed.
+    func flags(argument: Int32, allowed: [String]) throws -> [String: Bool] {
+        if call.isNoneOrNil(argument) { return [:] }
+        guard lua_type(state, argument) == LUA_TTABLE else { throw call.typeError(argument, expected: "table") }
+        var set: [String: Bool] = [:]
+        for name in try fieldNames(at: argument, argument: argument) {
+            guard allowed.contains(name) else {
+                let known = allowed.isEmpty ? "none" : allowed.joined(separator: ", ")
+                throw call.argumentError(argument, "unknown option '\(name)' (options: \(known))")
+            }
+            pushField(name, of: argument)
+            defer { opsh_pop(state, 1) }
+            guard lua_type(state, -1) == LUA_TBOOLEAN else {
+                throw call.argumentError(argument, "\(name): boolean expected, got \(LuaStack(state).typeName(at: -1))")
+            }
+            set[name] = lua_toboolean(state, -1) != 0
+        }
+        return set
+    }
+}
