@@ -34,9 +34,8 @@ import LuaRuntime
         let destination = test.folder.appendingPathComponent("backups/opsh-1.sqlite").path
         let result = try test.run("local r = backup(...) return r.path, r.pages > 0, r.bytes > 0, #r.removed", [.string(destination)])
         #expect(result == [.string(destination), true, true, 0])
-        #expect(try sqlite3(destination, "PRAGMA integrity_check") == "ok")
-        #expect(try sqlite3(destination, "SELECT count(*) FROM telemetry") == "500")
-        #expect(try sqlite3(destination, "SELECT bundleIdentifier FROM projects") == "com.example.app")
+        #expect(try sqlite3(destination, "PRAGMA integrity_check; SELECT count(*) FROM telemetry; SELECT bundleIdentifier FROM projects")
+            == "ok\n500\ncom.example.app")
         // Owner-only, like the database.
         let mode = try FileManager.default.attributesOfItem(atPath: destination)[.posixPermissions] as? NSNumber
         #expect(mode?.intValue == 0o600)
@@ -98,7 +97,7 @@ import LuaRuntime
         try test.run("db.exec('DELETE FROM telemetry')")
         let values = try test.run("local r = vacuum() return r.pagesAfter <= r.pagesBefore")
         #expect(values == [true])
-        #expect(try test.sqlite3("PRAGMA integrity_check") == "ok")
+        #expect(try test.sqlText("PRAGMA integrity_check") == "ok")
     }
 
     static let badInput: [(String, String)] = [
@@ -118,9 +117,9 @@ import LuaRuntime
     @Test(arguments: badInput)
     func badInputIsRefused(_ code: String, _ message: String) throws {
         try seed()
-        let before = try test.sqlite3(".dump")
+        let before = try test.databaseFingerprint()
         #expect(test.failure(code) == message)
-        #expect(try test.sqlite3(".dump") == before)
+        #expect(try test.databaseFingerprint() == before)
         #expect(try FileManager.default.contentsOfDirectory(atPath: test.folder.path).filter { !$0.hasPrefix("test.sqlite") } == [])
     }
 
