@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),
         .testTarget(name: "GitTests", dependencies: ["Git"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
-        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime"]),
+        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git"]),
         .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
         .testTarget(name: "OpshTests", dependencies: ["opsh"]),

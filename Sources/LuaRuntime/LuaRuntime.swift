@@ -1,4 +1,7 @@
 import CLuaShim
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// One Lua 5.4 state driven from Swift.
@@ -108,6 +111,10 @@ public final class LuaRuntime {
 
     /// Pushes `object` as a userdata whose methods are `methods` (called
     /// as `obj:name(...)`), with `__name` = `type`.
+    ///
+    /// The metatable is made once per `type`, by the first push: methods
+    /// must take their object from argument 1 (``LuaCall/object(_:as:typeName:)``),
+    /// never from a captured variable.
     public func pushObject(_ object: AnyObject, type: String, methods: [String: LuaHostFunction],
                            metamethods: [String: LuaHostFunction] = [:], on state: OpaquePointer? = nil) {
         let target = state ?? self.state
@@ -338,6 +345,21 @@ public final class LuaRuntime {
         }
         guard isRunning else { return false }
         for handler in interruptHandlers.withLock({ $0 }) { handler(reason) }
+        return true
+    }
+
+    /// Interrupts the running chunk, waiting up to `patience` seconds for
+    /// one to start (a timer that fires just before a chunk runs would
+    /// otherwise be lost). Blocks the calling thread; returns whether the
+    /// interrupt landed.
+    @discardableResult
+    public func interruptWhenRunning(_ reason: LuaInterruptReason, patience: Double = 10) -> Bool {
+        var waited = 0.0
+        while !interrupt(reason) {
+            guard waited < patience else { return false }
+            usleep(5_000)
+            waited += 0.005
+        }
         return true
     }
 

@@ -61,6 +61,14 @@ import LuaRuntime
         try test.run("db.transaction(function() for i = 1, 1000 do db.exec('INSERT INTO items (qty) VALUES (?)', i) end end)")
         #expect(try test.run("local s = 0 for row in db.rows('SELECT qty FROM items') do s = s + row.qty end return s") == [500500])
         #expect(try test.run("local n = 0 for row in db.rows('SELECT qty FROM items WHERE qty > ?', 990) do n = n + 1 if n == 3 then break end end return n") == [3])
+        // Breaking out of one loop closes that loop's cursor, not another's.
+        #expect(try test.run("""
+            local next1 = db.rows('SELECT qty FROM items ORDER BY qty')
+            local a = next1()
+            for r in db.rows('SELECT qty FROM items') do break end
+            local b = next1()
+            return a.qty, b and b.qty
+            """) == [1, 2])
         // Nested loops over the same statement.
         #expect(try test.run("local n = 0 for a in db.rows('SELECT qty FROM items WHERE qty <= 3') do for b in db.rows('SELECT qty FROM items WHERE qty <= 3') do n = n + 1 end end return n") == [9])
         #expect(test.failure("for r in db.rows('DELETE FROM items') do end")?.contains("db.rows only reads") == true)

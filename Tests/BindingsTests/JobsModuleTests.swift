@@ -130,7 +130,7 @@ import Store
         let runtime = fixture.test.session.runtime
         let interrupter = Thread {
             Thread.sleep(forTimeInterval: 0.4)
-            runtime.interrupt(.interrupted)
+            runtime.interruptWhenRunning(.interrupted)
         }
         interrupter.start()
         let started = Date()
@@ -142,7 +142,7 @@ import Store
         // So is a blocking follow.
         let again = Thread {
             Thread.sleep(forTimeInterval: 0.4)
-            runtime.interrupt(.interrupted)
+            runtime.interruptWhenRunning(.interrupted)
         }
         again.start()
         let followError = #expect(throws: LuaError.self) { try fixture.run("jobs.follow(b.id, { print = function() end })") }

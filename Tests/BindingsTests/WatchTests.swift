@@ -122,11 +122,15 @@ import Store
         #expect(try test.run("return table.concat(seen, ',')") == ["witness:failed,witness:succeeded"])
         try test.run("witness:cancel()")
 
-        // A handle that is garbage collected cancels its watch.
-        try test.run("do local dropped = watch(key.build('b1'), function() seen[#seen + 1] = 'x' end) end")
+        // A watch whose handle is dropped (typed at the prompt, say) lives
+        // on until cancelled: the handle comes back from opsh.watches().
+        try test.run("seen = {} do watch(key.build('b1'), function(b) seen[#seen + 1] = 'kept:' .. b.status end) end")
+        try test.run("collectgarbage() collectgarbage()")
         #expect(test.session.hasSubscriptions)
         #expect(monitor.subscriberCount == 1)
-        try test.run("collectgarbage() collectgarbage()")
+        try test.run("db.exec(\"UPDATE builds SET status = 'failed' WHERE id = 'b1'\")")
+        #expect(try deliver(until: "seen[#seen] == 'kept:failed'"))
+        try test.run("for _, w in ipairs(opsh.watches()) do w:cancel() end")
         #expect(!test.session.hasSubscriptions)
         #expect(monitor.subscriberCount == 0)
     }
@@ -177,7 +181,7 @@ import Store
         let runtime = test.session.runtime
         let interrupter = Thread {
             Thread.sleep(forTimeInterval: 0.3)
-            runtime.interrupt(.interrupted)
+            runtime.interruptWhenRunning(.interrupted)
         }
         interrupter.start()
         let started = Date()

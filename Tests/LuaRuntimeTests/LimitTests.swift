@@ -6,7 +6,7 @@ import Testing
 @Suite struct LimitTests {
     func interruptLater(_ lua: LuaRuntime, _ reason: LuaInterruptReason, after seconds: Double = 0.2) {
         let box = UncheckedBox(lua)
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { box.value.interrupt(reason) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { box.value.interruptWhenRunning(reason) }
     }
 
     @Test func endlessLoopIsInterruptedFromAnotherThread() throws {

@@ -20,8 +20,9 @@ import Store
 /// and posts the value to the session's event queue; the callback runs on
 /// the Lua thread only (DESIGN.md, decision 2), when the shell or
 /// `opsh.wait` delivers events, and only when the value differs from the
-/// last one it saw. A handle that is garbage collected cancels its watch:
-/// keep it in a variable.
+/// last one it saw. A watch lives until `:cancel()` or the end of the
+/// session, whether or not Lua keeps its handle (`watch(k, fn)` typed at
+/// the prompt keeps working); `opsh.watches()` lists the live ones.
 final class WatchModule {
     static let typeName = "opsh.watch"
 
@@ -34,6 +35,8 @@ final class WatchModule {
     /// registry reference is taken per event.
     private let trampoline: LuaReference
     private let slots: LuaReference
+    /// Live watches by subscription id.
+    fileprivate(set) var live: [Int: Watch] = [:]
 
     private init(session: OpshSession) throws {
         self.session = session
@@ -59,6 +62,14 @@ final class WatchModule {
         runtime.register("watch") { call in try module.watch(call) }
         runtime.register(module: "opsh", [
             "wait": { call in try module.wait(call) },
+            "watches": { call in
+                lua_createtable(call.state, Int32(module.live.count), 0)
+                for (index, id) in module.live.keys.sorted().enumerated() {
+                    call.host.pushObject(module.live[id]!, type: typeName, methods: [:], on: call.state)
+                    lua_rawseti(call.state, -2, lua_Integer(index + 1))
+                }
+                return 1
+            },
         ])
         // The handle's metatable, created once per state.
         let probe = Watch(module: module, description: "", asRows: false, columns: nil, last: .null)
@@ -96,9 +107,11 @@ final class WatchModule {
         let initial = try session.database.snapshotRead { db in try source.fetch(db) }
         let watch = Watch(module: self, description: source.description, asRows: source.asRows,
                           columns: source.columns, last: initial)
-        let id = session.subscribe { [weak watch] event in
-            try watch?.deliver(event as? WatchEvent)
+        // The subscription owns the watch until cancel() removes it.
+        let id = session.subscribe { event in
+            try watch.deliver(event as? WatchEvent)
         }
+        live[id] = watch
         watch.subscription = id
         watch.callback = callback
         let events = session.events
@@ -211,7 +224,10 @@ final class Watch {
         observation?.cancel()
         observation = nil
         callback = nil
-        if let subscription { session?.unsubscribe(subscription) }
+        if let subscription {
+            session?.unsubscribe(subscription)
+            module?.live[subscription] = nil
+        }
         subscription = nil
     }
 

@@ -30,6 +30,9 @@ enum MaintenanceModule {
         let database = session.database
         let store = session.store
         let runtime = session.runtime
+        // Closures live in the Lua state the session owns: they must not
+        // capture the session (a cycle would keep it, and its builds, alive).
+        let rowShapes = session.sql.rowShapes
         runtime.register("backup") { call in try backup(call, database: database, store: store) }
         runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
         runtime.register("check") { call in
@@ -48,7 +51,7 @@ enum MaintenanceModule {
                     .init("message", .text(violation.description)),
                 ])
             })
-            StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state)
+            StoreValuePusher(rowShapes: rowShapes, state: call.state)
                 .push(violations, asRows: true, columns: ["table", "rowid", "parent", "message"])
             stack.setField("foreignKeys", at: -2)
             return 1
@@ -83,7 +86,7 @@ enum MaintenanceModule {
                 .object([.init("table", .text(entry.table)), .init("rows", .integer(Int64(entry.rows))),
                          .init("bytes", bytes[entry.table].map(StoreValue.integer) ?? .null)])
             })
-            StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state)
+            StoreValuePusher(rowShapes: rowShapes, state: call.state)
                 .push(tables, asRows: true, columns: ["table", "rows", "bytes"])
             stack.setField("tables", at: -2)
             return 1

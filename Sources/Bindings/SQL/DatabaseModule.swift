@@ -58,9 +58,9 @@ enum DatabaseModule {
                 // The to-be-closed value: a loop that breaks or fails
                 // finalizes the statement at once.
                 call.host.pushObject(cursor, type: "opsh.cursor", methods: [
-                    "close": { _ in cursor.close(); return 0 },
+                    "close": closeCursor,
                 ], metamethods: [
-                    "__close": { _ in cursor.close(); return 0 },
+                    "__close": closeCursor,
                 ], on: call.state)
                 return 4
             },
@@ -85,6 +85,13 @@ enum DatabaseModule {
                 return 1
             },
         ])
+    }
+
+    /// `cursor:close()` and the generic `for`'s `__close`. The metatable is
+    /// shared by every cursor, so the cursor comes from the argument.
+    static func closeCursor(_ call: LuaCall) throws -> Int32 {
+        try call.object(1, as: SQLCursor.self, typeName: "opsh.cursor").close()
+        return 0
     }
 
     /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the
