@@ -1,7 +1,5 @@
-import Bindings
 import Foundation
 import GRDB
-import LuaRuntime
 import Store
 
 /// Telemetry retention cleanup (issue 4): delete the 1,000,000 oldest of
@@ -34,27 +32,20 @@ enum CleanupBenchmarks {
         }
         try check(path: cliPath, cutoff: cutoff)
 
-        // telemetry.cleanup from Lua, through a session as a script runs it.
+        // The core of telemetry.cleanup (the Lua binding only parses options).
         let store = try Store.open(path: opshPath)
-        let session = try OpshSession(store: store)
-        var report: [LuaValue] = []
+        var report = TelemetryCleanup.Report()
         let opsh = try withWriter(path: opshPath, executable: executable, directory: directory) {
-            report = try session.runtime.execute("""
-                local r = telemetry.cleanup{ olderThan = \(cutoff), batch = \(batch) }
-                return r.deleted, r.batches, r.longestLockMs
-                """, chunkName: "=bench")
+            report = try store.cleanupTelemetry(.init(cutoff: cutoff, batchSize: batch))
         }
-        precondition(report.first == .integer(Int64(deleted)), "cleanup deleted \(report)")
+        precondition(report.deleted == deleted, "cleanup deleted \(report.deleted)")
         try check(path: opshPath, cutoff: cutoff)
 
         let cliRate = Double(deleted) / cli.seconds
         let opshRate = Double(deleted) / opsh.seconds
         let ratio = opshRate / cliRate
         let met = ratio >= 0.7 && opsh.worstWait < 0.2
-        var lockMs = "?"
-        if report.count == 3, case let .number(value) = report[2] { lockMs = String(format: "%.1f ms", value) }
-        var batches = "?"
-        if report.count == 3, case let .integer(value) = report[1] { batches = String(value) }
+        let batches = "\(report.batches) batches: \(formatDuration(report.batchSeconds)) in transactions, longest \(String(format: "%.1f ms", report.longestLockMs))"
         return """
             ### Telemetry cleanup
 
@@ -64,7 +55,7 @@ enum CleanupBenchmarks {
             | run | rows/s | time | writer's worst wait | writer's commits |
             | --- | --- | --- | --- | --- |
             | `sqlite3`: one `DELETE … WHERE created_at < ?` | \(formatRate(cliRate)) | \(formatDuration(cli.seconds)) | \(formatDuration(cli.worstWait)) | \(cli.commits) |
-            | opsh: `telemetry.cleanup{ batch = \(batch) }` (\(batches) batches, longest \(lockMs)) | \(formatRate(opshRate)) | \(formatDuration(opsh.seconds)) | \(formatDuration(opsh.worstWait)) | \(opsh.commits) |
+            | opsh: `telemetry.cleanup{ batch = \(batch) }` (\(batches)) | \(formatRate(opshRate)) | \(formatDuration(opsh.seconds)) | \(formatDuration(opsh.worstWait)) | \(opsh.commits) |
 
             Target: ≥ 70 % of the single statement's throughput with the writer's worst wait under 200 ms. \
             Measured: \(String(format: "%.0f", ratio * 100)) %, \(formatDuration(opsh.worstWait)): **\(met ? "met" : "not met")**.

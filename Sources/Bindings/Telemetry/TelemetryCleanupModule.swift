@@ -100,6 +100,7 @@ enum TelemetryCleanupModule {
         let report = try cleanup.run(
             read: { body in try database.snapshotRead(body) },
             write: { body in try database.write(body) },
+            unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
             shouldStop: { callbackError != nil || call.host.interruptRequested != nil },
             progress: { progress in
                 bar.update(completed: progress.completed, total: progress.total)

@@ -3,16 +3,18 @@ import GRDB
 
 /// Retention cleanup of the `telemetry` table, in batches.
 ///
-/// Each batch is one short transaction (`DELETE … WHERE rowid IN (SELECT
-/// rowid … LIMIT n)`), so another process that writes to the database
-/// waits at most one batch for the lock, never the whole cleanup. The loop
+/// Each batch is one short transaction (the oldest `batchSize` matching
+/// rows), so another process that writes to the database waits at most
+/// about one batch for the lock, never the whole cleanup: between batches
+/// the lock is left free a while (``Options/pauseFraction``) and the WAL
+/// is checkpointed. The loop
 /// does not own the transactions: the caller says how to run one batch
 /// (``Store/cleanupTelemetry(_:shouldStop:progress:)`` uses the store's
 /// writer, the Lua binding its session), and may stop it between batches;
 /// batches already committed stay committed.
 ///
 /// ```swift
-/// let report = try store.cleanupTelemetry(.init(olderThan: 30 * 86400, batchSize: 5000))
+/// let report = try store.cleanupTelemetry(.init(olderThan: 30 * 86400, batchSize: 20_000))
 /// ```
 public struct TelemetryCleanup: Sendable {
     /// What to delete.
@@ -27,10 +29,17 @@ public struct TelemetryCleanup: Sendable {
         public var batchSize: Int
         /// Count what would go; delete nothing.
         public var dryRun: Bool
+        /// After each batch the write lock stays free for at least this
+        /// fraction of the batch's time (checkpointing counts), so that a
+        /// writer sleeping in SQLite's busy handler (retries 25–100 ms
+        /// apart) finds it free before its wait grows long.
+        public var pauseFraction = 0.5
 
-        /// The default batch: short enough that a batch holds the write
-        /// lock for a few tens of milliseconds (see BENCHMARKS.md, cleanup).
-        public static let defaultBatchSize = 5000
+        /// The default batch: a batch holds the write lock for a few tens
+        /// of milliseconds (≈ 50 ms on a loaded 2-core machine). Smaller
+        /// batches cost more per row (5,000: about half the throughput of
+        /// 20,000); see BENCHMARKS.md, telemetry cleanup.
+        public static let defaultBatchSize = 20_000
 
         public init(cutoff: Double, keep: Int? = nil, event: String? = nil,
                     batchSize: Int = Options.defaultBatchSize, dryRun: Bool = false) {
@@ -60,6 +69,9 @@ public struct TelemetryCleanup: Sendable {
         public var longestLockMs = 0.0
         /// Wall time of the whole cleanup.
         public var seconds = 0.0
+        /// Of which batch transactions (the rest: counting, checkpoints,
+        /// pauses that leave the lock to other writers).
+        public var batchSeconds = 0.0
         public var dryRun = false
         /// Stopped between batches before the end (interrupt).
         public var stopped = false
@@ -137,15 +149,40 @@ public struct TelemetryCleanup: Sendable {
         return try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry WHERE \(filter.sql)", arguments: filter.arguments) ?? 0
     }
 
-    /// Deletes one batch; returns the rows deleted (0: done).
-    func deleteBatch(_ db: Database, filter: Filter) throws -> Int {
-        let statement = try db.cachedStatement(sql: """
-            DELETE FROM telemetry WHERE rowid IN (SELECT rowid FROM telemetry WHERE \(filter.sql) LIMIT ?)
-            """)
+    /// Deletes one batch: the `batchSize` oldest matching rows. Returns the
+    /// rows deleted, and whether that was the last batch.
+    ///
+    /// The batch is a date range, `created_at <` the date of the first row
+    /// after the batch, read from the index: the same plan as one big
+    /// `DELETE … WHERE created_at < ?`, which costs about half the CPU of
+    /// `rowid IN (SELECT … LIMIT n)`. Only when more than a batch share
+    /// one date does it fall back to the latter.
+    func deleteBatch(_ db: Database, filter: Filter) throws -> (deleted: Int, last: Bool) {
         var arguments = filter.arguments
         arguments += [options.batchSize]
-        try statement.execute(arguments: arguments)
-        return db.changesCount
+        let bound = try Double.fetchOne(db.cachedStatement(sql: """
+            SELECT created_at FROM telemetry WHERE \(filter.sql) ORDER BY created_at LIMIT 1 OFFSET ?
+            """), arguments: arguments)
+        guard let bound else {
+            try db.cachedStatement(sql: "DELETE FROM telemetry WHERE \(filter.sql)").execute(arguments: filter.arguments)
+            return (db.changesCount, true)
+        }
+        // The bound row matches the filter, so every older row of the
+        // event does too. (Only one upper bound on created_at: with two,
+        // SQLite may scan up to the cutoff at each batch.)
+        if let event = options.event {
+            try db.cachedStatement(sql: "DELETE FROM telemetry WHERE event = ? AND created_at < ?")
+                .execute(arguments: [event, bound])
+        } else {
+            try db.cachedStatement(sql: "DELETE FROM telemetry WHERE created_at < ?").execute(arguments: [bound])
+        }
+        if db.changesCount > 0 { return (db.changesCount, false) }
+        arguments = filter.arguments
+        arguments += [options.batchSize]
+        try db.cachedStatement(sql: """
+            DELETE FROM telemetry WHERE rowid IN (SELECT rowid FROM telemetry WHERE \(filter.sql) LIMIT ?)
+            """).execute(arguments: arguments)
+        return (db.changesCount, false)
     }
 
     /// Runs the cleanup.
@@ -160,9 +197,14 @@ public struct TelemetryCleanup: Sendable {
     /// A batch that fails with SQLite's interrupt (`sqlite3_interrupt`, as
     /// Ctrl-C does) rolls back alone: the earlier ones stay committed and
     /// the report says `stopped`. Other errors are thrown.
+    ///   - unlocked: runs its body on the writer's connection outside any
+    ///     transaction (nil: not available). Then the cleanup checkpoints
+    ///     the WAL itself between batches, with the lock free, instead of
+    ///     letting the commit of a batch (ours or another process's) do it.
     public func run(
         read: ((Database) throws -> Void) throws -> Void,
         write: ((Database) throws -> Void) throws -> Void,
+        unlocked: (((Database) throws -> Void) throws -> Void)? = nil,
         shouldStop: () -> Bool = { false },
         progress: (MaintenanceProgress) -> Void = { _ in }
     ) throws -> Report {
@@ -187,6 +229,22 @@ public struct TelemetryCleanup: Sendable {
         }
         let batchFilter = filter(boundary: boundary)
         progress(MaintenanceProgress(completed: 0, total: report.matched))
+        // Checkpoints between batches rather than in commits.
+        var autoCheckpoint: Int?
+        if let unlocked {
+            try unlocked { db in
+                autoCheckpoint = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            }
+        }
+        defer {
+            if let unlocked, let autoCheckpoint {
+                try? unlocked { db in
+                    try db.execute(sql: "PRAGMA wal_autocheckpoint = \(autoCheckpoint)")
+                    _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+                }
+            }
+        }
         while true {
             if shouldStop() {
                 report.stopped = true
@@ -194,21 +252,31 @@ public struct TelemetryCleanup: Sendable {
             }
             let batchStart = DispatchTime.now().uptimeNanoseconds
             var deleted = 0
+            var last = false
             do {
-                try write { db in deleted = try deleteBatch(db, filter: batchFilter) }
+                try write { db in (deleted, last) = try deleteBatch(db, filter: batchFilter) }
             } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
                 report.stopped = true
                 break
             }
-            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - batchStart) / 1e6
+            let lockEnd = DispatchTime.now().uptimeNanoseconds
+            let elapsed = Double(lockEnd - batchStart) / 1e6
             if deleted == 0 { break }
             report.longestLockMs = max(report.longestLockMs, elapsed)
+            report.batchSeconds += elapsed / 1000
             report.batches += 1
             report.deleted += deleted
             // Old rows written meanwhile may push the count past what
             // matched at the start.
             progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
-            if deleted < options.batchSize { break }
+            if last { break }
+            // The lock is free: checkpoint, then leave it free a while.
+            if let unlocked {
+                try unlocked { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+            }
+            let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
+            let pause = options.pauseFraction * elapsed - free
+            if pause > 0 { usleep(UInt32(pause * 1000)) }
         }
         report.seconds = elapsedSeconds()
         return report
@@ -224,6 +292,7 @@ extension Store {
         return try cleanup.run(
             read: { body in try writer.read(body) },
             write: { body in try writer.write(body) },
+            unlocked: { body in try self.writer.writeWithoutTransaction(body) },
             shouldStop: shouldStop, progress: progress)
     }
 
