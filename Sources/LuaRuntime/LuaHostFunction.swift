@@ -13,14 +13,14 @@ public struct LuaCall {
     public let stack: LuaStack
     /// The name in error messages: `bad argument #1 to 'query'`.
     public let name: String
-    let runtime: LuaRuntime
+    unowned(unsafe) let runtime: LuaRuntime
 
     public var state: OpaquePointer { stack.state }
     /// How many arguments the caller passed.
     public let argumentCount: Int32
 
-    init(state: OpaquePointer, name: String, runtime: LuaRuntime) {
-        self.stack = LuaStack(state, references: runtime.references)
+    init(state: OpaquePointer, name: String, runtime: LuaRuntime, references: LuaReferenceTable) {
+        self.stack = LuaStack(state, references: references)
         self.name = name
         self.runtime = runtime
         self.argumentCount = lua_gettop(state)
@@ -153,12 +153,17 @@ public struct LuaCall {
 final class HostFunctionBox {
     let name: String
     let body: LuaHostFunction
-    unowned let runtime: LuaRuntime
+    unowned(unsafe) let runtime: LuaRuntime
+    /// The runtime's, kept here so a call does not go through `runtime`.
+    let references: LuaReferenceTable
 
+    /// `unowned(unsafe)`: Lua owns the box and the runtime owns Lua, so the
+    /// runtime outlives every call of it.
     init(name: String, body: @escaping LuaHostFunction, runtime: LuaRuntime) {
         self.name = name
         self.body = body
         self.runtime = runtime
+        self.references = runtime.references
     }
 }
 
@@ -168,7 +173,7 @@ final class HostFunctionBox {
 let hostDispatch: opsh_host_function = { state, context in
     guard let state, let context else { return 0 }
     let box = Unmanaged<HostFunctionBox>.fromOpaque(context).takeUnretainedValue()
-    let call = LuaCall(state: state, name: box.name, runtime: box.runtime)
+    let call = LuaCall(state: state, name: box.name, runtime: box.runtime, references: box.references)
     do {
         let results = try box.body(call)
         return results

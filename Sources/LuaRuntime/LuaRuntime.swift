@@ -35,6 +35,9 @@ public final class LuaRuntime {
     /// Run when an interrupt arrives (e.g. `sqlite3_interrupt` for the
     /// statement a host function is waiting on). Any thread.
     private let interruptHandlers = Mutex<[@Sendable (LuaInterruptReason) -> Void]>([])
+    /// Run on the Lua thread each time the outermost protected call
+    /// returns: Lua is idle until the next one.
+    private var idleHandlers: [() -> Void] = []
 
     public init(options: Options = Options()) throws {
         guard let state = opsh_newstate(0) else {
@@ -292,6 +295,7 @@ public final class LuaRuntime {
             if status == LUA_OK, opsh_interrupt_reason(state) != 0 {
                 opsh_clear_interrupt(state)
             }
+            for handler in idleHandlers { handler() }
         }
         return status
     }
@@ -372,6 +376,12 @@ public final class LuaRuntime {
     /// Runs `handler` on each interrupt (e.g. to interrupt SQLite).
     public func onInterrupt(_ handler: @escaping @Sendable (LuaInterruptReason) -> Void) {
         interruptHandlers.withLock { $0.append(handler) }
+    }
+
+    /// Runs `handler` on the Lua thread whenever the outermost chunk or
+    /// call returns (e.g. to let go of a read snapshot while idle).
+    public func onIdle(_ handler: @escaping () -> Void) {
+        idleHandlers.append(handler)
     }
 
     /// Changes the memory limit (nil: none).

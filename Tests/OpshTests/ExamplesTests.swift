@@ -55,10 +55,10 @@ import Testing
         // Three older backups of the series and a file of another name.
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         for (offset, name) in ["opsh-20240101-000000.sqlite", "opsh-20240102-000000.sqlite", "opsh-20240103-000000.sqlite"].enumerated() {
-            FileManager.default.createFile(atPath: folder + "/" + name, contents: Data("old".utf8),
-                                           attributes: [.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)])
+            #expect(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data("old".utf8),
+                                                   attributes: [.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)]))
         }
-        FileManager.default.createFile(atPath: folder + "/notes.txt", contents: Data("keep me".utf8))
+        #expect(FileManager.default.createFile(atPath: folder + "/notes.txt", contents: Data("keep me".utf8)))
 
         let dry = try sandbox.dryRun("nightly-backup.lua", [folder, "2"])
         #expect(dry.status == 0, "\(dry.stderr)")

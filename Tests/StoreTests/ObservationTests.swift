@@ -13,7 +13,7 @@ import Testing
         }
         #expect(values.wait { $0 == [.array([])] })
 
-        try store.client.write { db in
+        _ = try store.client.write { db in
             try store.projects.records.insert(db, ProjectRecord(bundleIdentifier: "a.b", name: "A", gitRepositoryURL: "/a"))
         }
         #expect(values.wait { $0.last == .array([.text("a.b")]) })

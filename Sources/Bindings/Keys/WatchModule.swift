@@ -181,6 +181,7 @@ final class WatchModule {
             if !session.hasSubscriptions { return call.results(true, .array(failures)) }
             let remaining = deadline.map { $0.timeIntervalSinceNow }
             if let remaining, remaining <= 0 { return call.results(false, .array(failures)) }
+            session.releaseReadSnapshot()
             _ = session.events.wait(timeout: remaining, shouldStop: { runtime.interruptRequested != nil })
         }
     }

@@ -21,17 +21,13 @@ enum DatabaseModule {
             "first": { call in try executor.run(call: call, shape: .first) },
             "value": { call in try executor.run(call: call, shape: .value) },
             "exec": { call in
-                let sql = try call.string(1)
-                try refuseTransactionControl(sql)
-                if call.argumentCount == 1, sql.contains(";") {
-                    do {
-                        return try executor.run(call: call, shape: .changes)
-                    } catch let failure as SQLFailure where failure.message.hasPrefix("more than one statement") {
-                        try executor.runScript(sql)
-                        return call.results(0)
-                    }
+                do {
+                    return try executor.run(call: call, shape: .changes)
+                } catch let failure as SQLFailure where failure.isSeveralStatements && call.argumentCount == 1 {
+                    // A script of statements without parameters.
+                    try executor.runScript(try call.string(1))
+                    return call.results(0)
                 }
-                return try executor.run(call: call, shape: .changes)
             },
             "rows": { call in
                 let cursor = try executor.openCursor(try call.string(1), call: call, from: 2)
@@ -94,12 +90,4 @@ enum DatabaseModule {
         return 0
     }
 
-    /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the
-    /// transaction out from under opsh; `db.transaction` does it safely.
-    static func refuseTransactionControl(_ sql: String) throws {
-        let first = sql.drop(while: { $0.isWhitespace }).prefix(while: { $0.isLetter }).uppercased()
-        if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(first) {
-            throw LuaCallError.message("\(first) is not run through db.exec: use db.transaction(function() … end), which commits, rolls back and nests as savepoints")
-        }
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDBSQLite
+import LuaRuntime
 
 /// The Lua thread's own read-only connection to the database file.
 ///
@@ -11,6 +12,16 @@ import GRDBSQLite
 final class ReadConnection {
     let handle: OpaquePointer
     private var cache: [String: OpaquePointer] = [:]
+
+    /// Reads share one read transaction for at most this long. Beginning a
+    /// read transaction in WAL mode costs file-lock system calls, which
+    /// dominate a point query; a script's burst of reads shares one
+    /// snapshot instead. It ends sooner when this session writes (so reads
+    /// see its own writes) and whenever Lua goes idle (so an idle shell
+    /// never pins the WAL).
+    static let snapshotWindow = 0.05
+    private var snapshotStarted: Double?
+    private var snapshotWriteCount = 0
 
     init(path: String, busyTimeout: TimeInterval) throws {
         var handle: OpaquePointer?
@@ -44,6 +55,7 @@ final class ReadConnection {
     }
 
     static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
+        try refuseTransactionControl(sql)
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -55,7 +67,7 @@ final class ReadConnection {
         }
         if code == SQLITE_MISUSE {
             sqlite3_finalize(statement)
-            throw SQLFailure(message: "more than one statement (run scripts of several statements with db.exec and no parameters)", sql: sql)
+            throw SQLFailure(message: SQLFailure.severalStatements, sql: sql)
         }
         guard code == SQLITE_OK, let statement else {
             throw SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
@@ -64,12 +76,57 @@ final class ReadConnection {
     }
 
     func interrupt() { sqlite3_interrupt(handle) }
+
+    /// Called before each read outside a transaction: keeps the current
+    /// snapshot while it is fresh, else starts a new one.
+    func useSnapshot(writeCount: Int) {
+        let now = Self.monotonicNow()
+        if let started = snapshotStarted {
+            if now - started < Self.snapshotWindow && writeCount == snapshotWriteCount { return }
+            guard endSnapshot() else { return }
+        }
+        if sqlite3_get_autocommit(handle) != 0, sqlite3_exec(handle, "BEGIN", nil, nil, nil) == SQLITE_OK {
+            snapshotStarted = now
+            snapshotWriteCount = writeCount
+        }
+    }
+
+    /// Ends the shared read transaction; false while a `db.rows` loop
+    /// still reads from it (it ends at the next chance).
+    @discardableResult
+    func endSnapshot() -> Bool {
+        guard snapshotStarted != nil else { return true }
+        guard sqlite3_exec(handle, "COMMIT", nil, nil, nil) == SQLITE_OK else { return false }
+        snapshotStarted = nil
+        return true
+    }
+
+    private static func monotonicNow() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
+
+    /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the
+    /// transaction out from under opsh; `db.transaction` does it safely.
+    /// Checked once per statement, when it is prepared.
+    static func refuseTransactionControl(_ sql: String) throws {
+        let word = sql.utf8.drop(while: { $0 == 32 || (9...13).contains($0) })
+            .prefix(while: { (65...90).contains($0) || (97...122).contains($0) })
+        let first = String(decoding: word, as: UTF8.self).uppercased()
+        if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(first) {
+            throw LuaCallError.message("\(first) is not run through db: use db.transaction(function() … end), which commits, rolls back and nests as savepoints")
+        }
+    }
 }
 
 /// An SQL error: SQLite's message and the statement it is about.
 struct SQLFailure: Error, CustomStringConvertible {
     var message: String
     var sql: String?
+
+    static let severalStatements = "more than one statement (run scripts of several statements with db.exec and no parameters)"
+    var isSeveralStatements: Bool { message == Self.severalStatements }
 
     var description: String {
         guard let sql else { return "SQL error: \(message)" }

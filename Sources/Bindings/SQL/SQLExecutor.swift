@@ -43,6 +43,7 @@ final class SQLExecutor {
         if let readConnection {
             let entry = try statements.statement(for: call.state, at: 1, on: readConnection.handle)
             if entry.isReadonly {
+                readConnection.useSnapshot(writeCount: session.writeCount)
                 return try step(entry, connection: readConnection.handle, call: call, shape: shape)
             }
         }
@@ -157,6 +158,7 @@ final class SQLExecutor {
         if let current = session.current {
             handle = current.sqliteConnection!
         } else if let readConnection {
+            readConnection.useSnapshot(writeCount: session.writeCount)
             handle = readConnection.handle
         } else {
             throw LuaCallError.message("db.rows needs a database file or an open transaction")

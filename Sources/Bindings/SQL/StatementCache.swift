@@ -44,6 +44,7 @@ final class StatementCache {
     /// builds SQL by concatenation must not grow it without end.
     private let capacity = 512
     private var entries: [Key: Entry] = [:]
+    private var last: (key: Key, entry: Entry)?
     /// Row-shape registry slots of dropped entries, for the Lua thread to
     /// free.
     private(set) var releasedShapeSlots: [Int32] = []
@@ -56,17 +57,24 @@ final class StatementCache {
             throw LuaCallError.message("SQL text expected")
         }
         let key = Key(connection: connection, address: UnsafeRawPointer(pointer))
-        if let entry = entries[key], entry.matches(pointer, length) { return entry }
+        // A loop runs the same statement again and again: try it first.
+        if let last, last.key == key, last.entry.matches(pointer, length) { return last.entry }
+        if let entry = entries[key], entry.matches(pointer, length) {
+            last = (key, entry)
+            return entry
+        }
         let bytes = Array(UnsafeRawBufferPointer(start: pointer, count: length))
         let statement = try ReadConnection.prepare(String(decoding: bytes, as: UTF8.self), on: connection)
         if entries.count >= capacity { removeAll() }
         if let old = entries[key], old.shapeSlot >= 0 { releasedShapeSlots.append(old.shapeSlot) }
         let entry = Entry(bytes: bytes, statement: statement)
         entries[key] = entry
+        last = (key, entry)
         return entry
     }
 
     private func removeAll() {
+        last = nil
         releasedShapeSlots += entries.values.map(\.shapeSlot).filter { $0 >= 0 }
         entries.removeAll()
     }

@@ -28,6 +28,7 @@ public final class OpshSession {
     public let events = EventQueue()
     public let options: Options
     let sql: SQLExecutor
+    private let readConnection: ReadConnection?
     /// Subscriptions (watches, followed jobs): what to do with their
     /// events on the Lua thread.
     var subscriptions: [Int: (Any & Sendable) throws -> Void] = [:]
@@ -54,6 +55,8 @@ public final class OpshSession {
             interruptTargets.value.1?.interrupt()
         }
 
+        runtime.onIdle { [weak readConnection] in readConnection?.endSnapshot() }
+        self.readConnection = readConnection
         try installModules()
         if let limit = options.memoryLimit { runtime.setMemoryLimit(limit) }
     }
@@ -74,6 +77,13 @@ public final class OpshSession {
         ConfigModule.install(in: self)
         MaintenanceModule.install(in: self)
         HelpModule.install(in: self)
+    }
+
+    /// Lets go of the read snapshot shared by a burst of reads: call it
+    /// before blocking (waiting for events), so a waiting script neither
+    /// reads old data afterwards nor holds the WAL back.
+    public func releaseReadSnapshot() {
+        readConnection?.endSnapshot()
     }
 
     // MARK: Events

@@ -37,6 +37,7 @@ public final class SessionDatabase {
 
     /// Leaves the transaction: the connection is GRDB's again.
     private func endTransaction() {
+        writeCount &+= 1
         current = nil
         changedOutsideGRDB = false
         for cursor in transactionCursors { cursor.value?.close() }
@@ -44,6 +45,10 @@ public final class SessionDatabase {
     }
 
     public var isInTransaction: Bool { current != nil }
+
+    /// Counts writes this session committed (or started), so the read
+    /// connection knows its snapshot is older than them.
+    public private(set) var writeCount = 0
     public var isDryRun: Bool { changeCounter != nil }
 
     /// Runs a read: on the open transaction, else as one statement on a
@@ -63,6 +68,7 @@ public final class SessionDatabase {
     /// Runs an atomic write: a savepoint in the open transaction, else a
     /// transaction of its own.
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        writeCount &+= 1
         if let current {
             var result: T?
             try current.inSavepoint {
@@ -80,6 +86,7 @@ public final class SessionDatabase {
 
     /// Runs a write that is a single statement: no savepoint needed.
     public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
+        writeCount &+= 1
         if let current { return try body(current) }
         return try store.writer.write { db in
             let result = try body(db)
