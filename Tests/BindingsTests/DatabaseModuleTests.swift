@@ -123,6 +123,9 @@ import LuaRuntime
             try test.run("db.exec('INSERT INTO items (name) VALUES (?)', 'new') db.exec('UPDATE items SET qty = 1') db.exec('DELETE FROM items WHERE name = ?', 'before')")
         }
         #expect(summary.tables["items"] == .init(inserted: 1, updated: 2, deleted: 1))
+        #expect(try test.run("return opsh.dryRun()") == [false])
+        let (flag, _) = try test.session.database.dryRun { try test.run("return opsh.dryRun()") }
+        #expect(flag == [true])
         #expect(try test.sqlite3("SELECT group_concat(name) FROM items") == "before")
     }
 

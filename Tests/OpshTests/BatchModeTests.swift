@@ -29,6 +29,18 @@ import Testing
         #expect(!result.stderr.contains("\u{1B}["))
     }
 
+    @Test func requireFindsModulesInALuaFolderNextToTheScript() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/ops/lua", withIntermediateDirectories: true)
+        try "return { greet = function(n) return 'hello ' .. n end }".write(
+            toFile: sandbox.root + "/ops/lua/helpers.lua", atomically: true, encoding: .utf8)
+        try "print(require('helpers').greet(arg[1]))".write(
+            toFile: sandbox.root + "/ops/main.lua", atomically: true, encoding: .utf8)
+        let result = try sandbox.opsh(["run", sandbox.root + "/ops/main.lua", "cron"])
+        #expect(result.status == 0)
+        #expect(result.stdout == "hello cron\n")
+    }
+
     @Test func usageErrorsExitTwo() throws {
         let sandbox = try Sandbox()
         let unknown = try sandbox.opsh(["--no-such-option"])

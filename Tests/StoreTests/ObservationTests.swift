@@ -74,6 +74,9 @@ import Testing
             weakObservation = observation
             #expect(store.externalChanges?.subscriberCount == 1)
         }
+        // A fetch already running holds it until it returns.
+        let deadline = Date().addingTimeInterval(5)
+        while weakObservation != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(weakObservation == nil)
         #expect(store.externalChanges?.subscriberCount == 0)
     }

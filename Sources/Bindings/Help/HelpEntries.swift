@@ -151,6 +151,7 @@ enum HelpEntries {
         HelpEntry(module: "key", name: "session", signature: "key.session(id) | .generations", summary: "Keys of a generation session."),
         HelpEntry(module: "key", name: "parse", signature: "key.parse(text) → key", summary: "Parses a textual query key (errors give the position)."),
         HelpEntry(module: "opsh", name: "wait", signature: "opsh.wait([timeout])", summary: "Runs watch callbacks until no watch is left or the timeout passes."),
+        HelpEntry(module: "opsh", name: "dryRun", signature: "opsh.dryRun() → boolean", summary: "Whether this run is an `opsh run --dry-run` (everything is rolled back at the end)."),
         HelpEntry(module: "opsh", name: "watches", signature: "opsh.watches() → handles", summary: "The live watches."),
         HelpEntry(module: "migrate", name: "status", signature: "migrate.status([{folder=}]) → rows", summary: "Every migration, built-in and Lua, with its state."),
         HelpEntry(module: "migrate", name: "up", signature: "migrate.up([target | {folder=, target=}])", summary: "Applies pending migrations, each in a transaction, up to target."),

@@ -64,6 +64,7 @@ public final class OpshSession {
     /// Every module of the Lua API, each in its own file.
     private func installModules() throws {
         DatabaseModule.install(in: self)
+        OpshModule.install(in: self)
         KeyModule.install(in: self)
         try WatchModule.install(in: self)
         MigrationModule.install(in: self)

@@ -57,7 +57,14 @@ struct BatchMode {
         let session = launch.openSession()
         let runtime = session.runtime
         var script: String?
-        if case let .file(path) = source { script = path }
+        if case let .file(path) = source {
+            script = path
+            // `require` looks in lua/ next to the script, then next to the
+            // script, then in LUA_PATH's folders.
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            runtime.prependModulePath(folder)
+            runtime.prependModulePath(folder + "/lua")
+        }
         if case .standardInput = source { script = "-" }
         Launch.setArguments(runtime, script: script, arguments: scriptArguments)
 
