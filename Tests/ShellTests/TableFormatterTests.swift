@@ -31,4 +31,14 @@ import Testing
         let table = TableFormatter(unicode: false).format(columns: ["x"], rows: [[.null]])
         #expect(table == "+------+\n| x    |\n+------+\n| NULL |\n+------+\n(1 row)")
     }
+
+    @Test func wideTablesAreNarrowedToTheTerminalInsteadOfWrapping() {
+        let row: [TableFormatter.Cell] = [.text(String(repeating: "a", count: 36)), .text(String(repeating: "b", count: 36)), .number("7")]
+        let table = TableFormatter(totalWidth: 60).format(columns: ["id", "schemeId", "n"], rows: [row])
+        let lines = table.split(separator: "\n").dropLast()  // the row count
+        for line in lines { #expect(TextWidth.of(String(line)) <= 60) }
+        #expect(lines[3] == "│ aaaaaaaaaaaaaaaaaaaaaaa… │ bbbbbbbbbbbbbbbbbbbbbbbb… │ 7 │")
+        // Without a width (a pipe, a file) nothing is cut below the maximum.
+        #expect(TableFormatter().format(columns: ["id"], rows: [[row[0]]]).contains(String(repeating: "a", count: 36)))
+    }
 }

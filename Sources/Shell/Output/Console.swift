@@ -50,6 +50,15 @@ public struct Console: Sendable {
 public enum Terminal {
     public static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) == 1 }
 
+    /// The width in columns of the terminal on `descriptor`, or nil when it
+    /// is not a terminal (output to a pipe or file is never narrowed).
+    public static func width(descriptor: Int32) -> Int? {
+        guard isTerminal(descriptor) else { return nil }
+        var size = winsize()
+        guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
     public static func wantsColour(descriptor: Int32) -> Bool {
         let environment = ProcessInfo.processInfo.environment
         if environment["NO_COLOR"].map({ !$0.isEmpty }) == true { return false }

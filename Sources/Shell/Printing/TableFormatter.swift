@@ -27,8 +27,14 @@ public struct TableFormatter: Sendable {
     /// What NULL looks like.
     public var nullMarker = "∅"
 
-    public init(maximumColumnWidth: Int = 40, unicode: Bool = true) {
+    /// The width of the terminal: columns are narrowed (widest first, to
+    /// no less than 6) until the table fits, instead of wrapping. Nil: no
+    /// limit (a pipe or a file).
+    public var totalWidth: Int?
+
+    public init(maximumColumnWidth: Int = 40, unicode: Bool = true, totalWidth: Int? = nil) {
         self.maximumColumnWidth = maximumColumnWidth
+        self.totalWidth = totalWidth
         self.unicode = unicode
         if !unicode { nullMarker = "NULL" }
     }
@@ -44,6 +50,14 @@ public struct TableFormatter: Sendable {
         for row in texts {
             for (index, text) in row.enumerated() {
                 widths[index] = min(max(widths[index], TextWidth.of(text)), maximumColumnWidth)
+            }
+        }
+        if let totalWidth {
+            // Each column takes its width plus " " on both sides and a rule.
+            let minimum = 6
+            while widths.reduce(1, { $0 + $1 + 3 }) > totalWidth,
+                  let widest = widths.indices.max(by: { widths[$0] < widths[$1] }), widths[widest] > minimum {
+                widths[widest] -= 1
             }
         }
         let box = unicode

@@ -30,6 +30,9 @@ public struct ValuePrinter {
     public var maximumItems = 200
     /// Widest a table column may be before values are cut.
     public var maximumColumnWidth = 40
+    /// Tables are narrowed to fit this many columns (the terminal's width
+    /// when standard output is one).
+    public var totalWidth: Int? = Terminal.width(descriptor: 1)
 
     public init(mode: OutputMode = .table, unicode: Bool = true) {
         self.mode = mode
@@ -100,7 +103,8 @@ public struct ValuePrinter {
 
     private func table(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
         guard !columns.isEmpty else { return rows.count == 1 ? "(1 row)" : "(\(rows.count) rows)" }
-        return TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode).format(columns: columns, rows: rows)
+        return TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode, totalWidth: totalWidth)
+            .format(columns: columns, rows: rows)
     }
 
     private func cell(_ lua: LuaInspection, row: Int32, column: String) -> TableFormatter.Cell {
