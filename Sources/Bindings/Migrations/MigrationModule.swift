@@ -149,6 +149,11 @@ final class MigrationModule {
     /// Loads every `*.lua` file of the folder: runs it and checks that it
     /// returns `{ id = "…", up = function(db) … end }`.
     private func load(folder explicit: String?, call: LuaCall) throws -> [Loaded] {
+        // `--sandbox`: no files, so only the built-in migrations.
+        if session.options.sandbox {
+            if explicit != nil { throw LuaCallError.message("migrations from files are not available in --sandbox") }
+            return []
+        }
         guard let folder = explicit ?? folder ?? defaultFolder(call) else { return [] }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {

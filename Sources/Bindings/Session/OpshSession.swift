@@ -1,4 +1,6 @@
 import Foundation
+import GRDB
+import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -58,6 +60,7 @@ public final class OpshSession {
         runtime.onIdle { [weak readConnection] in readConnection?.endSnapshot() }
         self.readConnection = readConnection
         try installModules()
+        if options.sandbox { try confine() }
         if let limit = options.memoryLimit { runtime.setMemoryLimit(limit) }
     }
 
@@ -77,7 +80,27 @@ public final class OpshSession {
         SDKRepositoryModules.install(in: self)
         ConfigModule.install(in: self)
         MaintenanceModule.install(in: self)
+        TransferModule.install(in: self)
         HelpModule.install(in: self)
+    }
+
+    /// `--sandbox`: the modules that reach files or processes (`git`,
+    /// `jobs`, `backup`) raise an error, and SQL cannot ATTACH another file
+    /// (nor `VACUUM INTO` one, which attaches).
+    private func confine() throws {
+        if let handle = readConnection?.handle { _ = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0) }
+        store.writer.writeWithoutTransaction { db in
+            _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
+        }
+        try runtime.execute("""
+            local function refused(name)
+              return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end
+            end
+            local function module(name)
+              return setmetatable({}, { __index = function(_, field) return refused(name .. "." .. field) end })
+            end
+            git, jobs, backup = module("git"), module("jobs"), refused("backup")
+            """, chunkName: "=(sandbox)")
     }
 
     /// Lets go of the read snapshot shared by a burst of reads: call it
