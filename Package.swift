@@ -90,6 +90,8 @@ let package = Package(
         .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
         .testTarget(name: "OpshTests", dependencies: ["opsh"]),
+        // Faults, bad input, fuzzing and security (issue 5); runs the built `opsh` too.
+        .testTarget(name: "ReliabilityTests", dependencies: ["opsh", "Store", "LuaRuntime", "Git"]),
     ],
     swiftLanguageModes: [.v6]
 )

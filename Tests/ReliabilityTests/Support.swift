@@ -1,0 +1,171 @@
+import Foundation
+import Git
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The built `opsh` next to this test bundle (`swift build --build-tests`
+/// builds it: the test target depends on it). As in OpshTests.
+let opshExecutable: String = {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let executable = count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+    var folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
+    for _ in 0..<4 {
+        let candidate = folder.appendingPathComponent("opsh").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        folder = folder.deletingLastPathComponent()
+    }
+    return "opsh"
+}()
+
+/// A deterministic generator (SplitMix64), so that a failing seed can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The seed of a run: `OPSH_RELIABILITY_SEED`, else a fixed one.
+func reliabilitySeed(_ fallback: UInt64) -> UInt64 {
+    ProcessInfo.processInfo.environment["OPSH_RELIABILITY_SEED"].flatMap { UInt64($0) } ?? fallback
+}
+
+/// Whether the long runs are asked for (`OPSH_RELIABILITY_LONG=1`).
+var longRun: Bool { ProcessInfo.processInfo.environment["OPSH_RELIABILITY_LONG"] == "1" }
+
+/// Appends a line to the file named by `OPSH_RELIABILITY_REPORT`, if set
+/// (RELIABILITY.md's figures come from there), and prints it.
+func reportFigure(_ line: String) {
+    print("figure: \(line)")
+    guard let path = ProcessInfo.processInfo.environment["OPSH_RELIABILITY_REPORT"] else { return }
+    let data = Data((line + "\n").utf8)
+    if let handle = FileHandle(forWritingAtPath: path) {
+        handle.seekToEndOfFile()
+        handle.write(data)
+        try? handle.close()
+    } else {
+        FileManager.default.createFile(atPath: path, contents: data)
+    }
+}
+
+/// A temporary folder for one test: database, XDG folders, scripts.
+final class Scratch: @unchecked Sendable {
+    let root: String
+    var database: String { root + "/data/test.sqlite" }
+
+    init() throws {
+        root = NSTemporaryDirectory() + "opsh-reliability-" + UUID().uuidString
+        for folder in ["home", "data", "state", "config", "runtime", "scripts"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        }
+        chmod(root + "/runtime", 0o700)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    var environment: [String: String] {
+        [
+            "HOME": root + "/home",
+            "XDG_DATA_HOME": root + "/data",
+            "XDG_STATE_HOME": root + "/state",
+            "XDG_CONFIG_HOME": root + "/config",
+            "XDG_RUNTIME_DIR": root + "/runtime",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        ]
+    }
+
+    func script(_ name: String, _ text: String) throws -> String {
+        let path = root + "/scripts/" + name
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Starts `executable` through posix_spawn (stdin /dev/null).
+    func spawn(_ executable: String, _ arguments: [String]) throws -> SpawnedProcess {
+        try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment)
+    }
+
+    /// Runs `executable` to its end.
+    func run(_ executable: String, _ arguments: [String]) throws -> Result {
+        let child = try spawn(executable, arguments)
+        return finish(child)
+    }
+
+    /// Reads both pipes to their end, then reaps the child.
+    func finish(_ child: SpawnedProcess, stdoutPrefix: [UInt8] = []) -> Result {
+        nonisolated(unsafe) var errors: [UInt8] = []
+        let done = DispatchSemaphore(value: 0)
+        let descriptor = child.standardError
+        Thread.detachNewThread { errors = readToEnd(descriptor); done.signal() }
+        let output = stdoutPrefix + readToEnd(child.standardOutput)
+        done.wait()
+        close(child.standardOutput)
+        close(child.standardError)
+        let termination = Subprocess.reap(child.pid)
+        return Result(status: termination.exitCode,
+                      stdout: String(decoding: output, as: UTF8.self),
+                      stderr: String(decoding: errors, as: UTF8.self))
+    }
+
+    /// opsh with `--db` to this folder's database (after a subcommand).
+    func opsh(_ arguments: [String]) throws -> Result {
+        try run(opshExecutable, withDatabase(arguments))
+    }
+
+    func withDatabase(_ arguments: [String]) -> [String] {
+        if arguments.first == "run" { return ["run", "--db", database] + arguments.dropFirst() }
+        return ["--db", database] + arguments
+    }
+
+    /// SQL through the sqlite3 CLI (another process, another SQLite connection).
+    func sqlite(_ sql: String, file: String? = nil) throws -> String {
+        let result = try run("/usr/bin/sqlite3", [file ?? database, sql])
+        #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Reads `descriptor` until end of file.
+func readToEnd(_ descriptor: Int32) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = read(descriptor, &buffer, buffer.count)
+        if count > 0 { bytes += buffer[..<count]; continue }
+        if count < 0 && errno == EINTR { continue }
+        return bytes
+    }
+}
+
+/// Reads `descriptor` until a newline has arrived (or end of file); returns what was read.
+func readFirstLine(_ descriptor: Int32) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while !bytes.contains(0x0A) {
+        let count = read(descriptor, &buffer, buffer.count)
+        if count > 0 { bytes += buffer[..<count]; continue }
+        if count < 0 && errno == EINTR { continue }
+        break
+    }
+    return bytes
+}
+
+/// SHA-free fingerprint of a file's bytes (for "unchanged" checks).
+func fileBytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
