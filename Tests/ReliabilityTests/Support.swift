@@ -53,7 +53,7 @@ func reportFigure(_ line: String) {
         handle.write(data)
         try? handle.close()
     } else {
-        FileManager.default.createFile(atPath: path, contents: data)
+        _ = FileManager.default.createFile(atPath: path, contents: data)
     }
 }
 
