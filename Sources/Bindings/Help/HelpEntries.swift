@@ -36,6 +36,7 @@ enum HelpEntries {
         ("jobs", "builds run by this opsh"),
         ("git", "versions and branches of a repository"),
         ("analytics", "aggregations over usage and builds"),
+        ("export", "an aggregate as a JSON document (import() reads it back)"),
     ]
 
     static func table(_ module: String, _ noun: String, key: String) -> [HelpEntry] {
@@ -63,6 +64,8 @@ enum HelpEntries {
         HelpEntry(module: "", name: "backup", signature: "backup(path [, {keep=N, overwrite=bool}]) → {path, pages, bytes, seconds, removed}",
                   summary: "Online copy of the database, checked with integrity_check; keep=N deletes all but the N newest of the series."),
         HelpEntry(module: "", name: "vacuum", signature: "vacuum() → {pagesBefore, pagesAfter, freePagesBefore}", summary: "Rebuilds the file to reclaim free pages (not inside db.transaction)."),
+        HelpEntry(module: "", name: "import", signature: "import(jsonText | {file=} [, {replace=bool}]) → rowsPerTable, replacedPerTable",
+                  summary: "Writes an export document in one transaction after checking all of it; rows that exist are refused unless replace=true."),
         HelpEntry(module: "", name: "check", signature: "check() → {ok, problems, foreignKeys}", summary: "integrity_check and foreign_key_check: damage and rows pointing at missing rows."),
         HelpEntry(module: "", name: "stats", signature: "stats() → {path, fileSize, walSize, pageSize, pageCount, freePages, rows, tables, migrations}",
                   summary: "Sizes, row counts per table (rows.name) and applied migrations."),
@@ -174,6 +177,10 @@ enum HelpEntries {
         HelpEntry(module: "jobs", name: "configure", signature: "jobs.configure{concurrency=, grace=, workspaces=}", summary: "Settings of the job manager (before the first build)."),
         HelpEntry(module: "git", name: "versions", signature: "git.versions(pathOrURL) → rows, skipped", summary: "Tags that are semantic versions, oldest first."),
         HelpEntry(module: "git", name: "branches", signature: "git.branches(pathOrURL) → rows", summary: "Local and remote-tracking branches."),
+        HelpEntry(module: "export", name: "project", signature: "export.project(id [, {logs=bool, file=path}]) → jsonText|path, rowsPerTable",
+                  summary: "A project with its schemes, builds, and (unless logs=false) build logs and crash logs, as JSON."),
+        HelpEntry(module: "export", name: "model", signature: "export.model(id [, {file=path}]) → jsonText|path, rowsPerTable",
+                  summary: "A model with its daily usage stats, as JSON."),
         HelpEntry(module: "analytics", name: "models", signature: "analytics.models{since=, until=} → rows", summary: "Per model: tokens, cost, latency."),
         HelpEntry(module: "analytics", name: "daily", signature: "analytics.daily{model=, since=, until=} → rows", summary: "Usage per day."),
         HelpEntry(module: "analytics", name: "usage", signature: "analytics.usage{since=} → rows", summary: "Usage from model_usage_stats with error rates."),

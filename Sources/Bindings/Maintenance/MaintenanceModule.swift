@@ -137,7 +137,7 @@ enum MaintenanceModule {
         }
 
         let started = Date()
-        let line = ProgressLine(label: "backup to \((path as NSString).lastPathComponent)")
+        let line = ProgressBar(label: "backup", unit: "pages")
         var pages = 0
         do {
             try store.backup(to: path, overwrite: overwrite) { progress in
@@ -230,32 +230,5 @@ struct BackupRotation {
             for suffix in ["-wal", "-shm", "-journal"] { try? manager.removeItem(atPath: path + suffix) }
         }
         return Array(doomed)
-    }
-}
-
-/// One progress line on stderr, redrawn in place, only on a terminal.
-final class ProgressLine {
-    let label: String
-    let enabled = isatty(STDERR_FILENO) == 1
-    private var lastPercent = -1
-    private var drawn = false
-
-    init(label: String) {
-        self.label = label
-    }
-
-    func update(completed: Int, total: Int) {
-        guard enabled, total > 0 else { return }
-        let percent = completed * 100 / total
-        guard percent != lastPercent else { return }
-        lastPercent = percent
-        drawn = true
-        FileHandle.standardError.write(Data("\r\(label): \(percent)% (\(completed)/\(total) pages)\u{1B}[K".utf8))
-    }
-
-    func finish() {
-        guard enabled, drawn else { return }
-        FileHandle.standardError.write(Data("\n".utf8))
-        drawn = false
     }
 }

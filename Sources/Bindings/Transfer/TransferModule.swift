@@ -1,0 +1,128 @@
+import Foundation
+import LuaRuntime
+import Store
+
+/// Export and import of an aggregate as JSON: `export.project`,
+/// `export.model` and the global `import`.
+///
+/// ```lua
+/// local text, counts = export.project("com.example.app")        -- counts.builds, counts.buildLogs …
+/// export.project("com.example.app", { logs = false, file = "/tmp/app.json" })
+/// export.model("m1", { file = "/tmp/m1.json" })
+/// import(text)                                  --> { projects = 1, schemes = 2, builds = 7, buildLogs = 300, crashLogs = 1 }
+/// import{ file = "/tmp/app.json", replace = true }
+/// ```
+///
+/// The document (``Transfer``) holds every column of every row as stored.
+/// `import` checks the whole document before it writes, then writes in one
+/// transaction (a savepoint inside `db.transaction`): every row or none.
+/// Rows whose key exists are refused unless `replace = true`. A malformed
+/// document is a bad argument: `bad argument #1 to 'import' (tables.builds[2]:
+/// schemeId "s9" is not a row of schemes in the document)`.
+enum TransferModule {
+    static func install(in session: OpshSession) {
+        let database = session.database
+        let sandbox = session.options.sandbox
+        session.runtime.register(module: "export", [
+            "project": { call in
+                let id = try call.string(1)
+                let options = try exportOptions(call, known: ["file", "logs"], sandbox: sandbox)
+                var logs = true
+                switch options.fields["logs"] ?? .nil {
+                case .nil: break
+                case let .boolean(flag): logs = flag
+                case let value: throw call.argumentError(2, "logs: boolean expected, got \(value.typeName)")
+                }
+                let (text, summary) = try database.snapshotRead { db in
+                    try Transfer.exportProject(db, id, options: .init(logs: logs))
+                }
+                return try exportResults(call, text: text, summary: summary, file: options.file)
+            },
+            "model": { call in
+                let id = try call.string(1)
+                let options = try exportOptions(call, known: ["file"], sandbox: sandbox)
+                let (text, summary) = try database.snapshotRead { db in try Transfer.exportModel(db, id) }
+                return try exportResults(call, text: text, summary: summary, file: options.file)
+            },
+        ])
+        session.runtime.register("import") { call in
+            var text: String
+            var optionIndex: Int32 = 2
+            var options: [String: LuaValue] = [:]
+            switch call.type(1) {
+            case .string:
+                text = try call.string(1)
+            case .table:
+                // import{ file = path, replace = … }
+                options = try call.table(1)
+                optionIndex = 1
+                guard case let .string(path)? = options["file"] else {
+                    throw call.argumentError(1, "file: a path expected, got \(options["file"]?.typeName ?? "nil")")
+                }
+                if sandbox { throw call.argumentError(1, "file: no files in the sandbox") }
+                let expanded = (path as NSString).expandingTildeInPath
+                guard let data = FileManager.default.contents(atPath: expanded) else {
+                    throw LuaCallError.message("import: cannot read \(expanded)")
+                }
+                text = String(decoding: data, as: UTF8.self)
+            default:
+                throw call.typeError(1, expected: "string")
+            }
+            if optionIndex == 2, !call.isNoneOrNil(2) { options = try call.table(2) }
+            let known = optionIndex == 1 ? ["file", "replace"] : ["replace"]
+            for name in options.keys.sorted() where !known.contains(name) {
+                throw call.argumentError(optionIndex, "unknown option '\(name)' (options: \(known.joined(separator: ", ")))")
+            }
+            var replace = false
+            switch options["replace"] ?? .nil {
+            case .nil: break
+            case let .boolean(flag): replace = flag
+            case let value: throw call.argumentError(optionIndex, "replace: boolean expected, got \(value.typeName)")
+            }
+            let summary: Transfer.Summary
+            do {
+                summary = try database.write { db in
+                    try Transfer.importDocument(db, text, options: .init(replace: replace))
+                }
+            } catch let TransferError.document(message) {
+                throw call.argumentError(1, message)
+            } catch let error as TransferError {
+                // "import refused: 3 row(s) already exist (…)"
+                throw LuaCallError.message(error.description)
+            }
+            return call.results(counts(summary, \.rows), counts(summary, \.replaced))
+        }
+    }
+
+    static func counts(_ summary: Transfer.Summary, _ value: KeyPath<Transfer.Summary.Table, Int>) -> LuaValue {
+        var table: [LuaValue: LuaValue] = [:]
+        for entry in summary.tables { table[.string(entry.name)] = .integer(Int64(entry[keyPath: value])) }
+        return .table(table)
+    }
+
+    static func exportOptions(_ call: LuaCall, known: [String], sandbox: Bool) throws -> (fields: [String: LuaValue], file: String?) {
+        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
+        for name in options.keys.sorted() where !known.contains(name) {
+            throw call.argumentError(2, "unknown option '\(name)' (options: \(known.joined(separator: ", ")))")
+        }
+        switch options["file"] ?? .nil {
+        case .nil: return (options, nil)
+        case let .string(path) where !path.isEmpty:
+            if sandbox { throw call.argumentError(2, "file: no files in the sandbox") }
+            return (options, (path as NSString).expandingTildeInPath)
+        case let value: throw call.argumentError(2, "file: a path expected, got \(value.typeName)")
+        }
+    }
+
+    /// The text (or, with `file`, the path it was written to) and the rows
+    /// per table.
+    static func exportResults(_ call: LuaCall, text: String, summary: Transfer.Summary, file: String?) throws -> Int32 {
+        guard let file else { return call.results(.string(text), counts(summary, \.rows)) }
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        } catch {
+            throw LuaCallError.message("export: cannot write \(file): \((error as NSError).localizedDescription)")
+        }
+        return call.results(.string(file), counts(summary, \.rows))
+    }
+}

@@ -1,0 +1,441 @@
+import Foundation
+import GRDB
+
+/// Export and import of an aggregate as one JSON document, so that data
+/// moves between databases: a project with its schemes and builds (and the
+/// builds' logs and crash logs), or a model with its daily usage.
+///
+/// ```json
+/// {
+///   "format": "opsh-export",
+///   "version": 1,
+///   "kind": "project",
+///   "key": "com.example.app",
+///   "tables": {
+///     "projects": [{"bundleIdentifier": "com.example.app", "name": "App", …, "createdAt": 1700000000.25}],
+///     "schemes": [ … ], "builds": [ … ], "buildLogs": [ … ], "crashLogs": [ … ]
+///   }
+/// }
+/// ```
+///
+/// Rows hold every column of their table under its schema name, with the
+/// stored value: dates are seconds since 1970 (floats), NULL is `null`, and
+/// JSON columns are their text, byte for byte, so that a round trip
+/// reproduces the rows exactly.
+///
+/// An import checks the whole document first (format, version, every
+/// field's presence and type, the values the record types accept, JSON
+/// columns, each row's parent being in the document, rows that already
+/// exist) and only then writes, inside the caller's transaction: either
+/// every row is written or none is. A row whose key exists is refused
+/// unless `replace` is set, in which case it is overwritten; rows of the
+/// database that the document does not mention are left alone. Usage
+/// stats are keyed by model and day; their integer id is kept when it is
+/// free in the target database, else a new one is given.
+public enum Transfer {
+    public static let format = "opsh-export"
+    public static let version: Int64 = 1
+
+    /// What a document holds.
+    public enum Kind: String, Sendable, CaseIterable {
+        case project, model
+
+        /// Its tables, parents before children.
+        var tables: [TableSpec] {
+            switch self {
+            case .project:
+                return [
+                    TableSpec(ProjectRecord.self, key: ["bundleIdentifier"]),
+                    TableSpec(SchemeRecord.self, key: ["id"], parent: ("projectBundleIdentifier", "projects")),
+                    TableSpec(BuildRecord.self, key: ["id"], parent: ("schemeId", "schemes")),
+                    TableSpec(BuildLogRecord.self, key: ["id"], parent: ("buildId", "builds")),
+                    TableSpec(CrashLogRecord.self, key: ["incidentIdentifier"], parent: ("buildId", "builds")),
+                ]
+            case .model:
+                return [
+                    TableSpec(ModelMetadataRecord.self, key: ["id"]),
+                    TableSpec(ModelUsageStatRecord.self, key: ["model_id", "day"], parent: ("model_id", "model_metadata"),
+                              surrogateKey: "id"),
+                ]
+            }
+        }
+    }
+
+    public struct ExportOptions: Sendable {
+        /// Include the build logs and crash logs of the exported builds.
+        public var logs: Bool
+        public init(logs: Bool = true) { self.logs = logs }
+    }
+
+    public struct ImportOptions: Sendable {
+        /// Overwrite rows whose key exists instead of refusing the import.
+        public var replace: Bool
+        public init(replace: Bool = false) { self.replace = replace }
+    }
+
+    /// Rows per table of an export or an import.
+    public struct Summary: Sendable, Equatable {
+        public struct Table: Sendable, Equatable {
+            public var name: String
+            /// Rows exported, or written by an import.
+            public var rows: Int
+            /// Of those, rows that overwrote an existing row.
+            public var replaced: Int
+        }
+        public var kind: Kind
+        /// The root's key: the project's bundle identifier, the model's id.
+        public var key: String
+        public var tables: [Table]
+
+        public func rows(_ table: String) -> Int { tables.first { $0.name == table }?.rows ?? 0 }
+    }
+
+    // MARK: Export
+
+    /// The document of a project: the project, its schemes, their builds,
+    /// and (unless `logs` is false) the builds' logs and crash logs.
+    public static func exportProject(_ db: Database, _ bundleIdentifier: String,
+                                     options: ExportOptions = ExportOptions()) throws -> (text: String, summary: Summary) {
+        guard let project = try Row.fetchOne(db, sql: "SELECT * FROM projects WHERE bundleIdentifier = ?",
+                                             arguments: [bundleIdentifier]) else {
+            throw StoreError.notFound(table: "projects", key: bundleIdentifier)
+        }
+        let builds = """
+            SELECT id FROM builds WHERE schemeId IN (SELECT id FROM schemes WHERE projectBundleIdentifier = ?)
+            """
+        var tables: [(String, [Row])] = [
+            ("projects", [project]),
+            ("schemes", try Row.fetchAll(db, sql: """
+                SELECT * FROM schemes WHERE projectBundleIdentifier = ? ORDER BY "order", name, id
+                """, arguments: [bundleIdentifier])),
+            ("builds", try Row.fetchAll(db, sql: """
+                SELECT builds.* FROM builds JOIN schemes ON schemes.id = builds.schemeId
+                WHERE schemes.projectBundleIdentifier = ?
+                ORDER BY schemes."order", schemes.name, schemes.id, builds.buildNumber, builds.id
+                """, arguments: [bundleIdentifier])),
+        ]
+        if options.logs {
+            tables.append(("buildLogs", try Row.fetchAll(db, sql: """
+                SELECT * FROM buildLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, rowid
+                """, arguments: [bundleIdentifier])))
+            tables.append(("crashLogs", try Row.fetchAll(db, sql: """
+                SELECT * FROM crashLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, incidentIdentifier
+                """, arguments: [bundleIdentifier])))
+        }
+        return try document(kind: .project, key: bundleIdentifier, tables: tables)
+    }
+
+    /// The document of a model: its metadata and its daily usage stats.
+    public static func exportModel(_ db: Database, _ id: String) throws -> (text: String, summary: Summary) {
+        guard let model = try Row.fetchOne(db, sql: "SELECT * FROM model_metadata WHERE id = ?", arguments: [id]) else {
+            throw StoreError.notFound(table: "model_metadata", key: id)
+        }
+        let usage = try Row.fetchAll(db, sql: "SELECT * FROM model_usage_stats WHERE model_id = ? ORDER BY day, id",
+                                     arguments: [id])
+        return try document(kind: .model, key: id, tables: [("model_metadata", [model]), ("model_usage_stats", usage)])
+    }
+
+    static func document(kind: Kind, key: String, tables: [(String, [Row])]) throws -> (text: String, summary: Summary) {
+        var members: [(String, TransferJSON)] = []
+        for (table, rows) in tables {
+            members.append((table, .array(try rows.map { row in
+                .object(try row.columnNames.map { column in
+                    (column, try json(row[column] as DatabaseValue, table: table, column: column))
+                })
+            })))
+        }
+        let document = TransferJSON.object([
+            ("format", .string(format)),
+            ("version", .integer(version)),
+            ("kind", .string(kind.rawValue)),
+            ("key", .string(key)),
+            ("tables", .object(members)),
+        ])
+        let summary = Summary(kind: kind, key: key,
+                              tables: tables.map { Summary.Table(name: $0.0, rows: $0.1.count, replaced: 0) })
+        return (document.text() + "\n", summary)
+    }
+
+    static func json(_ value: DatabaseValue, table: String, column: String) throws -> TransferJSON {
+        switch value.storage {
+        case .null: return .null
+        case let .int64(integer): return .integer(integer)
+        case let .double(real):
+            guard real.isFinite else {
+                throw TransferError.unexportable("cannot export \(table).\(column): \(real) has no JSON form")
+            }
+            return .real(real)
+        case let .string(text): return .string(text)
+        case let .blob(data):
+            guard let text = String(validating: Array(data), as: UTF8.self) else {
+                throw TransferError.unexportable("cannot export \(table).\(column): a BLOB that is not UTF-8 text")
+            }
+            return .string(text)
+        }
+    }
+
+    // MARK: Import
+
+    /// Checks the whole document, then writes its rows on `db`, which must
+    /// be inside a transaction of the caller's: a failure part-way throws,
+    /// and the caller's rollback leaves the database as it was.
+    @discardableResult
+    public static func importDocument(_ db: Database, _ text: String,
+                                      options: ImportOptions = ImportOptions()) throws -> Summary {
+        let plan = try validate(db, text)
+        let conflicts = plan.rows.filter { $0.existing != nil }
+        if !conflicts.isEmpty && !options.replace {
+            let named = conflicts.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
+            let more = conflicts.count > 5 ? " and \(conflicts.count - 5) more" : ""
+            throw TransferError.conflict(
+                "import refused: \(conflicts.count) row(s) already exist (\(named)\(more)); nothing was written; "
+                    + "import with replace = true to overwrite them")
+        }
+        var counts = Dictionary(uniqueKeysWithValues: plan.kind.tables.map { ($0.name, (rows: 0, replaced: 0)) })
+        for row in plan.rows {
+            try write(db, row)
+            counts[row.table.name]!.rows += 1
+            if row.existing != nil { counts[row.table.name]!.replaced += 1 }
+        }
+        return Summary(kind: plan.kind, key: plan.key, tables: plan.kind.tables.map { table in
+            Summary.Table(name: table.name, rows: counts[table.name]!.rows, replaced: counts[table.name]!.replaced)
+        })
+    }
+
+    /// One row to write, checked.
+    struct PlannedRow {
+        let table: TableSpec
+        let fields: [(String, DatabaseValue)]
+        let keyValues: [DatabaseValue]
+        /// The existing row with the same key (its surrogate id, if any).
+        let existing: DatabaseValue?
+        /// The largest surrogate id of this table's rows in the document.
+        var largestDocumentId: Int64?
+
+        var keyDescription: String {
+            keyValues.map { value -> String in
+                if case let .string(text) = value.storage { return "\"\(text)\"" }
+                return value.description
+            }.joined(separator: "/")
+        }
+    }
+
+    struct Plan {
+        let kind: Kind
+        let key: String
+        let rows: [PlannedRow]
+    }
+
+    /// Everything an import checks before it writes.
+    static func validate(_ db: Database, _ text: String) throws -> Plan {
+        let document = try TransferJSON.parse(text)
+        guard case let .object(members) = document else {
+            throw TransferError.document("an export document must be a JSON object, got \(document.typeName)")
+        }
+        let known = ["format", "version", "kind", "key", "tables"]
+        if let unknown = members.first(where: { !known.contains($0.0) }) {
+            throw TransferError.document("unknown field '\(unknown.0)' in the document (fields: \(known.joined(separator: ", ")))")
+        }
+        func field(_ name: String) throws -> TransferJSON {
+            guard let value = document[name] else { throw TransferError.document("missing field '\(name)' in the document") }
+            return value
+        }
+        guard case .string(format) = try field("format") else {
+            throw TransferError.document("not an opsh export: format must be \"\(format)\"")
+        }
+        switch try field("version") {
+        case .integer(version): break
+        case let .integer(other):
+            throw TransferError.document("unsupported export version \(other) (this opsh reads version \(version))")
+        case let other:
+            throw TransferError.document("field 'version': integer expected, got \(other.typeName)")
+        }
+        guard case let .string(kindName) = try field("kind"), let kind = Kind(rawValue: kindName) else {
+            throw TransferError.document("field 'kind': one of \(Kind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")) expected")
+        }
+        guard case let .string(key) = try field("key") else {
+            throw TransferError.document("field 'key': string expected, got \(try field("key").typeName)")
+        }
+        guard case let .object(tableMembers) = try field("tables") else {
+            throw TransferError.document("field 'tables': object expected, got \(try field("tables").typeName)")
+        }
+        let specs = kind.tables
+        if let unknown = tableMembers.first(where: { member in !specs.contains { $0.name == member.0 } }) {
+            throw TransferError.document("unknown table '\(unknown.0)' in a \(kind.rawValue) export (tables: \(specs.map(\.name).joined(separator: ", ")))")
+        }
+
+        var rows: [PlannedRow] = []
+        // Keys of each table's rows in the document: children point at them.
+        var documentKeys: [String: Set<DatabaseValue>] = [:]
+        for spec in specs {
+            let value = tableMembers.first { $0.0 == spec.name }?.1 ?? .array([])
+            guard case let .array(items) = value else {
+                throw TransferError.document("tables.\(spec.name): array expected, got \(value.typeName)")
+            }
+            if spec.parent == nil {
+                guard items.count == 1 else {
+                    throw TransferError.document("tables.\(spec.name): exactly one row expected, got \(items.count)")
+                }
+            }
+            let columns = try db.columns(in: spec.name)
+            var seen = Set<[DatabaseValue]>()
+            for (index, item) in items.enumerated() {
+                let place = "\(spec.name)[\(index + 1)]"
+                let fields = try spec.fields(of: item, columns: columns, place: place)
+                let values = Dictionary(uniqueKeysWithValues: fields)
+                let keyValues = spec.key.map { values[$0]! }
+                guard seen.insert(keyValues).inserted else {
+                    throw TransferError.document("\(place): a second row with the key \(keyValues.map(\.description).joined(separator: "/"))")
+                }
+                if spec.parent == nil, case let .string(rootKey) = keyValues[0].storage, rootKey != key {
+                    throw TransferError.document("\(place): \(spec.key[0]) \"\(rootKey)\" is not the document's key \"\(key)\"")
+                }
+                try spec.check(db, values, place: place)
+                if let (column, parentTable) = spec.parent {
+                    guard documentKeys[parentTable]?.contains(values[column]!) == true else {
+                        throw TransferError.document("\(place): \(column) \(values[column]!.description) is not a row of \(parentTable) in the document")
+                    }
+                }
+                documentKeys[spec.name, default: []].insert(keyValues[0])
+                rows.append(PlannedRow(table: spec, fields: fields, keyValues: keyValues,
+                                       existing: try spec.existing(db, keyValues)))
+            }
+        }
+        for spec in specs {
+            guard let surrogate = spec.surrogateKey else { continue }
+            let largest = rows.filter { $0.table.name == spec.name }
+                .compactMap { row in row.fields.first { $0.0 == surrogate }.flatMap { Int64.fromDatabaseValue($0.1) } }.max()
+            for index in rows.indices where rows[index].table.name == spec.name { rows[index].largestDocumentId = largest }
+        }
+        return Plan(kind: kind, key: key, rows: rows)
+    }
+
+    static func write(_ db: Database, _ row: PlannedRow) throws {
+        let table = quoteIdentifier(row.table.name)
+        if let existing = row.existing {
+            // Overwrite every column but the key (and a surrogate id, kept).
+            let changed = row.fields.filter { !row.table.key.contains($0.0) && $0.0 != row.table.surrogateKey }
+            let keyColumn = row.table.surrogateKey ?? row.table.key[0]
+            let keyValue = row.table.surrogateKey == nil ? row.keyValues[0] : existing
+            try db.execute(
+                sql: "UPDATE \(table) SET \(changed.map { "\(quoteIdentifier($0.0)) = ?" }.joined(separator: ", ")) WHERE \(quoteIdentifier(keyColumn)) = ?",
+                arguments: StatementArguments(changed.map(\.1) + [keyValue]))
+            return
+        }
+        var fields = row.fields
+        if let surrogate = row.table.surrogateKey, let index = fields.firstIndex(where: { $0.0 == surrogate }),
+           !fields[index].1.isNull,
+           try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE \(quoteIdentifier(surrogate)) = ?)",
+                             arguments: [fields[index].1]) == true {
+            // The id belongs to another row here: take a new one, above
+            // every id of the table and of the document (whose own ids
+            // come later and must stay free).
+            let floor = try Int64.fetchOne(db, sql: "SELECT max(\(quoteIdentifier(surrogate))) FROM \(table)") ?? 0
+            fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
+        }
+        try db.execute(
+            sql: "INSERT INTO \(table) (\(fields.map { quoteIdentifier($0.0) }.joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: fields.count)))",
+            arguments: StatementArguments(fields.map(\.1)))
+    }
+}
+
+/// How one table travels: its identity key, its parent in the aggregate,
+/// and the record type that checks its rows.
+struct TableSpec: @unchecked Sendable {
+    let name: String
+    /// The columns that identify a row across databases.
+    let key: [String]
+    /// The column pointing at the parent, and the parent's table.
+    let parent: (column: String, table: String)?
+    /// An integer id that is not part of the identity (kept when free).
+    let surrogateKey: String?
+    let jsonColumns: [String]
+    /// Decodes the row as its record type: refuses values it does not accept.
+    let decode: (Database, [String: DatabaseValue]) throws -> Void
+
+    init<Record: StoreRecord>(_ type: Record.Type, key: [String], parent: (String, String)? = nil,
+                              surrogateKey: String? = nil) {
+        name = Record.databaseTableName
+        self.key = key
+        self.parent = parent.map { (column: $0.0, table: $0.1) }
+        self.surrogateKey = surrogateKey
+        jsonColumns = Record.jsonColumns
+        decode = { db, fields in _ = try RecordRepository<Record>().makeRecord(db, fields: fields) }
+    }
+
+    /// The row's fields in schema order, each checked against the column's
+    /// declared type and NOT NULL.
+    func fields(of item: TransferJSON, columns: [ColumnInfo], place: String) throws -> [(String, DatabaseValue)] {
+        guard case let .object(members) = item else {
+            throw TransferError.document("\(place): object expected, got \(item.typeName)")
+        }
+        if let unknown = members.first(where: { member in !columns.contains { $0.name == member.0 } }) {
+            throw TransferError.document("\(place): unknown field '\(unknown.0)' (columns: \(columns.map(\.name).joined(separator: ", ")))")
+        }
+        return try columns.map { column in
+            guard let value = item[column.name] else {
+                throw TransferError.document("\(place): missing field '\(column.name)'")
+            }
+            let type = column.type.uppercased()
+            let nullable = !column.isNotNull && !(column.primaryKeyIndex > 0 && type != "INTEGER")
+            switch (value, type) {
+            case (.null, _):
+                guard nullable else { throw TransferError.document("\(place): field '\(column.name)' must not be null") }
+                return (column.name, .null)
+            case let (.string(text), "TEXT"): return (column.name, text.databaseValue)
+            case let (.integer(integer), "INTEGER"): return (column.name, integer.databaseValue)
+            case let (.integer(integer), "REAL"): return (column.name, Double(integer).databaseValue)
+            case let (.real(real), "REAL"): return (column.name, real.databaseValue)
+            default:
+                let expected = ["TEXT": "string", "INTEGER": "integer", "REAL": "number"][type] ?? type.lowercased()
+                throw TransferError.document("\(place): field '\(column.name)': \(expected) expected, got \(value.typeName)")
+            }
+        }
+    }
+
+    /// What the record type and the JSON columns accept.
+    func check(_ db: Database, _ values: [String: DatabaseValue], place: String) throws {
+        do {
+            try decode(db, values)
+        } catch let error as StoreError {
+            if case let .invalidValue(_, column, reason) = error {
+                throw TransferError.document("\(place): field '\(column)': \(reason)")
+            }
+            throw TransferError.document("\(place): \(error)")
+        }
+        for column in jsonColumns {
+            guard let value = values[column], case let .string(text) = value.storage else { continue }
+            if try !JSONText.isValid(text, in: db) {
+                let flat = text.replacingOccurrences(of: "\n", with: "\\n")
+                throw TransferError.document("\(place): field '\(column)': not valid JSON: \(flat.count > 60 ? "\(flat.prefix(60))…" : flat)")
+            }
+        }
+    }
+
+    /// The existing row with this key: its key value (or surrogate id).
+    func existing(_ db: Database, _ keyValues: [DatabaseValue]) throws -> DatabaseValue? {
+        let condition = key.map { "\(quoteIdentifier($0)) = ?" }.joined(separator: " AND ")
+        let selected = quoteIdentifier(surrogateKey ?? key[0])
+        let row = try Row.fetchOne(db, sql: "SELECT \(selected) FROM \(quoteIdentifier(name)) WHERE \(condition)",
+                                   arguments: StatementArguments(keyValues))
+        return row.map { $0[0] as DatabaseValue }
+    }
+}
+
+extension Store {
+    /// Exports a project (see ``Transfer/exportProject(_:_:options:)``) from a snapshot.
+    public func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions = .init()) throws -> (text: String, summary: Transfer.Summary) {
+        try writer.read { db in try Transfer.exportProject(db, bundleIdentifier, options: options) }
+    }
+
+    /// Exports a model with its usage from a snapshot.
+    public func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary) {
+        try writer.read { db in try Transfer.exportModel(db, id) }
+    }
+
+    /// Imports a document in one transaction: every row or none.
+    @discardableResult
+    public func importDocument(_ text: String, options: Transfer.ImportOptions = .init()) throws -> Transfer.Summary {
+        try writer.write { db in try Transfer.importDocument(db, text, options: options) }
+    }
+}
