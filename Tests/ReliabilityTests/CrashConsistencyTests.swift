@@ -31,6 +31,8 @@ import Glibc
         local i = db.value("SELECT n FROM rel_counter")
         while true do
           i = i + 1
+          io.stdout:write("b", i, "\\n")
+          io.stdout:flush()
           db.transaction(function()
             local p = string.format("com.rel.t%06d", i)
             local now = os.time()
@@ -74,6 +76,8 @@ import Glibc
         var tried = 0
         var lost = 0
         var transactions = 0
+        /// Stops that came while a transaction was open (its "b" line printed, its commit not).
+        var insideTransaction = 0
     }
 
     /// The whole check after one stop: integrity, foreign keys, and the rows
@@ -130,7 +134,9 @@ import Glibc
             kill(child.pid, signal)
             let result = scratch.finish(child, stdoutPrefix: first)
             outcome.tried += 1
-            let reported = result.stdout.split(separator: "\n").compactMap { Int($0) }.max() ?? 0
+            let lines = result.stdout.split(separator: "\n")
+            let reported = lines.compactMap { Int($0) }.max() ?? 0
+            if lines.last?.hasPrefix("b") == true { outcome.insideTransaction += 1 }
             switch signal {
             case SIGKILL:
                 #expect(result.status == 128 + SIGKILL, "attempt \(attempt): \(result.status) \(result.stderr)")
@@ -152,7 +158,7 @@ import Glibc
             if problems.isEmpty { outcome.survived += 1 }
         }
         let name = Subprocess.signalName(signal)
-        reportFigure("crash-consistency \(name): \(outcome.survived)/\(outcome.tried) stops survived, \(outcome.lost) committed transactions lost, \(outcome.transactions) transactions written (\(1 + 2 + 2 + 2 * logsPerBuild + 5) rows inserted and 3 updated each), seed \(seed)")
+        reportFigure("crash-consistency \(name): \(outcome.survived)/\(outcome.tried) stops survived (\(outcome.insideTransaction) inside an open transaction), \(outcome.lost) committed transactions lost, \(outcome.transactions) transactions written (\(1 + 2 + 2 + 2 * logsPerBuild + 5) rows inserted and 3 updated each), seed \(seed)")
         return outcome
     }
 

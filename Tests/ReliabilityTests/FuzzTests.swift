@@ -113,7 +113,7 @@ import Testing
             }
         }
         for failure in Set(failures).sorted().prefix(20) { Issue.record("\(failure.debugDescription)") }
-        reportFigure("fuzz query keys: \(generated) generated keys round-tripped, \(mutated) mutated keys parsed (\(mutatedParsed) accepted and round-tripped), \(Set(failures).count) failures, 0 crashes, \(Self.seconds) s, seed \(seed)")
+        reportFigure("fuzz query keys: \(generated) generated keys round-tripped, \(mutated) mutated keys tried (\(mutatedParsed) of them valid keys, which round-tripped), \(Set(failures).count) failures, 0 crashes, \(Self.seconds) s, seed \(seed)")
     }
 
     // MARK: Lua values
