@@ -97,6 +97,8 @@ import Glibc
         ("git reads a repository", #"git.versions(arg.repository)"#),
         ("jobs run a process", #"schemes.insert{ projectBundleIdentifier = "com.example.app", name = "S", buildCommand = "touch " .. arg.target } local s = schemes.list()[1] local b = jobs.start{ scheme = s.id, version = "1.0.0" } jobs.wait(b, 10)"#),
         ("migrate.up reads Lua files", #"migrate.up{ folder = arg.folder }"#),
+        ("export writes a file", #"export.project("com.example.app", { file = arg.target })"#),
+        ("import reads a file", #"import{ file = arg.victim }"#),
     ]
 
     @Test func sandboxRefusesEveryEscape() throws {
