@@ -47,14 +47,12 @@ var longRun: Bool { ProcessInfo.processInfo.environment["OPSH_RELIABILITY_LONG"]
 func reportFigure(_ line: String) {
     print("figure: \(line)")
     guard let path = ProcessInfo.processInfo.environment["OPSH_RELIABILITY_REPORT"] else { return }
-    let data = Data((line + "\n").utf8)
-    if let handle = FileHandle(forWritingAtPath: path) {
-        handle.seekToEndOfFile()
-        handle.write(data)
-        try? handle.close()
-    } else {
-        _ = FileManager.default.createFile(atPath: path, contents: data)
-    }
+    // O_APPEND: tests running in parallel append whole lines.
+    let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else { return }
+    defer { close(descriptor) }
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
 }
 
 /// A temporary folder for one test: database, XDG folders, scripts.
@@ -167,5 +165,5 @@ func readFirstLine(_ descriptor: Int32) -> [UInt8] {
     return bytes
 }
 
-/// SHA-free fingerprint of a file's bytes (for "unchanged" checks).
+/// A file's bytes (for "unchanged" checks).
 func fileBytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
