@@ -140,6 +140,27 @@ import Glibc
         reportFigure("sandbox: \(refused)/\(Self.sandboxEscapes.count) escape attempts refused\(escaped.isEmpty ? "" : " (not refused: \(escaped.joined(separator: ", ")))")")
     }
 
+    /// The API key never appears in printed rows or records, as a table or as JSON.
+    @Test func secretsAreMaskedInOutput() throws {
+        let scratch = try Self.prepared()
+        _ = try scratch.sqlite("INSERT INTO configuration (id, api_key, base_url, created_at, updated_at) VALUES ('default', 'sk-SECRET-123456', 'https://x', 0, 0)")
+        let routes = ["return config.get()", "return db.query('SELECT * FROM configuration')",
+                      "return db.first('SELECT * FROM configuration')", "return query('config')",
+                      "print(db.first('SELECT * FROM configuration'))"]
+        var masked = 0, tried = 0
+        for mode in [[], ["--json"]] {
+            for code in routes {
+                let result = try scratch.opsh(mode + ["-e", code])
+                tried += 1
+                #expect(result.status == 0, "\(code): \(result.stderr)")
+                let leaked = result.stdout.contains("SECRET") || result.stderr.contains("SECRET")
+                #expect(!leaked, "\(mode) \(code) printed the key: \(result.stdout)")
+                if !leaked && result.status == 0 { masked += 1 }
+            }
+        }
+        reportFigure("secrets: API key masked in \(masked)/\(tried) outputs (config.get, db.query, db.first, query key, print of a row; as a table and --json)")
+    }
+
     @Test func backupsAreOwnerOnly() throws {
         let scratch = try Self.prepared()
         let target = scratch.root + "/backup.sqlite"
