@@ -172,19 +172,20 @@ final class HostFunctionBox {
 /// this frame has returned.
 let hostDispatch: opsh_host_function = { state, context in
     guard let state, let context else { return 0 }
-    let box = Unmanaged<HostFunctionBox>.fromOpaque(context).takeUnretainedValue()
-    let call = LuaCall(state: state, name: box.name, runtime: box.runtime, references: box.references)
-    do {
-        let results = try box.body(call)
-        return results
-    } catch let error as LuaError {
-        // Raised by Lua code this function called back: it already says
-        // where, so it goes on as is.
-        call.stack.push(error.message)
-        return OPSH_RAISE_VALUE
-    } catch {
-        call.stack.push(String(describing: error))
-        return OPSH_RAISE
+    // Lua holds the box for as long as the function exists: no retain.
+    return Unmanaged<HostFunctionBox>.fromOpaque(context)._withUnsafeGuaranteedRef { box in
+        let call = LuaCall(state: state, name: box.name, runtime: box.runtime, references: box.references)
+        do {
+            return try box.body(call)
+        } catch let error as LuaError {
+            // Raised by Lua code this function called back: it already says
+            // where, so it goes on as is.
+            call.stack.push(error.message)
+            return OPSH_RAISE_VALUE
+        } catch {
+            call.stack.push(String(describing: error))
+            return OPSH_RAISE
+        }
     }
 }
 

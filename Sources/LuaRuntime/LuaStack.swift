@@ -33,7 +33,9 @@ public enum LuaType: Int32, Sendable {
 /// error) runs inside a Swift frame.
 public struct LuaStack {
     public let state: OpaquePointer
-    let references: LuaReferenceTable?
+    /// The runtime's; `unowned(unsafe)` because the runtime outlives every
+    /// stack view (and this sits on the path of every host call).
+    unowned(unsafe) let references: LuaReferenceTable?
 
     init(_ state: OpaquePointer, references: LuaReferenceTable?) {
         self.state = state

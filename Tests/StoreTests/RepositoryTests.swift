@@ -136,9 +136,9 @@ import Testing
     @Test func upsertInsertsThenUpdates() throws {
         let store = try Store.inMemory()
         var project = ProjectRecord(bundleIdentifier: "org.ops.tool", name: "Tool", gitRepositoryURL: "/a")
-        try store.client.write { db in try store.projects.records.upsert(db, project) }
+        _ = try store.client.write { db in try store.projects.records.upsert(db, project) }
         project.gitRepositoryURL = "/b"
-        try store.client.write { db in try store.projects.records.upsert(db, project) }
+        _ = try store.client.write { db in try store.projects.records.upsert(db, project) }
         let all = try store.client.read { db in try store.projects.records.list(db) }
         #expect(all.map(\.gitRepositoryURL) == ["/b"])
     }

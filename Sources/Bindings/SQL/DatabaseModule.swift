@@ -38,9 +38,19 @@ enum DatabaseModule {
                     let state = iteration.state
                     let code = sqlite3_step(statement)
                     if code == SQLITE_ROW {
-                        let shape = rowShapes.push(slot: cursor.shapeSlot, state: state)
+                        // The generic `for` passes the shape holder (its
+                        // state value) as argument 1: two lookups a row
+                        // instead of a registry walk.
+                        let names: Int32
+                        if lua_type(state, 1) == LUA_TTABLE {
+                            lua_rawgeti(state, 1, 1)
+                            lua_rawgeti(state, 1, 2)
+                            names = lua_gettop(state) - 1
+                        } else {
+                            names = rowShapes.push(slot: cursor.shapeSlot, state: state)
+                        }
                         StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
-                                                columnNames: shape, metatable: shape + 1)
+                                                columnNames: names, metatable: names + 1)
                         return 1
                     }
                     let failed = code != SQLITE_DONE
@@ -49,7 +59,7 @@ enum DatabaseModule {
                     if failed { throw SQLFailure(message: message, sql: cursor.sql) }
                     return iteration.results(nil)
                 }, on: call.state)
-                lua_pushnil(call.state)
+                _ = opsh_getref(call.state, cursor.shapeSlot)  // the loop's state: {names, row metatable, rows metatable}
                 lua_pushnil(call.state)
                 // The to-be-closed value: a loop that breaks or fails
                 // finalizes the statement at once.
