@@ -41,6 +41,17 @@ import Testing
         #expect(result.stdout == "hello cron\n")
     }
 
+    @Test func aMemoryLimitStopsAGreedyScript() throws {
+        let sandbox = try Sandbox()
+        let greedy = try sandbox.script("greedy.lua", "local t = {} for i = 1, 1e8 do t[i] = ('x'):rep(64) .. i end")
+        let result = try sandbox.opsh(["run", "--memory-limit", "16", greedy])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("not enough memory"))
+        let fine = try sandbox.opsh(["-e", "return #('y'):rep(1000)", "--memory-limit", "16"])
+        #expect(fine.stdout == "1000\n")
+        #expect(try sandbox.opsh(["-e", "return 1", "--memory-limit", "0"]).status == 2)
+    }
+
     @Test func usageErrorsExitTwo() throws {
         let sandbox = try Sandbox()
         let unknown = try sandbox.opsh(["--no-such-option"])

@@ -27,11 +27,15 @@ struct CommonOptions: ParsableArguments {
     @Flag(name: .long, help: "Lua without io, os.execute, require, debug and load of bytecode.")
     var sandbox = false
 
+    @Option(name: .long, help: ArgumentHelp("Most memory the Lua state may hold, in MiB; a script that needs more fails with 'not enough memory' (exit status 1).", valueName: "MiB"))
+    var memoryLimit: Int?
+
     @Flag(name: .long, help: "Do not run $XDG_CONFIG_HOME/opsh/init.lua (the shell runs it at start).")
     var noInit = false
 
     func validate() throws {
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+        if let memoryLimit, memoryLimit < 1 { throw ValidationError("--memory-limit must be at least 1 MiB") }
         if !(busyTimeout >= 0) { throw ValidationError("--busy-timeout must be zero or more seconds") }
         if dryRun && readOnly { throw ValidationError("--dry-run needs a writable database: drop --read-only") }
     }

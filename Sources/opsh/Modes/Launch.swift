@@ -24,7 +24,8 @@ struct Launch {
             fail(.databaseUnavailable, "\(error)")
         }
         do {
-            return try OpshSession(store: store, options: .init(sandbox: options.sandbox))
+            return try OpshSession(store: store, options: .init(sandbox: options.sandbox,
+                                                                memoryLimit: options.memoryLimit.map { $0 << 20 }))
         } catch {
             fail(.databaseUnavailable, "cannot start a session on \(store.path ?? "the database"): \(error)")
         }
