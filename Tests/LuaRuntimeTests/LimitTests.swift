@@ -6,7 +6,13 @@ import Testing
 @Suite struct LimitTests {
     func interruptLater(_ lua: LuaRuntime, _ reason: LuaInterruptReason, after seconds: Double = 0.2) {
         let box = UncheckedBox(lua)
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { box.value.interruptWhenRunning(reason) }
+        // A thread of its own, not Dispatch: tests run on Dispatch's
+        // workers, and two spinning Lua loops on a 2-core machine would
+        // leave none free to interrupt them.
+        Thread {
+            Thread.sleep(forTimeInterval: seconds)
+            box.value.interruptWhenRunning(reason)
+        }.start()
     }
 
     @Test func endlessLoopIsInterruptedFromAnotherThread() throws {

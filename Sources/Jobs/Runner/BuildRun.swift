@@ -59,7 +59,10 @@ final class BuildRun: @unchecked Sendable {
         if let group = buildGroup {
             Subprocess.signalGroup(group, SIGTERM)
             let grace = configuration.cancelGracePeriod
-            DispatchQueue.global().asyncAfter(deadline: .now() + grace) { [self] in
+            // A thread of its own rather than Dispatch: the KILL must come
+            // on time even when Dispatch's workers are all busy.
+            Thread.detachNewThread { [self] in
+                Thread.sleep(forTimeInterval: grace)
                 condition.withLock {
                     // Only while the leader is not reaped: its pid, and so
                     // the group id, cannot belong to anyone else yet.
