@@ -90,6 +90,8 @@ import Testing
         let sandbox = try Sandbox()
         let terminal = try shell(sandbox)
         terminal.send("abc")
+        // Once the line editor echoes the text, as a person would see it.
+        terminal.expect("abc")
         terminal.send("\u{3}")
         terminal.expect("opsh> ")
         terminal.send("4 + 4\r")
