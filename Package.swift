@@ -16,7 +16,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
         // MARK: C libraries from Debian
@@ -73,7 +72,6 @@ let package = Package(
             name: "opsh",
             dependencies: [
                 "Shell", "Bindings", "LuaRuntime", "Store",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
         // MARK: Benchmarks (scripts/bench)

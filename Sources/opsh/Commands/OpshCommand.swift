@@ -1,9 +1,9 @@
-import ArgumentParser
+import Foundation
 
-/// `opsh`: the shell (the default) or `run`.
-struct OpshCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "opsh",
+/// `opsh`: the shell (the default), `run`, or `help`.
+enum OpshCommand {
+    static let help = CommandHelp(
+        name: "opsh",
         abstract: "The operator shell: Lua 5.4 over the backend's SQLite database.",
         usage: """
             opsh [options]                 the interactive shell
@@ -16,6 +16,36 @@ struct OpshCommand: ParsableCommand {
 
             \(ExitStatus.summary)
             """,
-        subcommands: [ShellCommand.self, RunCommand.self],
-        defaultSubcommand: ShellCommand.self)
+        subcommands: [("shell (default)", "The interactive shell, or one chunk with -e."),
+                      ("run", "Run a Lua script against the database.")])
+
+    /// Parses the command line and runs the mode it names; prints help
+    /// and exits 0, or throws a ``UsageError``.
+    static func main(_ words: ArraySlice<String>) throws -> Never {
+        switch words.first {
+        case "run":
+            guard let command = try RunCommand(parsing: words.dropFirst()) else { printHelp(RunCommand.help) }
+            command.run()
+        case "shell":
+            guard let command = try ShellCommand(parsing: words.dropFirst()) else { printHelp(ShellCommand.help) }
+            command.run()
+        case "help":
+            switch words.dropFirst().first {
+            case nil: printHelp(help)
+            case "run": printHelp(RunCommand.help)
+            case "shell": printHelp(ShellCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run)", command: help)
+            }
+        case "-h", "--help":
+            printHelp(help)
+        default:
+            guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }
+            command.run()
+        }
+    }
+
+    private static func printHelp(_ help: CommandHelp) -> Never {
+        print(help.render(), terminator: "")
+        exit(ExitStatus.success.rawValue)
+    }
 }

@@ -1,11 +1,14 @@
-import ArgumentParser
 import Foundation
 
 /// `opsh [options]`: the interactive shell; `opsh -e CODE`: one chunk.
-struct ShellCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "shell",
+struct ShellCommand {
+    static let codeOption = OptionSpec(short: "e", valueName: "code",
+                                       help: "Run CODE and print the values it returns.")
+
+    static let help = CommandHelp(
+        name: "opsh shell",
         abstract: "The interactive shell, or one chunk with -e.",
+        usage: "opsh [shell] [<options>] [-e <code>]",
         discussion: """
             Without a terminal on stdin, `opsh` runs the script it reads there.
             Without a terminal at all there is no prompt, colour or progress:
@@ -17,14 +20,33 @@ struct ShellCommand: ParsableCommand {
             unless --no-init. Type .help at the prompt for its commands.
 
             \(ExitStatus.summary)
-            """)
+            """,
+        options: CommonOptions.specs + [codeOption])
 
-    @OptionGroup var options: CommonOptions
-
-    @Option(name: .customShort("e"), help: ArgumentHelp("Run CODE and print the values it returns.", valueName: "code"))
+    var options = CommonOptions()
     var code: String?
 
-    func run() throws {
+    /// Parses the words after `opsh` (or `opsh shell`); nil for `--help`.
+    init?(parsing words: ArraySlice<String>) throws {
+        var scanner = ArgumentScanner(words, options: Self.help.options, command: Self.help)
+        while let item = try scanner.next() {
+            switch item {
+            case .help:
+                return nil
+            case let .option(spec, value):
+                if spec.name == Self.codeOption.name {
+                    code = value
+                } else {
+                    _ = try options.apply(spec, value: value, command: Self.help)
+                }
+            case let .operand(word):
+                throw UsageError("unexpected argument '\(word)' (to run a script: opsh run \(word))", command: Self.help)
+            }
+        }
+        try options.validate(command: Self.help)
+    }
+
+    func run() -> Never {
         if let code {
             BatchMode(options: options, source: .code(code), scriptArguments: [], lock: false).run()
         } else if isatty(0) == 1 {
