@@ -2,7 +2,7 @@
 import sqlite3, sys, time
 file, n, q = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 con = sqlite3.connect(file, isolation_level=None)
-con.execute("PRAGMA journal_mode=WAL")
+assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal", "Python peer is not in WAL mode"
 con.execute("CREATE TABLE bench (id INTEGER PRIMARY KEY, name TEXT, score REAL, qty INTEGER)")
 t0 = time.process_time()
 con.execute("BEGIN")
