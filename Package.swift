@@ -7,6 +7,7 @@
 //   LuaRuntime    generic Swift ⇄ Lua bridge
 //   Store | Git | Jobs   the Swift core
 //   CLua, CLuaShim, CReadline   system libraries and the C shim
+//   CSQLBridge    the db module's hot path in C (under Bindings)
 import PackageDescription
 
 let package = Package(
@@ -30,6 +31,11 @@ let package = Package(
             name: "CLuaShim",
             dependencies: ["CLua"],
             linkerSettings: [.linkedLibrary("lua5.4")]),
+        // The hot path of the `db` module (bind, step, rows to tables).
+        .target(
+            name: "CSQLBridge",
+            dependencies: ["CLuaShim"],
+            linkerSettings: [.linkedLibrary("sqlite3")]),
         .systemLibrary(
             name: "CReadline",
             providers: [.apt(["libreadline-dev"])]),
@@ -57,7 +63,7 @@ let package = Package(
         .target(
             name: "Bindings",
             dependencies: [
-                "LuaRuntime", "CLuaShim", "Store", "Jobs", "Git",
+                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),

@@ -4,8 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Per state: the allocator's count and limit, whether a Swift frame is
-// running, and the interrupt. Lives in the allocator's userdata.
+// Small blocks (strings, tables, their nodes, closures) come from pools of
+// fixed-size cells kept per state: a script's garbage (a row table per
+// iteration, a string per concatenation) is then reused at the cost of a
+// list push and pop instead of malloc's bins and their consolidation. The
+// cells stay with the state until it closes; larger blocks use malloc.
+#define POOL_GRANULE 16
+#define POOL_CLASSES 32                       // cells of 16 … 512 bytes
+#define POOL_LARGEST (POOL_GRANULE * POOL_CLASSES)
+#define POOL_SLAB (64 * 1024)
+
+typedef struct pool_cell { struct pool_cell *next; } pool_cell;
+typedef struct pool_slab { struct pool_slab *next; } pool_slab;
+
+// Per state: the allocator's count and limit, its pools, whether a Swift
+// frame is running, and the interrupt. Lives in the allocator's userdata.
 typedef struct {
     size_t used;
     size_t limit;
@@ -14,6 +27,10 @@ typedef struct {
     // allocation Lua makes after the Swift frame has returned fails.
     int in_host;
     atomic_int interrupt_reason;
+    pool_cell *free_cells[POOL_CLASSES];
+    pool_slab *slabs;
+    char *carve;        // the unused rest of the newest slab
+    size_t carve_left;
 } opsh_state_info;
 
 static opsh_state_info *info_of(lua_State *L) {
@@ -22,11 +39,50 @@ static opsh_state_info *info_of(lua_State *L) {
     return (opsh_state_info *)ud;
 }
 
+static size_t pool_class(size_t size) { return (size - 1) / POOL_GRANULE; }
+
+static void *pool_take(opsh_state_info *info, size_t size) {
+    size_t class = pool_class(size);
+    pool_cell *cell = info->free_cells[class];
+    if (cell) {
+        info->free_cells[class] = cell->next;
+        return cell;
+    }
+    size_t cell_size = (class + 1) * POOL_GRANULE;
+    if (info->carve_left < cell_size) {
+        pool_slab *slab = malloc(POOL_SLAB);
+        if (!slab) return NULL;
+        slab->next = info->slabs;
+        info->slabs = slab;
+        // The slab header takes one granule, so cells stay 16-aligned.
+        info->carve = (char *)slab + POOL_GRANULE;
+        info->carve_left = POOL_SLAB - POOL_GRANULE;
+    }
+    void *block = info->carve;
+    info->carve += cell_size;
+    info->carve_left -= cell_size;
+    return block;
+}
+
+static void pool_give(opsh_state_info *info, void *block, size_t size) {
+    pool_cell *cell = (pool_cell *)block;
+    size_t class = pool_class(size);
+    cell->next = info->free_cells[class];
+    info->free_cells[class] = cell;
+}
+
+/// Frees `block` of `size` bytes, pooled or not.
+static void release_block(opsh_state_info *info, void *block, size_t size) {
+    if (size <= POOL_LARGEST) pool_give(info, block, size);
+    else free(block);
+}
+
 static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     opsh_state_info *info = (opsh_state_info *)ud;
+    // Lua passes the block's size as osize whenever ptr is a block.
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
-        free(ptr);
+        if (ptr) release_block(info, ptr, old);
         info->used -= old;
         return NULL;
     }
@@ -34,7 +90,18 @@ static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         && info->used - old + nsize > info->limit) {
         return NULL;
     }
-    void *block = realloc(ptr, nsize);
+    void *block;
+    if (ptr && old <= POOL_LARGEST && nsize <= POOL_LARGEST && pool_class(old) == pool_class(nsize)) {
+        block = ptr;  // the same cell fits
+    } else if (ptr && old > POOL_LARGEST && nsize > POOL_LARGEST) {
+        block = realloc(ptr, nsize);
+    } else {
+        block = nsize <= POOL_LARGEST ? pool_take(info, nsize) : malloc(nsize);
+        if (block && ptr) {
+            memcpy(block, ptr, old < nsize ? old : nsize);
+            release_block(info, ptr, old);
+        }
+    }
     if (block) info->used = info->used - old + nsize;
     return block;
 }
@@ -58,6 +125,12 @@ lua_State *opsh_newstate(size_t memory_limit) {
 void opsh_close(lua_State *L) {
     opsh_state_info *info = info_of(L);
     lua_close(L);
+    // Every block is back in the pools: the slabs go.
+    while (info->slabs) {
+        pool_slab *next = info->slabs->next;
+        free(info->slabs);
+        info->slabs = next;
+    }
     free(info);
 }
 
@@ -119,6 +192,48 @@ void opsh_push_host_function(lua_State *L, void *context) {
     }
     lua_setmetatable(L, -2);
     lua_pushcclosure(L, opsh_trampoline, 1);
+}
+
+int opsh_enter_host(lua_State *L) {
+    opsh_state_info *info = info_of(L);
+    int outer = info->in_host;
+    info->in_host = 1;
+    return outer;
+}
+
+void opsh_leave_host(lua_State *L, int outer) { info_of(L)->in_host = outer; }
+
+typedef struct {
+    opsh_fast_path fast;
+    void *data;
+} opsh_fast_binding;
+
+static int opsh_fast_trampoline(lua_State *L) {
+    const opsh_fast_binding *binding = (const opsh_fast_binding *)lua_touserdata(L, lua_upvalueindex(2));
+    int outer = opsh_enter_host(L);
+    int results = binding->fast(L, binding->data);
+    opsh_leave_host(L, outer);
+    if (results == OPSH_DECLINE) return opsh_trampoline(L);
+    if (results == OPSH_RAISE) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
+    return results;
+}
+
+void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fast, void *data) {
+    push_box(L, context);
+    if (luaL_newmetatable(L, "opsh.function")) {
+        lua_pushcfunction(L, opsh_release_box);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    opsh_fast_binding *binding = (opsh_fast_binding *)lua_newuserdatauv(L, sizeof *binding, 0);
+    binding->fast = fast;
+    binding->data = data;
+    lua_pushcclosure(L, opsh_fast_trampoline, 2);
 }
 
 int opsh_push_host_object(lua_State *L, void *context, const char *type_name) {

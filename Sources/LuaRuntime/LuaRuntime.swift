@@ -80,6 +80,15 @@ public final class LuaRuntime {
         opsh_push_host_function(state ?? self.state, Unmanaged.passRetained(box).toOpaque())
     }
 
+    /// Pushes a host function whose common case runs in C: `fastPath` is
+    /// tried first and declines (``OPSH_DECLINE``) what it does not handle,
+    /// which `body` then does. `data` must outlive the function.
+    public func pushFunction(_ name: String, _ body: @escaping LuaHostFunction, fastPath: opsh_fast_path,
+                             data: UnsafeMutableRawPointer?, on state: OpaquePointer? = nil) {
+        let box = HostFunctionBox(name: name, body: body, runtime: self)
+        opsh_push_host_function_fast(state ?? self.state, Unmanaged.passRetained(box).toOpaque(), fastPath, data)
+    }
+
     /// Sets global `name` to a host function.
     public func register(_ name: String, _ body: @escaping LuaHostFunction) {
         pushFunction(name, body)

@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import GRDBSQLite
 import LuaRuntime
 
@@ -16,11 +17,16 @@ enum DatabaseModule {
     static func install(in session: OpshSession) {
         let executor = session.sql
         let database = session.database
-        session.runtime.register(module: "db", [
-            "query": { call in try executor.run(call: call, shape: .rows) },
-            "first": { call in try executor.run(call: call, shape: .first) },
-            "value": { call in try executor.run(call: call, shape: .value) },
-            "exec": { call in
+        let runtime = session.runtime
+        // query/first/value/exec: the C fast path runs a cached statement
+        // with plain values; Swift does the rest (first use, writes outside
+        // a transaction, dry runs, tables of parameters, markers).
+        let route = UnsafeMutableRawPointer(executor.route)
+        let fastFunctions: [(String, opsh_fast_path, LuaHostFunction)] = [
+            ("query", opsh_sql_fast_query, { call in try executor.run(call: call, shape: .rows) }),
+            ("first", opsh_sql_fast_first, { call in try executor.run(call: call, shape: .first) }),
+            ("value", opsh_sql_fast_value, { call in try executor.run(call: call, shape: .value) }),
+            ("exec", opsh_sql_fast_exec, { call in
                 do {
                     return try executor.run(call: call, shape: .changes)
                 } catch let failure as SQLFailure where failure.isSeveralStatements && call.argumentCount == 1 {
@@ -28,46 +34,34 @@ enum DatabaseModule {
                     try executor.runScript(try call.string(1))
                     return call.results(0)
                 }
-            },
+            }),
+        ]
+        runtime.register(module: "db", [:])
+        runtime.stack.pushGlobal("db")
+        for (name, fastPath, body) in fastFunctions {
+            runtime.pushFunction(name, body, fastPath: fastPath, data: route)
+            runtime.stack.setField(name, at: -2)
+        }
+        runtime.stack.pop()
+        runtime.register(module: "db", [
             "rows": { call in
                 let cursor = try executor.openCursor(try call.string(1), call: call, from: 2)
                 database.closeAtTransactionEnd(cursor)
-                let rowShapes = executor.rowShapes
-                call.host.pushFunction("rows iterator", { iteration in
-                    guard let statement = cursor.statement else { return iteration.results(nil) }
-                    let state = iteration.state
-                    let code = sqlite3_step(statement)
-                    if code == SQLITE_ROW {
-                        // The generic `for` passes the shape holder (its
-                        // state value) as argument 1: two lookups a row
-                        // instead of a registry walk.
-                        let names: Int32
-                        if lua_type(state, 1) == LUA_TTABLE {
-                            lua_rawgeti(state, 1, 1)
-                            lua_rawgeti(state, 1, 2)
-                            names = lua_gettop(state) - 1
-                        } else {
-                            names = rowShapes.push(slot: cursor.shapeSlot, state: state)
-                        }
-                        StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
-                                                columnNames: names, metatable: names + 1)
-                        return 1
-                    }
-                    let failed = code != SQLITE_DONE
-                    let message = failed ? String(cString: sqlite3_errmsg(cursor.connection)) : ""
-                    cursor.close()
-                    if failed { throw SQLFailure(message: message, sql: cursor.sql) }
-                    return iteration.results(nil)
-                }, on: call.state)
-                _ = opsh_getref(call.state, cursor.shapeSlot)  // the loop's state: {names, row metatable, rows metatable}
-                lua_pushnil(call.state)
                 // The to-be-closed value: a loop that breaks or fails
-                // finalizes the statement at once.
+                // finalizes the statement at once. It also keeps the cursor
+                // alive for the iterator.
                 call.host.pushObject(cursor, type: "opsh.cursor", methods: [
                     "close": closeCursor,
                 ], metamethods: [
                     "__close": closeCursor,
                 ], on: call.state)
+                let owner = lua_gettop(call.state)
+                _ = opsh_getref(call.state, cursor.shapeSlot)  // {names, row metatable, rows metatable}
+                opsh_sql_push_rows_iterator(call.state, cursor.statement, owner, executor.route)
+                // for row in iterator, state (the shape), nil, closing value
+                _ = opsh_getref(call.state, cursor.shapeSlot)
+                lua_pushnil(call.state)
+                lua_pushvalue(call.state, owner)
                 return 4
             },
             "transaction": { call in

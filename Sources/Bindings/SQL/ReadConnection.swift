@@ -1,3 +1,4 @@
+import CSQLBridge
 import Foundation
 import GRDBSQLite
 import LuaRuntime
@@ -11,7 +12,6 @@ import LuaRuntime
 /// the whole loop.
 final class ReadConnection {
     let handle: OpaquePointer
-    private var cache: [String: OpaquePointer] = [:]
 
     /// Reads share one read transaction for at most this long. Beginning a
     /// read transaction in WAL mode costs file-lock system calls, which
@@ -20,8 +20,8 @@ final class ReadConnection {
     /// see its own writes) and whenever Lua goes idle (so an idle shell
     /// never pins the WAL).
     static let snapshotWindow = 0.05
-    private var snapshotStarted: Double?
-    private var snapshotWriteCount = 0
+    /// The snapshot's state, in C: the `db` module's fast path uses it too.
+    let snapshot: UnsafeMutablePointer<opsh_sql_reader>
 
     init(path: String, busyTimeout: TimeInterval) throws {
         var handle: OpaquePointer?
@@ -33,19 +33,13 @@ final class ReadConnection {
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, Int32(busyTimeout * 1000))
+        snapshot = .allocate(capacity: 1)
+        snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
     }
 
     deinit {
-        for statement in cache.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)
-    }
-
-    /// A cached statement, reset and ready to bind.
-    func cachedStatement(_ sql: String) throws -> OpaquePointer {
-        if let statement = cache[sql] { return statement }
-        let statement = try prepare(sql)
-        cache[sql] = statement
-        return statement
+        snapshot.deallocate()
     }
 
     /// A new statement the caller finalizes (for cursors that outlive a
@@ -80,31 +74,14 @@ final class ReadConnection {
     /// Called before each read outside a transaction: keeps the current
     /// snapshot while it is fresh, else starts a new one.
     func useSnapshot(writeCount: Int) {
-        let now = Self.monotonicNow()
-        if let started = snapshotStarted {
-            if now - started < Self.snapshotWindow && writeCount == snapshotWriteCount { return }
-            guard endSnapshot() else { return }
-        }
-        if sqlite3_get_autocommit(handle) != 0, sqlite3_exec(handle, "BEGIN", nil, nil, nil) == SQLITE_OK {
-            snapshotStarted = now
-            snapshotWriteCount = writeCount
-        }
+        opsh_sql_reader_use_snapshot(snapshot, writeCount)
     }
 
     /// Ends the shared read transaction; false while a `db.rows` loop
     /// still reads from it (it ends at the next chance).
     @discardableResult
     func endSnapshot() -> Bool {
-        guard snapshotStarted != nil else { return true }
-        guard sqlite3_exec(handle, "COMMIT", nil, nil, nil) == SQLITE_OK else { return false }
-        snapshotStarted = nil
-        return true
-    }
-
-    private static func monotonicNow() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+        opsh_sql_reader_end_snapshot(snapshot) != 0
     }
 
     /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the

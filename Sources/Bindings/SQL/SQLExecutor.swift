@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -23,13 +24,22 @@ final class SQLExecutor {
     let readConnection: ReadConnection?
     let markers: SQLMarkers
     let rowShapes: RowShapes
-    let statements = StatementCache()
+    let statements: StatementCache
+    /// Where statements run, shared with the C fast path.
+    var route: UnsafeMutablePointer<opsh_sql_route> { session.route }
 
     init(session: SessionDatabase, readConnection: ReadConnection?, markers: SQLMarkers, rowShapes: RowShapes) {
         self.session = session
         self.readConnection = readConnection
         self.markers = markers
         self.rowShapes = rowShapes
+        statements = StatementCache(route: session.route)
+        session.route.pointee.reader = readConnection?.snapshot
+        session.route.pointee.failure_text = { state, message, sql in
+            let failure = SQLFailure(message: message.map { String(cString: $0) } ?? "unknown error",
+                                     sql: sql.map { String(cString: $0) })
+            LuaStack(state!).push(failure.description)
+        }
     }
 
     /// Runs the SQL string at argument 1 with the arguments from 2 on and
@@ -78,6 +88,7 @@ final class SQLExecutor {
         let state = call.state
         let statement = entry.statement
         defer {
+            // Bound strings point into the Lua stack: drop them with the reset.
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
         }
@@ -91,7 +102,7 @@ final class SQLExecutor {
         case .value:
             let code = sqlite3_step(statement)
             if code == SQLITE_ROW, sqlite3_column_count(statement) > 0 {
-                StatementBridge.pushColumn(statement, 0, type: sqlite3_column_type(statement, 0), state: state)
+                opsh_sql_push_column(state, statement, 0)
                 return 1
             }
             guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
@@ -101,8 +112,7 @@ final class SQLExecutor {
             let code = sqlite3_step(statement)
             if code == SQLITE_ROW {
                 let shapeIndex = rowShapes.push(for: entry, state: state)
-                StatementBridge.pushRow(statement, state: state, columnCount: sqlite3_column_count(statement),
-                                        columnNames: shapeIndex, metatable: shapeIndex + 1)
+                opsh_sql_push_row(state, statement, sqlite3_column_count(statement), shapeIndex, shapeIndex + 1)
                 return 1
             }
             guard code == SQLITE_DONE else { throw failure(connection, entry) }
@@ -115,8 +125,7 @@ final class SQLExecutor {
             var count: lua_Integer = 0
             var code = sqlite3_step(statement)
             while code == SQLITE_ROW {
-                StatementBridge.pushRow(statement, state: state, columnCount: columnCount,
-                                        columnNames: shapeIndex, metatable: shapeIndex + 1)
+                opsh_sql_push_row(state, statement, columnCount, shapeIndex, shapeIndex + 1)
                 count += 1
                 lua_rawseti(state, -2, count)
                 code = sqlite3_step(statement)
@@ -174,31 +183,32 @@ final class SQLExecutor {
             sqlite3_finalize(statement)
             throw error
         }
-        return SQLCursor(statement: statement, connection: handle, sql: sql,
-                         shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state))
+        return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state))
     }
 }
 
-/// An open `db.rows` statement. Finalized when the loop ends, breaks,
-/// fails (the generic `for`'s to-be-closed value), or is collected.
+/// An open `db.rows` statement. Finalized when the loop ends (by the C
+/// iterator), breaks or fails (the generic `for`'s to-be-closed value),
+/// when its transaction ends, or when it is collected.
 final class SQLCursor {
-    private(set) var statement: OpaquePointer?
-    let connection: OpaquePointer
-    let sql: String
+    /// The statement, where the C iterator finds it; nil once finalized.
+    let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
 
-    init(statement: OpaquePointer, connection: OpaquePointer, sql: String, shapeSlot: Int32) {
-        self.statement = statement
-        self.connection = connection
-        self.sql = sql
+    init(statement: OpaquePointer, shapeSlot: Int32) {
+        self.statement = .allocate(capacity: 1)
+        self.statement.initialize(to: statement)
         self.shapeSlot = shapeSlot
     }
 
     func close() {
-        if let statement { sqlite3_finalize(statement) }
-        statement = nil
+        if let open = statement.pointee { sqlite3_finalize(open) }
+        statement.pointee = nil
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        statement.deallocate()
+    }
 }

@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -59,7 +60,7 @@ enum StatementArgumentsReader {
         case LUA_TSTRING:
             var length = 0
             let bytes = opsh_tostring(state, index, &length)!
-            if UTF8Check.isValid(bytes, length) {
+            if opsh_utf8_valid(bytes, length) != 0 {
                 return String(decoding: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self).databaseValue
             }
             return Data(bytes: bytes, count: length).databaseValue

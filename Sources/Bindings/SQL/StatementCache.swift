@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import Foundation
 import GRDBSQLite
 import LuaRuntime
@@ -11,28 +12,37 @@ import LuaRuntime
 /// Swift String is made and nothing is hashed but a pointer. The bytes are
 /// compared too, since a collected string's address can be reused. Each
 /// entry also keeps its rows' shape (column names and metatables).
+///
+/// The entries are C structs (`opsh_sql_entry`) so that the `db` module's
+/// C fast path finds the statements used lately through the route.
 final class StatementCache {
     final class Entry {
-        let bytes: [UInt8]
-        let statement: OpaquePointer
-        let isReadonly: Bool
+        let c: UnsafeMutablePointer<opsh_sql_entry>
+        private let route: UnsafeMutablePointer<opsh_sql_route>
+
+        init(_ c: UnsafeMutablePointer<opsh_sql_entry>, route: UnsafeMutablePointer<opsh_sql_route>) {
+            self.c = c
+            self.route = route
+        }
+
+        var statement: OpaquePointer { c.pointee.statement }
+        var isReadonly: Bool { c.pointee.readonly != 0 }
         /// Registry slot of the row shape, and the column count it is for.
-        var shapeSlot: Int32 = -1
-        var shapeColumns: Int32 = -1
-
-        init(bytes: [UInt8], statement: OpaquePointer) {
-            self.bytes = bytes
-            self.statement = statement
-            self.isReadonly = sqlite3_stmt_readonly(statement) != 0
+        var shapeSlot: Int32 {
+            get { c.pointee.shape_ref }
+            set { c.pointee.shape_ref = newValue }
+        }
+        var shapeColumns: Int32 {
+            get { c.pointee.shape_columns }
+            set { c.pointee.shape_columns = newValue }
         }
 
-        var sql: String { String(decoding: bytes, as: UTF8.self) }
+        var sql: String { String(cString: c.pointee.bytes) }
 
-        func matches(_ pointer: UnsafePointer<CChar>, _ length: Int) -> Bool {
-            bytes.count == length && (length == 0 || bytes.withUnsafeBytes { memcmp($0.baseAddress!, pointer, length) == 0 })
+        deinit {
+            opsh_sql_forget(route, c)
+            opsh_sql_entry_free(c)
         }
-
-        deinit { sqlite3_finalize(statement) }
     }
 
     private struct Key: Hashable {
@@ -43,11 +53,15 @@ final class StatementCache {
     /// Beyond this many statements the cache starts over: a script that
     /// builds SQL by concatenation must not grow it without end.
     private let capacity = 512
+    private let route: UnsafeMutablePointer<opsh_sql_route>
     private var entries: [Key: Entry] = [:]
-    private var last: (key: Key, entry: Entry)?
     /// Row-shape registry slots of dropped entries, for the Lua thread to
     /// free.
     private(set) var releasedShapeSlots: [Int32] = []
+
+    init(route: UnsafeMutablePointer<opsh_sql_route>) {
+        self.route = route
+    }
 
     /// The statement for the string at `index` on `connection`, prepared
     /// on first use.
@@ -57,24 +71,25 @@ final class StatementCache {
             throw LuaCallError.message("SQL text expected")
         }
         let key = Key(connection: connection, address: UnsafeRawPointer(pointer))
-        // A loop runs the same statement again and again: try it first.
-        if let last, last.key == key, last.entry.matches(pointer, length) { return last.entry }
-        if let entry = entries[key], entry.matches(pointer, length) {
-            last = (key, entry)
+        if let entry = entries[key], opsh_sql_entry_matches(entry.c, connection, pointer, length) != 0 {
+            opsh_sql_remember(route, entry.c)
             return entry
         }
-        let bytes = Array(UnsafeRawBufferPointer(start: pointer, count: length))
-        let statement = try ReadConnection.prepare(String(decoding: bytes, as: UTF8.self), on: connection)
+        let sql = String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self)
+        let statement = try ReadConnection.prepare(sql, on: connection)
+        guard let c = opsh_sql_entry_new(connection, pointer, length, statement) else {
+            sqlite3_finalize(statement)
+            throw LuaCallError.message("out of memory")
+        }
         if entries.count >= capacity { removeAll() }
         if let old = entries[key], old.shapeSlot >= 0 { releasedShapeSlots.append(old.shapeSlot) }
-        let entry = Entry(bytes: bytes, statement: statement)
+        let entry = Entry(c, route: route)
         entries[key] = entry
-        last = (key, entry)
+        opsh_sql_remember(route, c)
         return entry
     }
 
     private func removeAll() {
-        last = nil
         releasedShapeSlots += entries.values.map(\.shapeSlot).filter { $0 >= 0 }
         entries.removeAll()
     }

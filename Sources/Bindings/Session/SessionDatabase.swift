@@ -1,3 +1,4 @@
+import CSQLBridge
 import GRDB
 import Store
 
@@ -11,15 +12,25 @@ import Store
 /// error rolls back exactly its own level.
 public final class SessionDatabase {
     public let store: Store
+    /// Where the `db` module's C fast path runs statements: this class
+    /// keeps it in step with `current`, the dry run and the write count.
+    let route: UnsafeMutablePointer<opsh_sql_route>
     /// The writer connection while Lua code runs inside a transaction.
-    public private(set) var current: Database?
+    public private(set) var current: Database? {
+        didSet { route.pointee.transaction = current?.sqliteConnection }
+    }
     /// Savepoint depth inside `current`.
     private var depth = 0
     /// Statements were stepped directly on `current` (the fast path), so
     /// GRDB's observers must be told at commit.
-    var changedOutsideGRDB = false
+    var changedOutsideGRDB: Bool {
+        get { route.pointee.changed_outside != 0 }
+        set { route.pointee.changed_outside = newValue ? 1 : 0 }
+    }
     /// Counts changes per table during a dry run.
-    private(set) var changeCounter: ChangeCounter?
+    private(set) var changeCounter: ChangeCounter? {
+        didSet { route.pointee.dry_run = changeCounter == nil ? 0 : 1 }
+    }
 
     /// `db.rows` cursors opened on `current`: finalized when the
     /// transaction ends, since the connection goes back to GRDB then.
@@ -27,7 +38,10 @@ public final class SessionDatabase {
 
     init(store: Store) {
         self.store = store
+        route = opsh_sql_route_new()
     }
+
+    deinit { opsh_sql_route_free(route) }
 
     func closeAtTransactionEnd(_ cursor: SQLCursor) {
         guard current != nil else { return }
@@ -48,7 +62,9 @@ public final class SessionDatabase {
 
     /// Counts writes this session committed (or started), so the read
     /// connection knows its snapshot is older than them.
-    public private(set) var writeCount = 0
+    public private(set) var writeCount = 0 {
+        didSet { route.pointee.write_count = writeCount }
+    }
     public var isDryRun: Bool { changeCounter != nil }
 
     /// Runs a read: on the open transaction, else as one statement on a

@@ -41,6 +41,21 @@ void opsh_set_host_dispatch(opsh_host_function dispatch, opsh_host_release relea
 /// Lua owns `context` from then on and releases it when it collects the
 /// function.
 void opsh_push_host_function(lua_State *L, void *context);
+/// A C fast path for a host function: it handles the common case without
+/// entering Swift. It returns a count of results (>= 0), OPSH_RAISE with
+/// an error message on top of the stack, or OPSH_DECLINE to leave the call
+/// to the Swift function (with the stack as it found it). Allocations past
+/// the memory limit succeed while it runs, as in Swift: it must not be
+/// unwound halfway through a statement.
+#define OPSH_DECLINE (-3)
+typedef int (*opsh_fast_path)(lua_State *L, void *data);
+/// As opsh_push_host_function, with `fast` tried first on each call.
+void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fast, void *data);
+/// Marks a Swift frame as running (allocations past the memory limit
+/// succeed, so no Lua error unwinds it); returns what to pass to
+/// opsh_leave_host. For C code that calls Swift outside a trampoline.
+int opsh_enter_host(lua_State *L);
+void opsh_leave_host(lua_State *L, int outer);
 /// Pushes a userdata that owns `context` (released when collected), with
 /// the metatable registered under `type_name` (created empty when new;
 /// returns 1 then, so the caller can fill it).

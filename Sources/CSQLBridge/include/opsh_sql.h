@@ -1,0 +1,117 @@
+// The hot path of opsh's `db` module, in C: statements that a script runs
+// again and again (a db.exec in a loop, db.first by key, db.rows over
+// millions of rows) are bound, stepped and turned into Lua values here,
+// without entering Swift.
+//
+// Swift stays in charge: it prepares and caches statements
+// (StatementCache), decides where they run (SessionDatabase, ReadConnection)
+// and publishes that in an `opsh_sql_route`; it handles everything the
+// fast path declines (first use of a statement, writes outside a
+// transaction, dry runs, tables as parameters, db.NULL and db.blob).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "opsh_lua.h"
+
+// SQLite's handles, declared as sqlite3.h does (that header is GRDB's
+// module in Swift; including it here too would make its functions
+// ambiguous there).
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+
+/// One prepared statement of the cache, owned by Swift's StatementCache.
+typedef struct opsh_sql_entry {
+    sqlite3 *connection;
+    /// The Lua string holding the SQL: its address is the key; its bytes
+    /// are compared too, since a collected string's address can be reused.
+    const char *key;
+    size_t length;
+    char *bytes;
+    sqlite3_stmt *statement;
+    int readonly;
+    /// Registry reference of the rows' shape {names, row metatable, rows
+    /// metatable} (LUA_NOREF until made), and the column count it is for.
+    int shape_ref;
+    int shape_columns;
+} opsh_sql_entry;
+
+/// The read connection outside transactions, and its shared snapshot: a
+/// burst of reads shares one read transaction for up to `window` seconds,
+/// ended early by this session's writes and when Lua goes idle.
+typedef struct opsh_sql_reader {
+    sqlite3 *handle;
+    double window;
+    /// Monotonic seconds when the snapshot began; 0 when there is none.
+    double started;
+    long write_count;
+} opsh_sql_reader;
+
+/// Pushes the text of an SQL failure (message and statement) the way
+/// Swift's SQLFailure says it, so both paths fail alike.
+typedef void (*opsh_sql_failure_text)(lua_State *L, const char *message, const char *sql);
+
+#define OPSH_SQL_RECENT 64
+
+/// Where statements run now: what Swift publishes to the fast path.
+typedef struct opsh_sql_route {
+    /// The connection of the open transaction, or NULL outside one.
+    sqlite3 *transaction;
+    /// During a dry run writes go through GRDB (its change counter).
+    int dry_run;
+    /// Set when a write was stepped on `transaction` outside GRDB, so
+    /// GRDB's observers are told at commit.
+    int changed_outside;
+    /// Writes this session made (the read snapshot must not predate them).
+    long write_count;
+    /// NULL for a database in memory.
+    opsh_sql_reader *reader;
+    opsh_sql_failure_text failure_text;
+    /// Statements used lately, by the address of their SQL string.
+    opsh_sql_entry *recent[OPSH_SQL_RECENT];
+} opsh_sql_route;
+
+opsh_sql_route *opsh_sql_route_new(void);
+void opsh_sql_route_free(opsh_sql_route *route);
+
+/// A cache entry for a statement prepared from the Lua string `key`.
+opsh_sql_entry *opsh_sql_entry_new(sqlite3 *connection, const char *key, size_t length, sqlite3_stmt *statement);
+/// Finalizes the statement and frees the entry (Swift unrefs the shape).
+void opsh_sql_entry_free(opsh_sql_entry *entry);
+int opsh_sql_entry_matches(const opsh_sql_entry *entry, sqlite3 *connection, const char *key, size_t length);
+/// Makes `entry` findable by the fast path / forgets it (before freeing).
+void opsh_sql_remember(opsh_sql_route *route, opsh_sql_entry *entry);
+void opsh_sql_forget(opsh_sql_route *route, opsh_sql_entry *entry);
+
+// MARK: The read snapshot
+
+/// Keeps the current snapshot while it is fresh, else starts a new one.
+void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count);
+/// Ends the shared read transaction; 0 while a db.rows loop still reads
+/// from it (it ends at the next chance).
+int opsh_sql_reader_end_snapshot(opsh_sql_reader *reader);
+
+// MARK: Values
+
+/// Binds the value at `index` to parameter `position`: nil NULL, booleans
+/// 0/1, integers and floats as themselves, strings as TEXT when UTF-8 and
+/// as BLOB otherwise. Returns 0 for any other type (the caller decides),
+/// else SQLite's code. `copy` makes SQLite copy the bytes.
+int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int index, int copy, int *code);
+/// Pushes column `column` of the current row (NULL as nil).
+void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column);
+/// Pushes the current row as a table of its non-NULL columns; `names` is
+/// the stack index of the column names, `metatable` of the row metatable.
+void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable);
+int opsh_utf8_valid(const char *bytes, size_t length);
+
+// MARK: The fast paths (see opsh_push_host_function_fast); data is the route
+
+int opsh_sql_fast_exec(lua_State *L, void *route);
+int opsh_sql_fast_first(lua_State *L, void *route);
+int opsh_sql_fast_value(lua_State *L, void *route);
+int opsh_sql_fast_query(lua_State *L, void *route);
+
+/// Pushes the iterator of a db.rows loop over `*statement` (the cursor
+/// owns it; the iterator finalizes it and sets it to NULL at the end).
+/// `owner` is the stack index of the value that keeps the cursor alive.
+void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route);

@@ -1,0 +1,332 @@
+#include <sqlite3.h>
+#include "opsh_sql.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// MARK: Route and cache entries
+
+opsh_sql_route *opsh_sql_route_new(void) { return calloc(1, sizeof(opsh_sql_route)); }
+void opsh_sql_route_free(opsh_sql_route *route) { free(route); }
+
+opsh_sql_entry *opsh_sql_entry_new(sqlite3 *connection, const char *key, size_t length, sqlite3_stmt *statement) {
+    opsh_sql_entry *entry = calloc(1, sizeof *entry);
+    char *bytes = malloc(length + 1);
+    if (!entry || !bytes) {
+        free(entry);
+        free(bytes);
+        return NULL;
+    }
+    memcpy(bytes, key, length);
+    bytes[length] = 0;
+    entry->connection = connection;
+    entry->key = key;
+    entry->length = length;
+    entry->bytes = bytes;
+    entry->statement = statement;
+    entry->readonly = sqlite3_stmt_readonly(statement) != 0;
+    entry->shape_ref = LUA_NOREF;
+    entry->shape_columns = -1;
+    return entry;
+}
+
+void opsh_sql_entry_free(opsh_sql_entry *entry) {
+    sqlite3_finalize(entry->statement);
+    free(entry->bytes);
+    free(entry);
+}
+
+int opsh_sql_entry_matches(const opsh_sql_entry *entry, sqlite3 *connection, const char *key, size_t length) {
+    return entry->connection == connection && entry->key == key && entry->length == length
+        && memcmp(entry->bytes, key, length) == 0;
+}
+
+static size_t recent_slot(const char *key) {
+    // Lua strings are 8-aligned; mix the higher bits in.
+    uintptr_t address = (uintptr_t)key;
+    return (size_t)((address >> 4) ^ (address >> 10)) % OPSH_SQL_RECENT;
+}
+
+void opsh_sql_remember(opsh_sql_route *route, opsh_sql_entry *entry) {
+    route->recent[recent_slot(entry->key)] = entry;
+}
+
+void opsh_sql_forget(opsh_sql_route *route, opsh_sql_entry *entry) {
+    size_t slot = recent_slot(entry->key);
+    if (route->recent[slot] == entry) route->recent[slot] = NULL;
+}
+
+// MARK: The read snapshot
+
+static double monotonic_now(void) {
+    struct timespec spec;
+    clock_gettime(CLOCK_MONOTONIC, &spec);
+    return (double)spec.tv_sec + (double)spec.tv_nsec / 1e9;
+}
+
+void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
+    double now = monotonic_now();
+    if (reader->started != 0) {
+        if (now - reader->started < reader->window && write_count == reader->write_count) return;
+        if (!opsh_sql_reader_end_snapshot(reader)) return;
+    }
+    if (sqlite3_get_autocommit(reader->handle) && sqlite3_exec(reader->handle, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+        reader->started = now;
+        reader->write_count = write_count;
+    }
+}
+
+int opsh_sql_reader_end_snapshot(opsh_sql_reader *reader) {
+    if (reader->started == 0) return 1;
+    if (sqlite3_exec(reader->handle, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return 0;
+    reader->started = 0;
+    return 1;
+}
+
+// MARK: Values
+
+int opsh_utf8_valid(const char *text, size_t length) {
+    const unsigned char *bytes = (const unsigned char *)text;
+    size_t index = 0;
+    while (index < length) {
+        unsigned char byte = bytes[index];
+        if (byte < 0x80) { index++; continue; }
+        size_t width;
+        if ((byte & 0xE0) == 0xC0 && byte >= 0xC2) width = 2;
+        else if ((byte & 0xF0) == 0xE0) width = 3;
+        else if ((byte & 0xF8) == 0xF0 && byte <= 0xF4) width = 4;
+        else return 0;
+        if (index + width > length) return 0;
+        for (size_t offset = 1; offset < width; offset++)
+            if ((bytes[index + offset] & 0xC0) != 0x80) return 0;
+        unsigned char second = bytes[index + 1];
+        if (width == 3 && ((byte == 0xE0 && second < 0xA0) || (byte == 0xED && second >= 0xA0))) return 0;  // overlong, surrogates
+        if (width == 4 && ((byte == 0xF0 && second < 0x90) || (byte == 0xF4 && second >= 0x90))) return 0;
+        index += width;
+    }
+    return 1;
+}
+
+int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int index, int copy, int *code) {
+    switch (lua_type(L, index)) {
+    case LUA_TNIL:
+    case LUA_TNONE:
+        *code = sqlite3_bind_null(statement, position);
+        return 1;
+    case LUA_TBOOLEAN:
+        *code = sqlite3_bind_int64(statement, position, lua_toboolean(L, index) ? 1 : 0);
+        return 1;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, index)) *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
+        else *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
+        return 1;
+    case LUA_TSTRING: {
+        size_t length;
+        const char *bytes = lua_tolstring(L, index, &length);
+        // SQLITE_STATIC: the string stays on the Lua stack until the
+        // statement is reset.
+        sqlite3_destructor_type destructor = copy ? SQLITE_TRANSIENT : SQLITE_STATIC;
+        if (opsh_utf8_valid(bytes, length)) *code = sqlite3_bind_text(statement, position, bytes, (int)length, destructor);
+        else *code = sqlite3_bind_blob(statement, position, bytes, (int)length, destructor);
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
+    switch (sqlite3_column_type(statement, column)) {
+    case SQLITE_INTEGER:
+        lua_pushinteger(L, sqlite3_column_int64(statement, column));
+        break;
+    case SQLITE_FLOAT:
+        lua_pushnumber(L, sqlite3_column_double(statement, column));
+        break;
+    case SQLITE_TEXT: {
+        const unsigned char *text = sqlite3_column_text(statement, column);
+        lua_pushlstring(L, text ? (const char *)text : "", (size_t)sqlite3_column_bytes(statement, column));
+        break;
+    }
+    case SQLITE_BLOB: {
+        const void *blob = sqlite3_column_blob(statement, column);
+        lua_pushlstring(L, blob ? (const char *)blob : "", (size_t)sqlite3_column_bytes(statement, column));
+        break;
+    }
+    default:
+        lua_pushnil(L);
+    }
+}
+
+void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
+    lua_createtable(L, 0, column_count);
+    for (int column = 0; column < column_count; column++) {
+        if (sqlite3_column_type(statement, column) == SQLITE_NULL) continue;
+        lua_rawgeti(L, names, column + 1);
+        opsh_sql_push_column(L, statement, column);
+        lua_rawset(L, -3);
+    }
+    lua_pushvalue(L, metatable);
+    lua_setmetatable(L, -2);
+}
+
+// MARK: The fast paths
+
+enum result_shape { SHAPE_CHANGES, SHAPE_FIRST, SHAPE_VALUE, SHAPE_ROWS };
+
+/// Raises (through OPSH_RAISE) the connection's error about `statement`.
+static int fail(lua_State *L, opsh_sql_route *route, sqlite3 *connection, sqlite3_stmt *statement) {
+    route->failure_text(L, sqlite3_errmsg(connection), sqlite3_sql(statement));
+    return OPSH_RAISE;
+}
+
+/// Pushes the entry's shape (names, row metatable, rows metatable) and
+/// returns the index of the names.
+static int push_shape(lua_State *L, const opsh_sql_entry *entry) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, entry->shape_ref);
+    int holder = lua_gettop(L);
+    lua_rawgeti(L, holder, 1);
+    lua_rawgeti(L, holder, 2);
+    lua_rawgeti(L, holder, 3);
+    lua_remove(L, holder);
+    return holder;
+}
+
+static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
+    if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
+    sqlite3 *connection = route->transaction;
+    if (!connection) {
+        if (!route->reader) return OPSH_DECLINE;
+        connection = route->reader->handle;
+    }
+    size_t length;
+    const char *sql = lua_tolstring(L, 1, &length);
+    opsh_sql_entry *entry = route->recent[recent_slot(sql)];
+    if (!entry || !opsh_sql_entry_matches(entry, connection, sql, length)) return OPSH_DECLINE;
+    sqlite3_stmt *statement = entry->statement;
+
+    // What Swift does itself: writes outside a transaction (GRDB's
+    // writer), writes of a dry run (counted), rows without a shape yet.
+    int column_count = sqlite3_column_count(statement);
+    if (!entry->readonly && (!route->transaction || route->dry_run)) return OPSH_DECLINE;
+    if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && entry->shape_columns != column_count) return OPSH_DECLINE;
+
+    // Positional values of plain types only; tables, db.NULL, db.blob and
+    // wrong counts go to Swift (which explains what is wrong).
+    int given = lua_gettop(L) - 1;
+    if (given != sqlite3_bind_parameter_count(statement)) return OPSH_DECLINE;
+    for (int position = 1; position <= given; position++) {
+        int code = SQLITE_OK;
+        if (!opsh_sql_bind_plain(L, statement, position, position + 1, 0, &code) || code != SQLITE_OK) {
+            sqlite3_clear_bindings(statement);
+            return OPSH_DECLINE;
+        }
+    }
+    if (!route->transaction) opsh_sql_reader_use_snapshot(route->reader, route->write_count);
+    else if (!entry->readonly) route->changed_outside = 1;
+
+    int results = 1;
+    int code = sqlite3_step(statement);
+    switch (shape) {
+    case SHAPE_CHANGES:
+        while (code == SQLITE_ROW) code = sqlite3_step(statement);
+        if (code != SQLITE_DONE) break;
+        lua_pushinteger(L, sqlite3_changes64(connection));
+        lua_pushinteger(L, sqlite3_last_insert_rowid(connection));
+        results = 2;
+        break;
+    case SHAPE_VALUE:
+        if (code == SQLITE_ROW && column_count > 0) opsh_sql_push_column(L, statement, 0);
+        else if (code == SQLITE_DONE || code == SQLITE_ROW) lua_pushnil(L);
+        break;
+    case SHAPE_FIRST:
+        if (code == SQLITE_ROW) {
+            int names = push_shape(L, entry);
+            opsh_sql_push_row(L, statement, column_count, names, names + 1);
+            lua_replace(L, names);
+            lua_settop(L, names);
+        } else if (code == SQLITE_DONE) {
+            lua_pushnil(L);
+        }
+        break;
+    case SHAPE_ROWS: {
+        int names = push_shape(L, entry);
+        lua_createtable(L, 0, 0);
+        lua_Integer count = 0;
+        while (code == SQLITE_ROW) {
+            opsh_sql_push_row(L, statement, column_count, names, names + 1);
+            lua_rawseti(L, -2, ++count);
+            code = sqlite3_step(statement);
+        }
+        if (code != SQLITE_DONE) break;
+        lua_pushvalue(L, names + 2);
+        lua_setmetatable(L, -2);
+        lua_replace(L, names);
+        lua_settop(L, names);
+        break;
+    }
+    }
+    if (code != SQLITE_DONE && code != SQLITE_ROW) {
+        int failed = fail(L, route, connection, statement);
+        sqlite3_reset(statement);
+        sqlite3_clear_bindings(statement);
+        return failed;
+    }
+    // Bound strings point into the Lua stack: drop them with the reset.
+    sqlite3_reset(statement);
+    if (given > 0) sqlite3_clear_bindings(statement);
+    return results;
+}
+
+int opsh_sql_fast_exec(lua_State *L, void *route) { return run(L, route, SHAPE_CHANGES); }
+int opsh_sql_fast_first(lua_State *L, void *route) { return run(L, route, SHAPE_FIRST); }
+int opsh_sql_fast_value(lua_State *L, void *route) { return run(L, route, SHAPE_VALUE); }
+int opsh_sql_fast_query(lua_State *L, void *route) { return run(L, route, SHAPE_ROWS); }
+
+// MARK: db.rows
+
+// Upvalues: 1 the cursor's owner (keeps it alive), 2 the statement slot
+// (light userdata), 3 the shape holder, 4 the route (light userdata).
+static int rows_next(lua_State *L) {
+    sqlite3_stmt **slot = (sqlite3_stmt **)lua_touserdata(L, lua_upvalueindex(2));
+    sqlite3_stmt *statement = *slot;
+    if (!statement) {
+        lua_pushnil(L);
+        return 1;
+    }
+    int code = sqlite3_step(statement);
+    if (code == SQLITE_ROW) {
+        lua_rawgeti(L, lua_upvalueindex(3), 1);
+        lua_rawgeti(L, lua_upvalueindex(3), 2);
+        int names = lua_gettop(L) - 1;
+        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), names, names + 1);
+        return 1;
+    }
+    if (code == SQLITE_DONE) {
+        *slot = NULL;
+        sqlite3_finalize(statement);
+        lua_pushnil(L);
+        return 1;
+    }
+    opsh_sql_route *route = (opsh_sql_route *)lua_touserdata(L, lua_upvalueindex(4));
+    int outer = opsh_enter_host(L);  // failure_text is Swift
+    route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
+    opsh_leave_host(L, outer);
+    *slot = NULL;
+    sqlite3_finalize(statement);
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route) {
+    // The shape holder is on top of the stack.
+    int holder = lua_gettop(L);
+    lua_pushvalue(L, owner);
+    lua_pushlightuserdata(L, statement);
+    lua_pushvalue(L, holder);
+    lua_pushlightuserdata(L, route);
+    lua_pushcclosure(L, rows_next, 4);
+    lua_remove(L, holder);
+}
