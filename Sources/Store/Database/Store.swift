@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// opsh's storage core: one database file, migrated, observed, maintained.
 ///
@@ -45,10 +46,11 @@ public final class Store: Sendable {
             }
             try createParentDirectory(of: resolved)
         }
+        var migrated = false
         if verdict == .database {
             // Refuse a newer schema before anything writes (a read-write
             // pool would switch the journal to WAL).
-            try checkMigrationsReadOnly(path: resolved, options: options)
+            migrated = try checkMigrationsReadOnly(path: resolved, options: options)
         }
 
         let pool: DatabasePool
@@ -58,7 +60,7 @@ public final class Store: Sendable {
             throw translateOpenError(error, path: resolved)
         }
         let store = Store(path: resolved, options: options, writer: pool)
-        if !options.readOnly {
+        if !options.readOnly && !migrated {
             try store.migrate()
         }
         return store
@@ -110,33 +112,52 @@ public final class Store: Sendable {
 
     /// Reads the schema and the applied migrations through a read-only
     /// connection: a damaged or newer database is refused untouched.
-    private static func checkMigrationsReadOnly(path: String, options: StoreOptions) throws {
-        var configuration = configuration(options, label: "opsh.inspect")
-        configuration.readonly = true
-        do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            try queue.read { db in
-                // Reading the schema detects a damaged first page.
-                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
-                let known = Set(StoreMigrations.builtInIdentifiers)
-                let applied = try db.tableExists("grdb_migrations")
-                    ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
-                    : []
-                let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
-                if !unknown.isEmpty {
-                    throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
-                }
-                if options.readOnly {
-                    let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
-                    if !pending.isEmpty && !applied.isEmpty {
-                        throw StoreError.needsMigration(path: path, pending: pending)
-                    }
+    /// Returns whether every built-in migration is applied already.
+    ///
+    /// SQLite's C API, not a GRDB queue: this runs at every start of opsh,
+    /// and a plain connection opens in a fraction of the time.
+    private static func checkMigrationsReadOnly(path: String, options: StoreOptions) throws -> Bool {
+        var handle: OpaquePointer?
+        defer { sqlite3_close_v2(handle) }
+        let opened = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil)
+        guard opened == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(opened))
+            throw translateOpenError(DatabaseError(resultCode: ResultCode(rawValue: opened), message: message), path: path)
+        }
+        sqlite3_busy_timeout(handle, Int32(min(options.busyTimeout * 1000, Double(Int32.max))))
+        func strings(_ sql: String) throws -> [String] {
+            var statement: OpaquePointer?
+            defer { sqlite3_finalize(statement) }
+            var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+            var result: [String] = []
+            if code == SQLITE_OK {
+                code = sqlite3_step(statement)
+                while code == SQLITE_ROW {
+                    result.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
+                    code = sqlite3_step(statement)
                 }
             }
-            try queue.close()
-        } catch let error as DatabaseError {
-            throw translateOpenError(error, path: path)
+            guard code == SQLITE_OK || code == SQLITE_DONE else {
+                let error = DatabaseError(resultCode: ResultCode(rawValue: sqlite3_errcode(handle)),
+                                          message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+                throw translateOpenError(error, path: path)
+            }
+            return result
         }
+        // Reading the schema detects a damaged first page.
+        _ = try strings("SELECT count(*) FROM sqlite_master")
+        let hasMigrations = try !strings("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grdb_migrations'").isEmpty
+        let applied = hasMigrations ? try strings("SELECT identifier FROM grdb_migrations ORDER BY rowid") : []
+        let known = Set(StoreMigrations.builtInIdentifiers)
+        let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
+        if !unknown.isEmpty {
+            throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
+        }
+        let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
+        if options.readOnly && !pending.isEmpty && !applied.isEmpty {
+            throw StoreError.needsMigration(path: path, pending: pending)
+        }
+        return pending.isEmpty
     }
 
     /// Migrations written in Lua carry a `lua:` prefix, so a database that
