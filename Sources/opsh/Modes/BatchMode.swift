@@ -130,10 +130,13 @@ struct BatchMode {
     }
 
     /// SQLITE_BUSY / SQLITE_LOCKED past the busy timeout, a read-only or
-    /// vanished file: the database, not the script, is the problem.
+    /// vanished file, a full disk: the database, not the script, is the problem.
     static func isDatabaseUnavailable(_ message: String) -> Bool {
         let lowered = message.lowercased()
+        // SQLITE_FULL (ENOSPC) was exit 1 while EFBIG's "disk I/O error" was 3:
+        // both mean the database cannot take the write.
         return lowered.contains("database is locked") || lowered.contains("database table is locked")
+            || lowered.contains("database or disk is full")
             || lowered.contains("database is busy") || lowered.contains("unable to open database")
             || lowered.contains("disk i/o error") || lowered.contains("database disk image is malformed")
     }
