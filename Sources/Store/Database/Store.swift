@@ -39,6 +39,12 @@ public final class Store: Sendable {
     public static func open(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
+        // Refused here rather than at the first write, with the reason.
+        let readOnlyFileSystem = ReadOnlyFileSystem.holds(resolved)
+        if readOnlyFileSystem && !options.readOnly {
+            throw StoreError.cannotOpen(path: resolved, detail: "it is on a read-only file system, so nothing can be written to it; --read-only opens it for reading")
+        }
+        let openName = readOnlyFileSystem ? ReadOnlyFileSystem.readingName(for: resolved) : resolved
         if verdict == .missing {
             if options.readOnly || !options.createIfMissing {
                 throw StoreError.missingDatabase(path: resolved)
@@ -48,12 +54,12 @@ public final class Store: Sendable {
         if verdict == .database {
             // Refuse a newer schema before anything writes (a read-write
             // pool would switch the journal to WAL).
-            try checkMigrationsReadOnly(path: resolved, options: options)
+            try checkMigrationsReadOnly(path: resolved, openName: openName, options: options)
         }
 
         let pool: DatabasePool
         do {
-            pool = try DatabasePool(path: resolved, configuration: configuration(options, label: "opsh"))
+            pool = try DatabasePool(path: openName, configuration: configuration(options, label: "opsh"))
         } catch let error as DatabaseError {
             throw translateOpenError(error, path: resolved)
         }
@@ -110,11 +116,11 @@ public final class Store: Sendable {
 
     /// Reads the schema and the applied migrations through a read-only
     /// connection: a damaged or newer database is refused untouched.
-    private static func checkMigrationsReadOnly(path: String, options: StoreOptions) throws {
+    private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions) throws {
         var configuration = configuration(options, label: "opsh.inspect")
         configuration.readonly = true
         do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            let queue = try DatabaseQueue(path: openName, configuration: configuration)
             try queue.read { db in
                 // Reading the schema detects a damaged first page.
                 _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
@@ -151,8 +157,33 @@ public final class Store: Sendable {
             return .notADatabase(path: path)
         case .SQLITE_CORRUPT:
             return .corrupt(path: path, detail: error.message ?? "database disk image is malformed")
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY:
+            // SQLite says "unable to open database file" or "attempt to write
+            // a readonly database" also when the file is fine but its -wal or
+            // -shm companion cannot be opened: say which.
+            return .cannotOpen(path: path, detail: (error.message ?? "\(error.resultCode)") + walProblem(path))
         default:
             return .cannotOpen(path: path, detail: error.message ?? "\(error.resultCode)")
         }
+    }
+
+    /// Why the write-ahead log files next to `path` cannot be used, if that
+    /// can be told from outside SQLite; "" otherwise.
+    static func walProblem(_ path: String) -> String {
+        for suffix in ["-wal", "-shm"] {
+            var status = stat()
+            guard lstat(path + suffix, &status) == 0 else { continue }
+            if (status.st_mode & S_IFMT) != S_IFREG {
+                return " (\(path + suffix), where SQLite keeps the write-ahead log, is not a regular file)"
+            }
+            if access(path + suffix, R_OK | W_OK) != 0 {
+                return " (\(path + suffix), SQLite's write-ahead log, cannot be written: \(String(cString: strerror(errno))))"
+            }
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        if access(folder.isEmpty ? "." : folder, W_OK) != 0 {
+            return " (SQLite cannot create its write-ahead log in \(folder): \(String(cString: strerror(errno))))"
+        }
+        return ""
     }
 }
