@@ -19,8 +19,12 @@ public final class Store: Sendable {
     /// memory. Maintenance (backup, vacuum) needs it directly.
     public let writer: any DatabaseWriter
 
+    /// The file opened (device, inode), to tell when the path names another.
+    private let openedFile: FileIdentity?
+
     private init(path: String?, options: StoreOptions, writer: any DatabaseWriter) {
         self.path = path
+        self.openedFile = path.flatMap(FileIdentity.init(path:))
         self.options = options
         self.writer = writer
         self.externalChanges = path.map {
@@ -68,6 +72,21 @@ public final class Store: Sendable {
             try store.migrate()
         }
         return store
+    }
+
+    /// When the database file was deleted, or replaced by another (renamed
+    /// over it, a backup restored with `mv`) after opening: a sentence
+    /// saying so; nil while the path still names the file opened.
+    ///
+    /// SQLite goes on using the file it opened, so what this store writes
+    /// then lands in a file that nobody will open again: callers refuse to
+    /// go on (the shell) or report it (a script).
+    public var replacedFileProblem: String? {
+        guard let path, let openedFile else { return nil }
+        let now = FileIdentity(path: path)
+        if now == openedFile { return nil }
+        return "the database file \(path) was \(now == nil ? "deleted" : "replaced by another file") after opsh opened it; "
+            + "opsh still has the old file open, and what it writes there is lost"
     }
 
     /// A private in-memory database, migrated: for tests of code that does
@@ -185,5 +204,18 @@ public final class Store: Sendable {
             return " (SQLite cannot create its write-ahead log in \(folder): \(String(cString: strerror(errno))))"
         }
         return ""
+    }
+}
+
+/// A file's device and inode.
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
     }
 }

@@ -97,6 +97,11 @@ struct BatchMode {
                 deadline?.cancel()
             }
             try deliverRemainingEvents(session, console: console)
+            // The run went to a file that is gone from its path: its writes
+            // are lost, which the caller (cron) must learn.
+            if let problem = session.store.replacedFileProblem {
+                launch.fail(.databaseUnavailable, problem)
+            }
         } catch {
             deadline?.cancel()
             let status = Self.status(for: error, signal: watcher.received)
