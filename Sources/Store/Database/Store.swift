@@ -102,7 +102,23 @@ public final class Store: Sendable {
 
     /// Applies the built-in migrations not applied yet.
     public func migrate() throws {
-        try StoreMigrations.makeMigrator().migrate(writer)
+        let migrator = StoreMigrations.makeMigrator()
+        // GRDB decides what to apply before each migration's transaction: two
+        // opsh processes opening a new database at once (cron jobs starting
+        // together) both chose migration 1, and the second failed with "table
+        // projects already exists" (exit 3). When the applied set grew while
+        // an attempt failed, another process did that work: look again.
+        for _ in 0..<100 {
+            let before = try writer.read { try migrator.appliedIdentifiers($0) }
+            do {
+                try migrator.migrate(writer)
+                return
+            } catch {
+                let after = try writer.read { try migrator.appliedIdentifiers($0) }
+                guard after.isStrictSuperset(of: before) else { throw error }
+            }
+        }
+        try migrator.migrate(writer)
     }
 
     /// Interrupts the statements running on every connection, as
