@@ -154,12 +154,21 @@ struct BatchMode {
         case .terminated, .hangup: console.error("terminated; \(rolledBack)")
         default:
             if let error = error as? LuaError {
-                console.error(error.message)
+                console.error(error.message + fileSizeLimitHint(error.message))
                 if let traceback = error.traceback { console.raw(traceback) }
             } else {
-                console.error("\(error)")
+                console.error("\(error)" + fileSizeLimitHint("\(error)"))
             }
         }
+    }
+
+    /// SQLite reports a write past `ulimit -f` (EFBIG) as a bare "disk I/O
+    /// error": when opsh runs under such a limit, say so.
+    static func fileSizeLimitHint(_ message: String) -> String {
+        guard message.contains("disk I/O error") else { return "" }
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return "" }
+        return " (the database file could not grow: opsh runs under a file-size limit of \(limit.rlim_cur) bytes, ulimit -f)"
     }
 
     static func describe(_ summary: ChangeSummary) -> String {
