@@ -31,6 +31,10 @@ typedef struct {
     pool_slab *slabs;
     char *carve;        // the unused rest of the newest slab
     size_t carve_left;
+    // The coroutine running now (NULL: the main thread), under the lock, so
+    // that an interrupt from another thread can hook it (see Coroutines).
+    atomic_flag running_lock;
+    lua_State *running;
 } opsh_state_info;
 
 static opsh_state_info *info_of(lua_State *L) {
@@ -313,11 +317,96 @@ static void opsh_interrupt_hook(lua_State *L, lua_Debug *ar) {
     lua_error(L);
 }
 
+static void lock_running(opsh_state_info *info) {
+    while (atomic_flag_test_and_set_explicit(&info->running_lock, memory_order_acquire)) {}
+}
+
+static void unlock_running(opsh_state_info *info) {
+    atomic_flag_clear_explicit(&info->running_lock, memory_order_release);
+}
+
 void opsh_interrupt(lua_State *L, int reason) {
-    atomic_store(&info_of(L)->interrupt_reason, reason);
+    opsh_state_info *info = info_of(L);
+    atomic_store(&info->interrupt_reason, reason);
     // lua_sethook is safe to call asynchronously (lua.c does it from its
     // SIGINT handler).
     lua_sethook(L, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    // Hooks belong to one Lua thread: the coroutine running now needs its
+    // own, or a loop inside it never stops. The lock keeps it alive meanwhile.
+    lock_running(info);
+    if (info->running) {
+        lua_sethook(info->running, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    }
+    unlock_running(info);
+}
+
+// MARK: Coroutines
+//
+// coroutine.resume and the functions coroutine.wrap returns are wrapped to
+// record which coroutine runs, so that opsh_interrupt can hook it: before,
+// `coroutine.wrap(function() while true do end end)()` ran past --timeout,
+// Ctrl-C and SIGTERM for ever. No hook is set until an interrupt, so code
+// in coroutines runs at full speed.
+
+// Runs upvalue 1 (the original function) with the arguments while `co` is
+// recorded as running; errors pass through unchanged.
+static int call_recording(lua_State *L, lua_State *co) {
+    opsh_state_info *info = info_of(L);
+    lock_running(info);
+    lua_State *previous = info->running;
+    info->running = co;
+    unlock_running(info);
+    // An interrupt that came just before: hook it now.
+    if (co && atomic_load(&info->interrupt_reason) != 0) {
+        lua_sethook(co, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    }
+    int count = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    int status = lua_pcall(L, count, LUA_MULTRET, 0);
+    lock_running(info);
+    info->running = previous;
+    unlock_running(info);
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
+static int opsh_coroutine_resume(lua_State *L) {
+    return call_recording(L, lua_type(L, 1) == LUA_TTHREAD ? lua_tothread(L, 1) : NULL);
+}
+
+// Upvalue 1: the function the original coroutine.wrap made; 2: its thread.
+static int opsh_coroutine_wrapped(lua_State *L) {
+    return call_recording(L, lua_tothread(L, lua_upvalueindex(2)));
+}
+
+// Upvalue 1: the original coroutine.wrap.
+static int opsh_coroutine_wrap(lua_State *L) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    // The original's closure holds its coroutine as upvalue 1.
+    if (lua_getupvalue(L, -1, 1) == NULL) return 1;
+    if (lua_type(L, -1) != LUA_TTHREAD) {
+        lua_pop(L, 1);
+        return 1;
+    }
+    lua_pushcclosure(L, opsh_coroutine_wrapped, 2);
+    return 1;
+}
+
+static void guard_coroutines(lua_State *L) {
+    if (lua_getglobal(L, LUA_COLIBNAME) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getfield(L, -1, "resume");
+    lua_pushcclosure(L, opsh_coroutine_resume, 1);
+    lua_setfield(L, -2, "resume");
+    lua_getfield(L, -1, "wrap");
+    lua_pushcclosure(L, opsh_coroutine_wrap, 1);
+    lua_setfield(L, -2, "wrap");
+    lua_pop(L, 1);
 }
 
 int opsh_interrupt_reason(lua_State *L) { return atomic_load(&info_of(L)->interrupt_reason); }
@@ -360,6 +449,7 @@ static void remove_field(lua_State *L, const char *table, const char *field) {
 void opsh_openlibs(lua_State *L, int sandbox) {
     if (!sandbox) {
         luaL_openlibs(L);
+        guard_coroutines(L);
         return;
     }
     require_library(L, LUA_GNAME, luaopen_base);
@@ -379,6 +469,7 @@ void opsh_openlibs(lua_State *L, int sandbox) {
         "execute", "exit", "getenv", "remove", "rename", "setlocale", "tmpname", NULL};
     for (const char *const *name = os_removed; *name; name++) remove_field(L, "os", *name);
     remove_field(L, "string", "dump");
+    guard_coroutines(L);
     // The string metatable's __index is the string table itself: removing
     // `dump` above removes it from ("").dump as well.
 }

@@ -320,7 +320,7 @@ public final class LuaRuntime {
         }
         let kind: LuaError.Kind = status == LUA_ERRMEM ? .memory : .runtime
         if status == LUA_ERRMEM {
-            return LuaError(kind: .memory, message: "not enough memory (the memory limit is \(options.memoryLimit.map { "\($0) bytes" } ?? "the system's"))")
+            return LuaError(kind: .memory, message: "not enough memory (the memory limit is \(memoryLimit.map { "\($0) bytes" } ?? "the system's"))")
         }
         return traceback ? LuaError.fromHandler(text, kind: kind) : LuaError(kind: kind, message: text)
     }
@@ -396,7 +396,12 @@ public final class LuaRuntime {
     /// Changes the memory limit (nil: none).
     public func setMemoryLimit(_ bytes: Int?) {
         opsh_set_memory_limit(state, bytes.map { max($0, 0) } ?? 0)
+        memoryLimit = bytes
     }
+
+    /// The limit in force, for the "not enough memory" message (a limit set
+    /// here, as `opsh --memory-limit` does, was reported as "the system's").
+    private lazy var memoryLimit: Int? = options.memoryLimit
 
     // MARK: References
 

@@ -9,7 +9,7 @@ enum ExitStatus: Int32 {
     /// A bad command line: unknown option, missing or unreadable script.
     case usage = 2
     /// The database cannot be opened, is not a database, is damaged or
-    /// newer, or stayed locked past the busy timeout.
+    /// newer, stayed locked past the busy timeout, or the disk is full.
     case databaseUnavailable = 3
     /// Another run of the same script holds its lock (EX_TEMPFAIL: try
     /// again later).
@@ -29,7 +29,7 @@ enum ExitStatus: Int32 {
           1    the script raised an error (file:line and traceback on stderr)
           2    usage error (bad option, missing or unreadable script file)
           3    database unavailable (cannot open, not a database, damaged, newer
-               schema, or locked past --busy-timeout)
+               schema, locked past --busy-timeout, or the disk is full)
           75   another run of the same script holds its lock (opsh run --lock)
           124  --timeout passed
           130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM; 129 by SIGHUP

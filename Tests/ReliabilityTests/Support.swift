@@ -108,18 +108,7 @@ final class Scratch: @unchecked Sendable {
 
     /// Reads both pipes to their end, then reaps the child.
     func finish(_ child: SpawnedProcess, stdoutPrefix: [UInt8] = []) -> Result {
-        nonisolated(unsafe) var errors: [UInt8] = []
-        let done = DispatchSemaphore(value: 0)
-        let descriptor = child.standardError
-        Thread.detachNewThread { errors = readToEnd(descriptor); done.signal() }
-        let output = stdoutPrefix + readToEnd(child.standardOutput)
-        done.wait()
-        close(child.standardOutput)
-        close(child.standardError)
-        let termination = Subprocess.reap(child.pid)
-        return Result(status: termination.exitCode,
-                      stdout: String(decoding: output, as: UTF8.self),
-                      stderr: String(decoding: errors, as: UTF8.self))
+        collect(child, stdoutPrefix: stdoutPrefix)
     }
 
     /// opsh with `--db` to this folder's database (after a subcommand).
@@ -138,6 +127,22 @@ final class Scratch: @unchecked Sendable {
         #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
+}
+
+/// Reads a child's pipes to their end, then reaps it.
+func collect(_ child: SpawnedProcess, stdoutPrefix: [UInt8] = []) -> Scratch.Result {
+    nonisolated(unsafe) var errors: [UInt8] = []
+    let done = DispatchSemaphore(value: 0)
+    let descriptor = child.standardError
+    Thread.detachNewThread { errors = readToEnd(descriptor); done.signal() }
+    let output = stdoutPrefix + readToEnd(child.standardOutput)
+    done.wait()
+    close(child.standardOutput)
+    close(child.standardError)
+    let termination = Subprocess.reap(child.pid)
+    return Scratch.Result(status: termination.exitCode,
+                          stdout: String(decoding: output, as: UTF8.self),
+                          stderr: String(decoding: errors, as: UTF8.self))
 }
 
 /// Reads `descriptor` until end of file.

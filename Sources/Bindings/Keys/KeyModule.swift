@@ -206,10 +206,11 @@ enum KeyModule {
             guard call.type(2) == .number else {
                 throw bad("number expected, got \(call.argumentCount < 2 ? "no value" : call.stack.typeName(at: 2))")
             }
-            guard let limit = try? call.integer(2), limit >= 1, limit <= 1_000_000 else {
-                throw bad("a whole number from 1 to 1000000 expected")
+            let range = QueryKey.latestBuildsLimits
+            guard let limit = try? call.integer(2), let key = try? QueryKey.latestBuilds(project: id, limit: Int(limit)) else {
+                throw bad("a whole number from \(range.lowerBound) to \(range.upperBound) expected")
             }
-            return .leaf(.projectLatestBuilds(id, limit: Int(limit)))
+            return .leaf(key)
         case let (.schemeBuildIds(ids), .version?):
             return .leaf(.schemeBuildIds(ids, version: try self.id(call, 2, as: 1, function: name)))
         case let (.buildLogs(id), .logOptions?):

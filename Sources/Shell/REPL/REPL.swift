@@ -150,6 +150,12 @@ public final class REPL {
         case let .run(code):
             history.add(pending)
             pending = ""
+            // Writes would go to a file nobody opens again: refuse, keep the
+            // shell (and .quit) working.
+            if let problem = session.store.replacedFileProblem {
+                console.error(problem + ". Not run: leave (.quit) and start opsh again to use the file now there.")
+                return true
+            }
             timed {
                 do {
                     try runner.run(code, chunkName: "=stdin")

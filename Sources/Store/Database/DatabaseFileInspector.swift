@@ -56,13 +56,23 @@ enum DatabaseFileInspector {
             let expected = Int64(pageCount) * pageSize
             // A WAL database may hold newer pages in its -wal file, so only
             // a main file shorter than its header says is a truncation.
-            if fileSize < expected {
+            // Unless the -wal file holds frames: a checkpoint that was cut
+            // short (a full disk, a kill) writes page 1, with the new page
+            // count, before the file has grown to it; SQLite still reads
+            // those pages from the WAL, and the database is whole.
+            if fileSize < expected && !walHoldsFrames(path) {
                 throw StoreError.corrupt(
                     path: path,
                     detail: "the file is truncated: \(fileSize) bytes where the header promises \(pageCount) pages of \(pageSize) bytes (\(expected) bytes)")
             }
         }
         return .database
+    }
+
+    /// Whether `path`-wal exists and is longer than a WAL header (32 bytes).
+    private static func walHoldsFrames(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path + "-wal", &status) == 0 && status.st_size > 32
     }
 
     private static func bigEndian32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {

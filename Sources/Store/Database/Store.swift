@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import GRDBSQLite
 
 /// opsh's storage core: one database file, migrated, observed, maintained.
 ///
@@ -20,8 +19,12 @@ public final class Store: Sendable {
     /// memory. Maintenance (backup, vacuum) needs it directly.
     public let writer: any DatabaseWriter
 
+    /// The file opened (device, inode), to tell when the path names another.
+    private let openedFile: FileIdentity?
+
     private init(path: String?, options: StoreOptions, writer: any DatabaseWriter) {
         self.path = path
+        self.openedFile = path.flatMap(FileIdentity.init(path:))
         self.options = options
         self.writer = writer
         self.externalChanges = path.map {
@@ -40,30 +43,50 @@ public final class Store: Sendable {
     public static func open(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
+        // Refused here rather than at the first write, with the reason.
+        let readOnlyFileSystem = ReadOnlyFileSystem.holds(resolved)
+        if readOnlyFileSystem && !options.readOnly {
+            throw StoreError.cannotOpen(path: resolved, detail: "it is on a read-only file system, so nothing can be written to it; --read-only opens it for reading")
+        }
+        let openName = readOnlyFileSystem ? ReadOnlyFileSystem.readingName(for: resolved) : resolved
         if verdict == .missing {
             if options.readOnly || !options.createIfMissing {
                 throw StoreError.missingDatabase(path: resolved)
             }
             try createParentDirectory(of: resolved)
         }
-        var migrated = false
         if verdict == .database {
             // Refuse a newer schema before anything writes (a read-write
             // pool would switch the journal to WAL).
-            migrated = try checkMigrationsReadOnly(path: resolved, options: options)
+            try checkMigrationsReadOnly(path: resolved, openName: openName, options: options)
         }
 
         let pool: DatabasePool
         do {
-            pool = try DatabasePool(path: resolved, configuration: configuration(options, label: "opsh"))
+            pool = try DatabasePool(path: openName, configuration: configuration(options, label: "opsh"))
         } catch let error as DatabaseError {
             throw translateOpenError(error, path: resolved)
         }
         let store = Store(path: resolved, options: options, writer: pool)
-        if !options.readOnly && !migrated {
+        if !options.readOnly {
             try store.migrate()
         }
         return store
+    }
+
+    /// When the database file was deleted, or replaced by another (renamed
+    /// over it, a backup restored with `mv`) after opening: a sentence
+    /// saying so; nil while the path still names the file opened.
+    ///
+    /// SQLite goes on using the file it opened, so what this store writes
+    /// then lands in a file that nobody will open again: callers refuse to
+    /// go on (the shell) or report it (a script).
+    public var replacedFileProblem: String? {
+        guard let path, let openedFile else { return nil }
+        let now = FileIdentity(path: path)
+        if now == openedFile { return nil }
+        return "the database file \(path) was \(now == nil ? "deleted" : "replaced by another file") after opsh opened it; "
+            + "opsh still has the old file open, and what it writes there is lost"
     }
 
     /// A private in-memory database, migrated: for tests of code that does
@@ -79,7 +102,23 @@ public final class Store: Sendable {
 
     /// Applies the built-in migrations not applied yet.
     public func migrate() throws {
-        try StoreMigrations.makeMigrator().migrate(writer)
+        let migrator = StoreMigrations.makeMigrator()
+        // GRDB decides what to apply before each migration's transaction: two
+        // opsh processes opening a new database at once (cron jobs starting
+        // together) both chose migration 1, and the second failed with "table
+        // projects already exists" (exit 3). When the applied set grew while
+        // an attempt failed, another process did that work: look again.
+        for _ in 0..<100 {
+            let before = try writer.read { try migrator.appliedIdentifiers($0) }
+            do {
+                try migrator.migrate(writer)
+                return
+            } catch {
+                let after = try writer.read { try migrator.appliedIdentifiers($0) }
+                guard after.isStrictSuperset(of: before) else { throw error }
+            }
+        }
+        try migrator.migrate(writer)
     }
 
     /// Interrupts the statements running on every connection, as
@@ -112,52 +151,33 @@ public final class Store: Sendable {
 
     /// Reads the schema and the applied migrations through a read-only
     /// connection: a damaged or newer database is refused untouched.
-    /// Returns whether every built-in migration is applied already.
-    ///
-    /// SQLite's C API, not a GRDB queue: this runs at every start of opsh,
-    /// and a plain connection opens in a fraction of the time.
-    private static func checkMigrationsReadOnly(path: String, options: StoreOptions) throws -> Bool {
-        var handle: OpaquePointer?
-        defer { sqlite3_close_v2(handle) }
-        let opened = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil)
-        guard opened == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(opened))
-            throw translateOpenError(DatabaseError(resultCode: ResultCode(rawValue: opened), message: message), path: path)
-        }
-        sqlite3_busy_timeout(handle, Int32(min(options.busyTimeout * 1000, Double(Int32.max))))
-        func strings(_ sql: String) throws -> [String] {
-            var statement: OpaquePointer?
-            defer { sqlite3_finalize(statement) }
-            var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
-            var result: [String] = []
-            if code == SQLITE_OK {
-                code = sqlite3_step(statement)
-                while code == SQLITE_ROW {
-                    result.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
-                    code = sqlite3_step(statement)
+    private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions) throws {
+        var configuration = configuration(options, label: "opsh.inspect")
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: openName, configuration: configuration)
+            try queue.read { db in
+                // Reading the schema detects a damaged first page.
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
+                let known = Set(StoreMigrations.builtInIdentifiers)
+                let applied = try db.tableExists("grdb_migrations")
+                    ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+                    : []
+                let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
+                if !unknown.isEmpty {
+                    throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
+                }
+                if options.readOnly {
+                    let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
+                    if !pending.isEmpty && !applied.isEmpty {
+                        throw StoreError.needsMigration(path: path, pending: pending)
+                    }
                 }
             }
-            guard code == SQLITE_OK || code == SQLITE_DONE else {
-                let error = DatabaseError(resultCode: ResultCode(rawValue: sqlite3_errcode(handle)),
-                                          message: String(cString: sqlite3_errmsg(handle)), sql: sql)
-                throw translateOpenError(error, path: path)
-            }
-            return result
+            try queue.close()
+        } catch let error as DatabaseError {
+            throw translateOpenError(error, path: path)
         }
-        // Reading the schema detects a damaged first page.
-        _ = try strings("SELECT count(*) FROM sqlite_master")
-        let hasMigrations = try !strings("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grdb_migrations'").isEmpty
-        let applied = hasMigrations ? try strings("SELECT identifier FROM grdb_migrations ORDER BY rowid") : []
-        let known = Set(StoreMigrations.builtInIdentifiers)
-        let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
-        if !unknown.isEmpty {
-            throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
-        }
-        let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
-        if options.readOnly && !pending.isEmpty && !applied.isEmpty {
-            throw StoreError.needsMigration(path: path, pending: pending)
-        }
-        return pending.isEmpty
     }
 
     /// Migrations written in Lua carry a `lua:` prefix, so a database that
@@ -172,8 +192,46 @@ public final class Store: Sendable {
             return .notADatabase(path: path)
         case .SQLITE_CORRUPT:
             return .corrupt(path: path, detail: error.message ?? "database disk image is malformed")
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY:
+            // SQLite says "unable to open database file" or "attempt to write
+            // a readonly database" also when the file is fine but its -wal or
+            // -shm companion cannot be opened: say which.
+            return .cannotOpen(path: path, detail: (error.message ?? "\(error.resultCode)") + walProblem(path))
         default:
             return .cannotOpen(path: path, detail: error.message ?? "\(error.resultCode)")
         }
+    }
+
+    /// Why the write-ahead log files next to `path` cannot be used, if that
+    /// can be told from outside SQLite; "" otherwise.
+    static func walProblem(_ path: String) -> String {
+        for suffix in ["-wal", "-shm"] {
+            var status = stat()
+            guard lstat(path + suffix, &status) == 0 else { continue }
+            if (status.st_mode & S_IFMT) != S_IFREG {
+                return " (\(path + suffix), where SQLite keeps the write-ahead log, is not a regular file)"
+            }
+            if access(path + suffix, R_OK | W_OK) != 0 {
+                return " (\(path + suffix), SQLite's write-ahead log, cannot be written: \(String(cString: strerror(errno))))"
+            }
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        if access(folder.isEmpty ? "." : folder, W_OK) != 0 {
+            return " (SQLite cannot create its write-ahead log in \(folder): \(String(cString: strerror(errno))))"
+        }
+        return ""
+    }
+}
+
+/// A file's device and inode.
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
     }
 }

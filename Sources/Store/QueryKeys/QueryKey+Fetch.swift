@@ -51,6 +51,9 @@ extension QueryKey {
                 WHERE s.projectBundleIdentifier = ? ORDER BY b.versionString DESC
                 """, [id])
         case let .projectLatestBuilds(id, limit):
+            // A key made with the enum case directly can carry any Int; one
+            // that does not print as a parseable key is refused here too.
+            if let error = limitError { throw error }
             return try many(db, """
                 SELECT b.* FROM builds b JOIN schemes s ON s.id = b.schemeId
                 WHERE s.projectBundleIdentifier = ? ORDER BY b.createdAt DESC, b.buildNumber DESC LIMIT ?

@@ -18,6 +18,8 @@ public enum QueryKey: Hashable, Sendable {
     /// `project.{id}.buildVersionStrings`: versions with builds, newest first.
     case projectBuildVersionStrings(String)
     /// `project.{id}.latestBuilds.limit{N}`: the N most recent builds.
+    /// N must be in ``latestBuildsLimits`` (what the grammar parses); build
+    /// it with ``latestBuilds(project:limit:)`` to have that checked.
     case projectLatestBuilds(String, limit: Int)
     /// `scheme.{id}`: one scheme.
     case scheme(String)
@@ -71,4 +73,32 @@ extension QueryKey {
         case .configuration: return ["configuration", "routing_policies", "analytics_config", "storage_config"]
         }
     }
+}
+
+extension QueryKey {
+    /// The limits `project.{id}.latestBuilds.limit{N}` may carry: the range
+    /// the parser accepts. The Lua builder, this type's builder and `fetch`
+    /// use it too, so that a key built anywhere prints as a key that parses.
+    public static let latestBuildsLimits: ClosedRange<Int> = 1...1_000_000
+
+    /// `project.{id}.latestBuilds.limit{N}`, refusing a limit the key grammar
+    /// does not parse back, with the parser's own error for that text.
+    public static func latestBuilds(project id: String, limit: Int) throws(QueryKeyError) -> QueryKey {
+        let key = QueryKey.projectLatestBuilds(id, limit: limit)
+        if let error = key.limitError { throw error }
+        return key
+    }
+
+    /// For a `latestBuilds` key whose limit is out of range: the error the
+    /// parser gives for its printed form (pointing at the number).
+    var limitError: QueryKeyError? {
+        guard case let .projectLatestBuilds(_, limit) = self, !Self.latestBuildsLimits.contains(limit) else { return nil }
+        let text = description
+        let digits = String(limit).count
+        return QueryKeyError(key: text, position: text.count - digits + 1,
+                             expected: Self.latestBuildsLimitExpectation)
+    }
+
+    static let latestBuildsLimitExpectation =
+        "a whole number from \(latestBuildsLimits.lowerBound) to \(latestBuildsLimits.upperBound) after 'limit'"
 }

@@ -279,8 +279,8 @@ public struct QueryKeyParser {
             }
             let digits = word.dropFirst("limit".count)
             guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-                  let limit = Int(digits), limit > 0, limit <= 1_000_000 else {
-                throw parser.error(at: atom.position + 5, "a whole number from 1 to 1000000 after 'limit'")
+                  let limit = Int(digits), QueryKey.latestBuildsLimits.contains(limit) else {
+                throw parser.error(at: atom.position + 5, QueryKey.latestBuildsLimitExpectation)
             }
             return limit
         }

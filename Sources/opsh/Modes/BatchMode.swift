@@ -97,6 +97,11 @@ struct BatchMode {
                 deadline?.cancel()
             }
             try deliverRemainingEvents(session, console: console)
+            // The run went to a file that is gone from its path: its writes
+            // are lost, which the caller (cron) must learn.
+            if let problem = session.store.replacedFileProblem {
+                launch.fail(.databaseUnavailable, problem)
+            }
         } catch {
             deadline?.cancel()
             let status = Self.status(for: error, signal: watcher.received)
@@ -130,10 +135,13 @@ struct BatchMode {
     }
 
     /// SQLITE_BUSY / SQLITE_LOCKED past the busy timeout, a read-only or
-    /// vanished file: the database, not the script, is the problem.
+    /// vanished file, a full disk: the database, not the script, is the problem.
     static func isDatabaseUnavailable(_ message: String) -> Bool {
         let lowered = message.lowercased()
+        // SQLITE_FULL (ENOSPC) was exit 1 while EFBIG's "disk I/O error" was 3:
+        // both mean the database cannot take the write.
         return lowered.contains("database is locked") || lowered.contains("database table is locked")
+            || lowered.contains("database or disk is full")
             || lowered.contains("database is busy") || lowered.contains("unable to open database")
             || lowered.contains("disk i/o error") || lowered.contains("database disk image is malformed")
     }
@@ -146,12 +154,21 @@ struct BatchMode {
         case .terminated, .hangup: console.error("terminated; \(rolledBack)")
         default:
             if let error = error as? LuaError {
-                console.error(error.message)
+                console.error(error.message + fileSizeLimitHint(error.message))
                 if let traceback = error.traceback { console.raw(traceback) }
             } else {
-                console.error("\(error)")
+                console.error("\(error)" + fileSizeLimitHint("\(error)"))
             }
         }
+    }
+
+    /// SQLite reports a write past `ulimit -f` (EFBIG) as a bare "disk I/O
+    /// error": when opsh runs under such a limit, say so.
+    static func fileSizeLimitHint(_ message: String) -> String {
+        guard message.contains("disk I/O error") else { return "" }
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return "" }
+        return " (the database file could not grow: opsh runs under a file-size limit of \(limit.rlim_cur) bytes, ulimit -f)"
     }
 
     static func describe(_ summary: ChangeSummary) -> String {

@@ -1,0 +1,1 @@
+../OpshTests/PseudoTerminal.swift
