@@ -169,21 +169,29 @@ static void push_box(lua_State *L, void *context) {
     box->context = context;
 }
 
-static int opsh_trampoline(lua_State *L) {
-    opsh_host_box *box = (opsh_host_box *)lua_touserdata(L, lua_upvalueindex(1));
-    void *context = box->context;
+int opsh_enter_host(lua_State *L) {
     opsh_state_info *info = info_of(L);
     int outer = info->in_host;
     info->in_host = 1;
-    int results = host_dispatch(L, context);
-    info->in_host = outer;
+    return outer;
+}
+
+void opsh_leave_host(lua_State *L, int outer) { info_of(L)->in_host = outer; }
+
+int opsh_raise_where(lua_State *L) {
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+static int opsh_trampoline(lua_State *L) {
+    opsh_host_box *box = (opsh_host_box *)lua_touserdata(L, lua_upvalueindex(1));
+    int outer = opsh_enter_host(L);
+    int results = host_dispatch(L, box->context);
+    opsh_leave_host(L, outer);
     // The Swift frame has returned: raising is safe now.
-    if (results == OPSH_RAISE) {
-        luaL_where(L, 1);
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-        return lua_error(L);
-    }
+    if (results == OPSH_RAISE) return opsh_raise_where(L);
     if (results == OPSH_RAISE_VALUE) return lua_error(L);
     return results;
 }
@@ -198,15 +206,6 @@ void opsh_push_host_function(lua_State *L, void *context) {
     lua_pushcclosure(L, opsh_trampoline, 1);
 }
 
-int opsh_enter_host(lua_State *L) {
-    opsh_state_info *info = info_of(L);
-    int outer = info->in_host;
-    info->in_host = 1;
-    return outer;
-}
-
-void opsh_leave_host(lua_State *L, int outer) { info_of(L)->in_host = outer; }
-
 typedef struct {
     opsh_fast_path fast;
     void *data;
@@ -218,12 +217,7 @@ static int opsh_fast_trampoline(lua_State *L) {
     int results = binding->fast(L, binding->data);
     opsh_leave_host(L, outer);
     if (results == OPSH_DECLINE) return opsh_trampoline(L);
-    if (results == OPSH_RAISE) {
-        luaL_where(L, 1);
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-        return lua_error(L);
-    }
+    if (results == OPSH_RAISE) return opsh_raise_where(L);
     return results;
 }
 

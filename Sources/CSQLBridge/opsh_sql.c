@@ -180,10 +180,8 @@ static int fail(lua_State *L, opsh_sql_route *route, sqlite3 *connection, sqlite
     return OPSH_RAISE;
 }
 
-/// Pushes the entry's shape (names, row metatable, rows metatable) and
-/// returns the index of the names.
-static int push_shape(lua_State *L, const opsh_sql_entry *entry) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, entry->shape_ref);
+int opsh_sql_push_shape(lua_State *L, int shape_ref) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, shape_ref);
     int holder = lua_gettop(L);
     lua_rawgeti(L, holder, 1);
     lua_rawgeti(L, holder, 2);
@@ -241,7 +239,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         break;
     case SHAPE_FIRST:
         if (code == SQLITE_ROW) {
-            int names = push_shape(L, entry);
+            int names = opsh_sql_push_shape(L, entry->shape_ref);
             opsh_sql_push_row(L, statement, column_count, names, names + 1);
             lua_replace(L, names);
             lua_settop(L, names);
@@ -250,7 +248,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         }
         break;
     case SHAPE_ROWS: {
-        int names = push_shape(L, entry);
+        int names = opsh_sql_push_shape(L, entry->shape_ref);
         lua_createtable(L, 0, 0);
         lua_Integer count = 0;
         while (code == SQLITE_ROW) {
@@ -314,10 +312,7 @@ static int rows_next(lua_State *L) {
     opsh_leave_host(L, outer);
     *slot = NULL;
     sqlite3_finalize(statement);
-    luaL_where(L, 1);
-    lua_insert(L, -2);
-    lua_concat(L, 2);
-    return lua_error(L);
+    return opsh_raise_where(L);
 }
 
 void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route) {

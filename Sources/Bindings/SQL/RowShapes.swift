@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import GRDBSQLite
 import LuaRuntime
 
@@ -48,10 +49,6 @@ final class RowShapes {
         return slot
     }
 
-    func push(slot: Int32, state: OpaquePointer) -> Int32 {
-        pushShape(slot, state: state)
-    }
-
     /// Pushes the shape of rows with the given columns (for rows that do
     /// not come from a statement, e.g. repositories).
     func push(columns names: [String], key: String, state: OpaquePointer) -> Int32 {
@@ -65,13 +62,7 @@ final class RowShapes {
     }
 
     private func pushShape(_ slot: Int32, state: OpaquePointer) -> Int32 {
-        _ = opsh_getref(state, slot)
-        let holder = lua_gettop(state)
-        lua_rawgeti(state, holder, 1)
-        lua_rawgeti(state, holder, 2)
-        lua_rawgeti(state, holder, 3)
-        opsh_remove(state, holder)
-        return holder
+        opsh_sql_push_shape(state, slot)
     }
 
     private func makeShape(_ names: [String], state: OpaquePointer) -> Int32 {

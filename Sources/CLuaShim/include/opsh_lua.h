@@ -56,6 +56,10 @@ void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fa
 /// opsh_leave_host. For C code that calls Swift outside a trampoline.
 int opsh_enter_host(lua_State *L);
 void opsh_leave_host(lua_State *L, int outer);
+/// Raises the message on top of the stack, prefixed with the caller's
+/// `chunk:line:` (as luaL_error does). For C code only: never call it from
+/// a Swift frame.
+int opsh_raise_where(lua_State *L);
 /// Pushes a userdata that owns `context` (released when collected), with
 /// the metatable registered under `type_name` (created empty when new;
 /// returns 1 then, so the caller can fill it).

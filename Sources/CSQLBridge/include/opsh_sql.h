@@ -103,6 +103,10 @@ void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column);
 /// the stack index of the column names, `metatable` of the row metatable.
 void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable);
 int opsh_utf8_valid(const char *bytes, size_t length);
+/// Pushes the three values of a rows' shape (registry reference
+/// `shape_ref`): names, row metatable, rows metatable; returns the index of
+/// the names.
+int opsh_sql_push_shape(lua_State *L, int shape_ref);
 
 // MARK: The fast paths (see opsh_push_host_function_fast); data is the route
 
