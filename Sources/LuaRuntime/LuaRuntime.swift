@@ -38,6 +38,8 @@ public final class LuaRuntime {
     /// Run on the Lua thread each time the outermost protected call
     /// returns: Lua is idle until the next one.
     private var idleHandlers: [() -> Void] = []
+    /// Modules installed on first use and not used yet.
+    var lazyModuleGroups: [LazyModuleGroup] = []
 
     public init(options: Options = Options()) throws {
         guard let state = opsh_newstate(0) else {
@@ -112,6 +114,17 @@ public final class LuaRuntime {
 
     public func setGlobal(_ name: String, _ value: LuaValue) {
         stack.push(value)
+        lua_setglobal(state, name)
+    }
+
+    /// Sets global `name` to a table of strings at integer keys (the
+    /// global `arg`), without the dictionary a ``LuaValue/table(_:)`` needs.
+    public func setGlobal(_ name: String, strings: [(key: Int64, value: String)]) {
+        lua_createtable(state, Int32(strings.count), 1)
+        for (key, value) in strings {
+            stack.push(value)
+            lua_rawseti(state, -2, key)
+        }
         lua_setglobal(state, name)
     }
 

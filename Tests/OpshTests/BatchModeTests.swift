@@ -91,6 +91,46 @@ import Testing
         _ = sandbox.finish(holder, holderOut, holderErr)
     }
 
+    /// The batch modes connect on first use: a script that never touches
+    /// the database is not held up by another process's exclusive lock,
+    /// and one that does still gets exit 3.
+    @Test func aScriptThatDoesNotTouchTheDatabaseIgnoresItsLocks() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
+            PRAGMA locking_mode = EXCLUSIVE;
+            BEGIN EXCLUSIVE;
+            INSERT INTO telemetry (event, timestamp) VALUES ('x', 0);
+            .shell sleep 2
+            COMMIT;
+            """)
+        usleep(400_000)
+        let untouched = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return 6 * 7, type(projects.list)"])
+        #expect(untouched.status == 0, "\(untouched.stderr)")
+        #expect(untouched.stdout.contains("42\tfunction"))
+        let reads = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return db.value('SELECT count(*) FROM projects')"])
+        #expect(reads.status == 3, "\(reads.stderr)")
+        #expect(reads.stderr.contains("locked"))
+        _ = sandbox.finish(holder, holderOut, holderErr)
+    }
+
+    /// Modules installed on first use are whole when a script looks at
+    /// them: `pairs` and `help()` see every function.
+    @Test func lazilyInstalledModulesListEveryFunction() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let listed = try sandbox.opsh(["-e", """
+            local names = {}
+            for name in pairs(builds) do names[#names + 1] = name end
+            table.sort(names)
+            return table.concat(names, ",")
+            """])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains("create") && listed.stdout.contains("latest"))
+        let help = try sandbox.opsh(["-e", "help()"])
+        #expect(help.stdout.contains("jobs.start") && help.stdout.contains("models.") && help.stdout.contains("projects.insert"))
+    }
+
     @Test func aTimeoutExits124AndRollsBackTheOpenTransaction() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()

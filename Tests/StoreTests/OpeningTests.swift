@@ -91,6 +91,53 @@ import Testing
         #expect(fileBytes(path) == before)
     }
 
+    /// `Store.prepare` (the batch modes) connects on first use: until then
+    /// the file is not even switched to WAL; a newer database is refused
+    /// at that first use, untouched, and each later use refuses it again.
+    @Test func preparedStoreConnectsOnFirstUseAndStillRefusesANewerDatabase() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("lazy.sqlite")
+        try sqlite3CLI(path, "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "delete")
+
+        let store = try Store.prepare(path: path)
+        #expect(!store.isConnected)
+        #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "delete")
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        // First use: migrated (a pre-existing table kept), in WAL.
+        let projects = try store.client.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM projects") }
+        #expect(projects == 0)
+        #expect(store.isConnected)
+        #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "wal")
+        try store.writer.close()
+
+        let newer = directory.file("newer-lazy.sqlite")
+        try Store.open(path: newer).writer.close()
+        try sqlite3CLI(newer, "INSERT INTO grdb_migrations (identifier) VALUES ('003_fromTheFuture');")
+        let before = fileBytes(newer)
+        let prepared = try Store.prepare(path: newer)
+        for _ in 0..<2 {
+            #expect(throws: StoreError.newerSchema(path: newer, unknownMigrations: ["003_fromTheFuture"])) {
+                try prepared.client.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+            }
+            #expect(prepared.connectionFailure?.contains("newer opsh") == true)
+        }
+        #expect(!prepared.isConnected)
+        #expect(fileBytes(newer) == before)
+        // What prepare can tell without SQLite, it refuses at once.
+        let text = directory.file("text.sqlite")
+        try String(repeating: "not a database\n", count: 50).write(toFile: text, atomically: true, encoding: .utf8)
+        #expect(throws: StoreError.notADatabase(path: text)) { try Store.prepare(path: text) }
+    }
+
+    @Test func preparingAMissingFileCreatesAndMigratesItAtOnce() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("new/opsh.sqlite")
+        let store = try Store.prepare(path: path)
+        #expect(store.isConnected)
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "2")
+    }
+
     @Test func readOnlyOpenRefusesWritesThroughSQLite() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("db.sqlite")

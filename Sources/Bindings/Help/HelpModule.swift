@@ -62,6 +62,9 @@ enum HelpModule {
 
     static func describe(_ call: LuaCall) throws -> String {
         let state = call.state
+        // What `help` lists must be there (the batch modes install most
+        // modules on first use).
+        try call.host.installLazyModules()
         let present = HelpEntries.all.filter { exists($0, state: state) }
         if call.isNoneOrNil(1) { return overview(present, state: state) }
         let index = lua_absindex(state, 1)

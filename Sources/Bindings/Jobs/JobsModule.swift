@@ -38,7 +38,9 @@ final class JobsModule {
     static let followTypeName = "opsh.follow"
 
     unowned let session: OpshSession
-    private var configuration = JobManager.Configuration()
+    // Lazy: its defaults read the environment and the CPU quota, which a
+    // script that starts no build should not pay for at start-up.
+    private lazy var configuration = JobManager.Configuration()
     private var createdManager: JobManager?
     /// `function(text) print(text) end`: the global `print` of the moment.
     private let defaultPrinter: LuaReference

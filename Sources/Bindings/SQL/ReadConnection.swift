@@ -23,7 +23,12 @@ final class ReadConnection {
     /// The snapshot's state, in C: the `db` module's fast path uses it too.
     let snapshot: UnsafeMutablePointer<opsh_sql_reader>
 
-    init(path: String, busyTimeout: TimeInterval) throws {
+    /// Run once before the first statement (the store connects: the
+    /// migration check must come before any read).
+    private var beforeFirstUse: (() throws -> Void)?
+
+    /// Opens the file; nothing is read from it before ``ready()``.
+    init(path: String, busyTimeout: TimeInterval, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
         let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
         guard code == SQLITE_OK, let handle else {
@@ -32,14 +37,29 @@ final class ReadConnection {
             throw SQLFailure(message: "cannot open \(path) for reading: \(message)", sql: nil)
         }
         self.handle = handle
+        self.beforeFirstUse = beforeFirstUse
         sqlite3_busy_timeout(handle, Int32(busyTimeout * 1000))
+        snapshot = .allocate(capacity: 1)
+        snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
+    }
+
+    /// The handle, once set up for reading: call it before preparing a
+    /// statement on it (statements prepared afterwards are ready already).
+    @inline(__always)
+    func ready() throws -> OpaquePointer {
+        if let beforeFirstUse { try setUp(beforeFirstUse) }
+        return handle
+    }
+
+    private func setUp(_ before: () throws -> Void) throws {
+        try before()
+        beforeFirstUse = nil
         // Reports and repairs read the same tables again and again: a
         // 16 MiB page cache (SQLite's default is 2 MiB) keeps a working set
         // of a few hundred thousand rows in memory instead of re-reading
-        // pages from the file for each query.
+        // pages from the file for each query. (Not at open: the pragma
+        // reads the schema.)
         sqlite3_exec(handle, "PRAGMA cache_size = -16384", nil, nil, nil)
-        snapshot = .allocate(capacity: 1)
-        snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
     }
 
     deinit {

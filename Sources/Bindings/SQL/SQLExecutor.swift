@@ -51,7 +51,7 @@ final class SQLExecutor {
             return try run(on: current, call: call, shape: shape)
         }
         if let readConnection {
-            let entry = try statements.statement(for: call.state, at: 1, on: readConnection.handle)
+            let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
             if entry.isReadonly {
                 readConnection.useSnapshot(writeCount: session.writeCount)
                 return try step(entry, connection: readConnection.handle, call: call, shape: shape)
@@ -167,8 +167,8 @@ final class SQLExecutor {
         if let current = session.current {
             handle = current.sqliteConnection!
         } else if let readConnection {
+            handle = try readConnection.ready()
             readConnection.useSnapshot(writeCount: session.writeCount)
-            handle = readConnection.handle
         } else {
             throw LuaCallError.message("db.rows needs a database file or an open transaction")
         }

@@ -17,10 +17,16 @@ public final class OpshSession {
         public var sandbox = false
         /// Bytes the Lua state may hold.
         public var memoryLimit: Int?
+        /// Install the costlier modules (the repositories, `jobs`) on their
+        /// first use instead of at start: for the batch modes, where start-up
+        /// time counts. The shell installs everything, so that completion
+        /// sees every function.
+        public var lazyModules = false
 
-        public init(sandbox: Bool = false, memoryLimit: Int? = nil) {
+        public init(sandbox: Bool = false, memoryLimit: Int? = nil, lazyModules: Bool = false) {
             self.sandbox = sandbox
             self.memoryLimit = memoryLimit
+            self.lazyModules = lazyModules
         }
     }
 
@@ -41,7 +47,9 @@ public final class OpshSession {
         self.options = options
         runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
         database = SessionDatabase(store: store)
-        let readConnection = try store.path.map { try ReadConnection(path: $0, busyTimeout: store.options.busyTimeout) }
+        let readConnection = try store.path.map {
+            try ReadConnection(path: $0, busyTimeout: store.options.busyTimeout, beforeFirstUse: { try store.connect() })
+        }
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")
         let markers = SQLMarkers.install(in: runtime.state)
@@ -72,16 +80,25 @@ public final class OpshSession {
         try WatchModule.install(in: self)
         MigrationModule.install(in: self)
         GitModule.install(in: self)
-        try JobsModule.install(in: self)
         TelemetryCleanupModule.install(in: self)
         AnalyticsModule.install(in: self)
         JSONModule.install(in: self)
-        BuildServerModules.install(in: self)
-        SDKRepositoryModules.install(in: self)
         ConfigModule.install(in: self)
         MaintenanceModule.install(in: self)
         TransferModule.install(in: self)
         HelpModule.install(in: self)
+        // The costliest to install (generic record types, the job manager's
+        // settings), and the ones a short script least often needs.
+        try install(modules: ["jobs"]) { try JobsModule.install(in: $0) }
+        try install(modules: ["projects", "schemes", "builds", "logs", "crashes"]) { BuildServerModules.install(in: $0) }
+        try install(modules: ["models", "sessions", "telemetry"]) { SDKRepositoryModules.install(in: $0) }
+    }
+
+    /// Installs the modules `names` now, or on first use with
+    /// ``Options/lazyModules``.
+    private func install(modules names: [String], _ body: @escaping (OpshSession) throws -> Void) throws {
+        guard options.lazyModules else { return try body(self) }
+        runtime.registerLazily(modules: names) { [unowned self] in try body(self) }
     }
 
     /// `--sandbox`: the modules that reach files or processes (`git`,
@@ -89,8 +106,10 @@ public final class OpshSession {
     /// (nor `VACUUM INTO` one, which attaches).
     private func confine() throws {
         if let handle = readConnection?.handle { _ = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0) }
-        store.writer.writeWithoutTransaction { db in
-            _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
+        store.whenConnected { writer in
+            writer.writeWithoutTransaction { db in
+                _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
+            }
         }
         try runtime.execute("""
             local function refused(name)

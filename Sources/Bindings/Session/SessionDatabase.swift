@@ -71,7 +71,7 @@ public final class SessionDatabase {
     /// pool reader (single statements are atomic; no BEGIN/COMMIT needed).
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
-        if let pool = store.writer as? DatabasePool { return try pool.unsafeRead(body) }
+        if let pool = try store.writer as? DatabasePool { return try pool.unsafeRead(body) }
         return try store.writer.read(body)
     }
 

@@ -87,12 +87,22 @@ extension StorageClient {
         externalChanges: ExternalChangeMonitor?,
         path: String?
     ) -> StorageClient {
+        grdb({ writer }, externalChanges: externalChanges, path: path)
+    }
+
+    /// The live client over a writer obtained on each call (a store that
+    /// connects on first use): what obtaining it throws, each call throws.
+    public static func grdb(
+        _ writer: @escaping @Sendable () throws -> any DatabaseWriter,
+        externalChanges: ExternalChangeMonitor?,
+        path: String?
+    ) -> StorageClient {
         StorageClient(
-            performRead: { body in try writer.read { db in try body(db) } },
-            performWrite: { body in try writer.write { db in try body(db) } },
+            performRead: { body in try writer().read { db in try body(db) } },
+            performWrite: { body in try writer().write { db in try body(db) } },
             path: { path },
             observeTables: { tables, onChange in
-                try observeTables(in: writer, externalChanges: externalChanges, tables: tables, onChange: onChange)
+                try observeTables(in: writer(), externalChanges: externalChanges, tables: tables, onChange: onChange)
             })
     }
 

@@ -17,20 +17,24 @@ public final class Store: Sendable {
     public let externalChanges: ExternalChangeMonitor?
     /// The GRDB writer: a `DatabasePool` for a file, a `DatabaseQueue` in
     /// memory. Maintenance (backup, vacuum) needs it directly.
-    public let writer: any DatabaseWriter
+    ///
+    /// A store from ``Store/prepare(path:options:)`` connects on the first
+    /// call: it checks the applied migrations, opens the pool and migrates
+    /// (see ``connect()``), and throws what that throws.
+    public var writer: any DatabaseWriter {
+        get throws { try connection.writer() }
+    }
 
-    /// The file opened (device, inode), to tell when the path names another.
-    private let openedFile: FileIdentity?
+    private let connection: LazyConnection
 
-    private init(path: String?, options: StoreOptions, writer: any DatabaseWriter) {
+    private init(path: String?, options: StoreOptions, connection: LazyConnection) {
         self.path = path
-        self.openedFile = path.flatMap(FileIdentity.init(path:))
         self.options = options
-        self.writer = writer
+        self.connection = connection
         self.externalChanges = path.map {
             ExternalChangeMonitor(path: $0, interval: options.externalChangePollInterval)
         }
-        self.client = .grdb(writer, externalChanges: externalChanges, path: path)
+        self.client = .grdb({ try connection.writer() }, externalChanges: externalChanges, path: path)
     }
 
     /// Opens (and on first use creates and migrates) the database.
@@ -41,6 +45,25 @@ public final class Store: Sendable {
     ///   comes from a newer opsh, or cannot be opened. The file is not
     ///   modified in those cases.
     public static func open(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
+        let store = try prepare(path: path, options: options)
+        try store.connect()
+        return store
+    }
+
+    /// Checks what can be checked without SQLite (the file is a database
+    /// whose size matches its header, or can be created; its file system
+    /// can take writes) and returns a store that connects on first use.
+    ///
+    /// `opsh -e` and scripts that never touch the database start without
+    /// opening a connection, parsing the schema or setting up WAL: most of
+    /// opsh's start-up time before this. A missing file is created and
+    /// migrated here, as ``open(path:options:)`` does.
+    ///
+    /// - throws: ``StoreError``, as ``open(path:options:)``, except for what
+    ///   only SQLite can tell (a newer schema, damage past the header, a
+    ///   lock held past the busy timeout): ``writer``, ``client`` and
+    ///   ``connect()`` throw those.
+    public static func prepare(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
         // Refused here rather than at the first write, with the reason.
@@ -55,23 +78,43 @@ public final class Store: Sendable {
             }
             try createParentDirectory(of: resolved)
         }
-        if verdict == .database {
-            // Refuse a newer schema before anything writes (a read-write
-            // pool would switch the journal to WAL).
-            try checkMigrationsReadOnly(path: resolved, openName: openName, options: options)
+        let connection = LazyConnection {
+            if verdict == .database {
+                // Refuse a newer schema before anything writes (a read-write
+                // pool would switch the journal to WAL).
+                try checkMigrationsReadOnly(path: resolved, openName: openName, options: options)
+            }
+            let pool = try openPool(openName, path: resolved, options: options)
+            if !options.readOnly {
+                try migrate(pool)
+            }
+            return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
         }
-
-        let pool: DatabasePool
-        do {
-            pool = try DatabasePool(path: openName, configuration: configuration(options, label: "opsh"))
-        } catch let error as DatabaseError {
-            throw translateOpenError(error, path: resolved)
-        }
-        let store = Store(path: resolved, options: options, writer: pool)
-        if !options.readOnly {
-            try store.migrate()
-        }
+        let store = Store(path: resolved, options: options, connection: connection)
+        // A new file is made a database now: the caller asked for one.
+        if verdict != .database { try store.connect() }
         return store
+    }
+
+    /// Connects now if not yet connected: the migration check, the pool,
+    /// the migrations. Does nothing once connected.
+    public func connect() throws {
+        _ = try connection.writer()
+    }
+
+    /// Whether the store has connected (see ``prepare(path:options:)``).
+    public var isConnected: Bool { connection.isConnected }
+
+    /// Why the last attempt to connect failed (the message of the error
+    /// thrown), until one succeeds: a script's error that carries it was
+    /// caused by the database, not by the script.
+    public var connectionFailure: String? { connection.lastFailure }
+
+    /// Runs `body` with the writer once the store is connected: now if it
+    /// is, else right after it connects (a setting every connection of this
+    /// process must carry, such as a limit).
+    public func whenConnected(_ body: @escaping @Sendable (any DatabaseWriter) -> Void) {
+        connection.whenConnected(body)
     }
 
     /// When the database file was deleted, or replaced by another (renamed
@@ -82,7 +125,8 @@ public final class Store: Sendable {
     /// then lands in a file that nobody will open again: callers refuse to
     /// go on (the shell) or report it (a script).
     public var replacedFileProblem: String? {
-        guard let path, let openedFile else { return nil }
+        // Nothing was written before the store connected.
+        guard let path, let openedFile = connection.openedFile else { return nil }
         let now = FileIdentity(path: path)
         if now == openedFile { return nil }
         return "the database file \(path) was \(now == nil ? "deleted" : "replaced by another file") after opsh opened it; "
@@ -95,13 +139,16 @@ public final class Store: Sendable {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         let queue = try DatabaseQueue(configuration: configuration)
-        let store = Store(path: nil, options: StoreOptions(), writer: queue)
-        try store.migrate()
-        return store
+        try migrate(queue)
+        return Store(path: nil, options: StoreOptions(), connection: LazyConnection { .init(writer: queue, file: nil) })
     }
 
     /// Applies the built-in migrations not applied yet.
     public func migrate() throws {
+        try Self.migrate(writer)
+    }
+
+    private static func migrate(_ writer: any DatabaseWriter) throws {
         let migrator = StoreMigrations.makeMigrator()
         // GRDB decides what to apply before each migration's transaction: two
         // opsh processes opening a new database at once (cron jobs starting
@@ -123,9 +170,10 @@ public final class Store: Sendable {
 
     /// Interrupts the statements running on every connection, as
     /// `sqlite3_interrupt`: they fail with SQLITE_INTERRUPT and their
-    /// transaction rolls back. Safe from any thread.
+    /// transaction rolls back. Safe from any thread; does nothing before
+    /// the store connects.
     public func interrupt() {
-        writer.interrupt()
+        connection.ifConnected { $0.interrupt() }
     }
 
     // MARK: - Opening
@@ -137,6 +185,26 @@ public final class Store: Sendable {
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(options.busyTimeout)
         return configuration
+    }
+
+    /// The pool, set up for WAL. Switching a new file to WAL takes an
+    /// exclusive lock, and SQLite answers "database is locked" at once,
+    /// without waiting, when that could deadlock with another connection
+    /// doing the same (cron jobs opening a new database together): such a
+    /// refusal is retried until the busy timeout has passed.
+    private static func openPool(_ openName: String, path: String, options: StoreOptions) throws -> DatabasePool {
+        let deadline = Date().addingTimeInterval(options.busyTimeout)
+        while true {
+            do {
+                return try DatabasePool(path: openName, configuration: configuration(options, label: "opsh"))
+            } catch let error as DatabaseError {
+                if error.resultCode == .SQLITE_BUSY && Date() < deadline {
+                    usleep(UInt32.random(in: 5_000...25_000))
+                    continue
+                }
+                throw translateOpenError(error, path: path)
+            }
+        }
     }
 
     private static func createParentDirectory(of path: String) throws {

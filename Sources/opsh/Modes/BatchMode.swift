@@ -54,7 +54,7 @@ struct BatchMode {
             chunkName = "=stdin"
         }
 
-        let session = launch.openSession()
+        let session = launch.openSession(interactive: false)
         let runtime = session.runtime
         var script: String?
         if case let .file(path) = source {
@@ -104,7 +104,8 @@ struct BatchMode {
             }
         } catch {
             deadline?.cancel()
-            let status = Self.status(for: error, signal: watcher.received)
+            let status = Self.status(for: error, signal: watcher.received,
+                                     databaseFailure: session.store.connectionFailure)
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
             withExtendedLifetime(heldLock) { exit(status.rawValue) }
         }
@@ -119,13 +120,17 @@ struct BatchMode {
         fflush(nil)
     }
 
-    static func status(for error: any Error, signal: Int32) -> ExitStatus {
+    /// - parameter databaseFailure: why the store could not connect, if it
+    ///   tried and failed: it connects on first use, so a script's error
+    ///   may be the database's refusal (a newer schema, damage).
+    static func status(for error: any Error, signal: Int32, databaseFailure: String? = nil) -> ExitStatus {
         if let error = error as? LuaError {
             switch error.kind {
             case .interrupted(.timeout): return .timeout
             case .interrupted(.interrupted): return .interrupted
             case .interrupted(.terminated): return signal == SIGHUP ? .hangup : .terminated
             default:
+                if let databaseFailure, error.message.contains(databaseFailure) { return .databaseUnavailable }
                 return isDatabaseUnavailable(error.message) ? .databaseUnavailable : .scriptError
             }
         }

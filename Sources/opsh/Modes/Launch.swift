@@ -15,17 +15,24 @@ struct Launch {
         console = Console(colour: Terminal.wantsColour(descriptor: 2), quiet: options.quiet)
     }
 
-    func openSession() -> OpshSession {
+    /// - parameter interactive: the shell connects to the database before
+    ///   its first prompt (a database opsh cannot use is refused at once)
+    ///   and installs every module (completion sees every function). The
+    ///   batch modes connect and install modules on first use, so a script
+    ///   that never touches the database starts in a few milliseconds.
+    func openSession(interactive: Bool) -> OpshSession {
         let store: Store
         do {
-            store = try Store.open(path: options.db,
-                                   options: StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout))
+            let storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
+            store = interactive ? try Store.open(path: options.db, options: storeOptions)
+                : try Store.prepare(path: options.db, options: storeOptions)
         } catch {
             fail(.databaseUnavailable, "\(error)")
         }
         do {
             return try OpshSession(store: store, options: .init(sandbox: options.sandbox,
-                                                                memoryLimit: options.memoryLimit.map { $0 << 20 }))
+                                                                memoryLimit: options.memoryLimit.map { $0 << 20 },
+                                                                lazyModules: !interactive))
         } catch {
             fail(.databaseUnavailable, "cannot start a session on \(store.path ?? "the database"): \(error)")
         }

@@ -9,7 +9,7 @@ struct ShellMode {
 
     func run() -> Never {
         let launch = Launch(options: options)
-        let session = launch.openSession()
+        let session = launch.openSession(interactive: true)
         Launch.setArguments(session.runtime, script: nil, arguments: [])
         var configuration = REPL.Configuration(
             historyPath: DatabaseLocation.stateDirectory() + "/history",
