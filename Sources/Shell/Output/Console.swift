@@ -1,4 +1,5 @@
 import Foundation
+import Store
 
 /// Where opsh's own messages go: stderr, one line each, with a level
 /// (`opsh: error: …`), coloured only on a terminal that wants colour.
@@ -60,7 +61,7 @@ public enum Terminal {
     }
 
     public static func wantsColour(descriptor: Int32) -> Bool {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = EnvironmentVariables.process
         if environment["NO_COLOR"].map({ !$0.isEmpty }) == true { return false }
         if environment["TERM"] == "dumb" { return false }
         return isTerminal(descriptor)
@@ -68,7 +69,7 @@ public enum Terminal {
 
     /// Whether the terminal can show box-drawing characters (a UTF-8 locale).
     public static var isUTF8: Bool {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = EnvironmentVariables.process
         let locale = environment["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 }
             ?? environment["LC_CTYPE"].flatMap { $0.isEmpty ? nil : $0 }
             ?? environment["LANG"] ?? ""

@@ -33,7 +33,7 @@ public final class ScriptLock {
     /// The lock file for a script: in `$XDG_RUNTIME_DIR/opsh/locks` (else
     /// opsh's state folder), named after the script's real path.
     public static func path(forScript script: String,
-                            environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+                            environment: EnvironmentVariables = .process) -> String {
         let resolved = realpath(script, nil).map { pointer -> String in
             defer { free(pointer) }
             return String(cString: pointer)

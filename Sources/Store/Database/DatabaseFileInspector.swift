@@ -29,11 +29,7 @@ enum DatabaseFileInspector {
         let fileSize = Int64(status.st_size)
         if fileSize == 0 { return .empty }
 
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw StoreError.cannotOpen(path: path, detail: String(cString: strerror(errno)))
-        }
-        defer { try? handle.close() }
-        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        let header = try readHeader(path)
         guard header.count >= 16, Array(header[0..<16]) == headerMagic else {
             throw StoreError.notADatabase(path: path)
         }
@@ -67,6 +63,25 @@ enum DatabaseFileInspector {
             }
         }
         return .database
+    }
+
+    /// Up to the first 100 bytes of the file (plain system calls: this runs
+    /// on every start, before anything else needs Foundation's files).
+    private static func readHeader(_ path: String) throws -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw StoreError.cannotOpen(path: path, detail: String(cString: strerror(errno)))
+        }
+        defer { close(descriptor) }
+        var header = [UInt8](repeating: 0, count: 100)
+        var count = 0
+        while count < header.count {
+            let read = header.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + count, $0.count - count, off_t(count)) }
+            if read < 0 && errno == EINTR { continue }
+            guard read > 0 else { break }
+            count += read
+        }
+        return Array(header.prefix(count))
     }
 
     /// Whether `path`-wal exists and is longer than a WAL header (32 bytes).

@@ -17,7 +17,7 @@ public enum DatabaseLocation {
     ///   - environment: the process environment (injected for tests).
     public static func resolve(
         explicitPath: String? = nil,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: EnvironmentVariables = .process
     ) -> String {
         if let explicitPath, !explicitPath.isEmpty {
             return expandTilde(explicitPath, environment: environment)
@@ -30,27 +30,27 @@ public enum DatabaseLocation {
 
     /// opsh's data folder: databases, build workspaces.
     public static func dataDirectory(
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: EnvironmentVariables = .process
     ) -> String {
         xdgDirectory("XDG_DATA_HOME", fallback: ".local/share", environment: environment) + "/opsh"
     }
 
     /// opsh's state folder: shell history, lock files.
     public static func stateDirectory(
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: EnvironmentVariables = .process
     ) -> String {
         xdgDirectory("XDG_STATE_HOME", fallback: ".local/state", environment: environment) + "/opsh"
     }
 
     /// opsh's configuration folder: `init.lua`.
     public static func configDirectory(
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: EnvironmentVariables = .process
     ) -> String {
         xdgDirectory("XDG_CONFIG_HOME", fallback: ".config", environment: environment) + "/opsh"
     }
 
     private static func xdgDirectory(
-        _ variable: String, fallback: String, environment: [String: String]
+        _ variable: String, fallback: String, environment: EnvironmentVariables
     ) -> String {
         // XDG says relative values are invalid and must be ignored.
         if let value = environment[variable], value.hasPrefix("/") {
@@ -59,11 +59,11 @@ public enum DatabaseLocation {
         return home(environment) + "/" + fallback
     }
 
-    private static func home(_ environment: [String: String]) -> String {
+    private static func home(_ environment: EnvironmentVariables) -> String {
         environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
     }
 
-    private static func expandTilde(_ path: String, environment: [String: String]) -> String {
+    private static func expandTilde(_ path: String, environment: EnvironmentVariables) -> String {
         if path == "~" { return home(environment) }
         if path.hasPrefix("~/") { return home(environment) + path.dropFirst() }
         return path

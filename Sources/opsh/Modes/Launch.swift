@@ -41,10 +41,10 @@ struct Launch {
     /// Sets the global `arg` as `lua` does: arg[0] the script, arg[1…]
     /// its arguments, arg[-1] the interpreter.
     static func setArguments(_ runtime: LuaRuntime, script: String?, arguments: [String]) {
-        var table: [LuaValue: LuaValue] = [.integer(-1): .string(CommandLine.arguments.first ?? "opsh")]
-        if let script { table[.integer(0)] = .string(script) }
-        for (offset, argument) in arguments.enumerated() { table[.integer(Int64(offset + 1))] = .string(argument) }
-        runtime.setGlobal("arg", .table(table))
+        var table: [(key: Int64, value: String)] = [(-1, CommandLine.arguments.first ?? "opsh")]
+        if let script { table.append((0, script)) }
+        for (offset, argument) in arguments.enumerated() { table.append((Int64(offset + 1), argument)) }
+        runtime.setGlobal("arg", strings: table)
     }
 
     func fail(_ status: ExitStatus, _ message: String) -> Never {
