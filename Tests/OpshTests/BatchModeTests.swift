@@ -29,6 +29,16 @@ import Testing
         #expect(!result.stderr.contains("\u{1B}["))
     }
 
+    /// Options before `run` are run's: `opsh --db X run FILE` as much as
+    /// `opsh run --db X FILE`.
+    @Test func optionsMayComeBeforeRun() throws {
+        let sandbox = try Sandbox()
+        let script = try sandbox.script("count.lua", "return db.value('SELECT count(*) FROM projects'), arg[1]")
+        let result = try sandbox.run(opshExecutable, ["--db", sandbox.database, "--json", "run", script, "--quiet"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "0\n\"--quiet\"\n")
+    }
+
     @Test func requireFindsModulesInALuaFolderNextToTheScript() throws {
         let sandbox = try Sandbox()
         try FileManager.default.createDirectory(atPath: sandbox.root + "/ops/lua", withIntermediateDirectories: true)

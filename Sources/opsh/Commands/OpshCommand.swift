@@ -39,9 +39,27 @@ enum OpshCommand {
         case "-h", "--help":
             printHelp(help)
         default:
+            if let runWords = optionsThenRun(words) {
+                guard let command = try RunCommand(parsing: runWords) else { printHelp(RunCommand.help) }
+                command.run()
+            }
             guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }
             command.run()
         }
+    }
+
+    /// `opsh --db X run FILE`: options before `run` are `run`'s (a cron
+    /// line is often written that way). The words for `run`, or nil when
+    /// the first word that is not an option is not `run`.
+    private static func optionsThenRun(_ words: ArraySlice<String>) -> ArraySlice<String>? {
+        var scanner = ArgumentScanner(words, options: ShellCommand.help.options, command: ShellCommand.help)
+        while let item = try? scanner.next() {
+            guard case let .operand(word) = item else { continue }
+            guard word == "run" else { return nil }
+            let after = scanner.remaining
+            return words.prefix(words.count - after.count - 1) + after
+        }
+        return nil
     }
 
     private static func printHelp(_ help: CommandHelp) -> Never {

@@ -11,7 +11,8 @@ struct RunCommand {
             The script's arguments are in the global `arg` (arg[0] is the
             script, arg[1] … the arguments) and in `...`, as `lua` passes
             them. Values the script returns are printed (as JSON with --json).
-            Options go before the file: every word after it is the script's.
+            Options go before the file (before or after `run`): every word
+            after the file is the script's.
 
             By default a script file runs under a lock named after its real
             path (in $XDG_RUNTIME_DIR/opsh/locks, else
