@@ -8,6 +8,7 @@
 //   Store | Git | Jobs   the Swift core
 //   CLua, CLuaShim, CReadline   system libraries and the C shim
 //   CSQLBridge    the db module's hot path in C (under Bindings)
+//   CSpawn        GNU extensions for child processes (under Git)
 import PackageDescription
 
 let package = Package(
@@ -49,8 +50,12 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
 
+        // GNU spawn/pipe extensions Swift's Glibc module does not import.
         .target(
-            name: "Git"),
+            name: "CSpawn"),
+        .target(
+            name: "Git",
+            dependencies: ["CSpawn"]),
         .target(
             name: "Jobs",
             dependencies: ["Store", "Git"]),

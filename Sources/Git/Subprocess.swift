@@ -1,3 +1,4 @@
+import CSpawn
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -92,11 +93,7 @@ public enum Subprocess {
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, mergeStandardError ? output[1] : errors[1], 2)
         if let directory {
-            guard let addChdir = addChdir else {
-                close(output[0]); close(output[1]); close(errors[0]); close(errors[1])
-                throw SubprocessError(executable: executable, reason: "this C library cannot set a child's working directory")
-            }
-            _ = directory.withCString { addChdir(&actions, $0) }
+            _ = directory.withCString { opsh_spawn_addchdir(&actions, $0) }
         }
 
         var attributes = posix_spawnattr_t()
@@ -182,29 +179,9 @@ public enum Subprocess {
         return names[signal] ?? "SIG\(signal)"
     }
 
-    // glibc has `posix_spawn_file_actions_addchdir_np` (2.29+) and `pipe2`,
-    // but Swift's Glibc module does not import these GNU extensions: look
-    // them up at run time.
-    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
-    private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32
-
-    private static let addChdir: AddChdir? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np") else { return nil }
-        return unsafeBitCast(symbol, to: AddChdir.self)
-    }()
-
-    private static let pipe2: Pipe2? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else { return nil }
-        return unsafeBitCast(symbol, to: Pipe2.self)
-    }()
-
     /// A pipe whose both ends are close-on-exec from the start.
     private static func makePipe(_ fds: inout [Int32]) -> Bool {
-        if let pipe2 { return fds.withUnsafeMutableBufferPointer { pipe2($0.baseAddress, O_CLOEXEC) } == 0 }
-        guard pipe(&fds) == 0 else { return false }
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-        return true
+        fds.withUnsafeMutableBufferPointer { opsh_pipe_cloexec($0.baseAddress) } == 0
     }
 
     private static func lastError(_ call: String) -> String {
