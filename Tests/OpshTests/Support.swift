@@ -3,7 +3,10 @@ import Testing
 
 /// The built `opsh` next to this test bundle (`swift build --build-tests`
 /// builds it: the test target depends on it).
+/// `OPSH_TEST_EXECUTABLE` names another one: `.ci/run` runs these tests
+/// again on the static release build that `./scripts/opsh` runs.
 let opshExecutable: String = {
+    if let other = ProcessInfo.processInfo.environment["OPSH_TEST_EXECUTABLE"], !other.isEmpty { return other }
     var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     let executable = count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
