@@ -87,18 +87,25 @@ import Testing
     @Test func aDatabaseLockedPastTheBusyTimeoutExitsThree() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
-        // Another process holds the write lock for a while.
+        try whileAnotherProcessHolds(sandbox, "BEGIN IMMEDIATE;") {
+            let result = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "db.exec(\"DELETE FROM projects\")"])
+            #expect(result.status == 3, "\(result.stderr)")
+            #expect(result.stderr.contains("locked"))
+        }
+    }
+
+    /// Runs `body` while a sqlite3 process holds the database's write lock
+    /// (taken by `begin`) for 2 s.
+    private func whileAnotherProcessHolds(_ sandbox: Sandbox, _ begin: String, _ body: () throws -> Void) throws {
         let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
-            BEGIN IMMEDIATE;
+            \(begin)
             INSERT INTO telemetry (event, timestamp) VALUES ('x', 0);
             .shell sleep 2
             COMMIT;
             """)
+        defer { _ = sandbox.finish(holder, holderOut, holderErr) }
         usleep(400_000)
-        let result = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "db.exec(\"DELETE FROM projects\")"])
-        #expect(result.status == 3, "\(result.stderr)")
-        #expect(result.stderr.contains("locked"))
-        _ = sandbox.finish(holder, holderOut, holderErr)
+        try body()
     }
 
     /// The batch modes connect on first use: a script that never touches
@@ -107,21 +114,14 @@ import Testing
     @Test func aScriptThatDoesNotTouchTheDatabaseIgnoresItsLocks() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
-        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
-            PRAGMA locking_mode = EXCLUSIVE;
-            BEGIN EXCLUSIVE;
-            INSERT INTO telemetry (event, timestamp) VALUES ('x', 0);
-            .shell sleep 2
-            COMMIT;
-            """)
-        usleep(400_000)
-        let untouched = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return 6 * 7, type(projects.list)"])
-        #expect(untouched.status == 0, "\(untouched.stderr)")
-        #expect(untouched.stdout.contains("42\tfunction"))
-        let reads = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return db.value('SELECT count(*) FROM projects')"])
-        #expect(reads.status == 3, "\(reads.stderr)")
-        #expect(reads.stderr.contains("locked"))
-        _ = sandbox.finish(holder, holderOut, holderErr)
+        try whileAnotherProcessHolds(sandbox, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;") {
+            let untouched = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return 6 * 7, type(projects.list)"])
+            #expect(untouched.status == 0, "\(untouched.stderr)")
+            #expect(untouched.stdout.contains("42\tfunction"))
+            let reads = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return db.value('SELECT count(*) FROM projects')"])
+            #expect(reads.status == 3, "\(reads.stderr)")
+            #expect(reads.stderr.contains("locked"))
+        }
     }
 
     /// Modules installed on first use are whole when a script looks at
