@@ -1,10 +1,8 @@
-import Bindings
 import Foundation
 import LuaRuntime
-import Store
 
 /// The Lua issue's benchmarks: the SQL workload of `bench/sql-workload/`
-/// from opsh's Lua next to its peers, and the cost of a Lua → Swift call.
+/// run by `opsh run` next to its peers, and the cost of a Lua → Swift call.
 enum LuaBenchmarks {
     static let rows = 200_000
     static let pointQueries = 20_000
@@ -15,22 +13,51 @@ enum LuaBenchmarks {
         var point: Double
     }
 
-    /// Runs every peer; a peer whose runtime is missing is reported so.
-    static func sqlWorkload(directory: String, workloadFolder: String) throws -> String {
-        var peers: [(String, Timings?, String)] = []
-        peers.append(("opsh (Lua 5.4, db module)", try opsh(directory: directory, script: workloadFolder + "/opsh.lua"), ""))
-        peers.append(peer("LuaDBI 0.7 (lua-dbi-sqlite3) on Lua 5.4", ["lua5.4", workloadFolder + "/luadbi.lua"], directory, "luadbi"))
-        peers.append(peer("LuaSQL 2.6 (lua-sql-sqlite3) on Lua 5.4", ["lua5.4", workloadFolder + "/luasql.lua"], directory, "luasql"))
-        peers.append(peer("CPython \(pythonVersion()) sqlite3", ["python3", workloadFolder + "/python.py"], directory, "python"))
+    /// Each runtime runs the workload this many times, round-robin; the
+    /// table shows each figure's median. One run each let a slow spell of
+    /// the machine decide a comparison (the same binaries swung by half
+    /// between two runs of scripts/bench).
+    static let rounds = 3
+
+    /// Runs every peer, each in its own process; a peer whose runtime is
+    /// missing is reported so.
+    static func sqlWorkload(directory: String, workloadFolder: String, opshExecutable: String) throws -> String {
         let compiled = directory + "/sql-workload-c"
-        let compile = run(["cc", "-O2", "-o", compiled, workloadFolder + "/c.c", "-lsqlite3"])
-        peers.append(compile == nil
-            ? ("C, SQLite API (gcc -O2)", nil, "cc failed")
-            : peer("C, SQLite API (gcc -O2)", [compiled], directory, "c"))
+        let compiles = run(["cc", "-O2", "-o", compiled, workloadFolder + "/c.c", "-lsqlite3"]) != nil
+        // Each command gets the database file, the row count and the number
+        // of point queries after it.
+        let specs: [(name: String, command: [String]?)] = [
+            ("opsh (Lua 5.4, db module)", [opshExecutable, "run", "--no-lock", workloadFolder + "/opsh.lua"]),
+            ("LuaDBI 0.7 (lua-dbi-sqlite3) on Lua 5.4", ["lua5.4", workloadFolder + "/luadbi.lua"]),
+            ("LuaSQL 2.6 (lua-sql-sqlite3) on Lua 5.4", ["lua5.4", workloadFolder + "/luasql.lua"]),
+            ("CPython \(pythonVersion()) sqlite3", ["python3", workloadFolder + "/python.py"]),
+            ("C, SQLite API (gcc -O2)", compiles ? [compiled] : nil),
+        ]
+        var samples = [[Timings]](repeating: [], count: specs.count)
+        var failed = Set<Int>()
+        for _ in 0..<rounds {
+            for (index, spec) in specs.enumerated() where !failed.contains(index) {
+                guard let command = spec.command, let timings = runWorkload(command, directory: directory, tag: index) else {
+                    failed.insert(index)
+                    continue
+                }
+                samples[index].append(timings)
+            }
+        }
+        guard !failed.contains(0) else {
+            throw LuaError(kind: .runtime, message: "opsh's run of bench/sql-workload/opsh.lua failed")
+        }
+        let peers: [(String, Timings?, String)] = specs.enumerated().map { index, spec in
+            if failed.contains(index) { return (spec.name, nil, spec.command == nil ? "cc failed" : "not installed or failed") }
+            let runs = samples[index]
+            return (spec.name, Timings(insert: Distribution(runs.map(\.insert)).median,
+                                       scan: Distribution(runs.map(\.scan)).median,
+                                       point: Distribution(runs.map(\.point)).median), "")
+        }
 
         let c = peers.last?.1
         var lines = [
-            "Insert \(rows.formatted()) rows with parameters in one transaction, scan them summing a column, \(pointQueries.formatted()) point queries by primary key (`bench/sql-workload/`; CPU ms of each process; ratio = peer time / opsh time, so > 1 means opsh is faster).",
+            "Insert \(rows.formatted()) rows with parameters in one transaction, scan them summing a column, \(pointQueries.formatted()) point queries by primary key (`bench/sql-workload/`; each runtime in its own process, opsh as `opsh run`; CPU ms of that process, median of \(rounds) runs taken round-robin; ratio = peer time / opsh time, so > 1 means opsh is faster).",
             "",
             "| runtime | insert | scan | point queries | insert ratio | scan ratio | point ratio |",
             "| --- | --- | --- | --- | --- | --- | --- |",
@@ -53,22 +80,15 @@ enum LuaBenchmarks {
         return lines.joined(separator: "\n")
     }
 
-    static func opsh(directory: String, script: String) throws -> Timings {
-        let store = try Store.open(path: directory + "/sql-workload-opsh.sqlite")
-        let session = try OpshSession(store: store)
-        let values = try session.runtime.executeFile(script, arguments: [.integer(Int64(rows)), .integer(Int64(pointQueries))])
-        guard let text = values.first?.stringValue, let timings = parse(text) else {
-            throw LuaError(kind: .runtime, message: "opsh.lua returned \(values)")
-        }
-        return timings
-    }
-
-    static func peer(_ name: String, _ command: [String], _ directory: String, _ tag: String) -> (String, Timings?, String) {
+    /// One run of a workload on a new database file.
+    static func runWorkload(_ command: [String], directory: String, tag: Int) -> Timings? {
         let file = directory + "/sql-workload-\(tag).sqlite"
-        guard let output = run(command + [file, String(rows), String(pointQueries)]), let timings = parse(output) else {
-            return (name, nil, "not installed or failed")
-        }
-        return (name, timings, "")
+        for suffix in ["", "-wal", "-shm"] { unlink(file + suffix) }
+        // opsh takes the file as --db, before the script.
+        let arguments = command.count > 1 && command[1] == "run"
+            ? Array(command.prefix(2)) + ["--db", file] + command.dropFirst(2) + [String(rows), String(pointQueries)]
+            : command + [file, String(rows), String(pointQueries)]
+        return run(arguments).flatMap(parse)
     }
 
     static func parse(_ text: String) -> Timings? {

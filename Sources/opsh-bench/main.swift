@@ -47,7 +47,8 @@ if wanted("store") {
 
 if wanted("lua") {
     print("\n### Lua: SQL from scripts, side by side\n")
-    print(try LuaBenchmarks.sqlWorkload(directory: directory, workloadFolder: repository + "/bench/sql-workload"))
+    let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
+    print(try LuaBenchmarks.sqlWorkload(directory: directory, workloadFolder: repository + "/bench/sql-workload", opshExecutable: opsh))
     print("")
     print(try LuaBenchmarks.callCost())
 }

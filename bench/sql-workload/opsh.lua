@@ -1,5 +1,6 @@
--- opsh's db module. Run by opsh-bench inside an opsh session; ... = N, Q.
-local N, Q = ...
+-- opsh's db module: opsh run --db FILE opsh.lua N Q (as the peers run).
+local n, q = ...
+local N, Q = tonumber(n), tonumber(q)
 db.exec("CREATE TABLE bench (id INTEGER PRIMARY KEY, name TEXT, score REAL, qty INTEGER)")
 local t0 = os.clock()
 db.transaction(function()
