@@ -30,7 +30,7 @@ enum CleanupBenchmarks {
         for round in 0..<rounds {
             // One statement in the sqlite3 CLI.
             let cliPath = directory + "/cleanup-cli-\(round).sqlite"
-            try FileManager.default.copyItem(atPath: templatePath, toPath: cliPath)
+            try freshCopy(of: templatePath, at: cliPath)
             cliRuns.append(try withWriter(path: cliPath, executable: executable, directory: directory) {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
@@ -45,7 +45,7 @@ enum CleanupBenchmarks {
 
             // The core of telemetry.cleanup (the Lua binding only parses options).
             let opshPath = directory + "/cleanup-opsh-\(round).sqlite"
-            try FileManager.default.copyItem(atPath: templatePath, toPath: opshPath)
+            try freshCopy(of: templatePath, at: opshPath)
             let store = try Store.open(path: opshPath)
             var report = TelemetryCleanup.Report()
             opshRuns.append(try withWriter(path: opshPath, executable: executable, directory: directory) {
@@ -84,6 +84,14 @@ enum CleanupBenchmarks {
             Target: ≥ 70 % of the single statement's throughput with the writer's worst wait under 200 ms (medians). \
             Measured: \(String(format: "%.0f", ratio * 100)) %, \(formatDuration(opsh.worstWait)): **\(met ? "met" : "not met")**.
             """
+    }
+
+    /// Copies the database and writes the copy out to disk before the run:
+    /// hundreds of megabytes of dirty pages written back during a run stall
+    /// the writer's commits and are not the cleanup's doing.
+    static func freshCopy(of template: String, at path: String) throws {
+        try FileManager.default.copyItem(atPath: template, toPath: path)
+        sync()
     }
 
     /// Fills a new database with `rows` rows one second apart; returns the
