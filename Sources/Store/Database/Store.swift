@@ -3,7 +3,10 @@ import GRDB
 
 /// opsh's storage core: one database file, migrated, observed, maintained.
 ///
-/// Open it with ``Store/open(path:options:)``. Everything else in the core
+/// Open it with ``Store/open(path:options:)``, or with
+/// ``Store/prepare(path:options:)`` to connect on first use (the batch
+/// modes: a script that never touches the database starts without a
+/// connection). Everything else in the core
 /// reaches the database through ``client`` (the seed-002 seam); the
 /// repositories (``Store/projects`` …) are namespaces of operations that
 /// take a `Database`, GRDB-style, so they compose inside one transaction.
