@@ -84,8 +84,9 @@ enum DatabaseFileInspector {
         return Array(header.prefix(count))
     }
 
-    /// Whether `path`-wal exists and is longer than a WAL header (32 bytes).
-    private static func walHoldsFrames(_ path: String) -> Bool {
+    /// Whether `path`-wal exists and is longer than a WAL header (32 bytes):
+    /// committed pages SQLite reads from it may not be in `path` yet.
+    static func walHoldsFrames(_ path: String) -> Bool {
         var status = stat()
         return stat(path + "-wal", &status) == 0 && status.st_size > 32
     }

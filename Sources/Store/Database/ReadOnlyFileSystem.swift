@@ -26,8 +26,7 @@ enum ReadOnlyFileSystem {
     /// URI, unless a `-wal` file holds frames (immutable would ignore them;
     /// SQLite then reads them through the existing `-shm`).
     static func readingName(for path: String) -> String {
-        var status = stat()
-        if stat(path + "-wal", &status) == 0 && status.st_size > 32 { return path }
+        if DatabaseFileInspector.walHoldsFrames(path) { return path }
         // URI syntax: '%', '?' and '#' in the path must be escaped.
         var allowed = CharacterSet.urlPathAllowed
         allowed.remove(charactersIn: "%?#")
