@@ -319,17 +319,23 @@ static void unlock_running(opsh_state_info *info) {
     atomic_flag_clear_explicit(&info->running_lock, memory_order_release);
 }
 
+// Hooks every call, return and instruction of `L`'s thread until the
+// interrupt is raised: the next one of them stops the code.
+static void hook_for_interrupt(lua_State *L) {
+    lua_sethook(L, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
 void opsh_interrupt(lua_State *L, int reason) {
     opsh_state_info *info = info_of(L);
     atomic_store(&info->interrupt_reason, reason);
     // lua_sethook is safe to call asynchronously (lua.c does it from its
     // SIGINT handler).
-    lua_sethook(L, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    hook_for_interrupt(L);
     // Hooks belong to one Lua thread: the coroutine running now needs its
     // own, or a loop inside it never stops. The lock keeps it alive meanwhile.
     lock_running(info);
     if (info->running) {
-        lua_sethook(info->running, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+        hook_for_interrupt(info->running);
     }
     unlock_running(info);
 }
@@ -352,7 +358,7 @@ static int call_recording(lua_State *L, lua_State *co) {
     unlock_running(info);
     // An interrupt that came just before: hook it now.
     if (co && atomic_load(&info->interrupt_reason) != 0) {
-        lua_sethook(co, opsh_interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+        hook_for_interrupt(co);
     }
     int count = lua_gettop(L);
     lua_pushvalue(L, lua_upvalueindex(1));
