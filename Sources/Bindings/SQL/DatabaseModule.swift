@@ -57,9 +57,10 @@ enum DatabaseModule {
                 ], on: call.state)
                 let owner = lua_gettop(call.state)
                 _ = opsh_getref(call.state, cursor.shapeSlot)  // {names, row metatable, rows metatable}
-                opsh_sql_push_rows_iterator(call.state, cursor.statement, owner, executor.route)
+                lua_pushvalue(call.state, -1)
+                opsh_sql_push_rows_iterator(call.state, cursor.statement, owner, executor.route)  // takes one copy
                 // for row in iterator, state (the shape), nil, closing value
-                _ = opsh_getref(call.state, cursor.shapeSlot)
+                lua_rotate(call.state, -2, 1)
                 lua_pushnil(call.state)
                 lua_pushvalue(call.state, owner)
                 return 4
