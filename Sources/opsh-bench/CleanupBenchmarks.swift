@@ -133,7 +133,7 @@ enum CleanupBenchmarks {
 
         /// Medians of the runs' figures, each on its own.
         static func summary(_ runs: [Measured]) -> Measured {
-            func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+            func median(_ values: [Double]) -> Double { Distribution(values).median }
             return Measured(seconds: median(runs.map(\.seconds)), worstWait: median(runs.map(\.worstWait)),
                             commits: Int(median(runs.map { Double($0.commits) })))
         }
