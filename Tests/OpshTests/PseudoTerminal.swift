@@ -16,7 +16,11 @@ final class PseudoTerminal {
         var master: Int32 = 0, slave: Int32 = 0
         var size = winsize(ws_row: 40, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0)
         guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw POSIXError(.EIO) }
-        let slaveName = String(cString: ttyname(slave))
+        // ttyname_r, not ttyname: tests run in parallel, and ttyname's
+        // static buffer could hand this child another test's terminal.
+        var nameBuffer = [CChar](repeating: 0, count: Int(PATH_MAX))
+        guard ttyname_r(slave, &nameBuffer, nameBuffer.count) == 0 else { throw POSIXError(.EIO) }
+        let slaveName = String(cString: nameBuffer)
         self.master = master
 
         var actions = posix_spawn_file_actions_t()
