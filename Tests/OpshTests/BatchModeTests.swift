@@ -95,17 +95,49 @@ import Testing
     }
 
     /// Runs `body` while a sqlite3 process holds the database's write lock
-    /// (taken by `begin`) for 2 s.
+    /// (taken by `begin`, with a row inserted); it commits when `body`
+    /// returns.
     private func whileAnotherProcessHolds(_ sandbox: Sandbox, _ begin: String, _ body: () throws -> Void) throws {
         let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
             \(begin)
-            INSERT INTO telemetry (event, timestamp) VALUES ('x', 0);
-            .shell sleep 2
-            COMMIT;
-            """)
-        defer { _ = sandbox.finish(holder, holderOut, holderErr) }
+            INSERT INTO telemetry (event, created_at) VALUES ('x', 0);
+
+            """, keepingStdinOpen: true)
+        defer {
+            let input = (holder.standardInput as! Pipe).fileHandleForWriting
+            input.write(Data("COMMIT;\n".utf8))
+            try? input.close()
+            _ = sandbox.finish(holder, holderOut, holderErr)
+        }
         usleep(400_000)
         try body()
+    }
+
+    /// A script waiting for another process's lock (`--busy-timeout 60`)
+    /// still stops at once on SIGINT, SIGTERM or `--timeout`: it does not
+    /// sit out the busy timeout or wait for the lock to be released.
+    @Test func aScriptWaitingForALockStopsOnASignalOrItsTimeout() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('kept', 0)")
+        // The lock is held until the three runs have ended: one that waited
+        // for it would be killed by the test's 30 s guard (status 137).
+        try whileAnotherProcessHolds(sandbox, "BEGIN IMMEDIATE;") {
+            for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+                let (process, output, errors) = try sandbox.start(opshExecutable, sandbox.withDatabase([
+                    "--busy-timeout", "60", "-e", "db.exec(\"DELETE FROM telemetry\")",
+                ]))
+                usleep(500_000)
+                kill(process.processIdentifier, signal)
+                let result = sandbox.finish(process, output, errors)
+                #expect(result.status == status, "\(result.stderr)")
+            }
+            let timedOut = try sandbox.opsh(["--busy-timeout", "60", "--timeout", "0.5", "-e",
+                                             "db.exec(\"DELETE FROM telemetry\")"])
+            #expect(timedOut.status == 124, "\(timedOut.stderr)")
+        }
+        let rows = try sandbox.sqlite("SELECT event FROM telemetry ORDER BY id")
+        #expect(rows == "kept\nx", "the stopped scripts deleted rows")
     }
 
     /// The batch modes connect on first use: a script that never touches

@@ -88,7 +88,11 @@ final class Sandbox {
         return ["--db", self.database] + arguments
     }
 
-    func start(_ executable: String, _ arguments: [String], stdin: String? = nil) throws -> (Process, Pipe, Pipe) {
+    /// Starts a child; its standard input gets `stdin` and is closed, unless
+    /// `keepingStdinOpen` (the caller writes more through
+    /// `process.standardInput`).
+    func start(_ executable: String, _ arguments: [String], stdin: String? = nil,
+               keepingStdinOpen: Bool = false) throws -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -105,7 +109,7 @@ final class Sandbox {
             if process.isRunning { kill(pid, SIGKILL) }
         }
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
+        if !keepingStdinOpen { try input.fileHandleForWriting.close() }
         return (process, output, errors)
     }
 

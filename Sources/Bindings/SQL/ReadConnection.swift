@@ -2,6 +2,7 @@ import CSQLBridge
 import Foundation
 import GRDBSQLite
 import LuaRuntime
+import Store
 
 /// The Lua thread's own read-only connection to the database file.
 ///
@@ -27,8 +28,12 @@ final class ReadConnection {
     /// migration check must come before any read).
     private var beforeFirstUse: (() throws -> Void)?
 
+    /// Waits for locks as the store's connections do; kept alive as long
+    /// as the handle that calls it.
+    private let lockWait: LockWait
+
     /// Opens the file; nothing is read from it before ``ready()``.
-    init(path: String, busyTimeout: TimeInterval, beforeFirstUse: (() throws -> Void)? = nil) throws {
+    init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
         let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
         guard code == SQLITE_OK, let handle else {
@@ -38,7 +43,10 @@ final class ReadConnection {
         }
         self.handle = handle
         self.beforeFirstUse = beforeFirstUse
-        sqlite3_busy_timeout(handle, Int32(busyTimeout * 1000))
+        self.lockWait = lockWait
+        sqlite3_busy_handler(handle, { context, tries in
+            Unmanaged<LockWait>.fromOpaque(context!).takeUnretainedValue().retry(afterTries: Int(tries)) ? 1 : 0
+        }, Unmanaged.passUnretained(lockWait).toOpaque())
         snapshot = .allocate(capacity: 1)
         snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
     }

@@ -48,7 +48,7 @@ public final class OpshSession {
         runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
         database = SessionDatabase(store: store)
         let readConnection = try store.path.map {
-            try ReadConnection(path: $0, busyTimeout: store.options.busyTimeout, beforeFirstUse: { try store.connect() })
+            try ReadConnection(path: $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
         }
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")
@@ -64,6 +64,10 @@ public final class OpshSession {
             interruptTargets.value.0.interrupt()
             interruptTargets.value.1?.interrupt()
         }
+        // sqlite3_interrupt does not reach a statement waiting for another
+        // process's lock: that wait gives up while the chunk is interrupted.
+        let interruptedRuntime = UncheckedSendable(WeakReference(runtime))
+        store.lockWait.abandon(when: { interruptedRuntime.value.object?.interruptRequested != nil })
 
         runtime.onIdle { [weak readConnection] in readConnection?.endSnapshot() }
         self.readConnection = readConnection
@@ -166,6 +170,13 @@ public final class OpshSession {
         }
         return errors
     }
+}
+
+/// A reference that does not keep its object alive (a closure the store
+/// keeps must not keep the session's runtime alive).
+final class WeakReference<T: AnyObject> {
+    weak var object: T?
+    init(_ object: T) { self.object = object }
 }
 
 struct UncheckedSendable<T>: @unchecked Sendable {

@@ -28,11 +28,16 @@ public final class Store: Sendable {
         get throws { try connection.writer() }
     }
 
+    /// How every connection of this store waits for locks (the busy
+    /// timeout, and when a wait is abandoned).
+    public let lockWait: LockWait
+
     private let connection: LazyConnection
 
-    private init(path: String?, options: StoreOptions, connection: LazyConnection) {
+    private init(path: String?, options: StoreOptions, lockWait: LockWait, connection: LazyConnection) {
         self.path = path
         self.options = options
+        self.lockWait = lockWait
         self.connection = connection
         self.externalChanges = path.map {
             ExternalChangeMonitor(path: $0, interval: options.externalChangePollInterval)
@@ -81,19 +86,20 @@ public final class Store: Sendable {
             }
             try createParentDirectory(of: resolved)
         }
+        let lockWait = LockWait(timeout: options.busyTimeout)
         let connection = LazyConnection {
             if verdict == .database {
                 // Refuse a newer schema before anything writes (a read-write
                 // pool would switch the journal to WAL).
-                try checkMigrationsReadOnly(path: resolved, openName: openName, options: options)
+                try checkMigrationsReadOnly(path: resolved, openName: openName, options: options, lockWait: lockWait)
             }
-            let pool = try openPool(openName, path: resolved, options: options)
+            let pool = try openPool(openName, path: resolved, options: options, lockWait: lockWait)
             if !options.readOnly {
                 try migrate(pool)
             }
             return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
         }
-        let store = Store(path: resolved, options: options, connection: connection)
+        let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection)
         // A new file is made a database now: the caller asked for one.
         if verdict != .database { try store.connect() }
         return store
@@ -143,7 +149,7 @@ public final class Store: Sendable {
         configuration.foreignKeysEnabled = true
         let queue = try DatabaseQueue(configuration: configuration)
         try migrate(queue)
-        return Store(path: nil, options: StoreOptions(), connection: LazyConnection { .init(writer: queue, file: nil) })
+        return Store(path: nil, options: StoreOptions(), lockWait: LockWait(timeout: 0), connection: LazyConnection { .init(writer: queue, file: nil) })
     }
 
     /// Applies the built-in migrations not applied yet.
@@ -181,12 +187,12 @@ public final class Store: Sendable {
 
     // MARK: - Opening
 
-    static func configuration(_ options: StoreOptions, label: String) -> Configuration {
+    static func configuration(_ options: StoreOptions, label: String, lockWait: LockWait) -> Configuration {
         var configuration = Configuration()
         configuration.label = label
         configuration.readonly = options.readOnly
         configuration.foreignKeysEnabled = true
-        configuration.busyMode = .timeout(options.busyTimeout)
+        configuration.busyMode = .callback { tries in lockWait.retry(afterTries: tries) }
         return configuration
     }
 
@@ -194,14 +200,15 @@ public final class Store: Sendable {
     /// exclusive lock, and SQLite answers "database is locked" at once,
     /// without waiting, when that could deadlock with another connection
     /// doing the same (cron jobs opening a new database together): such a
-    /// refusal is retried until the busy timeout has passed.
-    private static func openPool(_ openName: String, path: String, options: StoreOptions) throws -> DatabasePool {
+    /// refusal is retried until the busy timeout has passed, as a lock wait.
+    private static func openPool(_ openName: String, path: String, options: StoreOptions,
+                                 lockWait: LockWait) throws -> DatabasePool {
         let deadline = Date().addingTimeInterval(options.busyTimeout)
         while true {
             do {
-                return try DatabasePool(path: openName, configuration: configuration(options, label: "opsh"))
+                return try DatabasePool(path: openName, configuration: configuration(options, label: "opsh", lockWait: lockWait))
             } catch let error as DatabaseError {
-                if error.resultCode == .SQLITE_BUSY && Date() < deadline {
+                if error.resultCode == .SQLITE_BUSY && Date() < deadline && !lockWait.isAbandoned {
                     usleep(UInt32.random(in: 5_000...25_000))
                     continue
                 }
@@ -222,8 +229,9 @@ public final class Store: Sendable {
 
     /// Reads the schema and the applied migrations through a read-only
     /// connection: a damaged or newer database is refused untouched.
-    private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions) throws {
-        var configuration = configuration(options, label: "opsh.inspect")
+    private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions,
+                                                lockWait: LockWait) throws {
+        var configuration = configuration(options, label: "opsh.inspect", lockWait: lockWait)
         configuration.readonly = true
         do {
             let queue = try DatabaseQueue(path: openName, configuration: configuration)

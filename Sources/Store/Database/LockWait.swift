@@ -1,0 +1,59 @@
+import Foundation
+import Synchronization
+
+/// How opsh's connections wait for a lock another connection holds
+/// (SQLite's busy handler): as SQLite's own busy timeout, retrying with
+/// growing sleeps until ``timeout`` has passed, except that a wait gives up
+/// as soon as it is abandoned.
+///
+/// Why not `sqlite3_busy_timeout`: `sqlite3_interrupt` does not reach a
+/// statement that waits for a lock, so Ctrl-C, `--timeout` or SIGTERM on a
+/// script stuck behind another process's write transaction sat out the
+/// whole busy timeout (`--busy-timeout 600`: ten minutes) before anything
+/// happened.
+public final class LockWait: Sendable {
+    /// How long one statement waits for a lock before it fails with
+    /// "database is locked".
+    public let timeout: TimeInterval
+    private let abandonment = Mutex<(@Sendable () -> Bool)?>(nil)
+
+    public init(timeout: TimeInterval) {
+        self.timeout = timeout
+    }
+
+    /// Lock waits give up (the statement fails with SQLITE_BUSY) whenever
+    /// `condition` holds: for the Lua session, while its chunk is being
+    /// interrupted.
+    public func abandon(when condition: @escaping @Sendable () -> Bool) {
+        abandonment.withLock { $0 = condition }
+    }
+
+    /// Whether waits give up now.
+    public var isAbandoned: Bool {
+        abandonment.withLock { $0 }?() ?? false
+    }
+
+    /// SQLite's busy handler: whether to try again after `tries` failed
+    /// attempts, having slept before the next one. The sleeps are SQLite's
+    /// own (1, 2, 5 … 100 ms), so a wait is as responsive as with
+    /// `sqlite3_busy_timeout`, and an abandoned one stops within 100 ms.
+    public func retry(afterTries tries: Int) -> Bool {
+        if isAbandoned { return false }
+        let (delay, prior) = Self.delay(afterTries: tries)
+        let limit = Int(timeout * 1000)
+        let sleep = min(delay, limit - prior)
+        guard sleep > 0 else { return false }
+        usleep(UInt32(sleep) * 1000)
+        return !isAbandoned
+    }
+
+    /// The sleep before the next attempt and the time slept before it, in
+    /// milliseconds (`sqliteDefaultBusyCallback`).
+    static func delay(afterTries tries: Int) -> (delay: Int, prior: Int) {
+        let delays = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
+        let totals = [0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228]
+        if tries < delays.count { return (delays[tries], totals[tries]) }
+        let last = delays.count - 1
+        return (delays[last], totals[last] + delays[last] * (tries - last))
+    }
+}
