@@ -13,7 +13,8 @@ import Testing
     }
 
     func show(_ code: String, mode: OutputMode = .table) throws -> String? {
-        let printer = ValuePrinter(mode: mode, unicode: true)
+        var printer = ValuePrinter(mode: mode, unicode: true)
+        printer.totalWidth = nil
         return try session.runtime.execute(code, chunkName: "=test") { stack, first, count in
             try printer.render(stack.state, first: first, count: count)
         }
@@ -40,6 +41,35 @@ import Testing
         #expect(try show("return 1, 'two', nil, 2.5") == "1\ttwo\tnil\t2.5")
         #expect(try show("return db.NULL") == "∅")
         #expect(try show("local x = 1") == nil)
+    }
+
+    /// `.mode line`: long values whole, a multi-line value on lines of its
+    /// own under the first, NULL, dates and secrets as in tables.
+    @Test func lineModeShowsEachRecordWhole() throws {
+        let long = String(repeating: "build failed ", count: 8)
+        let text = try show("""
+            return db.query([[SELECT 1 AS id, '\(long)' AS message, 'first
+            second' AS log, NULL AS exit_code, 86400 AS created_at, 'sk-abcdefgh12345678' AS api_key
+            UNION ALL SELECT 2, 'ok', '', 0, NULL, NULL]])
+            """, mode: .line)
+        #expect(text == """
+            -[ RECORD 1 ]\(String(repeating: "-", count: 67))
+            id         | 1
+            message    | \(long)
+            log        | first
+                       | second
+            exit_code  | ∅
+            created_at | 1970-01-02 00:00:00Z
+            api_key    | ••••5678
+            -[ RECORD 2 ]\(String(repeating: "-", count: 67))
+            id         | 2
+            message    | ok
+            log        |
+            exit_code  | 0
+            created_at | ∅
+            api_key    | ∅
+            (2 rows)
+            """)
     }
 
     @Test func csvAndJSON() throws {

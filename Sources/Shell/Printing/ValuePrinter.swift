@@ -7,6 +7,9 @@ public enum OutputMode: String, CaseIterable, Sendable {
     case table
     /// One JSON document per value.
     case json
+    /// Row sets one record at a time, a line per column, values whole
+    /// (psql's `\x`).
+    case line
     /// Row sets as CSV with a header line.
     case csv
     /// Everything as Lua literals.
@@ -54,7 +57,7 @@ public struct ValuePrinter {
             case .json:
                 var path: Set<UnsafeRawPointer> = []
                 pieces.append(try json(lua, index, depth: 0, path: &path))
-            case .table, .csv, .lua:
+            case .table, .line, .csv, .lua:
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
                 }
@@ -77,7 +80,11 @@ public struct ValuePrinter {
             if mode != .lua, name == "opsh.rows" || name == "opsh.row", let columns = lua.metatableColumns(index) {
                 let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns)
                     : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0) }]
-                return mode == .csv ? csv(columns: columns, rows: cells) : table(columns: columns, rows: cells)
+                switch mode {
+                case .csv: return csv(columns: columns, rows: cells)
+                case .line: return RecordFormatter(nullMarker: unicode ? "∅" : "NULL", totalWidth: totalWidth).format(columns: columns, rows: cells)
+                default: return table(columns: columns, rows: cells)
+                }
             }
             var path: Set<UnsafeRawPointer> = []
             return literal(lua, index, depth: 0, indent: "", path: &path)
@@ -114,7 +121,7 @@ public struct ValuePrinter {
         switch lua.type(-1) {
         case LUA_TNIL: return .null
         case LUA_TNUMBER:
-            if readableDates, mode == .table, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
+            if readableDates, mode == .table || mode == .line, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
                 return .text(date)
             }
             return .number(lua.numberText(-1))

@@ -9,7 +9,9 @@ extension REPL {
         .tables                 the tables and views
         .schema [TABLE]         CREATE statements (of one table)
         .timer on|off           show how long each chunk ran
-        .mode table|json|csv|lua  how returned values are shown
+        .mode MODE              how returned values are shown: table, line
+                                (a record at a time, values whole), json,
+                                csv or lua
         .read FILE              run a Lua file here
         .quit                   leave (Ctrl-D too)
 
@@ -52,7 +54,7 @@ extension REPL {
             } else if argument == nil {
                 print(runner.printer.mode.rawValue)
             } else {
-                console.error("usage: .mode table|json|csv|lua")
+                console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
         case ".read":
             guard let argument else {
