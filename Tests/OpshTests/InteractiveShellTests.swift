@@ -115,6 +115,8 @@ import Testing
         terminal.expect("projects")
         terminal.send(".schema projects\r")
         terminal.expect("CREATE TABLE projects")
+        terminal.send(".schema project\r")
+        terminal.expect("no table or view named project")
         terminal.send(".mode line\r")
         terminal.send("db.query(\"SELECT 'com.example.app' AS bundleIdentifier, NULL AS note\")\r")
         terminal.expect("-[ RECORD 1 ]")

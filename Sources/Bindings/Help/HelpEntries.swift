@@ -40,15 +40,17 @@ enum HelpEntries {
     ]
 
     static func table(_ module: String, _ noun: String, key: String) -> [HelpEntry] {
-        [
+        // "an event", "a build"
+        let article = noun.first.map { "aeiou".contains($0) } == true ? "an" : "a"
+        return [
             HelpEntry(module: module, name: "get", signature: "\(module).get(\(key)) → row|nil", summary: "The \(noun) with this key, or nil."),
             HelpEntry(module: module, name: "list", signature: "\(module).list{ where=, order=, limit=, offset= } → rows",
                       summary: "\(noun.capitalizedFirst)s matching where ({col = v}, {col = {a, b}} for IN, {col = {gt = v}}, db.NULL), ordered (\"col desc\")."),
             HelpEntry(module: module, name: "count", signature: "\(module).count{ where= } → integer", summary: "How many \(noun)s match."),
-            HelpEntry(module: module, name: "insert", signature: "\(module).insert(row) → row", summary: "Inserts a \(noun) (missing ids, dates and defaults filled in); returns it as stored."),
-            HelpEntry(module: module, name: "update", signature: "\(module).update(\(key), fields) → row", summary: "Changes some fields of a \(noun); fails if there is none."),
+            HelpEntry(module: module, name: "insert", signature: "\(module).insert(row) → row", summary: "Inserts \(article) \(noun) (missing ids, dates and defaults filled in); returns it as stored."),
+            HelpEntry(module: module, name: "update", signature: "\(module).update(\(key), fields) → row", summary: "Changes some fields of \(article) \(noun); fails if there is none."),
             HelpEntry(module: module, name: "upsert", signature: "\(module).upsert(row) → row", summary: "Updates the given fields of the \(noun) with the row's key, or inserts it."),
-            HelpEntry(module: module, name: "delete", signature: "\(module).delete(\(key)) → boolean", summary: "Deletes a \(noun); false when there was none."),
+            HelpEntry(module: module, name: "delete", signature: "\(module).delete(\(key)) → boolean", summary: "Deletes \(article) \(noun); false when there was none."),
         ]
     }
 

@@ -38,7 +38,11 @@ extension REPL {
             }
         case ".schema":
             do {
-                for statement in try catalog.schemaStatements(of: argument) { print(statement + ";") }
+                let statements = try catalog.schemaStatements(of: argument)
+                if let argument, statements.isEmpty {
+                    console.error("no table or view named \(argument); .tables lists them")
+                }
+                for statement in statements { print(statement + ";") }
             } catch {
                 report(error)
             }
