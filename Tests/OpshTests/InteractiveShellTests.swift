@@ -108,6 +108,30 @@ import Testing
         #expect(terminal.waitForExit() == 0)
     }
 
+    /// A statement waiting for another process's write lock is a running
+    /// chunk too: Ctrl-C stops it at once (not after --busy-timeout) and
+    /// the shell goes on.
+    @Test func ctrlCStopsAChunkWaitingForALock() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox, ["--busy-timeout", "60"])
+        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database],
+                                                               stdin: "BEGIN IMMEDIATE;\n", keepingStdinOpen: true)
+        defer {
+            try? (holder.standardInput as! Pipe).fileHandleForWriting.close()
+            _ = sandbox.finish(holder, holderOut, holderErr)
+        }
+        usleep(400_000)
+        terminal.send("db.exec(\"DELETE FROM projects\")\r")
+        usleep(500_000)
+        terminal.send("\u{3}")
+        terminal.expect("interrupted")
+        terminal.expect("opsh> ")
+        terminal.send("6 * 7\r")
+        terminal.expect("42")
+        terminal.send(".quit\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     @Test func dotCommands() throws {
         let sandbox = try Sandbox()
         let terminal = try shell(sandbox)
