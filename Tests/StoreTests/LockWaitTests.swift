@@ -52,6 +52,14 @@ import Testing
         }
     }
 
+    /// `--busy-timeout 1e300` is a number of seconds like any other (it
+    /// used to overflow the milliseconds handed to SQLite and crash).
+    @Test func anyBusyTimeoutWaits() throws {
+        #expect(LockWait(timeout: 1e300).retry(afterTries: 0))
+        #expect(LockWait(timeout: 1e300).retry(afterTries: 1_000_000))
+        #expect(!LockWait(timeout: 0).retry(afterTries: 0))
+    }
+
     /// What Ctrl-C does to a script waiting for a lock: the wait ends
     /// with "database is locked" long before the lock is released.
     @Test func anAbandonedWaitGivesUpBeforeTheLockIsReleased() throws {

@@ -40,7 +40,8 @@ public final class LockWait: Sendable {
     public func retry(afterTries tries: Int) -> Bool {
         if isAbandoned { return false }
         let (delay, prior) = Self.delay(afterTries: tries)
-        let limit = Int(timeout * 1000)
+        // Within a year: a larger --busy-timeout would overflow Int.
+        let limit = Int(min(max(timeout, 0), 31_536_000) * 1000)
         let sleep = min(delay, limit - prior)
         guard sleep > 0 else { return false }
         usleep(UInt32(sleep) * 1000)
