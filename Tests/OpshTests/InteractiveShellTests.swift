@@ -82,6 +82,13 @@ import Testing
         terminal.expect("projects.all")
         terminal.send("\u{3}")
         terminal.expect("opsh> ")
+        terminal.send(".sch\t")
+        terminal.expect(".schema")
+        terminal.send(" proj\t")
+        terminal.expect("projects")
+        terminal.send("\r")
+        terminal.expect("CREATE TABLE projects")
+        terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit() == 0)
     }

@@ -1,3 +1,4 @@
+import Foundation
 import Bindings
 import LuaRuntime
 import Store
@@ -86,6 +87,26 @@ import Testing
         #expect(QueryKeyVocabulary.complete("projects.al") == ["projects.all"])
         #expect(QueryKeyVocabulary.complete("project.\"com.example.app\".late") == ["project.\"com.example.app\".latestBuilds"])
         #expect(QueryKeyVocabulary.complete("bu") == ["build", "buildLog"])
+    }
+
+    @Test func dotCommandsAndTheirArguments() throws {
+        let completer = Completer(schema: { ["projects": ["bundleIdentifier"], "schemes": ["projectId"]] })
+        #expect(completer.dotCommandCandidates(word: ".s", before: ".s") == [".schema"])
+        #expect(completer.dotCommandCandidates(word: ".t", before: "  .t") == [".tables", ".timer"])
+        #expect(completer.dotCommandCandidates(word: "pro", before: ".schema pro") == ["projects"])
+        #expect(completer.dotCommandCandidates(word: "", before: ".mode ") == ["table", "line", "json", "csv", "lua"])
+        #expect(completer.dotCommandCandidates(word: "o", before: ".timer o") == ["on", "off"])
+        #expect(completer.dotCommandCandidates(word: "x", before: ".quit x").isEmpty)
+
+        let folder = NSTemporaryDirectory() + "opsh-completion-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder + "/repairs", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        FileManager.default.createFile(atPath: folder + "/repairs/purge.lua", contents: Data())
+        FileManager.default.createFile(atPath: folder + "/report.lua", contents: Data())
+        FileManager.default.createFile(atPath: folder + "/.hidden.lua", contents: Data())
+        // readline's word ends at the last `/`: the candidates replace only it.
+        #expect(completer.dotCommandCandidates(word: "re", before: ".read \(folder)/re") == ["repairs/", "report.lua"])
+        #expect(completer.dotCommandCandidates(word: "", before: ".read \(folder)/repairs/") == ["purge.lua"])
     }
 
     @Test func whereTheCursorIs() {

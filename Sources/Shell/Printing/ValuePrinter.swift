@@ -5,11 +5,11 @@ import Foundation
 public enum OutputMode: String, CaseIterable, Sendable {
     /// Row sets as aligned tables, other tables as Lua literals.
     case table
-    /// One JSON document per value.
-    case json
     /// Row sets one record at a time, a line per column, values whole
     /// (psql's `\x`).
     case line
+    /// One JSON document per value.
+    case json
     /// Row sets as CSV with a header line.
     case csv
     /// Everything as Lua literals.

@@ -16,7 +16,8 @@ extension REPL {
         .quit                   leave (Ctrl-D too)
 
         Type Lua; an expression prints its value (`=expr` too). Tab completes
-        globals, fields, query keys in query("…") and names in SQL strings.
+        globals, fields, query keys in query("…"), names in SQL strings and
+        dot commands.
         Ctrl-C clears the line or stops the running chunk.
         """
 

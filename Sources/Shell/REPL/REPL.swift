@@ -74,7 +74,13 @@ public final class REPL {
         history = History(path: configuration.historyPath, console: console)
         let completer = Completer(schema: { [catalog] in catalog.schema() })
         let runtime = session.runtime
-        editor.complete = { word, before in completer.candidates(word: word, before: before, runtime: runtime) }
+        editor.complete = { [unowned self] word, before in
+            // A line that starts a chunk with `.` is a dot command.
+            if pending.isEmpty, before.drop(while: { $0 == " " || $0 == "\t" }).hasPrefix(".") {
+                return completer.dotCommandCandidates(word: word, before: before)
+            }
+            return completer.candidates(word: word, before: before, runtime: runtime)
+        }
         editor.onLine = { [unowned self] line in enteredLine = .some(line) }
 
         if let banner = configuration.banner { print(banner) }
