@@ -92,6 +92,7 @@ import Testing
     @Test func dotCommandsAndTheirArguments() throws {
         let completer = Completer(schema: { ["projects": ["bundleIdentifier"], "schemes": ["projectId"]] })
         #expect(completer.dotCommandCandidates(word: ".s", before: ".s") == [".schema"])
+        #expect(completer.dotCommandCandidates(word: ".o", before: ".o") == [".output"])
         #expect(completer.dotCommandCandidates(word: ".t", before: "  .t") == [".tables", ".timer"])
         #expect(completer.dotCommandCandidates(word: "pro", before: ".schema pro") == ["projects"])
         #expect(completer.dotCommandCandidates(word: "", before: ".mode ") == ["table", "line", "json", "csv", "lua"])

@@ -12,6 +12,8 @@ extension REPL {
         .mode MODE              how returned values are shown: table, line
                                 (a record at a time, values whole), json,
                                 csv or lua
+        .output [FILE]          returned values to FILE (made anew); to
+                                the terminal again without FILE
         .read FILE              run a Lua file here
         .quit                   leave (Ctrl-D too)
 
@@ -61,6 +63,8 @@ extension REPL {
             } else {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
+        case ".output":
+            redirectResults(to: argument)
         case ".read":
             guard let argument else {
                 console.error("usage: .read FILE")
@@ -79,6 +83,25 @@ extension REPL {
         }
         fflush(nil)
         return true
+    }
+
+    /// `.output FILE`: returned values go to FILE, as text without the
+    /// terminal's width limit; `.output` (or `.output stdout`) ends that.
+    private func redirectResults(to argument: String?) {
+        guard let argument, argument != "stdout" else {
+            runner.resultsFile = nil
+            runner.printer.totalWidth = Terminal.width(descriptor: 1)
+            return
+        }
+        let path = (argument as NSString).expandingTildeInPath
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            console.error("cannot write \(path): \(String(cString: strerror(errno)))")
+            return
+        }
+        runner.resultsFile = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        runner.printer.totalWidth = nil
+        console.note("returned values go to \(path) until .output")
     }
 
     /// Names in columns across an 80-column terminal, as sqlite3 does.

@@ -6,6 +6,9 @@ import LuaRuntime
 public struct ChunkRunner {
     public let runtime: LuaRuntime
     public var printer: ValuePrinter
+    /// Where returned values go instead of stdout (the shell's `.output
+    /// FILE`); what the chunk itself prints still goes to stdout.
+    public var resultsFile: FileHandle?
 
     public init(runtime: LuaRuntime, printer: ValuePrinter) {
         self.runtime = runtime
@@ -13,7 +16,7 @@ public struct ChunkRunner {
     }
 
     /// Runs `code` with `arguments` as `...` and prints the values it
-    /// returns on stdout.
+    /// returns on stdout (or to ``resultsFile``).
     ///
     /// - throws: `LuaError` from the chunk, ``PrintError`` when a value
     ///   cannot be printed in the chosen mode.
@@ -22,7 +25,14 @@ public struct ChunkRunner {
         let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments) { stack, first, count in
             printResults ? try printer.render(stack.state, first: first, count: count) : nil
         }
-        if let text { print(text) }
+        if let text {
+            if let resultsFile {
+                fflush(nil)
+                try resultsFile.write(contentsOf: Data((text + "\n").utf8))
+            } else {
+                print(text)
+            }
+        }
         fflush(nil)
     }
 
