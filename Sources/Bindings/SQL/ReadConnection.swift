@@ -44,9 +44,7 @@ final class ReadConnection {
         self.handle = handle
         self.beforeFirstUse = beforeFirstUse
         self.lockWait = lockWait
-        sqlite3_busy_handler(handle, { context, tries in
-            Unmanaged<LockWait>.fromOpaque(context!).takeUnretainedValue().retry(afterTries: Int(tries)) ? 1 : 0
-        }, Unmanaged.passUnretained(lockWait).toOpaque())
+        lockWait.install(on: handle)
         snapshot = .allocate(capacity: 1)
         snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
     }

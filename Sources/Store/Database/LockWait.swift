@@ -1,4 +1,5 @@
 import Foundation
+import GRDBSQLite
 import Synchronization
 
 /// How opsh's connections wait for a lock another connection holds
@@ -31,6 +32,14 @@ public final class LockWait: Sendable {
     /// Whether waits give up now.
     public var isAbandoned: Bool {
         abandonment.withLock { $0 }?() ?? false
+    }
+
+    /// Makes a connection opened with SQLite's C API wait for locks
+    /// through this object, which must outlive the connection.
+    public func install(on handle: OpaquePointer) {
+        sqlite3_busy_handler(handle, { context, tries in
+            Unmanaged<LockWait>.fromOpaque(context!).takeUnretainedValue().retry(afterTries: Int(tries)) ? 1 : 0
+        }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// SQLite's busy handler: whether to try again after `tries` failed

@@ -231,31 +231,22 @@ public final class Store: Sendable {
     /// connection: a damaged or newer database is refused untouched.
     private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions,
                                                 lockWait: LockWait) throws {
-        var configuration = configuration(options, label: "opsh.inspect", lockWait: lockWait)
-        configuration.readonly = true
+        let applied: [String]
         do {
-            let queue = try DatabaseQueue(path: openName, configuration: configuration)
-            try queue.read { db in
-                // Reading the schema detects a damaged first page.
-                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
-                let known = Set(StoreMigrations.builtInIdentifiers)
-                let applied = try db.tableExists("grdb_migrations")
-                    ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
-                    : []
-                let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
-                if !unknown.isEmpty {
-                    throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
-                }
-                if options.readOnly {
-                    let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
-                    if !pending.isEmpty && !applied.isEmpty {
-                        throw StoreError.needsMigration(path: path, pending: pending)
-                    }
-                }
-            }
-            try queue.close()
+            applied = try MigrationCheck.appliedIdentifiers(openName: openName, lockWait: lockWait)
         } catch let error as DatabaseError {
             throw translateOpenError(error, path: path)
+        }
+        let known = Set(StoreMigrations.builtInIdentifiers)
+        let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
+        if !unknown.isEmpty {
+            throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
+        }
+        if options.readOnly {
+            let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
+            if !pending.isEmpty && !applied.isEmpty {
+                throw StoreError.needsMigration(path: path, pending: pending)
+            }
         }
     }
 
