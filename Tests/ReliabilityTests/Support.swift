@@ -6,24 +6,6 @@ import Testing
 import Glibc
 #endif
 
-/// The built `opsh` next to this test bundle (`swift build --build-tests`
-/// builds it: the test target depends on it). As in OpshTests.
-/// `OPSH_TEST_EXECUTABLE` names another one: `.ci/run` runs these tests
-/// again on the static release build that `./scripts/opsh` runs.
-let opshExecutable: String = {
-    if let other = ProcessInfo.processInfo.environment["OPSH_TEST_EXECUTABLE"], !other.isEmpty { return other }
-    var buffer = [CChar](repeating: 0, count: 4096)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    let executable = count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
-    var folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
-    for _ in 0..<4 {
-        let candidate = folder.appendingPathComponent("opsh").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        folder = folder.deletingLastPathComponent()
-    }
-    return "opsh"
-}()
-
 /// A deterministic generator (SplitMix64), so that a failing seed can be replayed.
 struct SeededGenerator: RandomNumberGenerator {
     private var state: UInt64
@@ -58,44 +40,11 @@ func reportFigure(_ line: String) {
     _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
 }
 
-/// A temporary folder for one test: database, XDG folders, scripts.
-final class Scratch: @unchecked Sendable {
-    let root: String
-    var database: String { root + "/data/test.sqlite" }
-
+/// A temporary home for one test (``TestFolder``), running opsh and
+/// sqlite3 through posix_spawn.
+final class Scratch: TestFolder, @unchecked Sendable {
     init() throws {
-        root = NSTemporaryDirectory() + "opsh-reliability-" + UUID().uuidString
-        for folder in ["home", "data", "state", "config", "runtime", "scripts"] {
-            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
-        }
-        chmod(root + "/runtime", 0o700)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: root) }
-
-    var environment: [String: String] {
-        [
-            "HOME": root + "/home",
-            "XDG_DATA_HOME": root + "/data",
-            "XDG_STATE_HOME": root + "/state",
-            "XDG_CONFIG_HOME": root + "/config",
-            "XDG_RUNTIME_DIR": root + "/runtime",
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-        ]
-    }
-
-    func script(_ name: String, _ text: String) throws -> String {
-        let path = root + "/scripts/" + name
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
-    }
-
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+        try super.init(prefix: "opsh-reliability-")
     }
 
     /// Starts `executable` through posix_spawn (stdin /dev/null).
@@ -117,11 +66,6 @@ final class Scratch: @unchecked Sendable {
     /// opsh with `--db` to this folder's database (after a subcommand).
     func opsh(_ arguments: [String]) throws -> Result {
         try run(opshExecutable, withDatabase(arguments))
-    }
-
-    func withDatabase(_ arguments: [String]) -> [String] {
-        if arguments.first == "run" { return ["run", "--db", database] + arguments.dropFirst() }
-        return ["--db", database] + arguments
     }
 
     /// SQL through the sqlite3 CLI (another process, another SQLite connection).

@@ -1,0 +1,1 @@
+../OpshTests/TestFolder.swift
