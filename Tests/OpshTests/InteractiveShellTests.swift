@@ -129,6 +129,9 @@ import Testing
         }
         usleep(400_000)
         terminal.send("db.exec(\"DELETE FROM projects\")\r")
+        // Once the line editor has taken the line (a Ctrl-C before that
+        // would clear it), and the statement is waiting.
+        terminal.expect("DELETE FROM projects")
         usleep(500_000)
         terminal.send("\u{3}")
         terminal.expect("interrupted")
