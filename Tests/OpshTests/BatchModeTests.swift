@@ -87,30 +87,11 @@ import Testing
     @Test func aDatabaseLockedPastTheBusyTimeoutExitsThree() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
-        try whileAnotherProcessHolds(sandbox, "BEGIN IMMEDIATE;") {
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
             let result = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "db.exec(\"DELETE FROM projects\")"])
             #expect(result.status == 3, "\(result.stderr)")
             #expect(result.stderr.contains("locked"))
         }
-    }
-
-    /// Runs `body` while a sqlite3 process holds the database's write lock
-    /// (taken by `begin`, with a row inserted); it commits when `body`
-    /// returns.
-    private func whileAnotherProcessHolds(_ sandbox: Sandbox, _ begin: String, _ body: () throws -> Void) throws {
-        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: """
-            \(begin)
-            INSERT INTO telemetry (event, created_at) VALUES ('x', 0);
-
-            """, keepingStdinOpen: true)
-        defer {
-            let input = (holder.standardInput as! Pipe).fileHandleForWriting
-            input.write(Data("COMMIT;\n".utf8))
-            try? input.close()
-            _ = sandbox.finish(holder, holderOut, holderErr)
-        }
-        usleep(400_000)
-        try body()
     }
 
     /// A script waiting for another process's lock (`--busy-timeout 60`)
@@ -122,7 +103,7 @@ import Testing
         try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('kept', 0)")
         // The lock is held until the three runs have ended: one that waited
         // for it would be killed by the test's 30 s guard (status 137).
-        try whileAnotherProcessHolds(sandbox, "BEGIN IMMEDIATE;") {
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
             for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
                 let (process, output, errors) = try sandbox.start(opshExecutable, sandbox.withDatabase([
                     "--busy-timeout", "60", "-e", "db.exec(\"DELETE FROM telemetry\")",
@@ -146,7 +127,7 @@ import Testing
     @Test func aScriptThatDoesNotTouchTheDatabaseIgnoresItsLocks() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
-        try whileAnotherProcessHolds(sandbox, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;") {
+        try sandbox.whileAnotherProcessHolds("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;") {
             let untouched = try sandbox.opsh(["--busy-timeout", "0.2", "-e", "return 6 * 7, type(projects.list)"])
             #expect(untouched.status == 0, "\(untouched.stderr)")
             #expect(untouched.stdout.contains("42\tfunction"))

@@ -121,25 +121,20 @@ import Testing
     @Test func ctrlCStopsAChunkWaitingForALock() throws {
         let sandbox = try Sandbox()
         let terminal = try shell(sandbox, ["--busy-timeout", "60"])
-        let (holder, holderOut, holderErr) = try sandbox.start("/usr/bin/sqlite3", [sandbox.database],
-                                                               stdin: "BEGIN IMMEDIATE;\n", keepingStdinOpen: true)
-        defer {
-            try? (holder.standardInput as! Pipe).fileHandleForWriting.close()
-            _ = sandbox.finish(holder, holderOut, holderErr)
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            terminal.send("db.exec(\"DELETE FROM projects\")\r")
+            // Once the line editor has taken the line (a Ctrl-C before that
+            // would clear it), and the statement is waiting.
+            terminal.expect("DELETE FROM projects")
+            usleep(500_000)
+            terminal.send("\u{3}")
+            terminal.expect("interrupted")
+            terminal.expect("opsh> ")
+            terminal.send("6 * 7\r")
+            terminal.expect("42")
+            terminal.send(".quit\r")
+            #expect(terminal.waitForExit() == 0)
         }
-        usleep(400_000)
-        terminal.send("db.exec(\"DELETE FROM projects\")\r")
-        // Once the line editor has taken the line (a Ctrl-C before that
-        // would clear it), and the statement is waiting.
-        terminal.expect("DELETE FROM projects")
-        usleep(500_000)
-        terminal.send("\u{3}")
-        terminal.expect("interrupted")
-        terminal.expect("opsh> ")
-        terminal.send("6 * 7\r")
-        terminal.expect("42")
-        terminal.send(".quit\r")
-        #expect(terminal.waitForExit() == 0)
     }
 
     @Test func dotCommands() throws {

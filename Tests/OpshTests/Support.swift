@@ -27,6 +27,25 @@ final class Sandbox: TestFolder, @unchecked Sendable {
         try run(opshExecutable, withDatabase(arguments, database: database), stdin: stdin)
     }
 
+    /// Runs `body` while a sqlite3 process holds the database's write lock
+    /// (taken by `begin`, with a row inserted); it commits when `body`
+    /// returns.
+    func whileAnotherProcessHolds(_ begin: String, _ body: () throws -> Void) throws {
+        let (holder, holderOut, holderErr) = try start("/usr/bin/sqlite3", [database], stdin: """
+            \(begin)
+            INSERT INTO telemetry (event, created_at) VALUES ('x', 0);
+
+            """, keepingStdinOpen: true)
+        defer {
+            let input = (holder.standardInput as! Pipe).fileHandleForWriting
+            input.write(Data("COMMIT;\n".utf8))
+            try? input.close()
+            _ = finish(holder, holderOut, holderErr)
+        }
+        usleep(400_000)
+        try body()
+    }
+
     /// Starts a child; its standard input gets `stdin` and is closed, unless
     /// `keepingStdinOpen` (the caller writes more through
     /// `process.standardInput`).
