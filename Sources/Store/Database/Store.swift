@@ -187,9 +187,9 @@ public final class Store: Sendable {
 
     // MARK: - Opening
 
-    static func configuration(_ options: StoreOptions, label: String, lockWait: LockWait) -> Configuration {
+    static func configuration(_ options: StoreOptions, lockWait: LockWait) -> Configuration {
         var configuration = Configuration()
-        configuration.label = label
+        configuration.label = "opsh"
         configuration.readonly = options.readOnly
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .callback { tries in lockWait.retry(afterTries: tries) }
@@ -206,7 +206,7 @@ public final class Store: Sendable {
         let deadline = Date().addingTimeInterval(options.busyTimeout)
         while true {
             do {
-                return try DatabasePool(path: openName, configuration: configuration(options, label: "opsh", lockWait: lockWait))
+                return try DatabasePool(path: openName, configuration: configuration(options, lockWait: lockWait))
             } catch let error as DatabaseError {
                 if error.resultCode == .SQLITE_BUSY && Date() < deadline && !lockWait.isAbandoned {
                     usleep(UInt32.random(in: 5_000...25_000))
