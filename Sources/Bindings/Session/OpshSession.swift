@@ -66,8 +66,8 @@ public final class OpshSession {
         }
         // sqlite3_interrupt does not reach a statement waiting for another
         // process's lock: that wait gives up while the chunk is interrupted.
-        let interruptedRuntime = UncheckedSendable(WeakReference(runtime))
-        store.lockWait.abandon(when: { interruptedRuntime.value.object?.interruptRequested != nil })
+        let interruptedRuntime = WeakReference(runtime)
+        store.lockWait.abandon(when: { interruptedRuntime.object?.interruptRequested != nil })
 
         runtime.onIdle { [weak readConnection] in readConnection?.endSnapshot() }
         self.readConnection = readConnection
@@ -173,8 +173,9 @@ public final class OpshSession {
 }
 
 /// A reference that does not keep its object alive (a closure the store
-/// keeps must not keep the session's runtime alive).
-final class WeakReference<T: AnyObject> {
+/// keeps must not keep the session's runtime alive). Loading a weak
+/// reference is safe from any thread.
+final class WeakReference<T: AnyObject>: @unchecked Sendable {
     weak var object: T?
     init(_ object: T) { self.object = object }
 }
