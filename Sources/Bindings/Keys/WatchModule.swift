@@ -18,7 +18,7 @@ import Store
 /// An observation (``QueryObservation``: in-process commits, and other
 /// processes' through `PRAGMA data_version`) re-fetches on another thread
 /// and posts the value to the session's event queue; the callback runs on
-/// the Lua thread only (DESIGN.md, decision 2), when the shell or
+/// the Lua thread only (ARCHITECTURE.md, decision 2), when the shell or
 /// `opsh.wait` delivers events, and only when the value differs from the
 /// last one it saw. A watch lives until `:cancel()` or the end of the
 /// session, whether or not Lua keeps its handle (`watch(k, fn)` typed at

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Events posted from other threads (a watched value changed, a job
-/// printed a line) for the Lua thread to handle (DESIGN.md, decision 2).
+/// printed a line) for the Lua thread to handle (ARCHITECTURE.md, decision 2).
 ///
 /// Posting writes a byte to a pipe, so a loop waiting in `poll(2)` on
 /// stdin (the shell) or on ``wakeDescriptor`` alone (`opsh.wait`) wakes up.

@@ -4,7 +4,7 @@ import Foundation
 /// GNU readline through its callback interface: the shell's loop polls
 /// stdin together with other descriptors (events, signals) and feeds
 /// readline one character at a time, so it can print above the line being
-/// typed (DESIGN.md, decision 2).
+/// typed (ARCHITECTURE.md, decision 2).
 ///
 /// readline is one per process, so its C callbacks reach the one editor
 /// through ``LineEditor/current``.

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// Aggregations over the analytics tables (seed 003) and the builds, as
+/// Aggregations over the analytics tables (ARCHITECTURE.md) and the builds, as
 /// rows: each result is an array of ``StoreValue`` objects whose fields
 /// are in the order of ``Analytics/Report/columns`` (what the shell prints
 /// as a table and `chart` draws).

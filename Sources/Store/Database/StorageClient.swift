@@ -2,9 +2,9 @@ import Dispatch
 import GRDB
 import Synchronization
 
-/// The seam between the core and the database engine (seed 002's
-/// protocol-witness client): a value holding the few operations the core
-/// needs. ``StorageClient/grdb(_:externalChanges:path:)`` is the live one;
+/// The seam between the core and the database engine, a protocol-witness
+/// client (ARCHITECTURE.md, "The engine seam"): a value holding the few
+/// operations the core needs. ``StorageClient/grdb(_:externalChanges:path:)`` is the live one;
 /// tests build others (an in-memory queue, a client that fails on purpose)
 /// without touching the callers.
 ///

@@ -3,7 +3,7 @@ import Foundation
 /// The SDK's configuration as the application sees it: one value holding
 /// the configuration row, its routing policies (1:N) and its analytics and
 /// storage settings (1:1). ``ConfigurationRepository`` maps it to and from
-/// the four tables (seed 003's record ⇄ entity mapping).
+/// the four tables (the analytics store's record ⇄ entity mapping, ARCHITECTURE.md).
 public struct SDKConfiguration: Sendable, Hashable {
     public var id: String
     public var apiKey: String?

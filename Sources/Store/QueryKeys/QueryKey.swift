@@ -1,5 +1,5 @@
 /// A name for a piece of data that can be fetched once or observed
-/// (seed 000's query keys, plus keys for the analytics side).
+/// (the build server's query keys, ARCHITECTURE.md, plus keys for the analytics side).
 ///
 /// Keys have a textual form (see ``QueryKeyParser`` for the grammar and
 /// ``description`` for the canonical printing), and

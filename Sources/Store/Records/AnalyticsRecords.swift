@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// Where a generation runs (seed 003's routing vocabulary).
+/// Where a generation runs (the analytics store's routing vocabulary).
 public enum ExecutionTarget: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
     case onDevice, cloud, hybrid
 }

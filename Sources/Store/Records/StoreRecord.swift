@@ -43,7 +43,7 @@ extension StoreRecord {
     }
 }
 
-/// A record whose table uses snake_case column names (seed 003's tables)
+/// A record whose table uses snake_case column names (the analytics store's tables, ARCHITECTURE.md)
 /// while Swift properties stay camelCase.
 public protocol SnakeCaseStoreRecord: StoreRecord {}
 

@@ -6,7 +6,7 @@ import GRDB
 /// design document it comes from:
 /// - the build server (seeds 000/001): camelCase columns, as the seed's
 ///   queries (`projectBundleIdentifier`, `versionString`, …);
-/// - the on-device AI analytics (seed 003): snake_case columns.
+/// - the on-device AI analytics (ARCHITECTURE.md): snake_case columns.
 ///
 /// Dates are REAL seconds since 1970 (UTC), so that SQL and Lua can compare
 /// them with `os.time()` and do arithmetic on them. JSON columns carry a
