@@ -30,6 +30,10 @@ public struct LuaError: Error, CustomStringConvertible, Sendable {
     public var message: String
     /// `stack traceback:` and its lines, when there is one.
     public var traceback: String?
+    /// Identifies the error value the runtime kept for this error (see
+    /// `LuaRuntime.pushErrorValue`), when Lua code a host function called
+    /// back raised it.
+    var valueSerial: Int?
 
     public init(kind: Kind, message: String, traceback: String? = nil) {
         self.kind = kind

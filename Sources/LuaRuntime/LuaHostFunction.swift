@@ -178,9 +178,9 @@ let hostDispatch: opsh_host_function = { state, context in
         do {
             return try box.body(call)
         } catch let error as LuaError {
-            // Raised by Lua code this function called back: it already says
-            // where, so it goes on as is.
-            call.stack.push(error.message)
+            // Raised by Lua code this function called back: the same value
+            // goes on to the caller (it already says where).
+            if !box.runtime.pushErrorValue(of: error, on: state) { call.stack.push(error.message) }
             return OPSH_RAISE_VALUE
         } catch {
             call.stack.push(String(describing: error))

@@ -32,6 +32,11 @@ public final class LuaRuntime {
 
     /// Protected calls in progress; an interrupt only counts while one is.
     private let running = Mutex(0)
+    /// Numbers the error values kept by ``keepErrorValue(_:)``: only the
+    /// newest is kept, and a host function re-raises it only while its
+    /// number is still the newest.
+    private(set) var errorValueSerial = 0
+    static let errorValueKey = "opsh.errorValue"
     /// Run when an interrupt arrives (e.g. `sqlite3_interrupt` for the
     /// statement a host function is waiting on). Any thread.
     private let interruptHandlers = Mutex<[@Sendable (LuaInterruptReason) -> Void]>([])
@@ -335,7 +340,29 @@ public final class LuaRuntime {
         if status == LUA_ERRMEM {
             return LuaError(kind: .memory, message: "not enough memory (the memory limit is \(memoryLimit.map { "\($0) bytes" } ?? "the system's"))")
         }
-        return traceback ? LuaError.fromHandler(text, kind: kind) : LuaError(kind: kind, message: text)
+        if traceback { return LuaError.fromHandler(text, kind: kind) }
+        var error = LuaError(kind: kind, message: text)
+        error.valueSerial = keepErrorValue(thread)
+        return error
+    }
+
+    /// Keeps the error value on top of `thread`'s stack (a table, a number,
+    /// a string: whatever `error()` was given), so that a host function
+    /// that called back into Lua (`db.transaction`) re-raises the same
+    /// value to its caller's `pcall` instead of a description of it.
+    private func keepErrorValue(_ thread: OpaquePointer) -> Int {
+        lua_pushvalue(thread, -1)
+        lua_setfield(thread, opsh_registryindex(), Self.errorValueKey)
+        errorValueSerial &+= 1
+        return errorValueSerial
+    }
+
+    /// Pushes the kept error value of `error` on `thread`; false when it
+    /// is no longer kept (a newer error replaced it).
+    func pushErrorValue(of error: LuaError, on thread: OpaquePointer) -> Bool {
+        guard let serial = error.valueSerial, serial == errorValueSerial else { return false }
+        lua_getfield(thread, opsh_registryindex(), Self.errorValueKey)
+        return true
     }
 
     private func interruptMessage(_ reason: LuaInterruptReason) -> String {

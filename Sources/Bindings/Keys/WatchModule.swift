@@ -1,6 +1,7 @@
 import CLuaShim
 import Foundation
 import GRDB
+import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -322,7 +323,8 @@ extension WatchSource {
         do {
             return try database.read { db in
                 let statement = try db.makeStatement(sql: sql)
-                guard statement.isReadonly else {
+                try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
+                guard statement.isReadonly, sqlite3_stmt_isexplain(statement.sqliteStatement) == 0 else {
                     throw LuaCallError.message("watch observes queries only (SELECT …): \(sql)")
                 }
                 try statement.validateArguments(arguments)

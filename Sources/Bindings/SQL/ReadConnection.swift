@@ -80,7 +80,6 @@ final class ReadConnection {
     }
 
     static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
-        try refuseTransactionControl(sql)
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -96,6 +95,12 @@ final class ReadConnection {
         }
         guard code == SQLITE_OK, let statement else {
             throw SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        }
+        do {
+            try TransactionGuard.check(statement, on: handle)
+        } catch {
+            sqlite3_finalize(statement)
+            throw error
         }
         return statement
     }
@@ -113,18 +118,6 @@ final class ReadConnection {
     @discardableResult
     func endSnapshot() -> Bool {
         opsh_sql_reader_end_snapshot(snapshot) != 0
-    }
-
-    /// BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE from a script would pull the
-    /// transaction out from under opsh; `db.transaction` does it safely.
-    /// Checked once per statement, when it is prepared.
-    static func refuseTransactionControl(_ sql: String) throws {
-        let word = sql.utf8.drop(while: { $0 == 32 || (9...13).contains($0) })
-            .prefix(while: { (65...90).contains($0) || (97...122).contains($0) })
-        let first = String(decoding: word, as: UTF8.self).uppercased()
-        if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(first) {
-            throw LuaCallError.message("\(first) is not run through db: use db.transaction(function() … end), which commits, rolls back and nests as savepoints")
-        }
     }
 }
 

@@ -148,13 +148,37 @@ final class SQLExecutor {
     }
 
     /// Runs a script of several statements without parameters.
+    /// Each statement is checked by ``TransactionGuard`` before it runs,
+    /// so a `COMMIT` after a `DELETE` is refused before the delete runs
+    /// (and the script's savepoint rolls back what ran before it).
     func runScript(_ sql: String) throws {
         try session.write { db in
             do {
-                try db.execute(sql: sql)
+                let statements = try db.allStatements(sql: sql)
+                while let statement = try statements.next() {
+                    try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
+                    if sqlite3_stmt_readonly(statement.sqliteStatement) != 0 {
+                        // Changes nothing, so GRDB's observers (a dry run's
+                        // counts) need not see it; and GRDB takes
+                        // `EXPLAIN COMMIT` for a commit and traps.
+                        try Self.stepToEnd(statement.sqliteStatement, on: db.sqliteConnection!)
+                    } else {
+                        try statement.execute()
+                    }
+                }
             } catch let error as DatabaseError {
                 throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: error.sql ?? sql)
             }
+        }
+    }
+
+    private static func stepToEnd(_ statement: OpaquePointer, on connection: OpaquePointer) throws {
+        var code = sqlite3_step(statement)
+        while code == SQLITE_ROW { code = sqlite3_step(statement) }
+        sqlite3_reset(statement)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)),
+                                sql: sqlite3_sql(statement).map { String(cString: $0) })
         }
     }
 

@@ -1,5 +1,6 @@
 import CSQLBridge
 import GRDB
+import GRDBSQLite
 import Store
 
 /// How the Lua thread reaches the database.
@@ -130,10 +131,21 @@ public final class SessionDatabase {
             var result: T?
             try db.inTransaction(.immediate) {
                 result = try body()
+                try Self.requireOpenTransaction(db, of: "db.transaction")
                 try flushNotifications(db)
                 return .commit
             }
             return result!
+        }
+    }
+
+    /// Belt and braces behind ``TransactionGuard``: the transaction opsh
+    /// opened must still be open when opsh ends it. If anything ended it
+    /// early, what ran after that was committed statement by statement and
+    /// cannot be rolled back: say so, never "rolled back".
+    static func requireOpenTransaction(_ db: Database, of owner: String) throws {
+        guard db.isInsideTransaction, sqlite3_get_autocommit(db.sqliteConnection) == 0 else {
+            throw TransactionLost(owner: owner)
         }
     }
 
@@ -167,6 +179,7 @@ public final class SessionDatabase {
             do {
                 let result = try body()
                 let summary = counter.summary
+                try Self.requireOpenTransaction(db, of: "the dry run")
                 try db.rollback()
                 return (result, summary)
             } catch {
@@ -183,6 +196,15 @@ public final class SessionDatabase {
             changedOutsideGRDB = false
             try db.notifyChanges(in: .fullDatabase)
         }
+    }
+}
+
+/// The transaction opsh opened was ended by something else before opsh
+/// ended it: writes made after that point were kept.
+public struct TransactionLost: Error, CustomStringConvertible {
+    public let owner: String
+    public var description: String {
+        "\(owner)'s transaction was ended before opsh ended it: writes made after that point were committed and NOT rolled back; check the data"
     }
 }
 

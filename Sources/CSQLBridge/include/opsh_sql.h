@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "opsh_lua.h"
+#include "opsh_sql_guard.h"
 
 // SQLite's handles, declared as sqlite3.h does (that header is GRDB's
 // module in Swift; including it here too would make its functions
