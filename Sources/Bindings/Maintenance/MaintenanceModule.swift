@@ -131,17 +131,22 @@ enum MaintenanceModule {
         case let .boolean(flag): overwrite = flag
         case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
         }
-        let rotation = try keep.map { _ in try BackupRotation(path: path) }
-        guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(path)") else {
-            return call.results(.table(["path": .string(path), "dryRun": true]))
+        let files = FileEffects(database: database)
+        if overwrite { try files.requireMayDelete("backup", "overwrite = true replaces an earlier backup") }
+        if keep != nil { try files.requireMayDelete("backup", "keep = N deletes older backups") }
+        let target = Store.backupPath(for: path)
+        let rotation = try keep.map { _ in try BackupRotation(path: target, store: store) }
+        guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(target)") else {
+            let wouldRemove = try rotation.map { try $0.doomed(keeping: keep!, newest: target) } ?? []
+            return call.results(.table(["path": .string(target), "dryRun": true,
+                                        "wouldRemove": .array(wouldRemove.map(LuaValue.string))]))
         }
 
         let started = Date()
         let line = ProgressBar(label: "backup", unit: "pages")
-        var pages = 0
+        let result: BackupResult
         do {
-            try store.backup(to: path, overwrite: overwrite) { progress in
-                pages = progress.total
+            result = try store.backup(to: path, overwrite: overwrite) { progress in
                 line.update(completed: progress.completed, total: progress.total)
             }
             line.finish()
@@ -151,12 +156,12 @@ enum MaintenanceModule {
         }
         var removed: [String] = []
         if let rotation, let keep {
-            removed = try rotation.prune(keeping: keep, newest: path)
+            removed = try rotation.prune(keeping: keep, newest: result.path)
         }
         return call.results(.table([
-            "path": .string(path),
-            "pages": .integer(Int64(pages)),
-            "bytes": .integer(fileSize(path)),
+            "path": .string(result.path),
+            "pages": .integer(Int64(result.pages)),
+            "bytes": .integer(fileSize(result.path)),
             "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
             "removed": .array(removed.map(LuaValue.string)),
         ]))
@@ -181,17 +186,22 @@ enum MaintenanceModule {
     }
 }
 
-/// Which files are earlier backups of the same series: the destination's
-/// folder, names equal to the destination's except for their digits.
+/// Which files are earlier backups of the same series: in the
+/// destination's folder, names equal to the destination's except for their
+/// digits, and each a regular file holding an opsh database (so a file
+/// that merely matches the name is never deleted), never the database
+/// itself.
 struct BackupRotation {
     let folder: String
     let pattern: NSRegularExpression
+    let store: Store
 
-    init(path: String) throws {
+    init(path: String, store: Store) throws {
+        self.store = store
         let name = (path as NSString).lastPathComponent
         folder = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         guard name.contains(where: \.isNumber) else {
-            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), to tell its backups apart; got \(name)")
+            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), or a folder, to tell its backups apart; got \(name)")
         }
         var regex = "^"
         var inDigits = false
@@ -212,23 +222,29 @@ struct BackupRotation {
         pattern.firstMatch(in: name, range: NSRange(name.startIndex..., in: name)) != nil
     }
 
-    /// Deletes all but the `count` newest backups (the one just made always
-    /// stays); returns the paths deleted.
-    func prune(keeping count: Int, newest: String) throws -> [String] {
+    /// The backups beyond the `count` newest (the one just made counts and
+    /// always stays), oldest last.
+    func doomed(keeping count: Int, newest: String) throws -> [String] {
         let manager = FileManager.default
-        let names = try manager.contentsOfDirectory(atPath: folder).filter(matches)
+        let names = (try? manager.contentsOfDirectory(atPath: folder))?.filter(matches) ?? []
         let newestName = (newest as NSString).lastPathComponent
-        let dated = names.filter { $0 != newestName }.map { name -> (String, Date) in
-            let path = (folder as NSString).appendingPathComponent(name)
-            let date = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast
-            return (path, date)
-        }
+        let dated = names.filter { $0 != newestName }
+            .map { (folder as NSString).appendingPathComponent($0) }
+            .filter { Store.isOpshBackup(atPath: $0) && !store.isDatabaseFile($0) }
+            .map { path -> (String, Date) in
+                (path, (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast)
+            }
         let ordered = dated.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 > $1.0 }.map(\.0)
-        let doomed = ordered.dropFirst(max(count - 1, 0))
+        return Array(ordered.dropFirst(max(count - 1, 0)))
+    }
+
+    /// Deletes all but the `count` newest backups; returns the paths deleted.
+    func prune(keeping count: Int, newest: String) throws -> [String] {
+        let doomed = try doomed(keeping: count, newest: newest)
         for path in doomed {
-            try manager.removeItem(atPath: path)
-            for suffix in ["-wal", "-shm", "-journal"] { try? manager.removeItem(atPath: path + suffix) }
+            try FileManager.default.removeItem(atPath: path)
+            for suffix in ["-wal", "-shm", "-journal"] { unlink(path + suffix) }
         }
-        return Array(doomed)
+        return doomed
     }
 }

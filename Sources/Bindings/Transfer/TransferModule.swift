@@ -23,10 +23,11 @@ enum TransferModule {
     static func install(in session: OpshSession) {
         let database = session.database
         let sandbox = session.options.sandbox
+        let files = FileEffects(database: database)
         session.runtime.register(module: "export", [
             "project": { call in
                 let id = try call.string(1)
-                let options = try exportOptions(call, known: ["file", "logs"], sandbox: sandbox)
+                let options = try exportOptions(call, known: ["file", "logs", "overwrite"], sandbox: sandbox)
                 var logs = true
                 switch options.fields["logs"] ?? .nil {
                 case .nil: break
@@ -36,13 +37,15 @@ enum TransferModule {
                 let (text, summary) = try database.snapshotRead { db in
                     try Transfer.exportProject(db, id, options: .init(logs: logs))
                 }
-                return try exportResults(call, text: text, summary: summary, file: options.file)
+                return try exportResults(call, text: text, summary: summary, file: options.file,
+                                         overwrite: options.fields["overwrite"], files: files)
             },
             "model": { call in
                 let id = try call.string(1)
-                let options = try exportOptions(call, known: ["file"], sandbox: sandbox)
+                let options = try exportOptions(call, known: ["file", "overwrite"], sandbox: sandbox)
                 let (text, summary) = try database.snapshotRead { db in try Transfer.exportModel(db, id) }
-                return try exportResults(call, text: text, summary: summary, file: options.file)
+                return try exportResults(call, text: text, summary: summary, file: options.file,
+                                         overwrite: options.fields["overwrite"], files: files)
             },
         ])
         session.runtime.register("import") { call in
@@ -115,14 +118,43 @@ enum TransferModule {
     }
 
     /// The text (or, with `file`, the path it was written to) and the rows
-    /// per table.
-    static func exportResults(_ call: LuaCall, text: String, summary: Transfer.Summary, file: String?) throws -> Int32 {
+    /// per table. The file appears whole (``AtomicFile``); an existing file
+    /// is replaced only with `overwrite = true` and only when it is itself
+    /// an opsh export; under a dry run nothing is written and a third
+    /// result says `{ dryRun = true, bytes = N }`.
+    static func exportResults(_ call: LuaCall, text: String, summary: Transfer.Summary, file: String?,
+                              overwrite: LuaValue?, files: FileEffects) throws -> Int32 {
         guard let file else { return call.results(.string(text), counts(summary, \.rows)) }
+        var replace = false
+        switch overwrite ?? .nil {
+        case .nil: break
+        case let .boolean(flag): replace = flag
+        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
+        }
+        guard files.mayWrite else {
+            FileHandle.standardError.write(Data("opsh: dry run: export not written (would write \(text.utf8.count) bytes to \(file))\n".utf8))
+            return call.results(.string(file), counts(summary, \.rows),
+                                .table(["dryRun": true, "bytes": .integer(Int64(text.utf8.count))]))
+        }
+        if replace && FileManager.default.fileExists(atPath: file) {
+            try files.requireMayDelete("export", "overwrite = true replaces \(file)")
+        }
         do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            let replacing: ((String) -> Bool)? = replace ? { isExport($0) } : nil
+            try AtomicFile.write(Data(text.utf8), to: file, replacing: replacing)
         } catch {
-            throw LuaCallError.message("export: cannot write \(file): \((error as NSError).localizedDescription)")
+            throw LuaCallError.message("export: cannot write \(file): \(error)")
         }
         return call.results(.string(file), counts(summary, \.rows))
+    }
+
+    /// A regular file that starts as an opsh export does.
+    static func isExport(_ path: String) -> Bool {
+        var status = stat()
+        guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG,
+              let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        let head = String(decoding: handle.readData(ofLength: 256), as: UTF8.self)
+        return head.hasPrefix("{") && head.contains("\"format\"") && head.contains("\"\(Transfer.format)\"")
     }
 }

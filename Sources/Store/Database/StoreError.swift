@@ -22,6 +22,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
     case notFound(table: String, key: String)
     /// An operation refused because of related rows.
     case refused(reason: String)
+    /// The file system holding `path` is full: nothing was kept.
+    case diskFull(path: String)
 
     public var description: String {
         switch self {
@@ -45,6 +47,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
             return "no row in \(table) with key \(key)"
         case let .refused(reason):
             return reason
+        case let .diskFull(path):
+            return "disk full: the file system of \(path) has no room left (database or disk is full); nothing was kept"
         }
     }
 }

@@ -55,47 +55,6 @@ public struct MaintenanceProgress: Sendable, Hashable {
 }
 
 extension Store {
-    /// Copies the live database to `destination` with SQLite's online backup
-    /// (other connections keep reading and writing), in steps so that
-    /// `progress` is told how far it got, then checks the copy with
-    /// `integrity_check`. The copy is created with mode 0600: it holds the
-    /// same secrets as the database.
-    ///
-    /// - throws: when the destination exists (unless `overwrite`), cannot
-    ///   be written, or the copy fails its check (the bad copy is removed).
-    public func backup(to destination: String, overwrite: Bool = false, pagesPerStep: Int32 = 256,
-                       progress: ((MaintenanceProgress) -> Void)? = nil) throws {
-        let manager = FileManager.default
-        if manager.fileExists(atPath: destination) {
-            guard overwrite else {
-                throw StoreError.refused(reason: "backup destination \(destination) exists; choose another path or allow overwriting")
-            }
-            for suffix in ["", "-wal", "-shm"] { try? manager.removeItem(atPath: destination + suffix) }
-        }
-        let directory = (destination as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
-            try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
-        // Owner-only before SQLite writes a byte.
-        guard manager.createFile(atPath: destination, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw StoreError.cannotOpen(path: destination, detail: String(cString: strerror(errno)))
-        }
-        do {
-            let copy = try DatabaseQueue(path: destination)
-            try writer.backup(to: copy, pagesPerStep: pagesPerStep) { step in
-                progress?(MaintenanceProgress(completed: step.completedPageCount, total: step.totalPageCount))
-            }
-            let problems = try copy.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
-            try copy.close()
-            if problems != ["ok"] {
-                throw StoreError.corrupt(path: destination, detail: "the backup failed its integrity check: \(problems.joined(separator: "; "))")
-            }
-        } catch {
-            try? manager.removeItem(atPath: destination)
-            throw error
-        }
-    }
-
     /// Rebuilds the file to reclaim free pages. Needs the write lock for
     /// its whole duration.
     public func vacuum() throws {
