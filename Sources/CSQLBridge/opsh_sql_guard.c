@@ -3,13 +3,9 @@
 #include <string.h>
 #include "opsh_sql_guard.h"
 
-int opsh_sql_is_transaction_control(sqlite3 *connection, sqlite3_stmt *statement) {
-    if (sqlite3_stmt_isexplain(statement)) return 0;
-    // BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT and RELEASE return no
-    // columns: a statement that does (a query, RETURNING, most PRAGMAs) is
-    // none of them and costs no second compilation. (Not
-    // sqlite3_stmt_readonly: BEGIN IMMEDIATE is not read-only.)
-    if (sqlite3_column_count(statement) > 0) return 0;
+/// 1 when the bytecode of `statement` holds one of `opcodes`, 0 when not,
+/// -1 when SQLite could not compile its EXPLAIN.
+static int uses_opcode(sqlite3 *connection, sqlite3_stmt *statement, const char *const *opcodes, int count) {
     const char *text = sqlite3_sql(statement);
     if (!text) return -1;
     size_t length = strlen(text);
@@ -28,12 +24,31 @@ int opsh_sql_is_transaction_control(sqlite3 *connection, sqlite3_stmt *statement
     int verdict = 0;
     while ((code = sqlite3_step(program)) == SQLITE_ROW) {
         const char *opcode = (const char *)sqlite3_column_text(program, 1);
-        if (opcode && (strcmp(opcode, "AutoCommit") == 0 || strcmp(opcode, "Savepoint") == 0)) {
-            verdict = 1;
-            break;
-        }
+        for (int index = 0; opcode && index < count && !verdict; index++) verdict = strcmp(opcode, opcodes[index]) == 0;
+        if (verdict) break;
     }
     if (code != SQLITE_ROW && code != SQLITE_DONE) verdict = -1;
     sqlite3_finalize(program);
     return verdict;
+}
+
+int opsh_sql_is_transaction_control(sqlite3 *connection, sqlite3_stmt *statement) {
+    if (sqlite3_stmt_isexplain(statement)) return 0;
+    // BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT and RELEASE return no
+    // columns: a statement that does (a query, RETURNING, most PRAGMAs) is
+    // none of them and costs no second compilation. (Not
+    // sqlite3_stmt_readonly: BEGIN IMMEDIATE is not read-only.)
+    if (sqlite3_column_count(statement) > 0) return 0;
+    static const char *const control[] = { "AutoCommit", "Savepoint" };
+    return uses_opcode(connection, statement, control, 2);
+}
+
+int opsh_sql_drops_trigger(sqlite3 *connection, sqlite3_stmt *statement) {
+    if (sqlite3_stmt_isexplain(statement) || sqlite3_column_count(statement) > 0) return 0;
+    static const char *const drop[] = { "DropTrigger" };
+    return uses_opcode(connection, statement, drop, 1);
+}
+
+int opsh_sql_set_defensive(sqlite3 *connection) {
+    return sqlite3_db_config(connection, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
 }

@@ -169,7 +169,10 @@ public final class LuaRuntime {
     /// Makes `require` look in `folder` first (`folder/?.lua`,
     /// `folder/?/init.lua`). Nothing in a sandbox, which has no `require`.
     public func prependModulePath(_ folder: String) {
-        guard !options.sandbox, lua_getglobal(state, "package") == LUA_TTABLE else {
+        // (The sandbox pushes nothing: popping then took a value that was
+        // not there, and every sandboxed script aborted.)
+        guard !options.sandbox else { return }
+        guard lua_getglobal(state, "package") == LUA_TTABLE else {
             opsh_pop(state, 1)
             return
         }

@@ -41,7 +41,7 @@ import LuaRuntime
         #expect(mode?.intValue == 0o600)
         // An existing destination is refused unless overwriting.
         #expect(test.failure("backup(...)".replacingOccurrences(of: "...", with: "'\(destination)'")) ==
-            "test:1: backup destination \(destination) exists; choose another path or allow overwriting")
+            "test:1: backup destination \(destination) exists; choose another path (or a folder), or allow overwriting an earlier backup with { overwrite = true }")
         try test.run("backup(..., { overwrite = true })", [.string(destination)])
         #expect(try sqlite3(destination, "PRAGMA integrity_check") == "ok")
     }
@@ -107,7 +107,7 @@ import LuaRuntime
         ("backup('x-1.sqlite', { keep = 0 })", "test:1: bad argument #2 to 'backup' (keep: a number of backups of 1 or more expected, got 0)"),
         ("backup('x-1.sqlite', { keep = 'all' })", "test:1: bad argument #2 to 'backup' (keep: number expected, got string)"),
         ("backup('backup.sqlite', { keep = 3 })",
-         "test:1: backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), to tell its backups apart; got backup.sqlite"),
+         "test:1: backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), or a folder, to tell its backups apart; got backup.sqlite"),
         ("db.transaction(function() backup('x.sqlite') end)",
          "test:1: backup cannot run inside db.transaction: it needs a database connection of its own; call it outside the transaction"),
         ("db.transaction(function() vacuum() end)",

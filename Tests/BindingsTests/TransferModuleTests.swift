@@ -102,8 +102,8 @@ import LuaRuntime
         ("export.project()", "test:1: bad argument #1 to 'project' (string expected, got no value)"),
         ("export.project('nope')", "test:1: no row in projects with key nope"),
         ("export.project('nope', { logs = 'no' })", "test:1: bad argument #2 to 'project' (logs: boolean expected, got string)"),
-        ("export.project('nope', { format = 'csv' })", "test:1: bad argument #2 to 'project' (unknown option 'format' (options: file, logs))"),
-        ("export.model('m', { logs = false })", "test:1: bad argument #2 to 'model' (unknown option 'logs' (options: file))"),
+        ("export.project('nope', { format = 'csv' })", "test:1: bad argument #2 to 'project' (unknown option 'format' (options: file, logs, overwrite))"),
+        ("export.model('m', { logs = false })", "test:1: bad argument #2 to 'model' (unknown option 'logs' (options: file, overwrite))"),
         ("export.model('m', { file = '' })", "test:1: bad argument #2 to 'model' (file: a path expected, got string)"),
     ]
 

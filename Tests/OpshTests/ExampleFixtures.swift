@@ -83,8 +83,8 @@ extension Sandbox {
     /// SQL through the sqlite3 CLI (foreign keys off, as the CLI starts),
     /// its output trimmed.
     @discardableResult
-    func sql(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try spawn("/usr/bin/sqlite3", [database, text])
+    func sql(_ text: String, file: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try spawn("/usr/bin/sqlite3", [file ?? database, text])
         #expect(result.status == 0, "sqlite3 failed: \(result.stderr)", sourceLocation: sourceLocation)
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

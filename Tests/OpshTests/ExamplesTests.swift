@@ -55,24 +55,29 @@ import Testing
         // Three older backups of the series and a file of another name.
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         for (offset, name) in ["opsh-20240101-000000.sqlite", "opsh-20240102-000000.sqlite", "opsh-20240103-000000.sqlite"].enumerated() {
-            #expect(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data("old".utf8),
-                                                   attributes: [.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)]))
+            try sandbox.sql("CREATE TABLE grdb_migrations (identifier TEXT)", file: folder + "/" + name)
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)],
+                                                  ofItemAtPath: folder + "/" + name)
         }
         #expect(FileManager.default.createFile(atPath: folder + "/notes.txt", contents: Data("keep me".utf8)))
+        // Named like a backup, but not one: rotation leaves it alone.
+        #expect(FileManager.default.createFile(atPath: folder + "/opsh-20230101-000000.sqlite", contents: Data("mine".utf8),
+                                               attributes: [.modificationDate: Date(timeIntervalSinceNow: -86400 * 30)]))
 
         let dry = try sandbox.dryRun("nightly-backup.lua", [folder, "2"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("would copy the database"), "\(dry.stdout)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 4)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 5)
 
         let run = try sandbox.example("nightly-backup.lua", [folder, "2"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("verified"), "\(run.stdout)")
         #expect(run.stdout.contains("removed 2 old backup(s)"), "\(run.stdout)")
         let names = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
-        #expect(names.count == 3, "\(names)")
-        #expect(names.contains("notes.txt") && names.contains("opsh-20240103-000000.sqlite"), "\(names)")
-        let copy = try #require(names.first { $0.hasPrefix("opsh-") && !$0.hasPrefix("opsh-2024") })
+        #expect(names.count == 4, "\(names)")
+        #expect(names.contains("notes.txt") && names.contains("opsh-20240103-000000.sqlite")
+                && names.contains("opsh-20230101-000000.sqlite"), "\(names)")
+        let copy = try #require(names.first { $0.hasPrefix("opsh-") && !$0.hasPrefix("opsh-2024") && !$0.hasPrefix("opsh-2023") })
         let check = try sandbox.spawn("/usr/bin/sqlite3", [folder + "/" + copy, "SELECT bundleIdentifier FROM projects"])
         #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "com.example.app")
 

@@ -1,5 +1,6 @@
 import CSQLBridge
 import GRDBSQLite
+import Synchronization
 
 /// Refuses SQL from scripts that would begin, end or release a transaction
 /// or savepoint: opsh owns them (`db.transaction`, dry runs, each write's
@@ -18,6 +19,10 @@ enum TransactionGuard {
     /// Throws when `statement`, prepared on `connection`, is transaction
     /// control, or when SQLite cannot say whether it is.
     static func check(_ statement: OpaquePointer, on connection: OpaquePointer) throws {
+        if isProtected(connection), opsh_sql_drops_trigger(connection, statement) != 0 {
+            throw SQLFailure(message: "sandbox: dropping a trigger is refused (the sandbox keeps the buildCommand of schemes with triggers)",
+                             sql: sql(of: statement))
+        }
         switch opsh_sql_is_transaction_control(connection, statement) {
         case 0:
             return
@@ -27,6 +32,20 @@ enum TransactionGuard {
             throw SQLFailure(message: "could not check whether this statement controls transactions: \(String(cString: sqlite3_errmsg(connection)))",
                              sql: sql(of: statement))
         }
+    }
+
+    /// Connections that carry the sandbox's TEMP triggers: statements that
+    /// drop a trigger are refused on them.
+    private static let protected = Mutex<Set<Int>>([])
+
+    static func protect(_ connection: OpaquePointer) {
+        let address = Int(bitPattern: UnsafeRawPointer(connection))
+        _ = protected.withLock { $0.insert(address) }
+    }
+
+    private static func isProtected(_ connection: OpaquePointer) -> Bool {
+        let address = Int(bitPattern: UnsafeRawPointer(connection))
+        return protected.withLock { $0.contains(address) }
     }
 
     private static func sql(of statement: OpaquePointer) -> String? {

@@ -47,6 +47,7 @@ public final class OpshSession {
         self.options = options
         runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
         database = SessionDatabase(store: store)
+        database.protectsBuildCommands = options.sandbox
         let readConnection = try store.path.map {
             try ReadConnection(path: $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
         }

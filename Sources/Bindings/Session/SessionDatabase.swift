@@ -61,6 +61,40 @@ public final class SessionDatabase {
 
     public var isInTransaction: Bool { current != nil }
 
+    /// In the sandbox, the scheme's `buildCommand` (what a runner later
+    /// runs with /bin/sh) cannot be written: TEMP triggers on the writer
+    /// connection refuse inserting a scheme and updating the command,
+    /// whatever route the write takes (db.exec, repositories, import).
+    public var protectsBuildCommands = false
+    private var buildCommandsProtected = false
+
+    /// The store's writer, with the sandbox's triggers on its connection
+    /// (made outside any transaction, so a rollback keeps them).
+    private func writer() throws -> any DatabaseWriter {
+        let writer = try store.writer
+        if protectsBuildCommands && !buildCommandsProtected {
+            try writer.writeWithoutTransaction { db in
+                guard try db.tableExists("schemes") else { return }
+                // No writable_schema: the triggers cannot be edited away;
+                // and no DROP TRIGGER from a script (TransactionGuard).
+                opsh_sql_set_defensive(db.sqliteConnection)
+                try db.execute(sql: Self.sandboxTriggers)
+                TransactionGuard.protect(db.sqliteConnection!)
+                buildCommandsProtected = true
+            }
+        }
+        return writer
+    }
+
+    static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"
+    static let sandboxTriggers = """
+        CREATE TEMP TRIGGER IF NOT EXISTS opsh_sandbox_scheme_insert BEFORE INSERT ON main.schemes
+        BEGIN SELECT RAISE(ABORT, '\(sandboxRefusal)'); END;
+        CREATE TEMP TRIGGER IF NOT EXISTS opsh_sandbox_build_command BEFORE UPDATE OF buildCommand ON main.schemes
+        WHEN NEW.buildCommand IS NOT OLD.buildCommand
+        BEGIN SELECT RAISE(ABORT, '\(sandboxRefusal)'); END;
+        """
+
     /// Counts writes this session committed (or started), so the read
     /// connection knows its snapshot is older than them.
     public private(set) var writeCount = 0 {
@@ -94,7 +128,7 @@ public final class SessionDatabase {
             }
             return result!
         }
-        return try store.writer.write { db in
+        return try writer().write { db in
             let result = try body(db)
             try flushNotifications(db)
             return result
@@ -105,7 +139,7 @@ public final class SessionDatabase {
     public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
         writeCount &+= 1
         if let current { return try body(current) }
-        return try store.writer.write { db in
+        return try writer().write { db in
             let result = try body(db)
             try flushNotifications(db)
             return result
@@ -125,7 +159,7 @@ public final class SessionDatabase {
             }
             return result!
         }
-        return try store.writer.writeWithoutTransaction { db in
+        return try writer().writeWithoutTransaction { db in
             current = db
             defer { endTransaction() }
             var result: T?
@@ -170,7 +204,7 @@ public final class SessionDatabase {
         let counter = ChangeCounter()
         changeCounter = counter
         defer { changeCounter = nil }
-        return try store.writer.writeWithoutTransaction { db in
+        return try writer().writeWithoutTransaction { db in
             db.add(transactionObserver: counter, extent: .observerLifetime)
             defer { db.remove(transactionObserver: counter) }
             current = db

@@ -22,3 +22,11 @@ typedef struct sqlite3_stmt sqlite3_stmt;
 /// cost nothing extra). An EXPLAIN statement never runs what it explains
 /// and is not control.
 int opsh_sql_is_transaction_control(sqlite3 *connection, sqlite3_stmt *statement);
+
+/// 1 when `statement` drops a trigger (the sandbox's own protection is
+/// made of TEMP triggers), 0 when not, -1 when SQLite could not say.
+int opsh_sql_drops_trigger(sqlite3 *connection, sqlite3_stmt *statement);
+
+/// Turns on SQLITE_DBCONFIG_DEFENSIVE (no writable_schema, no edits of
+/// the schema tables): the sandbox's triggers cannot be edited away.
+int opsh_sql_set_defensive(sqlite3 *connection);

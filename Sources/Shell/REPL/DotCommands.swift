@@ -12,7 +12,7 @@ extension REPL {
         .mode MODE              how returned values are shown: table, line
                                 (a record at a time, values whole), json,
                                 csv or lua
-        .output [FILE]          returned values to FILE (made anew); to
+        .output [FILE]          returned values to FILE (a new file); to
                                 the terminal again without FILE
         .read FILE              run a Lua file here
         .quit                   leave (Ctrl-D too)
@@ -64,10 +64,18 @@ extension REPL {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
         case ".output":
+            if argument != nil && argument != "stdout" && session.options.sandbox {
+                console.error(".output FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)")
+                break
+            }
             redirectResults(to: argument)
         case ".read":
             guard let argument else {
                 console.error("usage: .read FILE")
+                break
+            }
+            if session.options.sandbox {
+                console.error(".read is refused in the sandbox: it has no files (run opsh without --sandbox to read one)")
                 break
             }
             let path = (argument as NSString).expandingTildeInPath
@@ -94,11 +102,17 @@ extension REPL {
             return
         }
         let path = (argument as NSString).expandingTildeInPath
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // A file made anew, never one opsh did not make (an earlier .output
+        // of this session may be written again).
+        let mine = outputFiles.contains(path)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (mine ? O_TRUNC : O_EXCL), 0o644)
         guard descriptor >= 0 else {
-            console.error("cannot write \(path): \(String(cString: strerror(errno)))")
+            let reason = errno == EEXIST ? "it exists, and opsh does not overwrite a file it did not make; choose another name"
+                : String(cString: strerror(errno))
+            console.error("cannot write \(path): \(reason)")
             return
         }
+        outputFiles.insert(path)
         runner.resultsFile = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         runner.printer.totalWidth = nil
         console.note("returned values go to \(path) until .output")

@@ -33,6 +33,8 @@ public final class REPL {
     let configuration: Configuration
     let console: Console
     var runner: ChunkRunner
+    /// Files `.output` made in this session: the only ones it writes again.
+    var outputFiles: Set<String> = []
     let catalog: DatabaseCatalog
     var timer = false
 

@@ -50,6 +50,10 @@ extension Store {
                     progress?(MaintenanceProgress(completed: step.completedPageCount, total: step.totalPageCount))
                 }
                 let problems = try copy.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+                // A copy of a WAL database is in WAL mode: make it one file
+                // again, so that opening it (to check it, to restore it)
+                // leaves no -wal and -shm beside it.
+                try copy.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = DELETE") }
                 try copy.close()
                 if problems != ["ok"] {
                     throw StoreError.corrupt(path: destination, detail: "the backup failed its integrity check: \(problems.joined(separator: "; "))")
@@ -168,9 +172,21 @@ struct BackupTarget {
         let header = handle.readData(ofLength: 16)
         try? handle.close()
         guard header == Data("SQLite format 3\0".utf8) else { return false }
+        // immutable: no locks, no -shm or -wal made beside a file that may
+        // not be opsh's.
+        var uri = "file:"
+        for character in path.unicodeScalars {
+            switch character {
+            case "%": uri += "%25"
+            case "?": uri += "%3F"
+            case "#": uri += "%23"
+            default: uri.unicodeScalars.append(character)
+            }
+        }
+        uri += "?immutable=1"
         var connection: OpaquePointer?
         defer { sqlite3_close_v2(connection) }
-        guard sqlite3_open_v2(path, &connection, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { return false }
+        guard sqlite3_open_v2(uri, &connection, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK else { return false }
         var statement: OpaquePointer?
         defer { sqlite3_finalize(statement) }
         guard sqlite3_prepare_v2(connection, "SELECT 1 FROM grdb_migrations LIMIT 1", -1, &statement, nil) == SQLITE_OK else { return false }
@@ -228,7 +244,7 @@ struct BackupTarget {
             guard let range = name.range(of: temporaryMarker) else { continue }
             let rest = name[range.upperBound...]
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
-                  rest.hasSuffix(".tmp") || rest.hasSuffix(".tmp-journal") else { continue }
+                  [".tmp", ".tmp-journal", ".tmp-wal", ".tmp-shm"].contains(where: { rest.hasSuffix($0) }) else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 unlink((folder as NSString).appendingPathComponent(name))
             }
