@@ -22,7 +22,7 @@
 -- telemetry is topped up to COUNT demo events (an interrupted run resumes).
 --
 -- Run:   opsh run [--db FILE] [--dry-run] demo-data.lua [COUNT]
---        opsh run --db /tmp/demo.sqlite demo-data.lua 100000   (a smaller, faster demo)
+--        opsh run --db /tmp/demo.sqlite --create demo-data.lua 100000   (a smaller, faster demo)
 --        --dry-run inserts everything in its transaction, then rolls it back
 --        (and creates no git repository).
 --

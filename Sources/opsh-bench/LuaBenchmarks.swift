@@ -86,7 +86,7 @@ enum LuaBenchmarks {
         for suffix in ["", "-wal", "-shm"] { unlink(file + suffix) }
         // opsh takes the file as --db, before the script.
         let arguments = command.count > 1 && command[1] == "run"
-            ? Array(command.prefix(2)) + ["--db", file] + command.dropFirst(2) + [String(rows), String(pointQueries)]
+            ? Array(command.prefix(2)) + ["--db", file, "--create"] + command.dropFirst(2) + [String(rows), String(pointQueries)]
             : command + [file, String(rows), String(pointQueries)]
         return run(arguments).flatMap(parse)
     }

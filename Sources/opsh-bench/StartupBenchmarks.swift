@@ -22,7 +22,7 @@ enum StartupBenchmarks {
                 .joined(separator: "\n")
         }
         // Create and migrate the database first: start-up on an existing one.
-        _ = try time([opsh, "--db", database, "-e", "return 1"])
+        _ = try time([opsh, "--db", database, "--create", "-e", "return 1"])
 
         let peers = [
             Peer(name: "`opsh -e 'return 1'`", command: [opsh, "--db", database, "-e", "return 1"]),

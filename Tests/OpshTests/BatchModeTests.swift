@@ -34,7 +34,7 @@ import Testing
     @Test func optionsMayComeBeforeRun() throws {
         let sandbox = try Sandbox()
         let script = try sandbox.script("count.lua", "return db.value('SELECT count(*) FROM projects'), arg[1]")
-        let result = try sandbox.run(opshExecutable, ["--db", sandbox.database, "--json", "run", script, "--quiet"])
+        let result = try sandbox.run(opshExecutable, ["--db", sandbox.database, "--create", "--json", "run", script, "--quiet"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "0\n\"--quiet\"\n")
     }

@@ -71,12 +71,12 @@ extension Sandbox {
 
     /// `opsh run --db <sandbox db> [--dry-run] examples/<name> arguments…`
     func example(_ name: String, _ arguments: [String] = [], dryRun: Bool = false) throws -> Result {
-        try spawn(opshExecutable, ["run", "--db", database] + (dryRun ? ["--dry-run"] : []) + [Examples.path(name)] + arguments)
+        try spawn(opshExecutable, ["run", "--db", database, "--create"] + (dryRun ? ["--dry-run"] : []) + [Examples.path(name)] + arguments)
     }
 
     /// `opsh --db <sandbox db> -e code`, which must succeed.
     func lua(_ code: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let result = try spawn(opshExecutable, ["--db", database, "-e", code])
+        let result = try spawn(opshExecutable, ["--db", database, "--create", "-e", code])
         #expect(result.status == 0, "opsh -e failed: \(result.stderr)", sourceLocation: sourceLocation)
     }
 

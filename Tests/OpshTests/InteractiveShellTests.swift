@@ -4,7 +4,7 @@ import Testing
 /// The interactive shell through a real pseudo-terminal.
 @Suite struct InteractiveShellTests {
     func shell(_ sandbox: Sandbox, _ extra: [String] = []) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database] + extra, environment: sandbox.environment)
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--create"] + extra, environment: sandbox.environment)
         terminal.expect("opsh> ")
         return terminal
     }

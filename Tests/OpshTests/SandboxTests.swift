@@ -83,7 +83,7 @@ import Testing
     @Test func theSandboxedShellReadsAndWritesNoFiles() throws {
         let sandbox = try Sandbox()
         try "print('from file')".write(toFile: sandbox.root + "/x.lua", atomically: true, encoding: .utf8)
-        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--sandbox"], environment: sandbox.environment)
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--create", "--sandbox"], environment: sandbox.environment)
         terminal.expect("opsh> ")
         terminal.send(".read \(sandbox.root)/x.lua\r")
         terminal.expect(".read is refused in the sandbox")
@@ -94,7 +94,7 @@ import Testing
         #expect(terminal.waitForExit(timeout: 15) == 0)
         #expect(!FileManager.default.fileExists(atPath: sandbox.root + "/out.txt"))
         // Control: without --sandbox both work.
-        let open = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+        let open = try PseudoTerminal(arguments: ["--db", sandbox.database, "--create"], environment: sandbox.environment)
         open.expect("opsh> ")
         open.send(".read \(sandbox.root)/x.lua\r")
         open.expect("from file")

@@ -50,11 +50,11 @@ final class Sandbox: TestFolder, @unchecked Sendable {
     /// `keepingStdinOpen` (the caller writes more through
     /// `process.standardInput`).
     func start(_ executable: String, _ arguments: [String], stdin: String? = nil,
-               keepingStdinOpen: Bool = false) throws -> (Process, Pipe, Pipe) {
+               keepingStdinOpen: Bool = false, environment: [String: String]? = nil) throws -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        process.environment = environment
+        process.environment = environment ?? self.environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
@@ -71,8 +71,9 @@ final class Sandbox: TestFolder, @unchecked Sendable {
         return (process, output, errors)
     }
 
-    func run(_ executable: String, _ arguments: [String], stdin: String? = nil) throws -> Result {
-        let (process, output, errors) = try start(executable, arguments, stdin: stdin)
+    func run(_ executable: String, _ arguments: [String], stdin: String? = nil,
+             environment: [String: String]? = nil) throws -> Result {
+        let (process, output, errors) = try start(executable, arguments, stdin: stdin, environment: environment)
         return finish(process, output, errors)
     }
 

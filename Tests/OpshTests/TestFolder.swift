@@ -67,10 +67,11 @@ class TestFolder: @unchecked Sendable {
     }
 
     /// `arguments` with `--db` to this folder's database, after the
-    /// subcommand (`run --db X FILE`).
+    /// subcommand (`run --db X FILE`), and `--create`: a test's first run
+    /// makes its database, as an operator asks for a new one.
     func withDatabase(_ arguments: [String], database: Bool = true) -> [String] {
         guard database else { return arguments }
-        if arguments.first == "run" { return ["run", "--db", self.database] + arguments.dropFirst() }
-        return ["--db", self.database] + arguments
+        if arguments.first == "run" { return ["run", "--db", self.database, "--create"] + arguments.dropFirst() }
+        return ["--db", self.database, "--create"] + arguments
     }
 }

@@ -18,7 +18,7 @@ import Glibc
     /// Another opsh database, ready to be renamed over the open one.
     static func replacement(_ scratch: Scratch) throws -> String {
         let other = scratch.root + "/data/other.sqlite"
-        let made = try scratch.run(opshExecutable, ["--db", other, "-e", #"projects.insert{ bundleIdentifier = "other", name = "Other", gitRepositoryURL = "/o" }"#])
+        let made = try scratch.run(opshExecutable, ["--db", other, "--create", "-e", #"projects.insert{ bundleIdentifier = "other", name = "Other", gitRepositoryURL = "/o" }"#])
         #expect(made.status == 0, "\(made.stderr)")
         _ = try scratch.sqlite("PRAGMA wal_checkpoint(TRUNCATE)", file: other)
         return other

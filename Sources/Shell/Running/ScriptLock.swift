@@ -30,9 +30,13 @@ public final class ScriptLock {
 
     deinit { close(descriptor) }
 
-    /// The lock file for a script: in `$XDG_RUNTIME_DIR/opsh/locks` (else
-    /// opsh's state folder), named after the script's real path.
-    public static func path(forScript script: String,
+    /// The lock file for a script run against a database: in
+    /// `$XDG_RUNTIME_DIR/opsh/locks` (else opsh's state folder), named after
+    /// the script's real path and the database's identity (its device and
+    /// inode, so two spellings or links of one file share the lock; its
+    /// path while it does not exist yet). The same script against two
+    /// databases takes two locks.
+    public static func path(forScript script: String, database: String,
                             environment: EnvironmentVariables = .process) -> String {
         let resolved = realpath(script, nil).map { pointer -> String in
             defer { free(pointer) }
@@ -46,7 +50,13 @@ public final class ScriptLock {
         }
         folder += "/locks"
         let name = (resolved as NSString).lastPathComponent.filter { $0.isLetter || $0.isNumber || "._-".contains($0) }
-        return "\(folder)/\(name)-\(fnv1a(resolved)).lock"
+        return "\(folder)/\(name)-\(fnv1a(resolved + "\u{0}" + databaseIdentity(database))).lock"
+    }
+
+    static func databaseIdentity(_ path: String) -> String {
+        var status = stat()
+        if stat(path, &status) == 0 { return "inode \(status.st_dev):\(status.st_ino)" }
+        return "path " + (path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
     }
 
     /// Takes the lock without waiting.

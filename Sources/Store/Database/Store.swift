@@ -85,6 +85,7 @@ public final class Store: Sendable {
                 throw StoreError.missingDatabase(path: resolved)
             }
             try createParentDirectory(of: resolved)
+            try createOwnerOnlyFile(resolved)
         }
         let lockWait = LockWait(timeout: options.busyTimeout)
         let connection = LazyConnection {
@@ -215,6 +216,18 @@ public final class Store: Sendable {
                 throw translateOpenError(error, path: path)
             }
         }
+    }
+
+    /// The database holds the API key: made 0600 before SQLite writes a
+    /// byte (SQLite gives its -wal and -shm the main file's mode).
+    private static func createOwnerOnlyFile(_ path: String) throws {
+        let descriptor = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            if errno == EEXIST { return }
+            throw StoreError.cannotOpen(path: path, detail: String(cString: strerror(errno)))
+        }
+        fchmod(descriptor, 0o600)  // whatever the umask
+        close(descriptor)
     }
 
     private static func createParentDirectory(of path: String) throws {

@@ -34,7 +34,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
         case let .newerSchema(path, unknown):
             return "\(path) was migrated by a newer opsh (unknown migrations: \(unknown.joined(separator: ", "))); upgrade opsh to open it; nothing was changed"
         case let .missingDatabase(path):
-            return "no database at \(path) (a read-only open never creates one)"
+            return "no database at \(path): opsh creates only its default database by itself; check the path, or pass --create to make this one (folders included); a read-only open never creates one"
         case let .cannotOpen(path, detail):
             return "cannot open \(path): \(detail)"
         case let .needsMigration(path, pending):

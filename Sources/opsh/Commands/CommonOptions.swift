@@ -1,3 +1,4 @@
+import Glibc
 /// The options every mode takes (the shell, `run`, `-e`).
 struct CommonOptions {
     var db: String?
@@ -10,10 +11,12 @@ struct CommonOptions {
     var sandbox = false
     var memoryLimit: Int?
     var noInit = false
+    var create = false
 
     static let specs: [OptionSpec] = [
         OptionSpec(long: "db", valueName: "path",
-                   help: "The database file (default: $OPSH_DB, else $XDG_DATA_HOME/opsh/opsh.sqlite)."),
+                   help: "The database file (default: $OPSH_DB, else $XDG_DATA_HOME/opsh/opsh.sqlite). It must exist, unless --create."),
+        OptionSpec(long: "create", help: "Create the database (and its folders) if it does not exist; only the default location is created without it."),
         OptionSpec(long: "read-only", help: "Open the database read-only: SQLite refuses every write."),
         OptionSpec(long: "dry-run", help: "Run everything in one transaction, roll it back, and report on stderr the rows that would have been inserted, updated and deleted per table."),
         OptionSpec(long: "timeout", valueName: "seconds", help: "Stop the run after this many seconds (exit status 124)."),
@@ -44,6 +47,7 @@ struct CommonOptions {
             }
             memoryLimit = mebibytes
         case "no-init": noInit = true
+        case "create": create = true
         default: return false
         }
         return true
@@ -61,5 +65,9 @@ struct CommonOptions {
         if let memoryLimit, memoryLimit < 1 { throw UsageError("--memory-limit must be at least 1 MiB", command: command) }
         if !(busyTimeout >= 0) { throw UsageError("--busy-timeout must be zero or more seconds", command: command) }
         if dryRun && readOnly { throw UsageError("--dry-run needs a writable database: drop --read-only", command: command) }
+        if db == "" { throw UsageError("--db needs a path; it was given an empty one", command: command) }
+        if db == nil, let fromEnvironment = getenv("OPSH_DB"), fromEnvironment.pointee == 0 {
+            throw UsageError("OPSH_DB is set but empty: give it a path, or unset it for the default database", command: command)
+        }
     }
 }

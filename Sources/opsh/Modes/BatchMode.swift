@@ -27,7 +27,8 @@ struct BatchMode {
         var heldLock: ScriptLock?
         if lock, case let .file(path) = source {
             do {
-                heldLock = try ScriptLock.acquire(path: ScriptLock.path(forScript: path))
+                heldLock = try ScriptLock.acquire(path: ScriptLock.path(
+                    forScript: path, database: DatabaseLocation.resolve(explicitPath: options.db)))
             } catch let failure as ScriptLock.Failure {
                 if case .held = failure { launch.fail(.lockHeld, "\(path): \(failure)") }
                 launch.fail(.scriptError, "\(failure)")

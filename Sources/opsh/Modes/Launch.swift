@@ -23,7 +23,10 @@ struct Launch {
     func openSession(interactive: Bool) -> OpshSession {
         let store: Store
         do {
-            let storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
+            var storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
+            // Only the default location is made without being asked: a
+            // mistyped --db or OPSH_DB must not succeed on an empty database.
+            storeOptions.createIfMissing = !options.readOnly && (options.create || !Self.namesADatabase(options))
             store = interactive ? try Store.open(path: options.db, options: storeOptions)
                 : try Store.prepare(path: options.db, options: storeOptions)
         } catch {
@@ -36,6 +39,12 @@ struct Launch {
         } catch {
             fail(.databaseUnavailable, "cannot start a session on \(store.path ?? "the database"): \(error)")
         }
+    }
+
+    /// Whether the database was named (`--db` or `OPSH_DB`) rather than
+    /// found at the default location.
+    static func namesADatabase(_ options: CommonOptions) -> Bool {
+        options.db != nil || getenv("OPSH_DB").map { $0.pointee != 0 } == true
     }
 
     /// Sets the global `arg` as `lua` does: arg[0] the script, arg[1…]
