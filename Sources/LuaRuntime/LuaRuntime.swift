@@ -232,13 +232,18 @@ public final class LuaRuntime {
         guard let data = FileBytes.read(path) else {
             throw LuaError(kind: .runtime, message: "cannot open \(path): \(FileBytes.lastError())")
         }
-        var text = String(decoding: data, as: UTF8.self)
-        if text.hasPrefix("#") {
-            // A `#!` line, as lua.c skips it (keep the line count).
-            text = "--" + text
-        }
         let name = chunkName ?? "@\(path)"
-        return try execute(text, chunkName: name, arguments: arguments)
+        return try execute(Self.scriptText(data), chunkName: name, arguments: arguments)
+    }
+
+    /// A script file's text as `lua5.4` reads it: without a UTF-8
+    /// byte-order mark, and with a first line starting with `#` (`#!`)
+    /// made a comment (so line numbers stay right).
+    public static func scriptText<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
+        var text = bytes.starts(with: [0xEF, 0xBB, 0xBF])
+            ? String(decoding: bytes.dropFirst(3), as: UTF8.self) : String(decoding: bytes, as: UTF8.self)
+        if text.hasPrefix("#") { text = "--" + text }
+        return text
     }
 
     /// Calls the compiled function on top of the stack.

@@ -61,16 +61,12 @@ public struct ChunkRunner {
             if count == 0 { break }
             data.append(contentsOf: buffer[..<count])
         }
-        return shebangStripped(String(decoding: data, as: UTF8.self))
-    }
-
-    static func shebangStripped(_ text: String) -> String {
-        text.hasPrefix("#") ? "--" + text : text
+        return LuaRuntime.scriptText(data)
     }
 
     /// Reads a script from standard input.
     public static func readStandardInput() -> String {
-        shebangStripped(String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self))
+        LuaRuntime.scriptText(FileHandle.standardInput.readDataToEndOfFile())
     }
 }
 
