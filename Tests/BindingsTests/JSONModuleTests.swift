@@ -58,7 +58,7 @@ import LuaRuntime
         ("local t = {} t.self = t json.encode(t)", "test:1: json.encode: cannot encode a table that contains itself at $.self"),
         ("json.encode(0/0)", "test:1: json.encode: cannot encode NaN at $ (JSON has no such number)"),
         ("json.encode({ ['a b'] = { 1/0 } })", "test:1: json.encode: cannot encode inf at $[\"a b\"][1] (JSON has no such number)"),
-        ("json.encode('\\255')", "test:1: json.encode: cannot encode a string that is not valid UTF-8 at $"),
+        ("json.encode('\\255')", "test:1: json.encode: cannot encode a string that is not valid UTF-8 at $ (bytes such as a BLOB: encode them yourself, e.g. with hex() in SQL)"),
         ("json.encode({}, { indent = 2 })", "test:1: bad argument #2 to 'encode' (unknown option 'indent' (options: pretty))"),
         ("json.encode()", "test:1: bad argument #1 to 'encode' (value expected, got no value)"),
     ]

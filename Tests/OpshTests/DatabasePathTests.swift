@@ -69,12 +69,15 @@ import Testing
         #expect(try sandbox.opsh(["-e", "return 1"]).status == 0)
         #expect(try sandbox.run(opshExecutable, ["--db", other, "--create", "-e", "return 1"]).status == 0)
         let flag = sandbox.root + "/started"
+        let release = sandbox.root + "/release"
         let script = try sandbox.script("nightly.lua", """
-            io.open("\(flag)", "w"):close()
-            local t = os.clock() while os.clock() - t < 1.5 do end
+            if arg[1] == "hold" then
+              io.open("\(flag)", "w"):close()
+              while not io.open("\(release)") do opsh.wait(0.02) end
+            end
             print("done")
             """)
-        let (first, output, errors) = try sandbox.start(opshExecutable, ["run", "--db", sandbox.database, script])
+        let (first, output, errors) = try sandbox.start(opshExecutable, ["run", "--db", sandbox.database, script, "hold"])
         #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
         // Another database: runs at once.
         let elsewhere = try sandbox.run(opshExecutable, ["run", "--db", other, script])
@@ -86,6 +89,7 @@ import Testing
         let same = try sandbox.run(opshExecutable, ["run", "--db", alias, script])
         #expect(same.status == 75, "\(same.stderr)")
         #expect(same.stderr.contains("another run holds the lock"))
+        FileManager.default.createFile(atPath: release, contents: Data())
         #expect(sandbox.finish(first, output, errors).status == 0)
     }
 }

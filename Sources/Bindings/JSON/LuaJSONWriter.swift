@@ -76,7 +76,7 @@ struct LuaJSONWriter {
             } else {
                 let number = opsh_tonumber(state, index, nil)
                 guard number.isFinite else {
-                    throw Failure(message: "cannot encode \(number.isNaN ? "NaN" : number > 0 ? "inf" : "-inf") at \(path) (JSON has no such number)")
+                    throw Failure(message: JSONRule.nonFinite(number, at: path))
                 }
                 append(Self.floatText(number))
             }
@@ -85,7 +85,7 @@ struct LuaJSONWriter {
             guard let pointer = opsh_tostring(state, index, &length) else { append("\"\""); return }
             let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
             guard String(validating: bytes, as: UTF8.self) != nil else {
-                throw Failure(message: "cannot encode a string that is not valid UTF-8 at \(path)")
+                throw Failure(message: JSONRule.invalidUTF8(at: path))
             }
             Self.writeString(bytes, to: &output)
         case LUA_TTABLE:
@@ -98,7 +98,7 @@ struct LuaJSONWriter {
             }
             try writeTable(at: index, path: path, depth: depth)
         default:
-            throw Failure(message: "cannot encode a \(LuaStack(state).typeName(at: index)) at \(path)")
+            throw Failure(message: JSONRule.unencodable(LuaStack(state).typeName(at: index), at: path))
         }
     }
 
@@ -196,22 +196,8 @@ struct LuaJSONWriter {
         return emptyTableIsObject
     }
 
-    static func path(_ path: String, field: String) -> String {
-        let plain = field.first.map { $0.isLetter || $0 == "_" } == true
-            && field.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
-        if plain { return "\(path).\(field)" }
-        var quoted = ""
-        StoreValueJSON.writeString(field, to: &quoted)
-        return "\(path)[\(quoted)]"
-    }
-
-    /// The shortest text that reads back as the same double, always with
-    /// a `.` or an exponent so that it reads back as a float.
-    static func floatText(_ number: Double) -> String {
-        var text = "\(number)"
-        if !text.contains(".") && !text.contains("e") && !text.contains("E") { text += ".0" }
-        return text
-    }
+    static func path(_ path: String, field: String) -> String { JSONRule.path(path, field: field) }
+    static func floatText(_ number: Double) -> String { JSONRule.floatText(number) }
 
     static func writeString(_ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
         let hex: [UInt8] = Array("0123456789abcdef".utf8)

@@ -1,3 +1,4 @@
+import Bindings
 import CLuaShim
 import Foundation
 
@@ -56,7 +57,8 @@ public struct ValuePrinter {
             switch mode {
             case .json:
                 var path: Set<UnsafeRawPointer> = []
-                pieces.append(try json(lua, index, depth: 0, path: &path))
+                let place = count == 1 ? "$" : "$[\(index - first + 1)]"
+                pieces.append(try json(lua, index, depth: 0, path: &path, at: place))
             case .table, .line, .csv, .lua:
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
@@ -264,24 +266,30 @@ public struct ValuePrinter {
 
     // MARK: JSON
 
+    /// JSON by the rule `json.encode` follows (``JSONRule``): bytes that are
+    /// not UTF-8, NaN, infinities and functions are refused with their
+    /// place (`at`), never changed. Secrets are masked, as on the screen.
     private func json(_ lua: LuaInspection, _ index: Int32, depth: Int, path: inout Set<UnsafeRawPointer>,
-                      secret: Bool = false) throws -> String {
+                      secret: Bool = false, at place: String) throws -> String {
         switch lua.type(index) {
         case LUA_TNIL, LUA_TNONE: return "null"
         case LUA_TBOOLEAN: return lua.plainText(index)
         case LUA_TNUMBER:
             if lua.isInteger(index) { return String(lua.integer(index)) }
             let number = lua.number(index)
-            guard number.isFinite else { return "null" }
-            if let exact = Int64(exactly: number) { return String(exact) }
-            return "\(number)"
+            guard number.isFinite else { throw PrintError(JSONRule.nonFinite(number, at: place)) }
+            return JSONRule.floatText(number)
         case LUA_TSTRING:
-            let value = lua.string(index) ?? ""
+            var length = 0
+            guard let bytes = opsh_tostring(lua.state, index, &length),
+                  let value = String(validating: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self) else {
+                throw PrintError(JSONRule.invalidUTF8(at: place))
+            }
             return Self.jsonString(secret ? SecretMask.mask(value) : value)
         case LUA_TTABLE:
             break
         default:
-            return Self.jsonString(lua.plainText(index))
+            throw PrintError(JSONRule.unencodable(String(cString: lua_typename(lua.state, lua.type(index))), at: place))
         }
         let name = lua.metatableName(index)
         if name == "opsh.NULL" { return "null" }
@@ -293,7 +301,7 @@ public struct ValuePrinter {
         let table = lua_absindex(lua.state, index)
 
         if name == "opsh.row", let columns = lua.metatableColumns(table) {
-            return try object(lua, table, keys: columns, depth: depth, path: &path, nulls: true)
+            return try object(lua, table, keys: columns, depth: depth, path: &path, nulls: true, at: place)
         }
         let listing = lua.keys(of: table)
         if listing.others.isEmpty && (listing.arrayCount > 0 || name == "opsh.rows") {
@@ -301,7 +309,7 @@ public struct ValuePrinter {
             for position in 0..<listing.arrayCount {
                 lua_rawgeti(lua.state, table, position + 1)
                 defer { opsh_pop(lua.state, 1) }
-                elements.append(try json(lua, -1, depth: depth + 1, path: &path))
+                elements.append(try json(lua, -1, depth: depth + 1, path: &path, at: "\(place)[\(position + 1)]"))
             }
             return "[" + elements.joined(separator: ",") + "]"
         }
@@ -321,20 +329,22 @@ public struct ValuePrinter {
             case let .other(text): field = text
             }
             members.append(Self.jsonString(field) + ":"
-                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(field))))
+                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(field),
+                                       at: JSONRule.path(place, field: field))))
         }
         return "{" + members.joined(separator: ",") + "}"
     }
 
     private func object(_ lua: LuaInspection, _ table: Int32, keys: [String], depth: Int,
-                        path: inout Set<UnsafeRawPointer>, nulls: Bool) throws -> String {
+                        path: inout Set<UnsafeRawPointer>, nulls: Bool, at place: String) throws -> String {
         var members: [String] = []
         for key in keys {
             LuaInspection.pushString(lua.state, key)
             lua_rawget(lua.state, table)
             defer { opsh_pop(lua.state, 1) }
             members.append(Self.jsonString(key) + ":"
-                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(key))))
+                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(key),
+                                       at: JSONRule.path(place, field: key))))
         }
         return "{" + members.joined(separator: ",") + "}"
     }

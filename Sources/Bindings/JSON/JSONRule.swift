@@ -1,0 +1,44 @@
+import Foundation
+
+/// The one rule for turning Lua values into JSON, shared by `json.encode`,
+/// `--json` and the shell's `.mode json` so that none of them changes a
+/// byte silently (README, "JSON"):
+///
+/// - strings must be valid UTF-8: bytes that are not (a BLOB, say) are
+///   refused with their place, never replaced by U+FFFD — encode them
+///   yourself (`hex(x)` in SQL, or `string.format("%02x", …)`);
+/// - NaN and ±infinity are refused: JSON has no such number (they never
+///   become `null`);
+/// - functions, userdata and threads are refused;
+/// - floats keep a `.` or an exponent (`5.0`), so they read back as floats.
+public enum JSONRule {
+    public static func invalidUTF8(at path: String) -> String {
+        "cannot encode a string that is not valid UTF-8 at \(path) (bytes such as a BLOB: encode them yourself, e.g. with hex() in SQL)"
+    }
+
+    public static func nonFinite(_ number: Double, at path: String) -> String {
+        "cannot encode \(number.isNaN ? "NaN" : number > 0 ? "inf" : "-inf") at \(path) (JSON has no such number)"
+    }
+
+    public static func unencodable(_ typeName: String, at path: String) -> String {
+        "cannot encode a \(typeName) at \(path)"
+    }
+
+    /// `path.field`, or `path["odd field"]`.
+    public static func path(_ path: String, field: String) -> String {
+        let plain = field.first.map { $0.isLetter || $0 == "_" } == true
+            && field.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+        if plain { return "\(path).\(field)" }
+        var quoted = ""
+        StoreValueJSON.writeString(field, to: &quoted)
+        return "\(path)[\(quoted)]"
+    }
+
+    /// The shortest text that reads back as the same double, always with a
+    /// `.` or an exponent so that it reads back as a float.
+    public static func floatText(_ number: Double) -> String {
+        var text = "\(number)"
+        if !text.contains(".") && !text.contains("e") && !text.contains("E") { text += ".0" }
+        return text
+    }
+}
