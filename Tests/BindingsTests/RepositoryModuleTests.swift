@@ -250,7 +250,7 @@ import LuaRuntime
          "test:1: unknown column 'base_uri' in configuration (columns: id, api_key, base_url, model_cache_size, created_at, updated_at, routing_policies, analytics, storage)"),
         ("builds.delete('b1', { cascade = true })", "test:1: bad argument #2 to 'delete' (unknown option 'cascade' (options: none))"),
         // Invalid values and JSON.
-        ("builds.update('b1', { status = 'exploded' })", "test:1: invalid value for builds.status: could not decode BuildStatus from database value \"exploded\""),
+        ("builds.update('b1', { status = 'exploded' })", "test:1: invalid value for builds.status: 'exploded' is not one of queued, running, succeeded, failed, cancelled"),
         ("builds.update('b1', { progress = 2 })", "test:1: invalid value for builds: CHECK constraint failed: progress BETWEEN 0 AND 1"),
         ("schemes.update('s1', { platforms = '[\"ios\",' })", "test:1: invalid value for schemes.platforms: not valid JSON: [\"ios\","),
         ("schemes.update('s1', { platforms = { print } })", "test:1: invalid value for schemes.platforms: cannot encode a function at $[1]"),
@@ -260,7 +260,7 @@ import LuaRuntime
         ("config.save{ routing_policies = { { name = 'x', conditions = '[1' } } }", "test:1: invalid value for routing_policies.conditions: not valid JSON: [1"),
         ("config.save{ routing_policies = { { name = 'x', conditions = {1, 2} } } }", "test:1: invalid value for routing_policies.conditions: a JSON object expected, got [1,2]"),
         ("config.save{ routing_policies = { { name = 'x', execution_target = 'mars' } } }",
-         "test:1: invalid value for routing_policies.execution_target: could not decode ExecutionTarget from database value \"mars\""),
+         "test:1: invalid value for routing_policies.execution_target: 'mars' is not one of onDevice, cloud, hybrid"),
         ("config.save{ id = 'new' }", "test:1: bad argument #1 to 'save' (missing field 'base_url' (a new configuration needs: base_url))"),
         // Missing rows and references.
         ("builds.update('nope', { status = 'failed' })", "test:1: no row in builds with key nope"),

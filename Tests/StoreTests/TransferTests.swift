@@ -215,7 +215,7 @@ import Testing
         ("null where not null", { $0.replacingOccurrences(of: "\"versionString\": \"1.1.0\"", with: "\"versionString\": null") },
          "builds[3]: field 'versionString' must not be null"),
         ("bad status", { $0.replacingOccurrences(of: "\"status\": \"failed\"", with: "\"status\": \"exploded\"") },
-         "builds[3]: field 'status': could not decode BuildStatus from database value \"exploded\""),
+         "builds[3]: field 'status': 'exploded' is not one of queued, running, succeeded, failed, cancelled"),
         ("invalid JSON column", { $0.replacingOccurrences(of: #"\"macos\"]""#, with: #"""#) },
          "schemes[2]: field 'platforms': not valid JSON: [\"linux\","),
         ("a build whose scheme is not in the document", { $0.replacingOccurrences(of: "\"schemeId\": \"s1\", \"versionString\": \"1.1.0\"", with: "\"schemeId\": \"o1\", \"versionString\": \"1.1.0\"") },

@@ -131,7 +131,8 @@ struct RecordTableFunctions<Record: StoreRecord> {
     }
 
     func list(_ call: LuaCall) throws -> Int32 {
-        let request = try context.reader(call).listRequest(argument: 1)
+        let tableSpec = try context.read(table) { db in try spec(db) }
+        let request = try context.reader(call).listRequest(argument: 1, spec: tableSpec)
         let (found, columns) = try context.read(table) { db in
             (try records.list(db, request), try spec(db).names)
         }
@@ -139,7 +140,8 @@ struct RecordTableFunctions<Record: StoreRecord> {
     }
 
     func count(_ call: LuaCall) throws -> Int32 {
-        let request = try context.reader(call).listRequest(argument: 1, allowed: ["where"])
+        let tableSpec = try context.read(table) { db in try spec(db) }
+        let request = try context.reader(call).listRequest(argument: 1, allowed: ["where"], spec: tableSpec)
         let total = try context.read(table) { db in try records.count(db, request) }
         return call.results(.integer(Int64(total)))
     }

@@ -186,19 +186,29 @@ struct LuaRowReader {
             }
             return (integer == 1).databaseValue
         case .json:
+            let text: String
             if type == LUA_TSTRING {
-                guard let bytes = LuaStack(state).bytes(at: index), let text = String(validating: bytes, as: UTF8.self) else {
+                guard let bytes = LuaStack(state).bytes(at: index), let decoded = String(validating: bytes, as: UTF8.self) else {
                     throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
                 }
-                return text.databaseValue
+                text = decoded
+            } else {
+                guard type == LUA_TTABLE, !markers.isBlob(state, index) else { throw typeError() }
+                var writer = LuaJSONWriter(state: state, markers: markers, emptyTableIsObject: column.defaultSQL == "'{}'")
+                do {
+                    text = try writer.encode(at: index)
+                } catch let failure as LuaJSONWriter.Failure {
+                    throw StoreError.invalidValue(table: spec.table, column: column.name, reason: failure.message)
+                }
             }
-            guard type == LUA_TTABLE, !markers.isBlob(state, index) else { throw typeError() }
-            var writer = LuaJSONWriter(state: state, markers: markers, emptyTableIsObject: column.defaultSQL == "'{}'")
-            do {
-                return try writer.encode(at: index).databaseValue
-            } catch let failure as LuaJSONWriter.Failure {
-                throw StoreError.invalidValue(table: spec.table, column: column.name, reason: failure.message)
+            // A column whose default is a list (`platforms`) takes a list:
+            // a table with named fields, or JSON text of an object, is
+            // refused (text that is not JSON is refused as such later).
+            let shape = text.first { !$0.isWhitespace }
+            if column.defaultSQL == "'[]'", type == LUA_TTABLE ? shape != "[" : shape == "{" {
+                throw call.argumentError(argument, "\(field): a list expected (e.g. { \"linux\" }), got \(type == LUA_TSTRING ? "the text '\(text.prefix(40))'" : "a table with named fields")")
             }
+            return text.databaseValue
         }
     }
 
@@ -214,12 +224,23 @@ struct LuaRowReader {
         return try call.string(argument).databaseValue
     }
 
-    /// A plain value for a filter.
-    func filterValue(at index: Int32, path: String, argument: Int32) throws -> DatabaseValue {
+    /// A plain value for a filter on a column of `kind` (when known): a
+    /// number column takes a number, or a duration (`"1d"`, `"30m"`) meaning
+    /// that long ago, as `telemetry.cleanup{ olderThan = }` does; any other
+    /// string there would silently match nothing, so it is refused.
+    func filterValue(at index: Int32, path: String, argument: Int32, kind: ColumnSpec.Kind? = nil) throws -> DatabaseValue {
         if markers.isNull(state, index) { return .null }
         switch lua_type(state, index) {
         case LUA_TSTRING:
-            return (LuaStack(state).string(at: index) ?? "").databaseValue
+            let text = LuaStack(state).string(at: index) ?? ""
+            if kind == .real || kind == .integer {
+                guard let seconds = try? DurationText.seconds(text) else {
+                    throw call.argumentError(argument, "\(path): a number expected (dates are seconds since 1970; a duration such as \"1d\" or \"30m\" means that long ago), got '\(text)'")
+                }
+                let ago = Date().timeIntervalSince1970 - seconds
+                return kind == .integer ? Int64(ago).databaseValue : ago.databaseValue
+            }
+            return text.databaseValue
         case LUA_TNUMBER:
             if lua_isinteger(state, index) != 0 { return opsh_tointeger(state, index, nil).databaseValue }
             return opsh_tonumber(state, index, nil).databaseValue
@@ -237,7 +258,10 @@ struct LuaRowReader {
     ]
 
     /// `{ where = {…}, order = "createdAt desc", limit = 10, offset = 0 }`.
-    func listRequest(argument: Int32, allowed: [String] = listOptions) throws -> ListRequest {
+    /// - parameter spec: the table's columns: filters on unknown columns are
+    ///   refused, and a filter on a number column (dates are numbers) takes
+    ///   a number or a duration meaning that long ago (`"1d"`), nothing else.
+    func listRequest(argument: Int32, allowed: [String] = listOptions, spec: TableSpec? = nil) throws -> ListRequest {
         var request = ListRequest()
         if call.isNoneOrNil(argument) { return request }
         guard lua_type(state, argument) == LUA_TTABLE else { throw call.typeError(argument, expected: "table") }
@@ -249,7 +273,7 @@ struct LuaRowReader {
             defer { opsh_pop(state, 1) }
             let top = lua_gettop(state)
             switch name {
-            case "where": request.filters = try filters(at: top, argument: argument)
+            case "where": request.filters = try filters(at: top, argument: argument, spec: spec)
             case "order": request.order = try order(at: top, argument: argument)
             case "limit", "offset":
                 guard lua_type(state, top) == LUA_TNUMBER else {
@@ -268,7 +292,7 @@ struct LuaRowReader {
         return request
     }
 
-    private func filters(at index: Int32, argument: Int32) throws -> [ColumnFilter] {
+    private func filters(at index: Int32, argument: Int32, spec: TableSpec?) throws -> [ColumnFilter] {
         guard lua_type(state, index) == LUA_TTABLE, !markers.isNull(state, index) else {
             throw call.argumentError(argument, "where: table expected, got \(LuaStack(state).typeName(at: index))")
         }
@@ -278,6 +302,10 @@ struct LuaRowReader {
             defer { opsh_pop(state, 1) }
             let top = lua_gettop(state)
             let path = "where.\(column)"
+            let kind = spec?.column(column)?.kind
+            func filterValue(at index: Int32, path: String, argument: Int32) throws -> DatabaseValue {
+                try self.filterValue(at: index, path: path, argument: argument, kind: kind)
+            }
             guard lua_type(state, top) == LUA_TTABLE, !markers.isNull(state, top) else {
                 let value = try filterValue(at: top, path: path, argument: argument)
                 filters.append(ColumnFilter(column, value.isNull ? .isNull : .equal, value.isNull ? [] : [value]))

@@ -34,6 +34,7 @@ public struct ConfigurationRecord: SnakeCaseStoreRecord, Hashable {
 
 /// A rule choosing where generations run (1:N under a configuration).
 public struct RoutingPolicyRecord: SnakeCaseStoreRecord, Hashable {
+    public static let allowedValues = ["execution_target": ExecutionTarget.allCases.map(\.rawValue)]
     public static let databaseTableName = "routing_policies"
     public static let primaryKeyColumns = ["id"]
     public static let jsonColumns = ["conditions"]
@@ -193,6 +194,7 @@ public struct GenerationSessionRecord: SnakeCaseStoreRecord, Hashable {
 
 /// One generation in a session (1:N under a session).
 public struct GenerationRecord: SnakeCaseStoreRecord, Hashable {
+    public static let allowedValues = ["execution_target": ExecutionTarget.allCases.map(\.rawValue)]
     public static let databaseTableName = "generations"
     public static let primaryKeyColumns = ["id"]
 

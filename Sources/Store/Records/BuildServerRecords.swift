@@ -64,6 +64,7 @@ public enum BuildStatus: String, Codable, Sendable, CaseIterable, DatabaseValueC
 
 /// One build of a scheme at a version.
 public struct BuildRecord: StoreRecord, Hashable {
+    public static let allowedValues = ["status": BuildStatus.allCases.map(\.rawValue)]
     public static let databaseTableName = "builds"
     public static let primaryKeyColumns = ["id"]
 
@@ -115,6 +116,7 @@ public enum BuildLogLevel: String, Codable, Sendable, CaseIterable, DatabaseValu
 
 /// One line of a build's output.
 public struct BuildLogRecord: StoreRecord, Hashable {
+    public static let allowedValues = ["level": BuildLogLevel.allCases.map(\.rawValue)]
     public static let databaseTableName = "buildLogs"
     public static let primaryKeyColumns = ["id"]
 

@@ -8,10 +8,14 @@ public protocol StoreRecord: Codable, Sendable, FetchableRecord, MutablePersista
     static var jsonColumns: [String] { get }
     /// The primary-key column(s), in order.
     static var primaryKeyColumns: [String] { get }
+    /// Columns that take one of a few words (a build's `status`): what an
+    /// error names when a value is none of them.
+    static var allowedValues: [String: [String]] { get }
 }
 
 extension StoreRecord {
     public static var jsonColumns: [String] { [] }
+    public static var allowedValues: [String: [String]] { [:] }
 
     public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
         .timeIntervalSince1970

@@ -117,6 +117,14 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
         for column in fields.keys where !columns.contains(column) {
             throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
         }
+        for (column, allowed) in Record.allowedValues {
+            guard let value = fields[column], !value.isNull else { continue }
+            let text = String.fromDatabaseValue(value)
+            if text.map({ !allowed.contains($0) }) ?? true {
+                throw StoreError.invalidValue(table: tableName, column: column,
+                                              reason: "\(text.map { "'\($0)'" } ?? value.description) is not one of \(allowed.joined(separator: ", "))")
+            }
+        }
         let row = Row(fields)
         do {
             return try Record(row: row)
