@@ -185,6 +185,21 @@ int opsh_raise_where(lua_State *L) {
     return lua_error(L);
 }
 
+// While a host function ran, its allocations passed the limit (a memory
+// error there would unwind its frame). Now that it has returned, what it
+// pushed counts: a state still over the limit after a full collection
+// drops the results and raises the limit's error, so values that bindings
+// push (a 100 MB BLOB, a million rows) cannot bypass --memory-limit.
+static int keep_results_within_limit(lua_State *L, int results) {
+    opsh_state_info *info = info_of(L);
+    if (!info->limit || info->used <= info->limit || info->in_host) return results;
+    lua_gc(L, LUA_GCCOLLECT);
+    if (info->used <= info->limit) return results;
+    lua_pop(L, results);
+    lua_gc(L, LUA_GCCOLLECT);
+    return luaL_error(L, "not enough memory (the memory limit is %I bytes): what this call returned would pass it", (lua_Integer)info->limit);
+}
+
 static int opsh_trampoline(lua_State *L) {
     opsh_host_box *box = (opsh_host_box *)lua_touserdata(L, lua_upvalueindex(1));
     int outer = opsh_enter_host(L);
@@ -193,7 +208,7 @@ static int opsh_trampoline(lua_State *L) {
     // The Swift frame has returned: raising is safe now.
     if (results == OPSH_RAISE) return opsh_raise_where(L);
     if (results == OPSH_RAISE_VALUE) return lua_error(L);
-    return results;
+    return keep_results_within_limit(L, results);
 }
 
 void opsh_push_host_function(lua_State *L, void *context) {
@@ -218,7 +233,7 @@ static int opsh_fast_trampoline(lua_State *L) {
     opsh_leave_host(L, outer);
     if (results == OPSH_DECLINE) return opsh_trampoline(L);
     if (results == OPSH_RAISE) return opsh_raise_where(L);
-    return results;
+    return keep_results_within_limit(L, results);
 }
 
 void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fast, void *data) {

@@ -37,6 +37,8 @@ public final class LuaRuntime {
     /// number is still the newest.
     private(set) var errorValueSerial = 0
     static let errorValueKey = "opsh.errorValue"
+    /// The end of the shim's message for results past the memory limit.
+    static let resultsPastLimit = "bytes): what this call returned would pass it"
     /// Run when an interrupt arrives (e.g. `sqlite3_interrupt` for the
     /// statement a host function is waiting on). Any thread.
     private let interruptHandlers = Mutex<[@Sendable (LuaInterruptReason) -> Void]>([])
@@ -344,7 +346,10 @@ public final class LuaRuntime {
             if isOutermost { opsh_clear_interrupt(state) }
             return LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
         }
-        let kind: LuaError.Kind = status == LUA_ERRMEM ? .memory : .runtime
+        // The shim raises the limit's error as a plain error when what a host
+        // function returned passes the limit (opsh_lua.c,
+        // keep_results_within_limit): it is a memory error all the same.
+        let kind: LuaError.Kind = status == LUA_ERRMEM || text.contains(Self.resultsPastLimit) ? .memory : .runtime
         if status == LUA_ERRMEM {
             return LuaError(kind: .memory, message: "not enough memory (the memory limit is \(memoryLimit.map { "\($0) bytes" } ?? "the system's"))")
         }

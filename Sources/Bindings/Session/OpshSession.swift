@@ -74,7 +74,23 @@ public final class OpshSession {
         self.readConnection = readConnection
         try installModules()
         if options.sandbox { try confine() }
-        if let limit = options.memoryLimit { runtime.setMemoryLimit(limit) }
+        if let limit = options.memoryLimit {
+            runtime.setMemoryLimit(limit)
+            limitValueLength(to: limit)
+        }
+    }
+
+    /// Under a memory limit, SQLite itself refuses to make a string or BLOB
+    /// longer than the limit ("string or blob too big"): a
+    /// `randomblob(100000000)` never costs 100 MB before Lua could refuse it.
+    private func limitValueLength(to limit: Int) {
+        let length = Int32(clamping: max(limit, 1024))
+        if let handle = readConnection?.handle { _ = sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, length) }
+        store.whenConnected { writer in
+            try? writer.writeWithoutTransaction { db in
+                _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length)
+            }
+        }
     }
 
     /// Every module of the Lua API, each in its own file.
