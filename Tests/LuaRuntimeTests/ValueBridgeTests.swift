@@ -57,10 +57,10 @@ import Testing
             return 1
         }
         #expect(throws: LuaError.self) { try lua.execute("local t = {} t.self = t return identity(t)") }
-        do {
+        #expect {
             try lua.execute("local t = {a = {}} t.a.back = t return identity(t)", chunkName: "=cycle")
-        } catch let error as LuaError {
-            #expect(error.message == "cycle:1: bad argument #1 to 'identity' (table refers to itself (a cycle cannot be converted))")
+        } throws: {
+            ($0 as? LuaError)?.message == "cycle:1: bad argument #1 to 'identity' (table refers to itself (a cycle cannot be converted))"
         }
         // A table seen twice, but not inside itself, is fine.
         #expect(try lua.execute("local s = {1} return identity({s, s})") == [[[1], [1]]])

@@ -52,6 +52,7 @@ import Testing
           end
           sleep(0.002)
         end
+        print(string.format("window\t%.3f\t%.3f", start, now()))
         print(committed, locked, string.format("%.4f", worst))
         """
 
@@ -76,10 +77,12 @@ import Testing
         """
 
     static let maintenance = """
-        \(sleep)
+        \(now) \(sleep)
         local backupPath = arg[1]
         sleep(1)
+        local cleanupStart = now()
         local report = telemetry.cleanup{ olderThan = "30d", batch = 2000 }
+        print(string.format("cleanup\t%.3f\t%.3f", cleanupStart, now()))
         print("deleted", report.deleted, report.batches)
         backup(backupPath)
         print("backup done")
@@ -127,6 +130,20 @@ import Testing
         let aCommits = Int(a.first ?? "") ?? -1, bCommits = Int(b.first ?? "") ?? -1
         let lockedErrors = (Int(a.dropFirst().first ?? "") ?? -1) + (Int(b.dropFirst().first ?? "") ?? -1)
         #expect(aCommits > 0 && bCommits > 0, "\(telemetry.stdout) \(logs.stdout)")
+        // The maintenance really ran while both writers wrote: the cleanup's
+        // time span lies inside each writer's.
+        func span(_ result: Scratch.Result, _ label: String) -> (Double, Double)? {
+            guard let line = result.stdout.split(separator: "\n").first(where: { $0.hasPrefix(label + "\t") }) else { return nil }
+            let parts = line.split(separator: "\t").compactMap { Double($0) }
+            return parts.count == 2 ? (parts[0], parts[1]) : nil
+        }
+        let cleanupSpan = span(maintained, "cleanup")
+        for writer in [telemetry, logs] {
+            let window = span(writer, "window")
+            #expect(cleanupSpan != nil && window != nil
+                    && window!.0 <= cleanupSpan!.0 && cleanupSpan!.1 <= window!.1,
+                    "the cleanup (\(String(describing: cleanupSpan))) did not run inside the writer's window (\(String(describing: window)))")
+        }
         #expect(lockedErrors == 0, "locked errors seen by the writers: \(lockedErrors)")
 
         // Every counted commit is in the file; the old rows are gone.

@@ -7,15 +7,17 @@ import Testing
     static let secret = "sk-SECRET-123456"
 
     /// Failing scripts whose error carries a row or a table holding the key.
-    static let failures: [(String, String)] = [
-        ("error(row)", #"error(config.get())"#),
-        ("error(db.first row)", #"error(db.first("SELECT * FROM configuration"))"#),
-        ("error(table with api_key)", #"error({ api_key = db.value("SELECT api_key FROM configuration") })"#),
-        ("typo in a row's field", #"local r = db.first("SELECT * FROM configuration") return r.api_kee"#),
-        ("wrong type saved", #"local c = config.get() c.api_key = 5 config.save(c)"#),
-        ("duplicate insert of the key", #"db.exec("INSERT INTO configuration (id, api_key, base_url, created_at, updated_at) VALUES (?, ?, ?, 0, 0)", "default", db.value("SELECT api_key FROM configuration"), "https://x")"#),
-        ("watch callback raising its row", #"watch("SELECT * FROM configuration", function(rows) error(rows[1]) end) db.exec("UPDATE configuration SET base_url = 'https://y'") opsh.wait(1) error("end")"#),
-        ("a row in a returned error table, --json", #"return nil, config.get()"#),
+    /// (name, code, exit status): each fails with its error printed, but
+    /// the last, which returns the row (printed, masked).
+    static let failures: [(String, String, Int32)] = [
+        ("error(row)", #"error(config.get())"#, 1),
+        ("error(db.first row)", #"error(db.first("SELECT * FROM configuration"))"#, 1),
+        ("error(table with api_key)", #"error({ api_key = db.value("SELECT api_key FROM configuration") })"#, 1),
+        ("typo in a row's field", #"local r = db.first("SELECT * FROM configuration") return r.api_kee"#, 1),
+        ("wrong type saved", #"local c = config.get() c.api_key = 5 config.save(c)"#, 1),
+        ("duplicate insert of the key", #"db.exec("INSERT INTO configuration (id, api_key, base_url, created_at, updated_at) VALUES (?, ?, ?, 0, 0)", "default", db.value("SELECT api_key FROM configuration"), "https://x")"#, 1),
+        ("watch callback raising its row", #"watch("SELECT * FROM configuration", function(rows) error(rows[1]) end) db.exec("UPDATE configuration SET base_url = 'https://y'") opsh.wait(1) error("end")"#, 1),
+        ("a row in a returned error table, --json", #"return nil, config.get()"#, 0),
     ]
 
     static func prepared() throws -> Scratch {
@@ -28,8 +30,11 @@ import Testing
     @Test func errorsThatCarryARowDoNotPrintTheKey() throws {
         let scratch = try Self.prepared()
         var clean = 0
-        for (name, code) in Self.failures {
+        for (name, code, status) in Self.failures {
             let result = try scratch.opsh(["--json", "-e", code])
+            // Each fails as expected, its error (carrying the row) printed.
+            #expect(result.status == status, "\(name): exit \(result.status): \(result.stderr)")
+            #expect(status == 0 || !result.stderr.isEmpty, "\(name): no error printed")
             let leaked = result.stderr.contains(Self.secret) || result.stdout.contains(Self.secret)
             #expect(!leaked, "\(name): the key is in the output: \(result.stdout) \(result.stderr)")
             if !leaked { clean += 1 }

@@ -1,4 +1,5 @@
 import Foundation
+import LuaRuntime
 import Testing
 
 #if canImport(Glibc)
@@ -66,78 +67,78 @@ import Glibc
         reportFigure("read-only: \(refused)/\(Self.readOnlyWrites.count) write routes refused, database file byte-identical after each")
     }
 
-    /// Escape attempts: each must raise an error and leave no trace.
-    static let sandboxEscapes: [(String, String)] = [
-        ("io.open", #"io.open(arg.target, "w"):write("x")"#),
-        ("io via _G", #"_G["io"].open(arg.target, "w")"#),
-        ("os.execute", #"os.execute("touch " .. arg.target)"#),
-        ("os.remove", #"os.remove(arg.victim)"#),
-        ("os.rename", #"os.rename(arg.victim, arg.target)"#),
-        ("os.getenv", #"assert(os.getenv("HOME"))"#),
-        ("os.exit", #"os.exit(0)"#),
-        ("require", #"require("io")"#),
-        ("package.loadlib", #"package.loadlib("libc.so.6", "system")"#),
-        ("package via require's upvalues", #"debug.getupvalue(require, 1)"#),
-        ("debug.getregistry", #"debug.getregistry()"#),
-        ("debug.sethook", #"debug.sethook(function() end, "l")"#),
-        ("string.dump", #"string.dump(print)"#),
-        ("string.dump through the string metatable", #"assert(getmetatable("").__index.dump)(function() end)"#),
-        ("load of bytecode", #"assert(load("\27Lua\84\0\25\147\13\10\26\10\4\8\8\120\86"))()"#),
-        ("load of bytecode with mode 'b'", #"assert(load("\27LuaT\0", "x", "b"))()"#),
-        ("load of bytecode through a reader", #"local done = false assert(load(function() if done then return nil end done = true return "\27LuaT\0" end))()"#),
-        ("dofile", #"dofile(arg.victim)"#),
-        ("loadfile", #"assert(loadfile(arg.victim))"#),
-        ("collectgarbage cannot reach files", #"assert(io)"#),
-        ("backup to a file", #"backup(arg.target)"#),
-        ("ATTACH a new file", #"db.exec("ATTACH DATABASE ? AS other", arg.target) db.exec("CREATE TABLE other.t (a)")"#),
-        ("ATTACH an existing file and read it", #"db.exec("ATTACH DATABASE ? AS other", arg.other) assert(db.value("SELECT a FROM other.t") == 1)"#),
-        ("ATTACH through db.query", #"db.query("ATTACH DATABASE ? AS other", arg.other) assert(db.value("SELECT a FROM other.t") == 1)"#),
-        ("load_extension", #"db.value("SELECT load_extension('libc.so.6')")"#),
-        ("VACUUM INTO a file", #"db.exec("VACUUM INTO ?", arg.target)"#),
-        ("git reads a repository", #"git.versions(arg.repository)"#),
-        ("jobs run a process", #"schemes.insert{ projectBundleIdentifier = "com.example.app", name = "S", buildCommand = "touch " .. arg.target } local s = schemes.list()[1] local b = jobs.start{ scheme = s.id, version = "1.0.0" } jobs.wait(b, 10)"#),
-        ("migrate.up reads Lua files", #"migrate.up{ folder = arg.folder }"#),
-        ("export writes a file", #"export.project("com.example.app", { file = arg.target })"#),
-        ("import reads a file", #"import{ file = arg.victim }"#),
+    /// Escape attempts: each must be refused with its reason and leave no
+    /// trace, and each works without --sandbox (its control run), so the
+    /// refusal is the sandbox's. `BYTECODE` is real `string.dump` output.
+    static let sandboxEscapes: [(name: String, code: String, reason: String)] = [
+        ("io.open", #"io.open(arg.target, "w"):write("x")"#, "attempt to index a nil value (global 'io')"),
+        ("io via _G", #"_G["io"].open(arg.target, "w"):close()"#, "attempt to index a nil value (field 'io')"),
+        ("os.execute", #"assert(os.execute("touch " .. arg.target))"#, "attempt to call a nil value (field 'execute')"),
+        ("os.remove", #"assert(os.remove(arg.victim))"#, "attempt to call a nil value (field 'remove')"),
+        ("os.rename", #"assert(os.rename(arg.victim, arg.target))"#, "attempt to call a nil value (field 'rename')"),
+        ("os.getenv", #"assert(os.getenv("HOME"))"#, "attempt to call a nil value (field 'getenv')"),
+        ("os.exit", #"os.exit(0)"#, "attempt to call a nil value (field 'exit')"),
+        ("require", #"assert(require("io"))"#, "attempt to call a nil value (global 'require')"),
+        ("package.loadlib", #"assert(package.loadlib("libc.so.6", "system"))"#, "attempt to index a nil value (global 'package')"),
+        ("package via require's upvalues", #"debug.getupvalue(require, 1)"#, "attempt to index a nil value (global 'debug')"),
+        ("debug.getregistry", #"debug.getregistry()"#, "attempt to index a nil value (global 'debug')"),
+        ("debug.sethook", #"debug.sethook(function() end, "l")"#, "attempt to index a nil value (global 'debug')"),
+        ("string.dump", #"string.dump(function() end)"#, "attempt to call a nil value (field 'dump')"),
+        ("string.dump through the string metatable", #"assert(getmetatable("").__index.dump)(function() end)"#, "assertion failed!"),
+        ("load of bytecode", #"assert(assert(load(BYTECODE))() == 42)"#, "attempt to load a binary chunk (mode is 't')"),
+        ("load of bytecode with mode 'b'", #"assert(assert(load(BYTECODE, "x", "b"))() == 42)"#, "attempt to load a binary chunk (mode is 't')"),
+        ("load of bytecode through a reader", #"local done = false assert(assert(load(function() if done then return nil end done = true return BYTECODE end))() == 42)"#, "attempt to load a binary chunk (mode is 't')"),
+        ("dofile", #"assert(dofile(arg.victim) == 42)"#, "attempt to call a nil value (global 'dofile')"),
+        ("loadfile", #"assert(loadfile(arg.victim))"#, "attempt to call a nil value (global 'loadfile')"),
+        ("backup to a file", #"backup(arg.target)"#, "backup is not available in --sandbox"),
+        ("ATTACH an existing file and read it", #"db.exec("ATTACH DATABASE ? AS other", arg.other) assert(db.value("SELECT a FROM other.t") == 1)"#, "too many attached databases - max 0"),
+        ("ATTACH through db.query", #"db.query("ATTACH DATABASE ? AS other", arg.other) assert(db.value("SELECT a FROM other.t") == 1)"#, "too many attached databases - max 0"),
+        ("git reads a repository", #"assert(#git.versions(arg.repository) == 1)"#, "git.versions is not available in --sandbox"),
+        ("jobs run a process", #"local s = schemes.insert{ projectBundleIdentifier = "com.example.app", name = "S", buildCommand = "touch " .. arg.target } local b = jobs.start{ scheme = s.id, version = "1.0.0" } assert(jobs.wait(b, 30).status == "succeeded")"#, "sandbox: the buildCommand of a scheme cannot be written"),
+        ("migrate.up reads Lua files", #"migrate.up{ folder = arg.folder }"#, "migrations from files are not available in --sandbox"),
+        ("export writes a file", #"export.project("com.example.app", { file = arg.target })"#, "file: no files in the sandbox"),
+        ("import reads a file", #"import{ file = arg.document, replace = true }"#, "file: no files in the sandbox"),
     ]
 
-    @Test func sandboxRefusesEveryEscape() throws {
-        let scratch = try Self.prepared()
-        let victim = scratch.root + "/victim.lua"
-        try "return 42".write(toFile: victim, atomically: true, encoding: .utf8)
-        let folder = scratch.root + "/folder"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try #"return { id = "900_x", up = function(db) end }"#.write(toFile: folder + "/900_x.lua", atomically: true, encoding: .utf8)
-        let other = scratch.root + "/other.sqlite"
-        _ = try scratch.sqlite("CREATE TABLE t (a); INSERT INTO t VALUES (1);", file: other)
-        let repository = scratch.root + "/repository"
-        for arguments in [["init", "-q", repository], ["-C", repository, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"],
-                          ["-C", repository, "tag", "v1.0.0"]] {
-            let result = try scratch.run("/usr/bin/git", arguments)
-            #expect(result.status == 0, "git \(arguments): \(result.stderr)")
+    @Test func sandboxRefusesEveryEscapeWithItsReason() throws {
+        let bytecode = try LuaRuntime().execute("return string.dump(function() return 42 end)")
+        guard case let .bytes(dumped)? = bytecode.first else {
+            Issue.record("string.dump gave \(bytecode)")
+            return
         }
-        // Each attempt works without --sandbox (so a refusal below is the sandbox's).
-        let control = try scratch.opsh(["-e", "assert(#git.versions(\(luaString(repository))) == 1)"])
-        #expect(control.status == 0, "\(control.stderr)")
+        let bytecodeLiteral = "\"" + dumped.map { "\\" + String($0) }.joined() + "\""
         var refused = 0
         var escaped: [String] = []
-        for (index, (name, code)) in Self.sandboxEscapes.enumerated() {
+        for (index, escape) in Self.sandboxEscapes.enumerated() {
+            let scratch = try Scratch()
+            let victim = scratch.root + "/victim.lua"
+            try "return 42".write(toFile: victim, atomically: true, encoding: .utf8)
+            let folder = scratch.root + "/folder"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try #"return { id = "900_x", up = function(db) end }"#.write(toFile: folder + "/900_x.lua", atomically: true, encoding: .utf8)
+            let other = scratch.root + "/other.sqlite"
+            _ = try scratch.sqlite("CREATE TABLE t (a); INSERT INTO t VALUES (1);", file: other)
+            let repository = try scratch.projectWithRepository()
+            let document = scratch.root + "/app.json"
+            #expect(try scratch.opsh(["-e", "export.project('com.example.app', { file = \(luaString(document)) })"]).status == 0)
             let target = scratch.root + "/escaped-\(index)"
             let prelude = "arg = { target = \(luaString(target)), victim = \(luaString(victim)), folder = \(luaString(folder)), "
-                + "other = \(luaString(other)), repository = \(luaString(repository)) }\n"
-            let result = try scratch.opsh(["--sandbox", "-e", prelude + code])
+                + "other = \(luaString(other)), repository = \(luaString(repository)), document = \(luaString(document)) } "
+                + "BYTECODE = \(bytecodeLiteral)\n"
+            let result = try scratch.opsh(["--sandbox", "-e", prelude + escape.code])
             let traces = FileManager.default.fileExists(atPath: target) || !FileManager.default.fileExists(atPath: victim)
-            if result.status != 0 && !traces {
+            #expect(result.stderr.contains(escape.reason), "\(escape.name): \(result.stderr)")
+            if result.status != 0 && !traces && result.stderr.contains(escape.reason) {
                 refused += 1
             } else {
-                escaped.append(name)
-                Issue.record("--sandbox: \(name) was not refused (status \(result.status), stdout \(result.stdout), stderr \(result.stderr))")
+                escaped.append(escape.name)
+                Issue.record("--sandbox: \(escape.name) was not refused (status \(result.status), stdout \(result.stdout), stderr \(result.stderr))")
             }
-            if !FileManager.default.fileExists(atPath: victim) {
-                try "return 42".write(toFile: victim, atomically: true, encoding: .utf8)
-            }
+            // Control: the same attempt works without --sandbox.
+            let control = try scratch.opsh(["-e", prelude + escape.code])
+            #expect(control.status == 0, "\(escape.name) without --sandbox: \(control.stderr)")
         }
-        reportFigure("sandbox: \(refused)/\(Self.sandboxEscapes.count) escape attempts refused\(escaped.isEmpty ? "" : " (not refused: \(escaped.joined(separator: ", ")))")")
+        reportFigure("sandbox: \(refused)/\(Self.sandboxEscapes.count) escape attempts refused with their reason (each works without --sandbox)\(escaped.isEmpty ? "" : "; not refused: \(escaped.joined(separator: ", "))")")
     }
 
     /// The API key never appears in printed rows or records, as a table or as JSON.
