@@ -37,9 +37,9 @@ import Testing
         // EFBIG reaches SQLite as SQLITE_IOERR ("disk I/O error"): exit 3, database unavailable.
         #expect(result.status == 3, "\(result.status) \(result.stderr)")
         #expect(result.stderr.contains("disk I/O error") && result.stderr.contains("could not grow: opsh runs under a file-size limit"), "\(result.stderr)")
-        #expect(try scratch.sqlite("PRAGMA integrity_check") == "ok")
+        let integrity = try scratch.integrityCheck()
         #expect(try scratch.sqlite("SELECT count(*) FROM fill") == "0")
-        reportFigure("full disk, one 8 MB transaction under a 1 MiB file-size margin: exit \(result.status), stderr names a disk I/O error and the file-size limit, integrity ok, 0 of its rows kept")
+        reportFigure("full disk, one 8 MB transaction under a 1 MiB file-size margin: exit \(result.status), stderr names a disk I/O error and the file-size limit, integrity_check \(integrity), 0 of its rows kept")
     }
 
     @Test func smallCommitsOnAFullDiskKeepEveryCommittedOne() throws {
@@ -59,12 +59,12 @@ import Testing
             } else {
                 #expect(result.status == 128 + SIGXFSZ, "\(result.status) \(result.stderr)")
             }
-            #expect(try scratch.sqlite("PRAGMA integrity_check") == "ok")
+            let integrity = try scratch.integrityCheck()
             let kept = Int(try scratch.sqlite("SELECT count(*) FROM fill")) ?? -1
             let maxID = Int(try scratch.sqlite("SELECT coalesce(max(id), 0) FROM fill")) ?? -1
             #expect(reported > 0 && kept >= reported && kept == maxID && kept <= reported + 1,
                     "reported \(reported) committed, kept \(kept) (max id \(maxID))")
-            reportFigure("full disk, autocommit inserts, SIGXFSZ \(ignoreSignal ? "ignored" : "default (kills)"): exit \(result.status), \(reported) reported committed, \(kept) kept, \(max(0, reported - kept)) lost, integrity ok")
+            reportFigure("full disk, autocommit inserts, SIGXFSZ \(ignoreSignal ? "ignored" : "default (kills)"): exit \(result.status), \(reported) reported committed, \(kept) kept, \(max(0, reported - kept)) lost, integrity_check \(integrity)")
         }
     }
 }

@@ -25,6 +25,7 @@ import Testing
     func writesUntilENOSPCLoseNothingCommittedAndKeepNoPartOfTheFailedTransaction() throws {
         let (scratch, mount) = try Self.prepared()
         defer { mount.unmount() }
+        var integrity = "not checked"
 
         // 1. One transaction bigger than the file system: refused whole.
         let big = try scratch.opsh(["-e", """
@@ -34,7 +35,7 @@ import Testing
             """])
         #expect(big.status == 3, "exit \(big.status): \(big.stderr)")
         #expect(big.stderr.contains("database or disk is full"), "\(big.stderr)")
-        #expect(try scratch.sqlite("PRAGMA integrity_check") == "ok")
+        integrity = try scratch.integrityCheck()
         #expect(try scratch.sqlite("SELECT count(*) FROM fill WHERE id <= 50") == "50")
         let partial = try scratch.sqlite("SELECT count(*) FROM fill WHERE id > 1000")
         #expect(partial == "0", "rows of the failed transaction kept: \(partial)")
@@ -50,7 +51,7 @@ import Testing
         #expect(small.status == 3, "exit \(small.status): \(small.stderr)")
         #expect(small.stderr.contains("database or disk is full"), "\(small.stderr)")
         let reported = (small.stdout.split(separator: "\n").compactMap { Int($0) }.max() ?? 5000) - 5000
-        #expect(try scratch.sqlite("PRAGMA integrity_check") == "ok")
+        integrity = try scratch.integrityCheck()
         let kept = Int(try scratch.sqlite("SELECT count(*) FROM fill WHERE id > 5000")) ?? -1
         let maxID = (Int(try scratch.sqlite("SELECT coalesce(max(id), 5000) FROM fill WHERE id > 5000")) ?? -1) - 5000
         // The last insert may have committed before its line was printed.
@@ -67,11 +68,11 @@ import Testing
         try FileManager.default.removeItem(atPath: scratch.root + "/data/ballast")
         let again = try scratch.opsh(["-e", "db.exec('INSERT INTO fill (id, b) VALUES (9999999, x\\'00\\')')"])
         #expect(again.status == 0, "exit \(again.status): \(again.stderr)")
-        #expect(try scratch.sqlite("PRAGMA integrity_check") == "ok")
+        integrity = try scratch.integrityCheck()
         #expect(try scratch.sqlite("SELECT count(*) FROM fill") == String(50 + kept + 1))
 
         reportFigure("full tmpfs (ENOSPC): one 8 MB transaction: exit \(big.status), \"database or disk is full\", 0 of its rows kept; "
                      + "autocommit: exit \(small.status), \(reported) reported committed, \(kept) kept, \(max(0, reported - kept)) lost; "
-                     + "integrity ok; the full database reopens (exit \(read.status)); writable again once room is made (exit \(again.status))")
+                     + "integrity_check after each step: \(integrity); the full database reopens (exit \(read.status)); writable again once room is made (exit \(again.status))")
     }
 }

@@ -158,7 +158,7 @@ import Testing
 
         // The backup is a sound database; the build ran its 200 lines.
         #expect(maintained.stdout.contains("backup done"))
-        #expect(try scratch.sqlite("PRAGMA integrity_check", file: backupPath) == "ok")
+        let backupIntegrity = try scratch.integrityCheck(file: backupPath)
         let buildID = maintained.stdout.split(separator: "\n").first { $0.hasPrefix("build\t") }?.split(separator: "\t").last.map(String.init) ?? "?"
         #expect(maintained.stdout.contains("build\tsucceeded"), "\(maintained.stdout)")
         #expect(try scratch.sqlite("SELECT count(*) FROM buildLogs WHERE buildId = '\(buildID)' AND content LIKE 'line %'") == "200")
@@ -170,7 +170,7 @@ import Testing
         func ms(_ seconds: Double) -> String { String(format: "%.1f ms", seconds * 1000) }
         reportFigure("load (\(longRun ? "long" : "short"), \(seconds) s): telemetry writer \(aCommits) commits (worst wait \(ms(worstA))), "
                      + "log writer \(bCommits) commits of 5 lines (worst wait \(ms(worstB))), \(lockedErrors) locked errors, "
-                     + "\(aCommits - telemetryRows + 5 * bCommits - logRows) writes lost; meanwhile cleanup of \(oldRows) rows, a backup (integrity ok), "
+                     + "\(aCommits - telemetryRows + 5 * bCommits - logRows) writes lost; meanwhile cleanup of \(oldRows) rows, a backup (integrity_check \(backupIntegrity)), "
                      + "a 200-line build (succeeded); watch: \(callbacks) callbacks, latency median \(ms(median)), p99 \(ms(p99))")
     }
 }

@@ -52,6 +52,6 @@ import Testing
             if ok { survived += 1 }
             if whole { applied += 1 } else if none { absent += 1 }
         }
-        reportFigure("migrate.up under SIGKILL: \(survived)/\(stops) stops survived (\(applied) wholly applied, \(absent) wholly absent, 0 partial), \(Self.rows)-row Lua migration, seed \(seed)")
+        reportFigure("migrate.up under SIGKILL: \(survived)/\(stops) stops survived (\(applied) wholly applied, \(absent) wholly absent, \(stops - applied - absent) partial), \(Self.rows)-row Lua migration, seed \(seed)")
     }
 }
