@@ -65,6 +65,7 @@ enum HelpEntries {
         HelpEntry(module: "", name: "help", signature: "help([fn | \"module.name\" | module])", summary: "Lists every module and function, or describes one."),
         HelpEntry(module: "", name: "backup", signature: "backup(path [, {keep=N, overwrite=bool}]) → {path, pages, bytes, seconds, removed}",
                   summary: "Online copy of the database, checked with integrity_check; keep=N deletes all but the N newest of the series."),
+        HelpEntry(module: "", name: "checkpoint", signature: "checkpoint([mode]) → {walFrames, checkpointed}", summary: "Copies the WAL into the database file: \"passive\" (default, waits for nobody), \"full\", \"restart\" or \"truncate\" (empties the -wal file)."),
         HelpEntry(module: "", name: "vacuum", signature: "vacuum() → {pagesBefore, pagesAfter, freePagesBefore}", summary: "Rebuilds the file to reclaim free pages (not inside db.transaction)."),
         HelpEntry(module: "", name: "import", signature: "import(jsonText | {file=} [, {replace=bool}]) → rowsPerTable, replacedPerTable",
                   summary: "Writes an export document in one transaction after checking all of it; rows that exist are refused unless replace=true."),

@@ -35,6 +35,7 @@ enum MaintenanceModule {
         let rowShapes = session.sql.rowShapes
         runtime.register("backup") { call in try backup(call, database: database, store: store) }
         runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
+        runtime.register("checkpoint") { call in try checkpoint(call, database: database, store: store) }
         runtime.register("check") { call in
             let report = try database.snapshotRead { db in try Store.check(db) }
             let stack = call.stack
@@ -165,6 +166,22 @@ enum MaintenanceModule {
             "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
             "removed": .array(removed.map(LuaValue.string)),
         ]))
+    }
+
+    /// `checkpoint([mode])`: "passive" (the default: waits for nobody),
+    /// "full", "restart" or "truncate" (empties the -wal file).
+    static func checkpoint(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
+        let modes: [String: Database.CheckpointMode] = ["passive": .passive, "full": .full, "restart": .restart, "truncate": .truncate]
+        let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
+        guard let mode = modes[name] else {
+            throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
+        }
+        guard try outsideTransaction("checkpoint", database: database, detail: "would copy the WAL into the database file") else {
+            return call.results(.table(["dryRun": true]))
+        }
+        let result = try store.checkpoint(mode)
+        return call.results(.table(["walFrames": .integer(Int64(result.walFrames)),
+                                    "checkpointed": .integer(Int64(result.checkpointedFrames))]))
     }
 
     static func vacuum(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {

@@ -55,6 +55,17 @@ public struct MaintenanceProgress: Sendable, Hashable {
 }
 
 extension Store {
+    /// Copies the WAL's committed pages into the database file
+    /// (`sqlite3_wal_checkpoint_v2`). `passive` never waits for anyone;
+    /// `truncate` waits (the busy timeout) for readers and writers, then
+    /// empties the `-wal` file.
+    public func checkpoint(_ mode: Database.CheckpointMode = .passive) throws -> (walFrames: Int, checkpointedFrames: Int) {
+        try writer.writeWithoutTransaction { db in
+            let result = try db.checkpoint(mode)
+            return (result.walFrameCount, result.checkpointedFrameCount)
+        }
+    }
+
     /// Rebuilds the file to reclaim free pages. Needs the write lock for
     /// its whole duration.
     public func vacuum() throws {
