@@ -91,16 +91,20 @@ let package = Package(
             dependencies: ["Store", "Bindings", "LuaRuntime"]),
 
         // MARK: Tests
-        .testTarget(name: "StoreTests", dependencies: ["Store"]),
-        .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime"]),
-        .testTarget(name: "GitTests", dependencies: ["Git"]),
-        .testTarget(name: "JobsTests", dependencies: ["Jobs"]),
-        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git"]),
-        .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store"]),
+        // What every test target shares: temporary folders, child processes
+        // through posix_spawn, the sqlite3 CLI, `sh`, polling, seeded
+        // generators, the opsh test folder and the pseudo-terminal.
+        .target(name: "TestSupport", dependencies: ["CSpawn"], path: "Tests/TestSupport"),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"]),
+        .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
+        .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
+        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git", "TestSupport"]),
+        .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TestSupport"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
-        .testTarget(name: "OpshTests", dependencies: ["opsh"]),
-        // Faults, bad input, fuzzing and security (issue 5); runs the built `opsh` too.
-        .testTarget(name: "ReliabilityTests", dependencies: ["opsh", "Store", "LuaRuntime", "Git"]),
+        .testTarget(name: "OpshTests", dependencies: ["opsh", "TestSupport"]),
+        // Faults, bad input, fuzzing and security; runs the built `opsh` too.
+        .testTarget(name: "ReliabilityTests", dependencies: ["opsh", "Store", "LuaRuntime", "Git", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,27 +8,7 @@ import Store
 /// trimmed output.
 @discardableResult
 func jobsTestShell(_ script: String) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    var environment = ProcessInfo.processInfo.environment
-    for (key, value) in ["GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-                         "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
-                         "GIT_CONFIG_NOSYSTEM": "1", "HOME": NSTemporaryDirectory()] {
-        environment[key] = value
-    }
-    process.environment = environment
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    guard process.terminationStatus == 0 else {
-        throw LuaError(kind: .runtime, message: "`\(script)` failed: \(output)")
-    }
-    return output
+    try sh(script)
 }
 
 /// A session on a new database, a git repository next to it, and the

@@ -190,10 +190,9 @@ import Store
 
     @Test func staleBuildsAreFoundAndMarkedFailed() throws {
         // A build left running by a process that is gone.
-        let gone = Process()
-        gone.executableURL = URL(fileURLWithPath: "/bin/true")
-        try gone.run()
-        gone.waitUntilExit()
+        // A process that has ended: its pid names nobody now.
+        let gone = try ChildProcess.start("/bin/true", [], environment: [:])
+        _ = gone.finish()
         var name = [CChar](repeating: 0, count: 256)
         gethostname(&name, 255)
         let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -204,7 +203,7 @@ import Store
                       VALUES ('lost', 'ok', '1.0.0', 1, 'running', 10, 10, ?, ?, 5)]], host, pid)
             db.exec([[INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt)
                       VALUES ('norunner', 'ok', '1.0.0', 2, 'running', 11)]])
-            """, [.string(host), .integer(Int64(gone.processIdentifier))])
+            """, [.string(host), .integer(Int64(gone.pid))])
         let results = try fixture.run("""
             local stale = jobs.stale()
             local marked = jobs.markStale(stale[1], 'opsh was killed')

@@ -18,15 +18,7 @@ import LuaRuntime
 
     /// Runs sqlite3 on another file.
     func sqlite3(_ path: String, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        try sqlite3CLI(path, sql)
     }
 
     @Test func backupMakesACopyThatOpensAndPassesItsCheck() throws {

@@ -42,19 +42,6 @@ final class TestSession {
     /// (posix_spawn, not Foundation's Process, whose `run()` crashes now
     /// and then under parallel tests on this toolchain.)
     func sqlite3(_ sql: String) throws -> String {
-        let child = try Subprocess.spawn(executable: "/usr/bin/sqlite3", arguments: [path, sql],
-                                         environment: ProcessInfo.processInfo.environment)
-        var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(child.standardOutput, &buffer, buffer.count)
-            if count > 0 { output += buffer[0..<count]; continue }
-            if count < 0 && errno == EINTR { continue }
-            break
-        }
-        close(child.standardOutput)
-        close(child.standardError)
-        _ = Subprocess.reap(child.pid)
-        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        try sqlite3CLI(path, sql)
     }
 }

@@ -289,10 +289,9 @@ import Store
     @Test func aRunningBuildWhoseRunnerIsDeadIsStaleAndCanBeMarkedFailed() throws {
         let fixture = try Fixture()
         let scheme = try fixture.scheme("true")
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
+        // A process that has ended: its pid names nobody now.
+        let child = try ChildProcess.start("/bin/true", [], environment: [:])
+        _ = child.finish()
         let me = RunnerIdentity.current
         let (dead, alive, anonymous) = try fixture.store.client.write { db in
             func running(_ number: Int, host: String?, pid: Int?, startedAt: Double?) throws -> BuildRecord {
@@ -301,7 +300,7 @@ import Store
                     startDate: Date(), runnerHost: host, runnerPid: pid,
                     runnerStartedAt: startedAt.map { Date(timeIntervalSince1970: $0) }))
             }
-            return (try running(1, host: me.host, pid: Int(child.processIdentifier), startedAt: me.startedAt),
+            return (try running(1, host: me.host, pid: Int(child.pid), startedAt: me.startedAt),
                     try running(2, host: me.host, pid: me.pid, startedAt: me.startedAt),
                     try running(3, host: nil, pid: nil, startedAt: nil))
         }
@@ -319,7 +318,7 @@ import Store
         #expect(marked.endDate != nil)
         let line = try #require(try fixture.jobs.logs(dead.id, tail: 1).first?.record)
         #expect(line.level == .error)
-        #expect(line.content.hasPrefix("marked failed as stale: opsh was killed during the build (runner pid \(child.processIdentifier) on \(me.host) is gone)"))
+        #expect(line.content.hasPrefix("marked failed as stale: opsh was killed during the build (runner pid \(child.pid) on \(me.host) is gone)"))
         #expect(try fixture.jobs.staleBuilds().isEmpty)
         #expect(throws: JobError.notRunning(id: dead.id, status: .failed)) { try fixture.jobs.markStale(dead.id, reason: "again") }
 

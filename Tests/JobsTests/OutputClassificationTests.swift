@@ -47,12 +47,11 @@ import Store
         // Same pid, another start time: the pid was reused by someone else.
         #expect(!RunnerIdentity(host: me.host, pid: me.pid, startedAt: me.startedAt - 3600).isAlive)
 
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
+        // A process that has ended: its pid names nobody now.
+        let child = try ChildProcess.start("/bin/true", [], environment: [:])
+        _ = child.finish()
         let startedAt = me.startedAt
-        #expect(!RunnerIdentity(host: me.host, pid: Int(child.processIdentifier), startedAt: startedAt).isAlive)
+        #expect(!RunnerIdentity(host: me.host, pid: Int(child.pid), startedAt: startedAt).isAlive)
         // Another host cannot be judged from here.
         #expect(RunnerIdentity(host: "elsewhere", pid: 1, startedAt: 0).isAlive)
     }

@@ -2,51 +2,6 @@ import Foundation
 import Jobs
 import Store
 
-/// A temporary folder removed when the value goes away.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() {
-        let template = NSTemporaryDirectory() + "opsh-jobs-tests-XXXXXX"
-        var bytes = Array(template.utf8CString)
-        path = bytes.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-struct ShellError: Error, CustomStringConvertible {
-    var script: String
-    var output: String
-    var description: String { "`\(script)` failed: \(output)" }
-}
-
-/// Runs a shell script (test set-up only) and returns its trimmed output.
-@discardableResult
-func sh(_ script: String) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    var environment = ProcessInfo.processInfo.environment
-    for (key, value) in ["GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-                         "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
-                         "GIT_CONFIG_NOSYSTEM": "1", "HOME": NSTemporaryDirectory()] {
-        environment[key] = value
-    }
-    process.environment = environment
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    guard process.terminationStatus == 0 else { throw ShellError(script: script, output: output) }
-    return output
-}
-
 /// A database, a git repository (tags 1.0.0 and 1.1.0, version.txt holding
 /// the version), a project on it, and a job manager with a short grace.
 struct Fixture {
@@ -100,28 +55,10 @@ struct Fixture {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: TimeInterval = 5, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
-}
-
 /// Whether a process exists and is not a zombie.
 func isRunning(_ pid: Int32) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
           let close = stat.lastIndex(of: ")") else { return false }
     let state = stat[stat.index(close, offsetBy: 2)]
     return state != "Z" && state != "X"
-}
-
-/// Waits until `path` exists (a script wrote it) and returns its content.
-func waitForFile(_ path: String, timeout: TimeInterval = 5) -> String? {
-    let found = eventually(timeout: timeout) { FileManager.default.fileExists(atPath: path) }
-    guard found else { return nil }
-    usleep(20_000) // let the writer finish the line
-    return (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
 }

@@ -105,12 +105,12 @@ import Testing
         // for it would be killed by the test's 30 s guard (status 137).
         try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
             for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
-                let (process, output, errors) = try sandbox.start(opshExecutable, sandbox.withDatabase([
+                let process = try sandbox.start(opshExecutable, sandbox.withDatabase([
                     "--busy-timeout", "60", "-e", "db.exec(\"DELETE FROM telemetry\")",
                 ]))
                 usleep(500_000)
-                kill(process.processIdentifier, signal)
-                let result = sandbox.finish(process, output, errors)
+                kill(process.pid, signal)
+                let result = sandbox.finish(process)
                 #expect(result.status == status, "\(result.stderr)")
             }
             let timedOut = try sandbox.opsh(["--busy-timeout", "60", "--timeout", "0.5", "-e",
@@ -175,7 +175,7 @@ import Testing
         try sandbox.createDatabase()
         for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
             let flag = sandbox.root + "/started-\(signal)"
-            let (process, output, errors) = try sandbox.start(opshExecutable, sandbox.withDatabase(["-e", """
+            let process = try sandbox.start(opshExecutable, sandbox.withDatabase(["-e", """
                 io.open("\(flag)", "w"):close()
                 db.transaction(function()
                   \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.signal'"))
@@ -184,8 +184,8 @@ import Testing
                 """]))
             #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
             usleep(100_000)
-            kill(process.processIdentifier, signal)
-            let result = sandbox.finish(process, output, errors)
+            kill(process.pid, signal)
+            let result = sandbox.finish(process)
             #expect(result.status == status, "\(result.stderr)")
             #expect(result.stderr.contains("rolled back"))
         }
@@ -218,12 +218,12 @@ import Testing
             local t = os.clock() while os.clock() - t < 1.5 do end
             print("first done")
             """)
-        let (first, output, errors) = try sandbox.start(opshExecutable, sandbox.withDatabase(["run", script]))
+        let first = try sandbox.start(opshExecutable, sandbox.withDatabase(["run", script]))
         #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
         let second = try sandbox.opsh(["run", script])
         #expect(second.status == 75)
         #expect(second.stderr.contains("another run holds the lock"))
-        let firstResult = sandbox.finish(first, output, errors)
+        let firstResult = sandbox.finish(first)
         #expect(firstResult.status == 0)
         #expect(firstResult.stdout == "first done\n")
         // Without the lock the second one runs.

@@ -70,6 +70,5 @@ final class TmpfsMount: @unchecked Sendable {
 
 /// Runs a helper program (mount, umount) to its end, outside any Scratch.
 private func runQuietly(_ executable: String, _ arguments: [String]) throws -> Scratch.Result {
-    collect(try Subprocess.spawn(executable: executable, arguments: arguments,
-                                 environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"]))
+    collect(try ChildProcess.start(executable, arguments, environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"]))
 }

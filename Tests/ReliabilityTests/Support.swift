@@ -6,18 +6,6 @@ import Testing
 import Glibc
 #endif
 
-/// A deterministic generator (SplitMix64), so that a failing seed can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The seed of a run: `OPSH_RELIABILITY_SEED`, else a fixed one.
 func reliabilitySeed(_ fallback: UInt64) -> UInt64 {
@@ -53,8 +41,8 @@ final class Scratch: TestFolder, @unchecked Sendable {
     }
 
     /// Starts `executable` through posix_spawn (stdin /dev/null).
-    func spawn(_ executable: String, _ arguments: [String]) throws -> SpawnedProcess {
-        try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment)
+    func spawn(_ executable: String, _ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess.start(executable, arguments, environment: environment)
     }
 
     /// Runs `executable` to its end.
@@ -64,7 +52,7 @@ final class Scratch: TestFolder, @unchecked Sendable {
     }
 
     /// Reads both pipes to their end, then reaps the child.
-    func finish(_ child: SpawnedProcess, stdoutPrefix: [UInt8] = []) -> Result {
+    func finish(_ child: ChildProcess, stdoutPrefix: [UInt8] = []) -> Result {
         collect(child, stdoutPrefix: stdoutPrefix)
     }
 
@@ -92,44 +80,8 @@ final class Scratch: TestFolder, @unchecked Sendable {
 }
 
 /// Reads a child's pipes to their end, then reaps it.
-func collect(_ child: SpawnedProcess, stdoutPrefix: [UInt8] = []) -> Scratch.Result {
-    nonisolated(unsafe) var errors: [UInt8] = []
-    let done = DispatchSemaphore(value: 0)
-    let descriptor = child.standardError
-    Thread.detachNewThread { errors = readToEnd(descriptor); done.signal() }
-    let output = stdoutPrefix + readToEnd(child.standardOutput)
-    done.wait()
-    close(child.standardOutput)
-    close(child.standardError)
-    let termination = Subprocess.reap(child.pid)
-    return Scratch.Result(status: termination.exitCode,
-                          stdout: String(decoding: output, as: UTF8.self),
-                          stderr: String(decoding: errors, as: UTF8.self))
-}
-
-/// Reads `descriptor` until end of file.
-func readToEnd(_ descriptor: Int32) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = read(descriptor, &buffer, buffer.count)
-        if count > 0 { bytes += buffer[..<count]; continue }
-        if count < 0 && errno == EINTR { continue }
-        return bytes
-    }
-}
-
-/// Reads `descriptor` until a newline has arrived (or end of file); returns what was read.
-func readFirstLine(_ descriptor: Int32) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while !bytes.contains(0x0A) {
-        let count = read(descriptor, &buffer, buffer.count)
-        if count > 0 { bytes += buffer[..<count]; continue }
-        if count < 0 && errno == EINTR { continue }
-        break
-    }
-    return bytes
+func collect(_ child: ChildProcess, stdoutPrefix: [UInt8] = []) -> Scratch.Result {
+    child.finish(stdoutPrefix: stdoutPrefix)
 }
 
 /// A file's bytes (for "unchanged" checks).

@@ -3,46 +3,6 @@ import GRDB
 import Synchronization
 @testable import Store
 
-/// A temporary folder removed when the value goes away.
-final class TemporaryDirectory {
-    let path: String
-
-    init() {
-        let template = NSTemporaryDirectory() + "opsh-tests-XXXXXX"
-        var bytes = Array(template.utf8CString)
-        path = bytes.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Runs the sqlite3 command-line tool: a second process on the same file.
-@discardableResult
-func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-    process.arguments = ["-bail", path, sql]
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    if process.terminationStatus != 0 {
-        throw CLIError(message: String(decoding: errorData, as: UTF8.self))
-    }
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
-struct CLIError: Error, CustomStringConvertible {
-    var message: String
-    var description: String { message }
-}
-
 /// Collects values delivered on other threads, and waits for them.
 final class Collector<Value: Sendable>: Sendable {
     private let values = Mutex<[Value]>([])

@@ -7,7 +7,7 @@ import Foundation
 /// builds it: the test targets depend on it).
 /// `OPSH_TEST_EXECUTABLE` names another one: `.ci/run` runs these tests
 /// again on the static release build that `./scripts/opsh` runs.
-let opshExecutable: String = {
+public let opshExecutable: String = {
     if let other = ProcessInfo.processInfo.environment["OPSH_TEST_EXECUTABLE"], !other.isEmpty { return other }
     var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -25,17 +25,23 @@ let opshExecutable: String = {
 /// A temporary home for one test, removed with it: the XDG folders opsh
 /// uses, a folder for scripts, a database path, and the environment that
 /// points opsh (and nothing of the machine's own) at them.
-class TestFolder: @unchecked Sendable {
-    let root: String
-    var database: String { root + "/data/test.sqlite" }
+open class TestFolder: @unchecked Sendable {
+    public let root: String
+    public var database: String { root + "/data/test.sqlite" }
 
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+
+        public init(status: Int32, stdout: String, stderr: String) {
+            self.status = status
+            self.stdout = stdout
+            self.stderr = stderr
+        }
     }
 
-    init(prefix: String) throws {
+    public init(prefix: String) throws {
         root = NSTemporaryDirectory() + prefix + UUID().uuidString
         for folder in ["home", "data", "state", "config", "runtime", "scripts"] {
             try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
@@ -45,7 +51,7 @@ class TestFolder: @unchecked Sendable {
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
 
-    var environment: [String: String] {
+    open var environment: [String: String] {
         [
             "HOME": root + "/home",
             "XDG_DATA_HOME": root + "/data",
@@ -60,7 +66,7 @@ class TestFolder: @unchecked Sendable {
     }
 
     /// Writes a script and returns its path.
-    func script(_ name: String, _ text: String) throws -> String {
+    public func script(_ name: String, _ text: String) throws -> String {
         let path = root + "/scripts/" + name
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
@@ -69,7 +75,7 @@ class TestFolder: @unchecked Sendable {
     /// `arguments` with `--db` to this folder's database, after the
     /// subcommand (`run --db X FILE`), and `--create`: a test's first run
     /// makes its database, as an operator asks for a new one.
-    func withDatabase(_ arguments: [String], database: Bool = true) -> [String] {
+    public func withDatabase(_ arguments: [String], database: Bool = true) -> [String] {
         guard database else { return arguments }
         if arguments.first == "run" { return ["run", "--db", self.database, "--create"] + arguments.dropFirst() }
         return ["--db", self.database, "--create"] + arguments

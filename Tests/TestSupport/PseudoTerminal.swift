@@ -4,15 +4,15 @@ import Testing
 /// `opsh` on a real pseudo-terminal, as an operator types into it: the
 /// child is a session leader whose controlling terminal is the pty, so
 /// Ctrl-C typed on it is a real SIGINT.
-final class PseudoTerminal {
-    let master: Int32
-    let pid: pid_t
+public final class PseudoTerminal {
+    public let master: Int32
+    public let pid: pid_t
     /// Everything read so far, escape sequences removed.
-    private(set) var transcript = ""
+    public private(set) var transcript = ""
     /// Where the next `expect` starts looking.
     private var consumed: String.Index
 
-    init(arguments: [String], environment: [String: String]) throws {
+    public init(arguments: [String], environment: [String: String]) throws {
         var master: Int32 = 0, slave: Int32 = 0
         var size = winsize(ws_row: 40, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0)
         guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw POSIXError(.EIO) }
@@ -65,13 +65,13 @@ final class PseudoTerminal {
         close(master)
     }
 
-    func send(_ text: String) {
+    public func send(_ text: String) {
         _ = text.withCString { write(master, $0, strlen($0)) }
     }
 
     /// Waits until `text` appears after what earlier expectations matched.
     @discardableResult
-    func expect(_ text: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+    public func expect(_ text: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let range = transcript.range(of: text, range: consumed..<transcript.endIndex) {
@@ -99,7 +99,7 @@ final class PseudoTerminal {
     }
 
     /// Waits for the child to exit; returns its status (nil: still running).
-    func waitForExit(timeout: Double = 5) -> Int32? {
+    public func waitForExit(timeout: Double = 5) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         var status: Int32 = 0
         while Date() < deadline {
@@ -112,7 +112,7 @@ final class PseudoTerminal {
     }
 
     /// Text without terminal escape sequences and carriage returns.
-    static func plain(_ text: String) -> String {
+    public static func plain(_ text: String) -> String {
         var result = ""
         var iterator = text.unicodeScalars.makeIterator()
         while let scalar = iterator.next() {

@@ -1,1 +1,0 @@
-../OpshTests/PseudoTerminal.swift

@@ -1,0 +1,25 @@
+import Foundation
+
+/// Polls `condition` every 20 ms until it holds (true) or `seconds` pass
+/// (false).
+public func waitUntil(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
+/// `waitUntil`, the other way round (the jobs tests' name).
+public func eventually(timeout: TimeInterval = 5, _ condition: () throws -> Bool) rethrows -> Bool {
+    try waitUntil(timeout, condition)
+}
+
+/// Waits until `path` exists (a script wrote it) and returns its trimmed
+/// content, or nil after `timeout`.
+public func waitForFile(_ path: String, timeout: TimeInterval = 5) -> String? {
+    guard waitUntil(timeout, { FileManager.default.fileExists(atPath: path) }) else { return nil }
+    usleep(20_000)  // let the writer finish the line
+    return (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+}
