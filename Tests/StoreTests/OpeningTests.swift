@@ -99,11 +99,18 @@ import Testing
         #expect(!store.isConnected)
         #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "delete")
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
-        // First use: migrated (a pre-existing table kept), in WAL.
+        // First use: a database with tables of its own is not made opsh's
+        // implicitly: connected (in WAL), its migrations reported pending.
+        let rows = try store.client.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") }
+        #expect(rows == 1)
+        #expect(store.isConnected)
+        #expect(store.pendingMigrations == StoreMigrations.builtInIdentifiers)
+        #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "wal")
+        // Asked for, the migrations are applied (the table kept).
+        try store.migratePending()
         let projects = try store.client.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM projects") }
         #expect(projects == 0)
-        #expect(store.isConnected)
-        #expect(try sqlite3CLI(path, "PRAGMA journal_mode") == "wal")
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM t") == "1")
         try store.writer.close()
 
         let newer = directory.file("newer-lazy.sqlite")
@@ -190,6 +197,10 @@ import Testing
         try old.close()
 
         let store = try Store.open(path: path)
+        // Not on its own: opening reports what is pending.
+        #expect(store.pendingMigrations == ["002_indexes"])
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "1")
+        try store.migratePending()
         let (migrations, indexes, rows) = try store.client.read { db in
             (try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid"),
              try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'telemetry_on_created'"),

@@ -15,6 +15,12 @@ enum MigrationCheck {
     /// - parameter openName: a path or a `file:` URI.
     /// - throws: `DatabaseError` with SQLite's code and message.
     static func appliedIdentifiers(openName: String, lockWait: LockWait) throws -> [String] {
+        try inspect(openName: openName, lockWait: lockWait).applied
+    }
+
+    /// The applied migrations, and whether the database holds any table at
+    /// all (an empty database is one opsh may make its own).
+    static func inspect(openName: String, lockWait: LockWait) throws -> (applied: [String], isEmpty: Bool) {
         var handle: OpaquePointer?
         let code = sqlite3_open_v2(openName, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nil)
         defer { sqlite3_close_v2(handle) }
@@ -23,9 +29,13 @@ enum MigrationCheck {
                                 message: handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code)))
         }
         lockWait.install(on: handle)
-        let tables = try strings(handle, "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'grdb_migrations'")
-        guard !tables.isEmpty else { return [] }
-        return try strings(handle, "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        let tables = try strings(handle, "SELECT name FROM sqlite_master WHERE type = 'table'")
+        // Empty: no table but, maybe, the migrations table another opsh
+        // process has just made while creating this database.
+        let isEmpty = tables.allSatisfy { $0 == "grdb_migrations" }
+        guard tables.contains("grdb_migrations") else { return ([], isEmpty) }
+        let applied = try strings(handle, "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        return (applied, isEmpty && applied.isEmpty)
     }
 
     /// The first column of every row of `sql`.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// opsh's storage core: one database file, migrated, observed, maintained.
 ///
@@ -33,8 +34,26 @@ public final class Store: Sendable {
     public let lockWait: LockWait
 
     private let connection: LazyConnection
+    private let pendingBox: PendingMigrations
 
-    private init(path: String?, options: StoreOptions, lockWait: LockWait, connection: LazyConnection) {
+    /// Built-in migrations this existing database has not applied, found
+    /// when the store connected: they are not applied implicitly (that
+    /// takes the write lock); `opsh migrate` or `migrate.up()` applies them.
+    public var pendingMigrations: [String] { pendingBox.get() }
+
+    /// Applies the pending built-in migrations (`opsh migrate`): takes the
+    /// write lock like any writer. Returns what was applied.
+    @discardableResult
+    public func migratePending() throws -> [String] {
+        let before = pendingMigrations
+        try Self.migrate(try writer)
+        pendingBox.set([])
+        return before
+    }
+
+    private init(path: String?, options: StoreOptions, lockWait: LockWait, connection: LazyConnection,
+                 pending: PendingMigrations = PendingMigrations()) {
+        self.pendingBox = pending
         self.path = path
         self.options = options
         self.lockWait = lockWait
@@ -88,19 +107,29 @@ public final class Store: Sendable {
             try createOwnerOnlyFile(resolved)
         }
         let lockWait = LockWait(timeout: options.busyTimeout)
+        let pending = PendingMigrations()
         let connection = LazyConnection {
+            // Only a database opsh makes (a new file, or one without any
+            // table) is migrated here. An existing one is never migrated
+            // implicitly: migrating takes the write lock, and opening must
+            // not wait for the backend's writers (ARCHITECTURE.md, "Beside
+            // a live backend"); its pending migrations are reported instead
+            // and applied by `opsh migrate` or `migrate.up()`.
+            var migratesNow = verdict != .database
             if verdict == .database {
                 // Refuse a newer schema before anything writes (a read-write
                 // pool would switch the journal to WAL).
-                try checkMigrationsReadOnly(path: resolved, openName: openName, options: options, lockWait: lockWait)
+                let found = try checkMigrationsReadOnly(path: resolved, openName: openName, options: options, lockWait: lockWait)
+                migratesNow = found.isEmpty
+                pending.set(found.isEmpty ? [] : StoreMigrations.builtInIdentifiers.filter { !found.applied.contains($0) })
             }
             let pool = try openPool(openName, path: resolved, options: options, lockWait: lockWait)
-            if !options.readOnly {
+            if migratesNow && !options.readOnly {
                 try migrate(pool)
             }
             return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
         }
-        let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection)
+        let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection, pending: pending)
         // A new file is made a database now: the caller asked for one.
         if verdict != .database { try store.connect() }
         return store
@@ -243,24 +272,19 @@ public final class Store: Sendable {
     /// Reads the schema and the applied migrations through a read-only
     /// connection: a damaged or newer database is refused untouched.
     private static func checkMigrationsReadOnly(path: String, openName: String, options: StoreOptions,
-                                                lockWait: LockWait) throws {
-        let applied: [String]
+                                                lockWait: LockWait) throws -> (applied: [String], isEmpty: Bool) {
+        let found: (applied: [String], isEmpty: Bool)
         do {
-            applied = try MigrationCheck.appliedIdentifiers(openName: openName, lockWait: lockWait)
+            found = try MigrationCheck.inspect(openName: openName, lockWait: lockWait)
         } catch let error as DatabaseError {
             throw translateOpenError(error, path: path)
         }
         let known = Set(StoreMigrations.builtInIdentifiers)
-        let unknown = applied.filter { !known.contains($0) && !isLuaMigration($0) }
+        let unknown = found.applied.filter { !known.contains($0) && !isLuaMigration($0) }
         if !unknown.isEmpty {
             throw StoreError.newerSchema(path: path, unknownMigrations: unknown)
         }
-        if options.readOnly {
-            let pending = StoreMigrations.builtInIdentifiers.filter { !applied.contains($0) }
-            if !pending.isEmpty && !applied.isEmpty {
-                throw StoreError.needsMigration(path: path, pending: pending)
-            }
-        }
+        return found
     }
 
     /// Migrations written in Lua carry a `lua:` prefix, so a database that
@@ -317,4 +341,11 @@ struct FileIdentity: Equatable, Sendable {
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
     }
+}
+
+/// The built-in migrations an existing database lacks, found on connecting.
+final class PendingMigrations: Sendable {
+    private let identifiers = Mutex<[String]>([])
+    func get() -> [String] { identifiers.withLock { $0 } }
+    func set(_ value: [String]) { identifiers.withLock { $0 = value } }
 }

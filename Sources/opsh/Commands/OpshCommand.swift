@@ -9,6 +9,7 @@ enum OpshCommand {
             opsh [options]                 the interactive shell
             opsh [options] -e CODE         run CODE, print what it returns
             opsh run [options] FILE [ARG…] run a script (FILE - reads stdin)
+            opsh migrate [options]         apply the migrations the database lacks
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -17,7 +18,8 @@ enum OpshCommand {
             \(ExitStatus.summary)
             """,
         subcommands: [("shell (default)", "The interactive shell, or one chunk with -e."),
-                      ("run", "Run a Lua script against the database.")])
+                      ("run", "Run a Lua script against the database."),
+                      ("migrate", "Apply the built-in migrations the database lacks.")])
 
     /// Parses the command line and runs the mode it names; prints help
     /// and exits 0, or throws a ``UsageError``.
@@ -29,18 +31,26 @@ enum OpshCommand {
         case "shell":
             guard let command = try ShellCommand(parsing: words.dropFirst()) else { printHelp(ShellCommand.help) }
             command.run()
+        case "migrate":
+            guard let command = try MigrateCommand(parsing: words.dropFirst()) else { printHelp(MigrateCommand.help) }
+            command.run()
         case "help":
             switch words.dropFirst().first {
             case nil: printHelp(help)
             case "run": printHelp(RunCommand.help)
             case "shell": printHelp(ShellCommand.help)
-            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run)", command: help)
+            case "migrate": printHelp(MigrateCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate)", command: help)
             }
         case "-h", "--help":
             printHelp(help)
         default:
-            if let runWords = optionsThenRun(words) {
+            if let runWords = optionsThen("run", words) {
                 guard let command = try RunCommand(parsing: runWords) else { printHelp(RunCommand.help) }
+                command.run()
+            }
+            if let migrateWords = optionsThen("migrate", words) {
+                guard let command = try MigrateCommand(parsing: migrateWords) else { printHelp(MigrateCommand.help) }
                 command.run()
             }
             guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }
@@ -48,14 +58,14 @@ enum OpshCommand {
         }
     }
 
-    /// `opsh --db X run FILE`: options before `run` are `run`'s (a cron
-    /// line is often written that way). The words for `run`, or nil when
-    /// the first word that is not an option is not `run`.
-    private static func optionsThenRun(_ words: ArraySlice<String>) -> ArraySlice<String>? {
+    /// `opsh --db X run FILE`: options before `run` (or `migrate`) are its
+    /// own (a cron line is often written that way). The words for it, or
+    /// nil when the first word that is not an option is not `subcommand`.
+    private static func optionsThen(_ subcommand: String, _ words: ArraySlice<String>) -> ArraySlice<String>? {
         var scanner = ArgumentScanner(words, options: ShellCommand.help.options, command: ShellCommand.help)
         while let item = try? scanner.next() {
             guard case let .operand(word) = item else { continue }
-            guard word == "run" else { return nil }
+            guard word == subcommand else { return nil }
             let after = scanner.remaining
             return words.prefix(words.count - after.count - 1) + after
         }

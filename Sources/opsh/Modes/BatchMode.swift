@@ -108,8 +108,10 @@ struct BatchMode {
             let status = Self.status(for: error, signal: watcher.received,
                                      databaseFailure: session.store.connectionFailure)
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
+            Launch.pendingMigrationsNote(session.store).map(console.warning)
             withExtendedLifetime(heldLock) { exit(status.rawValue) }
         }
+        Launch.pendingMigrationsNote(session.store).map(console.warning)
         withExtendedLifetime(heldLock) { exit(ExitStatus.success.rawValue) }
     }
 

@@ -41,6 +41,13 @@ struct Launch {
         }
     }
 
+    /// A sentence about migrations the database lacks, or nil.
+    static func pendingMigrationsNote(_ store: Store) -> String? {
+        let pending = store.pendingMigrations
+        guard !pending.isEmpty else { return nil }
+        return "this database lacks migrations \(pending.joined(separator: ", ")): opsh does not apply them on its own; run `opsh migrate` (or migrate.up()) when the backend allows"
+    }
+
     /// Whether the database was named (`--db` or `OPSH_DB`) rather than
     /// found at the default location.
     static func namesADatabase(_ options: CommonOptions) -> Bool {

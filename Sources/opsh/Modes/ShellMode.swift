@@ -21,7 +21,9 @@ struct ShellMode {
             let flags = [options.readOnly ? "read-only" : nil, options.dryRun ? "dry run: nothing is kept" : nil,
                          options.sandbox ? "sandbox" : nil].compactMap { $0 }
             let note = flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))"
-            configuration.banner = "opsh on \(path)\(note) — Lua 5.4; .help for help, Ctrl-D to leave"
+            var banner = "opsh on \(path)\(note) — Lua 5.4; .help for help, Ctrl-D to leave"
+            if let pending = Launch.pendingMigrationsNote(session.store) { banner += "\n" + pending }
+            configuration.banner = banner
         }
         let repl = REPL(session: session, configuration: configuration)
         var status: Int32 = 0

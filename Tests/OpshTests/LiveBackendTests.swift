@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+/// Beside a live backend (issue 17, section 1): opening and reading never
+/// wait for another process's write lock, and an existing database is
+/// never migrated implicitly. The backend here is a real `sqlite3` process
+/// holding a write transaction.
+@Suite struct LiveBackendTests {
+    /// Drops migration 002 (its record and its indexes), as a database
+    /// made by an older opsh would lack it.
+    static func withoutMigration002(_ sandbox: Sandbox) throws {
+        let indexes = try sandbox.sqlite("SELECT group_concat(name, ' ') FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        let drops = indexes.split(separator: " ").map { "DROP INDEX \($0);" }.joined()
+        try sandbox.sqlite("DELETE FROM grdb_migrations WHERE identifier = '002_indexes'; \(drops)")
+    }
+
+    @Test func readsAndTheShellStartWhileAnotherProcessHoldsTheWriteLock() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            for code in ["return db.value('SELECT count(*) FROM projects')", "return projects.count()", "return #builds.list()"] {
+                let started = Date()
+                let read = try sandbox.opsh(["--busy-timeout", "5", "-e", code])
+                let seconds = Date().timeIntervalSince(started)
+                #expect(read.status == 0, "\(code): \(read.stderr)")
+                #expect(read.stdout == "0\n")
+                #expect(seconds < 2.5, "\(code) took \(seconds) s behind the backend's write lock")
+            }
+            // The shell starts and answers.
+            let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+            terminal.expect("opsh> ", timeout: 3)
+            terminal.send("projects.count()\r")
+            terminal.expect("0")
+            terminal.expect("opsh> ")
+            terminal.send("\u{4}")
+            #expect(terminal.waitForExit(timeout: 15) == 0)
+            // A write waits for the busy timeout like any writer, then says why.
+            let write = try sandbox.opsh(["--busy-timeout", "1", "-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' }"])
+            #expect(write.status == 3)
+            #expect(write.stderr.contains("database is locked"), "\(write.stderr)")
+        }
+        // Control: with the lock released the same write lands.
+        let write = try sandbox.opsh(["-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' }"])
+        #expect(write.status == 0, "\(write.stderr)")
+    }
+
+    @Test func anExistingDatabaseIsNotMigratedImplicitly() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try Self.withoutMigration002(sandbox)
+        let indexes = "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        // Opening, reading and writing leave it as it is, and say so.
+        let run = try sandbox.opsh(["-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' } return projects.count()"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("this database lacks migrations 002_indexes"), "\(run.stderr)")
+        #expect(run.stderr.contains("opsh migrate"))
+        #expect(try sandbox.sqlite(indexes) == "0")
+        let status = try sandbox.opsh(["--json", "-e", "for _, m in ipairs(migrate.status()) do if m.id == '002_indexes' then return m.state end end"])
+        #expect(status.stdout == "\"pending\"\n", "\(status.stdout) \(status.stderr)")
+        // The shell's banner says it too.
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+        terminal.expect("this database lacks migrations 002_indexes")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        #expect(try sandbox.sqlite(indexes) == "0")
+        // opsh migrate applies it; afterwards nothing is pending.
+        let migrated = try sandbox.opsh(["migrate"])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("applied 002_indexes"), "\(migrated.stderr)")
+        #expect(try sandbox.sqlite(indexes) != "0")
+        let again = try sandbox.opsh(["-e", "return 1"])
+        #expect(!again.stderr.contains("lacks migrations"), "\(again.stderr)")
+        // A database opsh creates is migrated at creation.
+        let fresh = sandbox.root + "/fresh.sqlite"
+        #expect(try sandbox.run(opshExecutable, ["--db", fresh, "--create", "-e", "return 1"]).status == 0)
+        #expect(try sqlite3CLI(fresh, "SELECT count(*) FROM grdb_migrations") == "2")
+    }
+}
