@@ -76,4 +76,35 @@ import Testing
         #expect(try sandbox.run(opshExecutable, ["--db", fresh, "--create", "-e", "return 1"]).status == 0)
         #expect(try sqlite3CLI(fresh, "SELECT count(*) FROM grdb_migrations") == "2")
     }
+
+    /// A dry run takes the write lock only from its first write (issue 17,
+    /// section 3): one that reads runs at once behind the backend's write,
+    /// and the backend writes while it reads.
+    @Test func aDryRunThatOnlyReadsNeverTakesTheWriteLock() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            let started = Date()
+            let read = try sandbox.opsh(["--dry-run", "--busy-timeout", "5", "-e", "return projects.count(), #builds.list()"])
+            #expect(read.status == 0, "\(read.stderr)")
+            #expect(read.stdout == "0\t0\n")
+            #expect(Date().timeIntervalSince(started) < 2.5)
+            // Control: a dry run that writes waits for the lock like any writer.
+            let write = try sandbox.opsh(["--dry-run", "--busy-timeout", "1", "-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' }"])
+            #expect(write.status == 3)
+            #expect(write.stderr.contains("database is locked"), "\(write.stderr)")
+        }
+        // While a reading dry run runs, a backend writer with a 200 ms busy
+        // timeout commits.
+        let reader = try sandbox.start(opshExecutable, sandbox.withDatabase(["--dry-run", "-e", """
+            io.stdout:write("reading\\n") io.stdout:flush()
+            local t = os.clock() repeat projects.count() until os.clock() - t > 1.5
+            """]))
+        _ = readFirstLine(reader.standardOutput)
+        let backend = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 200", sandbox.database,
+                                                           "INSERT INTO telemetry (event, created_at) VALUES ('backend', 1)"])
+        #expect(backend.status == 0, "the backend's write failed beside a reading dry run: \(backend.stderr)")
+        #expect(reader.finish().status == 0)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'backend'") == "1")
+    }
 }

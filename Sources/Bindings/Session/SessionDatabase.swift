@@ -59,7 +59,9 @@ public final class SessionDatabase {
         transactionCursors.removeAll()
     }
 
-    public var isInTransaction: Bool { current != nil }
+    /// Inside `db.transaction` or a dry run (also one that has not written
+    /// yet).
+    public var isInTransaction: Bool { current != nil || dryRunConnection != nil }
 
     /// In the sandbox, the scheme's `buildCommand` (what a runner later
     /// runs with /bin/sh) cannot be written: TEMP triggers on the writer
@@ -119,6 +121,7 @@ public final class SessionDatabase {
     /// Runs an atomic write: a savepoint in the open transaction, else a
     /// transaction of its own.
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try beginDryRunWrite()
         writeCount &+= 1
         if let current {
             var result: T?
@@ -137,6 +140,7 @@ public final class SessionDatabase {
 
     /// Runs a write that is a single statement: no savepoint needed.
     public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
+        try beginDryRunWrite()
         writeCount &+= 1
         if let current { return try body(current) }
         return try writer().write { db in
@@ -149,6 +153,7 @@ public final class SessionDatabase {
     /// Runs `body` in a transaction (a savepoint when one is open). It
     /// commits when `body` returns and rolls back when it throws.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try beginDryRunWrite()
         if let current {
             depth += 1
             defer { depth -= 1 }
@@ -207,20 +212,42 @@ public final class SessionDatabase {
         return try writer().writeWithoutTransaction { db in
             db.add(transactionObserver: counter, extent: .observerLifetime)
             defer { db.remove(transactionObserver: counter) }
-            current = db
-            defer { endTransaction() }
-            try db.beginTransaction(.immediate)
+            // The transaction begins at the first write (beginDryRunWrite):
+            // a dry run that only reads never takes the write lock, and
+            // until it writes its reads go where reads outside a
+            // transaction go (no read snapshot on this connection, so the
+            // first write can still wait for the lock: SQLite gives up at
+            // once on a connection that must upgrade a read).
+            dryRunConnection = db
+            defer {
+                dryRunConnection = nil
+                endTransaction()
+            }
             do {
                 let result = try body()
                 let summary = counter.summary
-                try Self.requireOpenTransaction(db, of: "the dry run")
-                try db.rollback()
+                if current != nil {
+                    try Self.requireOpenTransaction(db, of: "the dry run")
+                    try db.rollback()
+                }
                 return (result, summary)
             } catch {
                 if db.isInsideTransaction { try? db.rollback() }
                 throw error
             }
         }
+    }
+
+    /// The writer connection a dry run holds before its first write.
+    private var dryRunConnection: Database?
+
+    /// At a dry run's first write: BEGIN IMMEDIATE on its connection (it
+    /// waits for the lock like any writer), and everything from here on
+    /// runs in that transaction.
+    private func beginDryRunWrite() throws {
+        guard current == nil, let db = dryRunConnection else { return }
+        try db.beginTransaction(.immediate)
+        current = db
     }
 
     /// After statements stepped outside GRDB, tells GRDB's observers
