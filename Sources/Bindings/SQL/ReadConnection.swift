@@ -18,8 +18,9 @@ final class ReadConnection {
     /// read transaction in WAL mode costs file-lock system calls, which
     /// dominate a point query; a script's burst of reads shares one
     /// snapshot instead. It ends sooner when this session writes (so reads
-    /// see its own writes) and whenever Lua goes idle (so an idle shell
-    /// never pins the WAL).
+    /// see its own writes) and whenever Lua goes idle, and by time (a
+    /// watchdog thread in `CSQLBridge`): opsh never pins the WAL while it
+    /// does something else.
     static let snapshotWindow = 0.05
     /// The snapshot's state, in C: the `db` module's fast path uses it too.
     let snapshot: UnsafeMutablePointer<opsh_sql_reader>
@@ -35,7 +36,9 @@ final class ReadConnection {
     /// Opens the file; nothing is read from it before ``ready()``.
     init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
-        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+        // FULLMUTEX: the snapshot's watchdog thread may commit an expired
+        // read transaction while the Lua thread uses the connection.
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nil)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close(handle)
@@ -45,8 +48,11 @@ final class ReadConnection {
         self.beforeFirstUse = beforeFirstUse
         self.lockWait = lockWait
         lockWait.install(on: handle)
-        snapshot = .allocate(capacity: 1)
-        snapshot.initialize(to: opsh_sql_reader(handle: handle, window: Self.snapshotWindow, started: 0, write_count: 0))
+        guard let reader = opsh_sql_reader_new(handle, Self.snapshotWindow) else {
+            sqlite3_close(handle)
+            throw SQLFailure(message: "cannot open \(path) for reading: out of memory", sql: nil)
+        }
+        snapshot = reader
     }
 
     /// The handle, once set up for reading: call it before preparing a
@@ -69,8 +75,8 @@ final class ReadConnection {
     }
 
     deinit {
+        opsh_sql_reader_free(snapshot)
         sqlite3_close_v2(handle)
-        snapshot.deallocate()
     }
 
     /// A new statement the caller finalizes (for cursors that outlive a

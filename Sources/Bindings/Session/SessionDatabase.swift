@@ -100,7 +100,12 @@ public final class SessionDatabase {
     /// Counts writes this session committed (or started), so the read
     /// connection knows its snapshot is older than them.
     public private(set) var writeCount = 0 {
-        didSet { route.pointee.write_count = writeCount }
+        didSet {
+            route.pointee.write_count = writeCount
+            // A write ends the read connection's shared snapshot at once: it
+            // would keep the writes' WAL frames from being checkpointed.
+            if let reader = route.pointee.reader { opsh_sql_reader_end_snapshot(reader) }
+        }
     }
     public var isDryRun: Bool { changeCounter != nil }
 

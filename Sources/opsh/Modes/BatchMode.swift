@@ -109,9 +109,11 @@ struct BatchMode {
                                      databaseFailure: session.store.connectionFailure)
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
             Launch.pendingMigrationsNote(session.store).map(console.warning)
+            Launch.checkpointAtExit(session)
             withExtendedLifetime(heldLock) { exit(status.rawValue) }
         }
         Launch.pendingMigrationsNote(session.store).map(console.warning)
+        Launch.checkpointAtExit(session)
         withExtendedLifetime(heldLock) { exit(ExitStatus.success.rawValue) }
     }
 

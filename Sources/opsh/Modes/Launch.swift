@@ -41,6 +41,14 @@ struct Launch {
         }
     }
 
+    /// Before opsh exits: a passive checkpoint (it waits for nobody), so
+    /// that a plain copy of the database file holds what opsh committed.
+    /// Nothing when opsh never connected or opened the file read-only.
+    static func checkpointAtExit(_ session: OpshSession) {
+        guard session.store.isConnected, !session.store.options.readOnly else { return }
+        _ = try? session.store.checkpoint(.passive)
+    }
+
     /// A sentence about migrations the database lacks, or nil.
     static func pendingMigrationsNote(_ store: Store) -> String? {
         let pending = store.pendingMigrations

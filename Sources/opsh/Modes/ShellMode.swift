@@ -38,6 +38,7 @@ struct ShellMode {
         } else {
             status = repl.run()
         }
+        Launch.checkpointAtExit(session)
         exit(status)
     }
 }

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+/// opsh never pins the WAL (issue 17, section 2): no read snapshot stays
+/// open while a script does something else, bulk writes keep the WAL
+/// small, and a copy of the database file after opsh exits holds what it
+/// committed.
+@Suite struct WALTests {
+    func walSize(_ sandbox: Sandbox) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: sandbox.database + "-wal"))?[.size] as? Int) ?? 0
+    }
+
+    @Test func aReadDoesNotPinTheWALWhileTheScriptDoesOtherWork() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('a', 1)")
+        let script = sandbox.withDatabase(["-e", """
+            db.value("SELECT count(*) FROM telemetry")
+            io.stdout:write("read\\n") io.stdout:flush()
+            local t = os.clock() repeat until os.clock() - t > 2
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "read\n")
+        usleep(300_000)  // longer than the 50 ms a snapshot may be shared
+        // Another process writes, then checkpoints the whole WAL away.
+        try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)")
+        let checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
+        #expect(checkpoint.hasPrefix("0|"), "busy: the checkpoint was blocked by opsh's open read (\(checkpoint))")
+        #expect(walSize(sandbox) == 0)
+        #expect(child.finish().status == 0)
+    }
+
+    @Test func insertsAfterAReadKeepTheWALSmall() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let result = try sandbox.opsh(["-e", """
+            db.value("SELECT count(*) FROM builds")
+            for i = 1, 5000 do db.exec("INSERT INTO telemetry (event, created_at) VALUES (?, ?)", string.rep("x", 200), i) end
+            """])
+        #expect(result.status == 0, "\(result.stderr)")
+        // SQLite checkpoints every 1,000 pages (4 MB) once nothing pins the WAL.
+        #expect(walSize(sandbox) < 6 << 20, "WAL of \(walSize(sandbox)) bytes after 5,000 inserts")
+    }
+
+    @Test func aCopyOfTheFileAfterOpshExitsHoldsWhatItCommitted() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        // Another process keeps the database open (reading nothing), so the
+        // WAL is not checkpointed and removed at the last close.
+        let other = try sandbox.start("/usr/bin/sqlite3", [sandbox.database], stdin: "SELECT 1;\n", keepingStdinOpen: true)
+        defer {
+            other.closeInput()
+            _ = other.finish()
+        }
+        usleep(200_000)
+        let result = try sandbox.opsh(["-e", "for i = 1, 100 do db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept', ?)\", i) end"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let copy = sandbox.root + "/copy.sqlite"
+        try FileManager.default.copyItem(atPath: sandbox.database, toPath: copy)
+        #expect(try sqlite3CLI(copy, "SELECT count(*) FROM telemetry WHERE event = 'kept'") == "100")
+    }
+}
