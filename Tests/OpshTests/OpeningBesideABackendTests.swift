@@ -54,4 +54,27 @@ import Testing
             #expect(terminal.waitForExit() == 0)
         }
     }
+
+    /// `opsh migrate` is a writer like any other: behind the backend's write
+    /// transaction it waits its busy timeout and exits 3; afterwards it applies.
+    @Test func opshMigrateWaitsForTheWriteLockLikeAnyWriter() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("DROP INDEX telemetry_on_created; DROP INDEX telemetry_on_event_created; "
+                           + "DROP INDEX generations_on_created; DROP INDEX generation_sessions_on_model_created; "
+                           + "DROP INDEX model_usage_stats_on_day; DROP INDEX routing_policies_on_configuration; "
+                           + "DROP INDEX crashLogs_on_build_created; DROP INDEX buildLogs_on_build_created; "
+                           + "DROP INDEX builds_on_status; DROP INDEX builds_on_scheme_version; "
+                           + "DROP INDEX builds_on_scheme_created; DROP INDEX schemes_on_project_order; "
+                           + "DELETE FROM grdb_migrations WHERE identifier = '002_indexes'; PRAGMA wal_checkpoint(TRUNCATE);")
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            let blocked = try sandbox.opsh(["migrate", "--db", sandbox.database, "--busy-timeout", "0.3"], database: false)
+            #expect(blocked.status == 3, "\(blocked.stderr)")
+            #expect(blocked.stderr.contains("locked"), "\(blocked.stderr)")
+        }
+        #expect(try sandbox.sqlite("SELECT count(*) FROM grdb_migrations WHERE identifier = '002_indexes'") == "0")
+        let migrated = try sandbox.opsh(["migrate", "--db", sandbox.database], database: false)
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM grdb_migrations WHERE identifier = '002_indexes'") == "1")
+    }
 }
