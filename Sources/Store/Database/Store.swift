@@ -123,8 +123,12 @@ public final class Store: Sendable {
                 migratesNow = found.isEmpty
                 pending.set(found.isEmpty ? [] : StoreMigrations.builtInIdentifiers.filter { !found.applied.contains($0) })
             }
+            if !migratesNow {
+                let writer = try openWithoutWaiting(openName, path: resolved, options: options, lockWait: lockWait)
+                return LazyConnection.Opened(writer: writer, file: FileIdentity(path: resolved))
+            }
             let pool = try openPool(openName, path: resolved, options: options, lockWait: lockWait)
-            if migratesNow && !options.readOnly {
+            if !options.readOnly {
                 try migrate(pool)
             }
             return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
@@ -244,6 +248,42 @@ public final class Store: Sendable {
                 }
                 throw translateOpenError(error, path: path)
             }
+        }
+    }
+
+    /// Opens an existing database without waiting for another process's
+    /// write lock. A `DatabasePool` sets itself up with writes: the journal
+    /// switched to WAL, and a throw-away table when the `-wal` file is
+    /// missing or empty (as it is while the backend's first transaction
+    /// after a checkpoint is still open). Those may take the lock only if
+    /// it is free at once. When another process holds it, opsh opens one
+    /// connection to the file as it is, without a set-up write: reads run
+    /// at once, and the first write waits for the busy timeout like any
+    /// writer's (README, "How opsh behaves beside a live backend").
+    private static func openWithoutWaiting(_ openName: String, path: String, options: StoreOptions,
+                                           lockWait: LockWait) throws -> any DatabaseWriter {
+        if options.readOnly {
+            // A read-only pool writes nothing at set-up.
+            return try openPool(openName, path: path, options: options, lockWait: lockWait)
+        }
+        let settingUp = Mutex(true)
+        var setUpConfiguration = configuration(options, lockWait: lockWait)
+        setUpConfiguration.busyMode = .callback { tries in
+            settingUp.withLock { $0 } ? false : lockWait.retry(afterTries: tries)
+        }
+        do {
+            let pool = try DatabasePool(path: openName, configuration: setUpConfiguration)
+            settingUp.withLock { $0 = false }
+            return pool
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+            do {
+                // No journal set-up: DatabaseQueue leaves the journal mode as it is.
+                return try DatabaseQueue(path: openName, configuration: configuration(options, lockWait: lockWait))
+            } catch let error as DatabaseError {
+                throw translateOpenError(error, path: path)
+            }
+        } catch let error as DatabaseError {
+            throw translateOpenError(error, path: path)
         }
     }
 
