@@ -112,8 +112,8 @@ public final class Store: Sendable {
             // Only a database opsh makes (a new file, or one without any
             // table) is migrated here. An existing one is never migrated
             // implicitly: migrating takes the write lock, and opening must
-            // not wait for the backend's writers (ARCHITECTURE.md, "Beside
-            // a live backend"); its pending migrations are reported instead
+            // not wait for the backend's writers (ARCHITECTURE.md,
+            // decision 7); its pending migrations are reported instead
             // and applied by `opsh migrate` or `migrate.up()`.
             var migratesNow = verdict != .database
             if verdict == .database {
