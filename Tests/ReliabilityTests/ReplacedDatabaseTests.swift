@@ -8,9 +8,9 @@ import Glibc
 /// The database file deleted, or replaced by another file (renamed over
 /// it, as `mv backup.sqlite opsh.sqlite` does), while opsh has it open.
 /// SQLite keeps using the file it opened, so writes would go to a file
-/// nobody opens again. The shell (on a real pty; PseudoTerminal.swift is
-/// OpshTests' own, linked) refuses to run chunks and says why, and keeps
-/// running; a script that ran through it exits 3 saying so.
+/// nobody opens again. The shell (on a real pty) says so, runs Lua, refuses
+/// writes with the reason and rescues the open copy with backup(); a
+/// script that ran through it exits 3 saying so.
 @Suite struct ReplacedDatabaseTests {
     static let insertFirst = #"projects.insert{ bundleIdentifier = "first", name = "First", gitRepositoryURL = "/first" }"#
     static let insertSecond = #"projects.insert{ bundleIdentifier = "second", name = "Second", gitRepositoryURL = "/second" }"#
@@ -24,7 +24,9 @@ import Glibc
         return other
     }
 
-    @Test func theShellRefusesToRunOnAFileThatIsGoneAndKeepsRunning() throws {
+    /// Lua goes on, writes are refused with the reason, and backup()
+    /// rescues the copy opsh still has open (issue 17, section 6).
+    @Test func theShellRefusesWritesToAFileThatIsGoneAndRescuesIt() throws {
         var outcomes: [String] = []
         for replace in [false, true] {
             let scratch = try Scratch()
@@ -42,18 +44,22 @@ import Glibc
             }
             let after = fileBytes(scratch.database)
             // Printed text built at run time: the terminal echoes the typed line.
-            shell.send(Self.insertSecond + " print('wrote ' .. 'second')\n")
+            shell.send("x = 1 + 1 print('x is ' .. x)\n")
             shell.expect(replace ? "was replaced by another file after opsh opened it" : "was deleted after opsh opened it")
-            shell.expect("Not run")
-            // Still there: another line gets the same answer, .quit leaves.
-            shell.send("print('still ' .. 'here')\n")
-            shell.expect("Not run")
+            shell.expect("x is 2")
+            shell.send(Self.insertSecond + " print('wrote ' .. 'second')\n")
+            shell.expect("writes are refused")
+            let rescue = scratch.root + "/rescue.sqlite"
+            shell.send("print('rescued ' .. backup(\(luaString(rescue))).path)\n")
+            shell.expect("rescued ")
             shell.send(".quit\n")
             let status = shell.waitForExit()
             #expect(status == 0, "the shell ended with \(String(describing: status))")
-            #expect(!shell.transcript.contains("wrote second") && !shell.transcript.contains("still here"))
+            #expect(!shell.transcript.contains("wrote second"))
             #expect(fileBytes(scratch.database) == after, "the file now at the path changed")
-            outcomes.append("\(replace ? "replaced" : "deleted"): chunks refused with the reason, shell exit \(status.map(String.init) ?? "none") on .quit")
+            let rescued = try scratch.sqlite("SELECT count(*) FROM projects", file: rescue)
+            #expect(rescued == "1")
+            outcomes.append("\(replace ? "replaced" : "deleted"): Lua ran, the write refused with the reason, backup() rescued \(rescued) project(s), shell exit \(status.map(String.init) ?? "none") on .quit")
         }
         reportFigure("database file gone while the shell is open: " + outcomes.joined(separator: "; "))
     }

@@ -243,6 +243,14 @@ public final class SessionDatabase {
         }
     }
 
+    /// When the database file was deleted or replaced under opsh, writes
+    /// would land in a file nobody opens again: refused, with what still
+    /// works (reads, and `backup()` of the copy opsh still has open).
+    private func refuseWritesToAFileThatIsGone() throws {
+        guard current == nil, let problem = store.replacedFileProblem else { return }
+        throw FileGone(problem: problem)
+    }
+
     /// The writer connection a dry run holds before its first write.
     private var dryRunConnection: Database?
 
@@ -250,6 +258,7 @@ public final class SessionDatabase {
     /// waits for the lock like any writer), and everything from here on
     /// runs in that transaction.
     private func beginDryRunWrite() throws {
+        try refuseWritesToAFileThatIsGone()
         guard current == nil, let db = dryRunConnection else { return }
         try db.beginTransaction(.immediate)
         current = db
@@ -262,6 +271,14 @@ public final class SessionDatabase {
             changedOutsideGRDB = false
             try db.notifyChanges(in: .fullDatabase)
         }
+    }
+}
+
+/// A write refused because the database file is gone from its path.
+public struct FileGone: Error, CustomStringConvertible {
+    public let problem: String
+    public var description: String {
+        "\(problem): writes are refused; backup(\"rescue.sqlite\") saves the copy opsh still has open"
     }
 }
 

@@ -33,6 +33,8 @@ public final class REPL {
     let configuration: Configuration
     let console: Console
     var runner: ChunkRunner
+    /// Whether the shell said that the database file is gone.
+    var warnedFileGone = false
     /// Files `.output` made in this session: the only ones it writes again.
     var outputFiles: Set<String> = []
     let catalog: DatabaseCatalog
@@ -158,11 +160,11 @@ public final class REPL {
         case let .run(code):
             history.add(pending)
             pending = ""
-            // Writes would go to a file nobody opens again: refuse, keep the
-            // shell (and .quit) working.
-            if let problem = session.store.replacedFileProblem {
-                console.error(problem + ". Not run: leave (.quit) and start opsh again to use the file now there.")
-                return true
+            // Writes would go to a file nobody opens again: the session
+            // refuses them (and says so); reads and backup() still work.
+            if let problem = session.store.replacedFileProblem, !warnedFileGone {
+                warnedFileGone = true
+                console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
             }
             timed {
                 do {

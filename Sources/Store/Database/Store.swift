@@ -176,6 +176,9 @@ public final class Store: Sendable {
             + "opsh still has the old file open, and what it writes there is lost"
     }
 
+    /// The file SQLite opened, once connected.
+    var openedFileIdentity: FileIdentity? { connection.openedFile }
+
     /// A private in-memory database, migrated: for tests of code that does
     /// not care about files.
     public static func inMemory() throws -> Store {

@@ -42,6 +42,18 @@ extension Store {
         BackupTarget.removeAbandonedTemporaries(in: target.folder)
         let temporary = try target.createTemporary()
         var pages = 0
+        // The file is gone from its path: rescue the copy still open.
+        if replacedFileProblem != nil, let opened = openedFileIdentity {
+            do {
+                try OpenCopyRescue.rescue(opened: opened, path: path ?? destination, into: temporary)
+                BackupTarget.remove(temporary + "-wal")
+                try target.publish(temporary)
+            } catch {
+                BackupTarget.remove(temporary)
+                throw Self.diskFullOr(error, folder: target.folder)
+            }
+            return BackupResult(path: target.path, pages: Int(Store.fileSize(target.path) / 4096))
+        }
         do {
             let copy = try DatabaseQueue(path: temporary)
             do {

@@ -105,8 +105,11 @@ struct BatchMode {
             }
         } catch {
             deadline?.cancel()
-            let status = Self.status(for: error, signal: watcher.received,
+            var status = Self.status(for: error, signal: watcher.received,
                                      databaseFailure: session.store.connectionFailure)
+            // A script stopped by a write refused because the file is gone:
+            // the database, not the script, is the problem.
+            if status == .scriptError, session.store.replacedFileProblem != nil { status = .databaseUnavailable }
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
             Launch.pendingMigrationsNote(session.store).map(console.warning)
             Launch.checkpointAtExit(session)
