@@ -84,8 +84,11 @@ enum TransferModule {
             }
             let summary: Transfer.Summary
             do {
+                // Read and checked first, without the write lock; written
+                // after, in one short transaction.
+                let prepared = try database.snapshotRead { db in try Transfer.prepareImport(db, text) }
                 summary = try database.write { db in
-                    try Transfer.importDocument(db, text, options: .init(replace: replace))
+                    try Transfer.apply(db, prepared, options: .init(replace: replace))
                 }
             } catch let TransferError.document(message) {
                 throw call.argumentError(1, message)

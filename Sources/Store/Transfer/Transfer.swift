@@ -182,7 +182,34 @@ public enum Transfer {
     @discardableResult
     public static func importDocument(_ db: Database, _ text: String,
                                       options: ImportOptions = ImportOptions()) throws -> Summary {
-        let plan = try validate(db, text)
+        try apply(db, try prepareImport(db, text), options: options)
+    }
+
+    /// A document read and checked, ready to write.
+    public struct PreparedImport: @unchecked Sendable {
+        let plan: Plan
+    }
+
+    /// Reads and checks the whole document (the costly part) on `db`, a
+    /// read: the write lock is not needed, so a large import holds it only
+    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 7).
+    public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
+        PreparedImport(plan: try validate(db, text))
+    }
+
+    /// Writes a prepared document on `db`, inside the caller's write
+    /// transaction. Which rows exist is looked up again here (another
+    /// process may have written since the document was checked); the rest
+    /// of the checks hold, and the database's constraints back them.
+    @discardableResult
+    public static func apply(_ db: Database, _ prepared: PreparedImport,
+                             options: ImportOptions = ImportOptions()) throws -> Summary {
+        var plan = prepared.plan
+        plan.rows = try plan.rows.map { row in
+            var row = row
+            row.existing = try row.table.existing(db, row.keyValues)
+            return row
+        }
         let conflicts = plan.rows.filter { $0.existing != nil }
         if !conflicts.isEmpty && !options.replace {
             let named = conflicts.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
@@ -208,7 +235,7 @@ public enum Transfer {
         let fields: [(String, DatabaseValue)]
         let keyValues: [DatabaseValue]
         /// The existing row with the same key (its surrogate id, if any).
-        let existing: DatabaseValue?
+        var existing: DatabaseValue?
         /// The largest surrogate id of this table's rows in the document.
         var largestDocumentId: Int64?
 
@@ -223,7 +250,7 @@ public enum Transfer {
     struct Plan {
         let kind: Kind
         let key: String
-        let rows: [PlannedRow]
+        var rows: [PlannedRow]
     }
 
     /// Everything an import checks before it writes.
@@ -317,15 +344,15 @@ public enum Transfer {
             let changed = row.fields.filter { !row.table.key.contains($0.0) && $0.0 != row.table.surrogateKey }
             let keyColumn = row.table.surrogateKey ?? row.table.key[0]
             let keyValue = row.table.surrogateKey == nil ? row.keyValues[0] : existing
-            try db.execute(
-                sql: "UPDATE \(table) SET \(changed.map { "\(quoteIdentifier($0.0)) = ?" }.joined(separator: ", ")) WHERE \(quoteIdentifier(keyColumn)) = ?",
-                arguments: StatementArguments(changed.map(\.1) + [keyValue]))
+            try db.cachedStatement(
+                sql: "UPDATE \(table) SET \(changed.map { "\(quoteIdentifier($0.0)) = ?" }.joined(separator: ", ")) WHERE \(quoteIdentifier(keyColumn)) = ?")
+                .execute(arguments: StatementArguments(changed.map(\.1) + [keyValue]))
             return
         }
         var fields = row.fields
         if let surrogate = row.table.surrogateKey, let index = fields.firstIndex(where: { $0.0 == surrogate }),
            !fields[index].1.isNull,
-           try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE \(quoteIdentifier(surrogate)) = ?)",
+           try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE \(quoteIdentifier(surrogate)) = ?)"),
                              arguments: [fields[index].1]) == true {
             // The id belongs to another row here: take a new one, above
             // every id of the table and of the document (whose own ids
@@ -333,9 +360,10 @@ public enum Transfer {
             let floor = try Int64.fetchOne(db, sql: "SELECT max(\(quoteIdentifier(surrogate))) FROM \(table)") ?? 0
             fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
         }
-        try db.execute(
-            sql: "INSERT INTO \(table) (\(fields.map { quoteIdentifier($0.0) }.joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: fields.count)))",
-            arguments: StatementArguments(fields.map(\.1)))
+        // Cached: the rows of one table share their statement.
+        try db.cachedStatement(
+            sql: "INSERT INTO \(table) (\(fields.map { quoteIdentifier($0.0) }.joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: fields.count)))")
+            .execute(arguments: StatementArguments(fields.map(\.1)))
     }
 }
 
@@ -416,8 +444,10 @@ struct TableSpec: @unchecked Sendable {
     func existing(_ db: Database, _ keyValues: [DatabaseValue]) throws -> DatabaseValue? {
         let condition = key.map { "\(quoteIdentifier($0)) = ?" }.joined(separator: " AND ")
         let selected = quoteIdentifier(surrogateKey ?? key[0])
-        let row = try Row.fetchOne(db, sql: "SELECT \(selected) FROM \(quoteIdentifier(name)) WHERE \(condition)",
-                                   arguments: StatementArguments(keyValues))
+        // Cached: an import looks up every row of the document again in its
+        // write transaction.
+        let statement = try db.cachedStatement(sql: "SELECT \(selected) FROM \(quoteIdentifier(name)) WHERE \(condition)")
+        let row = try Row.fetchOne(statement, arguments: StatementArguments(keyValues))
         return row.map { $0[0] as DatabaseValue }
     }
 }
