@@ -216,4 +216,25 @@ import Testing
         terminal.send("\u{4}")
         #expect(terminal.waitForExit() == 0)
     }
+
+    /// Ctrl-C while a huge result prints stops the printing and the shell
+    /// goes on (issue 17, section 4).
+    @Test func ctrlCStopsPrintingAHugeResult() throws {
+        let sandbox = try Sandbox()
+        let terminal = try shell(sandbox)
+        terminal.send(".rows all\r")
+        terminal.expect("opsh> ")
+        terminal.send("r = db.query('WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT i AS id, i * 2 AS twice FROM n')\r")
+        terminal.expect("opsh> ", timeout: 60)
+        terminal.send("r\r")
+        usleep(400_000)
+        terminal.send("\u{3}")
+        terminal.expect("printing stopped by Ctrl-C", timeout: 30)
+        terminal.expect("opsh> ")
+        terminal.send(".rows 5\r")
+        terminal.send("r\r")
+        terminal.expect("(showing the first 5 of 300000 rows")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+    }
 }

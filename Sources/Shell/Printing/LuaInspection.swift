@@ -45,6 +45,27 @@ struct LuaInspection {
         }
     }
 
+    /// The first `limit` bytes of a string (a character cut at the end is
+    /// dropped), and whether that is all of it.
+    func string(_ index: Int32, atMost limit: Int) -> (String, whole: Bool) {
+        var length = 0
+        guard lua_type(state, index) == LUA_TSTRING, let pointer = opsh_tostring(state, index, &length) else { return ("", true) }
+        let count = min(length, limit)
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
+            var end = count
+            // Do not cut a UTF-8 sequence: back up to its first byte.
+            if count < length { while end > 0 && (bytes[end] & 0xC0) == 0x80 { end -= 1 } }
+            return (String(decoding: UnsafeBufferPointer(start: bytes, count: end), as: UTF8.self), count == length)
+        }
+    }
+
+    /// The length in bytes of the string at `index`.
+    func length(_ index: Int32) -> Int {
+        var length = 0
+        _ = opsh_tostring(state, index, &length)
+        return length
+    }
+
     func isInteger(_ index: Int32) -> Bool { lua_isinteger(state, index) != 0 }
     func integer(_ index: Int32) -> Int64 { opsh_tointeger(state, index, nil) }
     func number(_ index: Int32) -> Double { opsh_tonumber(state, index, nil) }

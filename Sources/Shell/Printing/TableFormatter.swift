@@ -39,6 +39,17 @@ public struct TableFormatter: Sendable {
         if !unicode { nullMarker = "NULL" }
     }
 
+    /// How wide the table would be with no terminal limit.
+    public func naturalWidth(columns: [String], rows: [[Cell]]) -> Int {
+        var widths = columns.map { min(TextWidth.of($0), maximumColumnWidth) }
+        for row in rows {
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = min(max(widths[index], TextWidth.of(display(cell))), maximumColumnWidth)
+            }
+        }
+        return widths.reduce(1, { $0 + $1 + 3 })
+    }
+
     public func format(columns: [String], rows: [[Cell]]) -> String {
         let texts = rows.map { row in
             columns.indices.map { index -> String in

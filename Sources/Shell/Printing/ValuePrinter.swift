@@ -34,6 +34,13 @@ public struct ValuePrinter {
     public var maximumItems = 200
     /// Widest a table column may be before values are cut.
     public var maximumColumnWidth = 40
+    /// Rows of a row set shown in `.mode table` and `line` before a note
+    /// says how many there were (the shell's `.rows`); nil: all.
+    public var maximumRows: Int?
+    /// Bytes of one value read for `.mode line` (a table reads only what
+    /// its column shows): formatting costs what is shown, not what is
+    /// stored.
+    public var maximumValueBytes = 4096
     /// Tables are narrowed to fit this many columns (the terminal's width
     /// when standard output is one).
     public var totalWidth: Int? = Terminal.width(descriptor: 1)
@@ -49,6 +56,7 @@ public struct ValuePrinter {
     /// - throws: ``PrintError`` when JSON cannot represent a value.
     public func render(_ state: OpaquePointer, first: Int32, count: Int32) throws -> String? {
         guard count > 0 else { return nil }
+        PrintCancellation.reset()
         let lua = LuaInspection(state: state)
         guard lua_checkstack(state, 40) != 0 else { throw PrintError("stack overflow while printing") }
         var pieces: [String] = []
@@ -80,13 +88,32 @@ public struct ValuePrinter {
             let name = lua.metatableName(index)
             if name == "opsh.NULL" { return unicode ? "∅" : "NULL" }
             if mode != .lua, name == "opsh.rows" || name == "opsh.row", let columns = lua.metatableColumns(index) {
-                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns)
+                let total = name == "opsh.rows" ? Int(lua_rawlen(lua.state, index)) : 1
+                let limit = mode == .csv ? nil : maximumRows
+                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, limit: limit)
                     : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0) }]
-                switch mode {
-                case .csv: return csv(columns: columns, rows: cells)
-                case .line: return RecordFormatter(nullMarker: unicode ? "∅" : "NULL", totalWidth: totalWidth).format(columns: columns, rows: cells)
-                default: return table(columns: columns, rows: cells)
+                if PrintCancellation.isRequested {
+                    return "(printing stopped by Ctrl-C after reading \(cells.count) of \(total) rows)"
                 }
+                var text: String
+                switch mode {
+                case .csv: text = csv(columns: columns, rows: cells)
+                case .line: text = records(columns: columns, rows: cells)
+                default:
+                    // Too wide for the terminal: one record at a time
+                    // (psql's \x auto) rather than every column cut.
+                    if let totalWidth, columns.count > 1,
+                       TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode).naturalWidth(columns: columns, rows: cells) > totalWidth {
+                        text = records(columns: columns, rows: cells)
+                    } else {
+                        text = table(columns: columns, rows: cells)
+                    }
+                }
+                if cells.count < total {
+                    text += "\n(showing the first \(cells.count) of \(total) rows: .rows all shows every row here; "
+                        + ".mode csv with .output FILE writes them all; db.rows streams them)"
+                }
+                return text
             }
             var path: Set<UnsafeRawPointer> = []
             return literal(lua, index, depth: 0, indent: "", path: &path)
@@ -95,12 +122,18 @@ public struct ValuePrinter {
         }
     }
 
-    /// The cells of every row of a row set, in column order.
-    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String]) -> [[TableFormatter.Cell]] {
+    private func records(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
+        RecordFormatter(nullMarker: unicode ? "∅" : "NULL", totalWidth: totalWidth).format(columns: columns, rows: rows)
+    }
+
+    /// The cells of the rows of a row set (the first `limit`), in column
+    /// order; stops early on Ctrl-C.
+    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String], limit: Int? = nil) -> [[TableFormatter.Cell]] {
         let rowsIndex = lua_absindex(lua.state, index)
         var rows: [[TableFormatter.Cell]] = []
         var position: lua_Integer = 1
-        while lua_rawgeti(lua.state, rowsIndex, position) == LUA_TTABLE {
+        while rows.count < (limit ?? .max), !PrintCancellation.isRequested,
+              lua_rawgeti(lua.state, rowsIndex, position) == LUA_TTABLE {
             let row = lua_gettop(lua.state)
             rows.append(columns.map { cell(lua, row: row, column: $0) })
             opsh_pop(lua.state, 1)
@@ -128,8 +161,12 @@ public struct ValuePrinter {
             }
             return .number(lua.numberText(-1))
         case LUA_TSTRING:
-            let value = lua.string(-1) ?? ""
-            return .text(SecretMask.isSecret(column) ? SecretMask.mask(value) : value)
+            // Only what can be shown is read: a column shows at most
+            // maximumColumnWidth characters (4 bytes each at most).
+            let cap = mode == .table ? maximumColumnWidth * 4 + 4 : mode == .line ? maximumValueBytes : Int.max
+            let (value, whole) = lua.string(-1, atMost: cap)
+            let shown = SecretMask.isSecret(column) ? SecretMask.mask(value) : value
+            return .text(whole ? shown : shown + "… (\(lua.length(-1)) bytes)")
         case LUA_TTABLE:
             if lua.metatableName(-1) == "opsh.NULL" { return .null }
             var path: Set<UnsafeRawPointer> = []

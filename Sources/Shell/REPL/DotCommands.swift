@@ -12,6 +12,8 @@ extension REPL {
         .mode MODE              how returned values are shown: table, line
                                 (a record at a time, values whole), json,
                                 csv or lua
+        .rows N|all             rows of a result shown here (default 200);
+                                .output FILE gets them all
         .output [FILE]          returned values to FILE (a new file); to
                                 the terminal again without FILE
         .read FILE              run a Lua file here
@@ -63,6 +65,14 @@ extension REPL {
             } else {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
+        case ".rows":
+            switch argument {
+            case "all": rowLimit = nil
+            case let text? where Int(text).map({ $0 > 0 }) == true: rowLimit = Int(text)
+            case nil: print(rowLimit.map(String.init) ?? "all")
+            default: console.error("usage: .rows N|all (a number of rows of 1 or more)")
+            }
+            if runner.resultsFile == nil { runner.printer.maximumRows = rowLimit }
         case ".output":
             if argument != nil && argument != "stdout" && session.options.sandbox {
                 console.error(".output FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)")
@@ -99,6 +109,7 @@ extension REPL {
         guard let argument, argument != "stdout" else {
             runner.resultsFile = nil
             runner.printer.totalWidth = Terminal.width(descriptor: 1)
+            runner.printer.maximumRows = rowLimit
             return
         }
         let path = (argument as NSString).expandingTildeInPath
@@ -115,6 +126,7 @@ extension REPL {
         outputFiles.insert(path)
         runner.resultsFile = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         runner.printer.totalWidth = nil
+        runner.printer.maximumRows = nil
         console.note("returned values go to \(path) until .output")
     }
 

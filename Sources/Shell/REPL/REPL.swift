@@ -33,6 +33,9 @@ public final class REPL {
     let configuration: Configuration
     let console: Console
     var runner: ChunkRunner
+    /// Rows of a result shown at the prompt (`.rows`); nil: all. A file of
+    /// `.output` gets every row.
+    var rowLimit: Int? = 200
     /// Whether the shell said that the database file is gone.
     var warnedFileGone = false
     /// Files `.output` made in this session: the only ones it writes again.
@@ -54,6 +57,7 @@ public final class REPL {
         self.console = configuration.console
         runner = ChunkRunner(runtime: session.runtime,
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
+        runner.printer.maximumRows = rowLimit
         catalog = DatabaseCatalog(runtime: session.runtime)
         var ends: [Int32] = [0, 0]
         pipe(&ends)

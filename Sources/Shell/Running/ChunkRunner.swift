@@ -30,10 +30,29 @@ public struct ChunkRunner {
                 fflush(nil)
                 try resultsFile.write(contentsOf: Data((text + "\n").utf8))
             } else {
-                print(text)
+                Self.printInterruptibly(text)
             }
         }
         fflush(nil)
+    }
+
+    /// Writes `text` to stdout in blocks, stopping at Ctrl-C: a terminal
+    /// takes long to show a million lines.
+    static func printInterruptibly(_ text: String) {
+        fflush(nil)
+        let bytes = Array((text + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            if PrintCancellation.isRequested {
+                let note = "\n(printing stopped by Ctrl-C)\n"
+                _ = note.withCString { write(1, $0, strlen($0)) }
+                return
+            }
+            let end = min(offset + 65536, bytes.count)
+            let written = bytes[offset..<end].withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+            if written < 0 { if errno == EINTR { continue }; return }
+            offset += written
+        }
     }
 
     /// Runs the file at `path` (a `#!` line is skipped, as `lua` does).

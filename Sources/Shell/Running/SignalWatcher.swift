@@ -66,6 +66,7 @@ public final class SignalWatcher: @unchecked Sendable {
     private func handle(_ signal: Int32) {
         lastSignal.value = signal
         let reason: LuaInterruptReason = signal == SIGINT ? .interrupted : .terminated
+        if signal == SIGINT { PrintCancellation.request() }
         if !runtime.interrupt(reason) { idle(signal) }
     }
 
