@@ -40,6 +40,10 @@ for row in open(args.figures, encoding="utf-8", errors="replace"):
     if suite != "fuzz" and (function not in passed or function in failed):
         dropped.append((suite, function)); continue
     figures.setdefault(suite, []).append((function, line))
+# Tests finish in any order; by test name, a new run's diff shows only what changed
+# (libFuzzer's targets keep scripts/fuzz's order).
+for suite, entries in figures.items():
+    if suite != "fuzz": entries.sort(key=lambda entry: entry[0])
 
 named = set(re.findall(r"\{\{figures (\w+)\}\}", template))
 

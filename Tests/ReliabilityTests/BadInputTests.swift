@@ -60,16 +60,18 @@ import Testing
         let created = try scratch.opsh(["-e", #"projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }"#])
         #expect(created.status == 0, "\(created.stderr)")
         var handled = 0
+        var integrityAnswers: Set<String> = []
         for item in Self.cases {
             let result = try scratch.opsh(["--timeout", "20", "-e", item.code])
             let after = try scratch.sqlite(item.check)
             let integrity = try scratch.sqlite("PRAGMA integrity_check")
+            integrityAnswers.insert(integrity)
             let ok = result.status == item.status && result.stderr.contains(item.says) && after == item.after && integrity == "ok"
             #expect(ok, "\(item.name): status \(result.status) (want \(item.status)), stderr \(result.stderr.prefix(400)) (want '\(item.says)'), \(item.check) = \(after) (want \(item.after))")
             if ok { handled += 1 }
         }
         #expect(try scratch.sqlite("SELECT name FROM projects") == "App")
-        reportFigure("bad input (Lua and SQL): \(handled)/\(Self.cases.count) inputs answered with the expected status and message, the data they targeted unchanged and integrity_check ok after each")
+        reportFigure("bad input (Lua and SQL): \(handled)/\(Self.cases.count) inputs answered with the expected status and message, the data they targeted unchanged, integrity_check after each: \(integrityAnswers.sorted().joined(separator: " | "))")
     }
 
     /// Files that are not a usable database: exit 3, and the file is left untouched.

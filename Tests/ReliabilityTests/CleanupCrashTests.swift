@@ -32,7 +32,7 @@ import Testing
             io.stdout:write("started\\n") io.stdout:flush()
             telemetry.cleanup{ olderThan = "30d", batch = \(Self.batch) }
             """)
-        var survived = 0, midway = 0, deletedTotal = 0
+        var survived = 0, midway = 0, deletedTotal = 0, wholeStops = 0, recentTouched = 0
         for attempt in 0..<stops {
             let before = Int(try scratch.sqlite("SELECT count(*) FROM telemetry WHERE event = 'old'")) ?? -1
             if before == 0 { try Self.fill(scratch) }
@@ -53,9 +53,11 @@ import Testing
             let ok = integrity == "ok" && whole && ordered && recentLeft == Self.recent
             #expect(ok, "attempt \(attempt) (status \(result.status)): integrity \(integrity), deleted \(deleted) of \(start) (batch \(Self.batch)), oldest left \(oldest), recent \(recentLeft)")
             if ok { survived += 1 }
+            if whole { wholeStops += 1 }
+            recentTouched += Self.recent - recentLeft
             if after > 0 && deleted > 0 { midway += 1 }
             deletedTotal += max(deleted, 0)
         }
-        reportFigure("telemetry.cleanup under SIGKILL: \(survived)/\(stops) stops survived (\(midway) after some batches and before the last), \(deletedTotal) rows deleted, always whole batches of \(Self.batch) (or up to the end), 0 recent rows touched, seed \(seed)")
+        reportFigure("telemetry.cleanup under SIGKILL: \(survived)/\(stops) stops survived (\(midway) after some batches and before the last), \(deletedTotal) rows deleted, in whole batches of \(Self.batch) (or up to the end) after \(wholeStops)/\(stops) stops, \(recentTouched) recent rows touched, seed \(seed)")
     }
 }

@@ -71,7 +71,7 @@ import Testing
         integrity = try scratch.integrityCheck()
         #expect(try scratch.sqlite("SELECT count(*) FROM fill") == String(50 + kept + 1))
 
-        reportFigure("full tmpfs (ENOSPC): one 8 MB transaction: exit \(big.status), \"database or disk is full\", 0 of its rows kept; "
+        reportFigure("full tmpfs (ENOSPC): one 8 MB transaction: exit \(big.status), \"database or disk is full\", \(partial) of its rows kept; "
                      + "autocommit: exit \(small.status), \(reported) reported committed, \(kept) kept, \(max(0, reported - kept)) lost; "
                      + "integrity_check after each step: \(integrity); the full database reopens (exit \(read.status)); writable again once room is made (exit \(again.status))")
     }
