@@ -9,6 +9,8 @@ public final class PseudoTerminal {
     public let pid: pid_t
     /// Everything read so far, escape sequences removed.
     public private(set) var transcript = ""
+    /// Everything read so far, escape sequences kept.
+    public private(set) var rawTranscript = ""
     /// Where the next `expect` starts looking.
     private var consumed: String.Index
 
@@ -94,7 +96,9 @@ public final class PseudoTerminal {
         let count = read(master, &buffer, buffer.count)
         guard count > 0 else { return }
         let offset = transcript.distance(from: transcript.startIndex, to: consumed)
-        transcript += Self.plain(String(decoding: buffer[..<count], as: UTF8.self))
+        let text = String(decoding: buffer[..<count], as: UTF8.self)
+        rawTranscript += text
+        transcript += Self.plain(text)
         consumed = transcript.index(transcript.startIndex, offsetBy: offset)
     }
 

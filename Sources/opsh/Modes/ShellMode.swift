@@ -16,12 +16,16 @@ struct ShellMode {
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
         configuration.console = launch.console
         configuration.mode = options.json ? .json : .table
+        let path = session.store.path ?? ":memory:"
+        let label = PromptLabel(
+            database: (path as NSString).lastPathComponent,
+            environment: ProcessInfo.processInfo.environment["OPSH_ENV"],
+            modes: [options.readOnly ? "read-only" : nil, options.dryRun ? "dry-run" : nil,
+                    options.sandbox ? "sandbox" : nil].compactMap { $0 },
+            colour: Terminal.wantsColour(descriptor: 1))
+        configuration.prompt = label.prompt
         if !options.quiet {
-            let path = session.store.path ?? ":memory:"
-            let flags = [options.readOnly ? "read-only" : nil, options.dryRun ? "dry run: nothing is kept" : nil,
-                         options.sandbox ? "sandbox" : nil].compactMap { $0 }
-            let note = flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))"
-            var banner = "opsh on \(path)\(note) — Lua 5.4; .help for help, Ctrl-D to leave"
+            var banner = "\(label.sentence) — \(path)\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
             if let pending = Launch.pendingMigrationsNote(session.store) { banner += "\n" + pending }
             configuration.banner = banner
         }
