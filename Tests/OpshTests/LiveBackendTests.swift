@@ -107,4 +107,32 @@ import Testing
         #expect(reader.finish().status == 0)
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'backend'") == "1")
     }
+
+    /// Who holds the lock (issue 16): a write that gives up waiting names
+    /// the process holding the database's write lock, and `.locks` shows it.
+    @Test func aLockedWriteNamesTheProcessHoldingTheLock() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            let write = try sandbox.opsh(["--busy-timeout", "0.5", "-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")"])
+            #expect(write.status == 3)
+            #expect(write.stderr.contains("the database's lock is held by sqlite3 (pid "), "\(write.stderr)")
+            #expect(write.stderr.contains(", writing)"))
+            let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+            terminal.expect("opsh> ")
+            terminal.send(".locks\r")
+            terminal.expect("locks held by sqlite3 (pid ")
+            terminal.expect("opsh> ")
+            terminal.send("\u{4}")
+            #expect(terminal.waitForExit(timeout: 15) == 0)
+        }
+        // Control: with nobody holding it, .locks says so.
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        terminal.send(".locks\r")
+        terminal.expect("no other process holds a lock on")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+    }
 }

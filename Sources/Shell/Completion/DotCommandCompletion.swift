@@ -12,7 +12,7 @@ extension Completer {
 
     static let dotCommands: [(name: String, argument: DotArgument)] = [
         (".help", .none), (".tables", .none), (".schema", .table), (".timer", .onOff),
-        (".mode", .mode), (".rows", .rows), (".output", .file), (".read", .file), (".quit", .none),
+        (".mode", .mode), (".rows", .rows), (".locks", .none), (".output", .file), (".read", .file), (".quit", .none),
     ]
 
     /// Candidates that replace `word`, given the line before the cursor

@@ -1,5 +1,6 @@
 import Foundation
 import LuaRuntime
+import Store
 
 /// The shell's dot commands, for what operators reach for without typing
 /// Lua (sqlite3's names).
@@ -12,6 +13,7 @@ extension REPL {
         .mode MODE              how returned values are shown: table, line
                                 (a record at a time, values whole), json,
                                 csv or lua
+        .locks                  which processes hold the database's locks
         .rows N|all             rows of a result shown here (default 200);
                                 .output FILE gets them all
         .output [FILE]          returned values to FILE (a new file); to
@@ -64,6 +66,11 @@ extension REPL {
                 print(runner.printer.mode.rawValue)
             } else {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
+            }
+        case ".locks":
+            // Who holds locks on the database now (/proc/locks).
+            if let path = session.store.path {
+                print(LockHolders.sentence(for: path).map { "locks " + $0 } ?? "no other process holds a lock on \(path)")
             }
         case ".rows":
             switch argument {

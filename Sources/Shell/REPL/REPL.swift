@@ -2,6 +2,7 @@ import Bindings
 import CLuaShim
 import Foundation
 import LuaRuntime
+import Store
 
 /// The interactive shell, shaped like `lua.c`'s REPL: read a line, add
 /// lines while the chunk is incomplete, run it as an expression if it is
@@ -225,6 +226,11 @@ public final class REPL {
             }
         } else {
             console.error("\(error)")
+        }
+        // A write that gave up waiting: say who holds the lock.
+        if "\(error)".contains("database is locked") || (error as? LuaError)?.message.contains("database is locked") == true,
+           let path = session.store.path, let holders = LockHolders.sentence(for: path) {
+            console.error("the database's lock is \(holders) (.locks shows it again)")
         }
     }
 }
