@@ -232,8 +232,10 @@ import Testing
         terminal.expect("printing stopped by Ctrl-C", timeout: 30)
         terminal.expect("opsh> ")
         terminal.send(".rows 5\r")
+        terminal.expect("opsh> ")
         terminal.send("r\r")
         terminal.expect("(showing the first 5 of 300000 rows")
+        terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)
     }
