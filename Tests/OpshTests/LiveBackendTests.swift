@@ -135,4 +135,38 @@ import Testing
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)
     }
+
+    /// An interactive dry run does not hold the write lock while it waits
+    /// at the prompt after writing (issue 17, section 3): it works on a
+    /// private copy, each chunk sees the earlier ones' changes, and nothing
+    /// reaches the database.
+    @Test func anInteractiveDryRunDoesNotLockTheDatabaseAtThePrompt() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--dry-run"], environment: sandbox.environment)
+        terminal.expect("works on a private copy")
+        terminal.expect("opsh> ")
+        terminal.send("projects.insert{ bundleIdentifier = 'dry', name = 'Dry', gitRepositoryURL = '/d' }\r")
+        terminal.expect("opsh> ")
+        // The backend writes while the dry run sits at its prompt.
+        var worst = 0.0
+        for index in 0..<5 {
+            let started = Date()
+            let write = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 200", sandbox.database,
+                                                             "INSERT INTO telemetry (event, created_at) VALUES ('backend', \(index))"])
+            worst = max(worst, Date().timeIntervalSince(started))
+            #expect(write.status == 0, "the backend's write failed beside a dry-run shell: \(write.stderr)")
+        }
+        #expect(worst < 0.2, "the backend waited \(worst) s")
+        print("figure: backend writer's worst wait beside an interactive dry run that has written: \(Int(worst * 1000)) ms (sqlite3 start included)")
+        // The next chunk sees the first one's row.
+        terminal.send("print('seen ' .. projects.count())\r")
+        terminal.expect("seen 1")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        terminal.expect("projects: 1 inserted")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'backend'") == "5")
+    }
 }

@@ -8,7 +8,24 @@ struct ShellMode {
     let options: CommonOptions
 
     func run() -> Never {
-        let launch = Launch(options: options)
+        // --dry-run: the session works on a private copy (DryRunCopy).
+        var copy: DryRunCopy?
+        var copyNote: String?
+        var sessionOptions = options
+        if options.dryRun {
+            do {
+                let made = try DryRunCopy.make(of: options)
+                copy = made.copy
+                copyNote = made.reason
+                if let copy {
+                    sessionOptions.db = copy.path
+                    sessionOptions.create = false
+                }
+            } catch {
+                Launch(options: options).fail(.databaseUnavailable, "\(error)")
+            }
+        }
+        let launch = Launch(options: sessionOptions)
         let session = launch.openSession(interactive: true)
         Launch.setArguments(session.runtime, script: nil, arguments: [])
         var configuration = REPL.Configuration(
@@ -16,7 +33,7 @@ struct ShellMode {
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
         configuration.console = launch.console
         configuration.mode = options.json ? .json : .table
-        let path = session.store.path ?? ":memory:"
+        let path = copy?.source ?? session.store.path ?? ":memory:"
         let label = PromptLabel(
             database: (path as NSString).lastPathComponent,
             environment: ProcessInfo.processInfo.environment["OPSH_ENV"],
@@ -26,6 +43,10 @@ struct ShellMode {
         configuration.prompt = label.prompt
         if !options.quiet {
             var banner = "\(label.sentence) — \(path)\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
+            if copy != nil {
+                banner += "\nthe dry run works on a private copy taken now: the database is not locked meanwhile, and what the backend writes from now on is not seen here"
+            }
+            if let copyNote { banner += "\n" + copyNote }
             if let pending = Launch.pendingMigrationsNote(session.store) { banner += "\n" + pending }
             configuration.banner = banner
         }
@@ -42,7 +63,8 @@ struct ShellMode {
         } else {
             status = repl.run()
         }
-        Launch.checkpointAtExit(session)
+        if copy == nil { Launch.checkpointAtExit(session) }
+        copy?.remove()
         exit(status)
     }
 }

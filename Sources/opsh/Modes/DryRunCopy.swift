@@ -1,0 +1,51 @@
+import Foundation
+import Store
+
+/// An interactive `--dry-run` works on a private copy of the database,
+/// taken with SQLite's online backup when the shell starts: the operator may
+/// sit at the prompt after writing without holding the live database's
+/// write lock (a dry run on the live file would hold it from its first
+/// write until the shell ends, and every backend write would fail after its
+/// busy timeout meanwhile).
+///
+/// Limits (README): the copy does not see what the backend writes after
+/// it was taken, and a database larger than ``largest`` is not copied (the
+/// dry run then runs on the live file, locking it from its first write).
+struct DryRunCopy {
+    /// Above this (database and WAL), copying at start costs too much.
+    static let largest: Int64 = 512 << 20
+
+    let path: String
+    let source: String
+    let taken: Date
+
+    /// The copy, or nil when the database is too large (with the reason).
+    static func make(of options: CommonOptions) throws -> (copy: DryRunCopy?, reason: String?) {
+        var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
+        storeOptions.createIfMissing = false
+        let source = try Store.prepare(path: options.db, options: storeOptions)
+        guard let sourcePath = source.path else { return (nil, nil) }
+        let size = fileSize(sourcePath) + fileSize(sourcePath + "-wal")
+        if size > largest {
+            return (nil, "the database (\(size >> 20) MB) is too large for a private copy: this dry run locks it from its first write until you leave")
+        }
+        let folder = NSTemporaryDirectory() + "opsh-dry-run-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let copy = folder + "/" + (sourcePath as NSString).lastPathComponent
+        try source.backup(to: copy)
+        return (DryRunCopy(path: copy, source: sourcePath, taken: Date()), nil)
+    }
+
+    /// Removes the copy and its folder (both made by opsh).
+    func remove() {
+        let folder = (path as NSString).deletingLastPathComponent
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+        rmdir(folder)
+    }
+
+    private static func fileSize(_ path: String) -> Int64 {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int64(status.st_size) : 0
+    }
+}
