@@ -169,4 +169,20 @@ import Testing
         #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'backend'") == "5")
     }
+
+    /// A write that needs a migration the database lacks says so.
+    @Test func aWriteThatNeedsAMissingMigrationSaysSo() throws {
+        let sandbox = try Sandbox()
+        // A database with a table of its own: opsh does not make it its own.
+        try sandbox.sqlite("CREATE TABLE notes (body TEXT)")
+        let write = try sandbox.opsh(["-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' }"])
+        #expect(write.status == 1)
+        #expect(write.stderr.contains("no such table"), "\(write.stderr)")
+        #expect(write.stderr.contains("this needs migrations the database lacks (001_initialSchema, 002_indexes): run `opsh migrate` first"), "\(write.stderr)")
+        // Control: after opsh migrate the same write works.
+        #expect(try sandbox.opsh(["migrate"]).status == 0)
+        let again = try sandbox.opsh(["-e", "projects.insert{ bundleIdentifier = 'x', name = 'X', gitRepositoryURL = '/x' }"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM notes") == "0")
+    }
 }

@@ -227,6 +227,9 @@ public final class REPL {
         } else {
             console.error("\(error)")
         }
+        if let hint = session.store.missingMigrationHint(for: (error as? LuaError)?.message ?? "\(error)") {
+            console.error(hint)
+        }
         // A write that gave up waiting: say who holds the lock.
         if "\(error)".contains("database is locked") || (error as? LuaError)?.message.contains("database is locked") == true,
            let path = session.store.path, let holders = LockHolders.sentence(for: path) {

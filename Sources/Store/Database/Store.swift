@@ -41,6 +41,15 @@ public final class Store: Sendable {
     /// takes the write lock); `opsh migrate` or `migrate.up()` applies them.
     public var pendingMigrations: [String] { pendingBox.get() }
 
+    /// After a failed statement: when this database lacks migrations and
+    /// the error is about a table or column that is not there, the
+    /// migrations are why (opsh does not apply them on its own).
+    public func missingMigrationHint(for message: String) -> String? {
+        guard message.contains("no such table") || message.contains("no such column") || message.contains("has no column named"),
+              !pendingMigrations.isEmpty else { return nil }
+        return "this needs migrations the database lacks (\(pendingMigrations.joined(separator: ", "))): run `opsh migrate` first"
+    }
+
     /// Applies the pending built-in migrations (`opsh migrate`): takes the
     /// write lock like any writer. Returns what was applied.
     @discardableResult

@@ -111,6 +111,7 @@ struct BatchMode {
             // the database, not the script, is the problem.
             if status == .scriptError, session.store.replacedFileProblem != nil { status = .databaseUnavailable }
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
+            session.store.missingMigrationHint(for: (error as? LuaError)?.message ?? "\(error)").map(console.error)
             if status == .databaseUnavailable, "\(error)".contains("database is locked"),
                let path = session.store.path, let holders = LockHolders.sentence(for: path) {
                 console.error("the database's lock is \(holders)")
