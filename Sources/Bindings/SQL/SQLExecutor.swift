@@ -48,7 +48,9 @@ final class SQLExecutor {
         guard lua_type(call.state, 1) == LUA_TSTRING else { throw call.typeError(1, expected: "string") }
         statements.releaseShapes(in: call.state)
         if let current = session.current {
-            return try run(on: current, call: call, shape: shape)
+            let results = try run(on: current, call: call, shape: shape)
+            try session.afterWrite()  // --max-changes stops a runaway loop at once
+            return results
         }
         if let readConnection {
             let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
@@ -65,7 +67,7 @@ final class SQLExecutor {
     private func run(on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
         let connection = db.sqliteConnection!
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
-        if session.isDryRun && !entry.isReadonly {
+        if session.isCountingChanges && !entry.isReadonly {
             // Through GRDB, so the dry run's change counter sees the rows.
             let sql = entry.sql
             do {

@@ -61,9 +61,11 @@ public final class OpshSession {
         // Ctrl-C, a timeout or SIGTERM also stop the SQL statement a
         // binding is waiting on.
         let interruptTargets = UncheckedSendable((store, readConnection))
+        let interruptedDatabase = UncheckedSendable(database)
         runtime.onInterrupt { _ in
             interruptTargets.value.0.interrupt()
             interruptTargets.value.1?.interrupt()
+            interruptedDatabase.value.interrupt()
         }
         // sqlite3_interrupt does not reach a statement waiting for another
         // process's lock: that wait gives up while the chunk is interrupted.
@@ -91,6 +93,7 @@ public final class OpshSession {
                 _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length)
             }
         }
+        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length) }
     }
 
     /// Every module of the Lua API, each in its own file.
@@ -132,6 +135,7 @@ public final class OpshSession {
                 _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
             }
         }
+        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0) }
         try runtime.execute("""
             local function refused(name)
               return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end

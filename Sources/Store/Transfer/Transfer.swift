@@ -192,7 +192,7 @@ public enum Transfer {
 
     /// Reads and checks the whole document (the costly part) on `db`, a
     /// read: the write lock is not needed, so a large import holds it only
-    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 7).
+    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 8).
     public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
         PreparedImport(plan: try validate(db, text))
     }

@@ -12,6 +12,7 @@ struct CommonOptions {
     var memoryLimit: Int?
     var noInit = false
     var create = false
+    var maxChanges: Int?
 
     static let specs: [OptionSpec] = [
         OptionSpec(long: "db", valueName: "path",
@@ -27,6 +28,8 @@ struct CommonOptions {
                    defaultValue: "5"),
         OptionSpec(long: "sandbox", help: "Lua without io, os.execute, require, debug and load of bytecode."),
         OptionSpec(long: "memory-limit", valueName: "MiB", help: "Most memory the Lua state may hold, in MiB; a script that needs more fails with 'not enough memory' (exit status 1)."),
+        OptionSpec(long: "max-changes", valueName: "rows",
+                   help: "Run everything in one transaction and roll it back if it changed more than this many rows (exit status 1, the counts per table on stderr); in the shell, per chunk."),
         OptionSpec(long: "no-init", help: "Do not run $XDG_CONFIG_HOME/opsh/init.lua (the shell runs it at start)."),
     ]
 
@@ -46,6 +49,11 @@ struct CommonOptions {
                 throw UsageError("'\(value!)' is not a whole number of MiB for '--memory-limit'", command: command)
             }
             memoryLimit = mebibytes
+        case "max-changes":
+            guard let rows = Int(value!), rows >= 0 else {
+                throw UsageError("'\(value!)' is not a number of rows (0 or more) for '--max-changes'", command: command)
+            }
+            maxChanges = rows
         case "no-init": noInit = true
         case "create": create = true
         default: return false
