@@ -22,6 +22,12 @@ public final class REPL {
         /// A line shown at start (nil: none).
         public var banner: String?
         public var prompt = "opsh> "
+        /// --dry-run on a private copy: chunks commit into the copy.
+        public var dryRunCopy = false
+        /// --dry-run on a database too large to copy (ChunkTransactions).
+        public var dryRunReplay = false
+        /// --max-changes: most rows a chunk may change.
+        public var maxChanges: Int?
         public var continuationPrompt = "  ... "
 
         public init(historyPath: String?, initPath: String?) {
@@ -43,6 +49,8 @@ public final class REPL {
     var outputFiles: Set<String> = []
     let catalog: DatabaseCatalog
     var timer = false
+    /// Each chunk one transaction: confirmation and undo().
+    public let chunks: ChunkTransactions
 
     private let editor = LineEditor()
     private var history: History!
@@ -60,6 +68,11 @@ public final class REPL {
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
         catalog = DatabaseCatalog(runtime: session.runtime)
+        chunks = ChunkTransactions(session: session, console: configuration.console)
+        chunks.dryRunCopy = configuration.dryRunCopy
+        chunks.dryRunReplay = configuration.dryRunReplay
+        chunks.changeLimit = configuration.maxChanges
+        session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
         var ends: [Int32] = [0, 0]
         pipe(&ends)
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -164,6 +177,7 @@ public final class REPL {
             report(error)
         case let .run(code):
             history.add(pending)
+            let typed = pending
             pending = ""
             // Writes would go to a file nobody opens again: the session
             // refuses them (and says so); reads and backup() still work.
@@ -173,7 +187,7 @@ public final class REPL {
             }
             timed {
                 do {
-                    try runner.run(code, chunkName: "=stdin")
+                    try chunks.run(code: typed) { try runner.run(code, chunkName: "=stdin") }
                 } catch {
                     report(error)
                 }
@@ -219,7 +233,7 @@ public final class REPL {
             switch error.kind {
             case let .interrupted(reason):
                 let what = reason == .timeout ? "timed out" : "interrupted"
-                console.error("\(what); the chunk's open transaction, if any, was rolled back")
+                console.error("\(what); the chunk was rolled back: nothing it changed was kept")
             default:
                 console.error(error.message)
                 if let traceback = error.traceback { console.raw(traceback) }
