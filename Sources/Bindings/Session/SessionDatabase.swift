@@ -434,18 +434,8 @@ public final class SessionDatabase {
         return try scopeWriter().writeWithoutTransaction { db in
             db.add(transactionObserver: counter, extent: .observerLifetime)
             changeCounter = counter
-            scope = Scope(kind: kind, changeLimit: changeLimit)
-            recordsChanges = records
-            pending = db
-            defer {
-                db.remove(transactionObserver: counter)
-                changeCounter = nil
-                scope = nil
-                pending = nil
-                recording = nil
-                recordsChanges = false
-                endTransaction()
-            }
+            enterScope(Scope(kind: kind, changeLimit: changeLimit), records: records, on: db)
+            defer { leaveScope(db, counter) }
             var outcome = ScopeOutcome()
             let result: T
             do {
@@ -491,18 +481,8 @@ public final class SessionDatabase {
         guard current == nil, pending == nil else { return (try body(), carried, ChangeSummary(), nil) }
         let counter = ChangeCounter()
         return try scopeWriter().writeWithoutTransaction { db in
-            scope = Scope(kind: .chunk, changeLimit: nil)
-            recordsChanges = true
-            pending = db
-            defer {
-                db.remove(transactionObserver: counter)
-                changeCounter = nil
-                scope = nil
-                pending = nil
-                recording = nil
-                recordsChanges = false
-                endTransaction()
-            }
+            enterScope(Scope(kind: .chunk, changeLimit: nil), records: true, on: db)
+            defer { leaveScope(db, counter) }
             do {
                 if let carried, !carried.isEmpty {
                     try beginPendingWrite()  // records from here: the carried changes, then the chunk's
@@ -528,6 +508,24 @@ public final class SessionDatabase {
                 throw error
             }
         }
+    }
+
+    /// The scope's state while `db` (held by the caller) waits for the
+    /// first write.
+    private func enterScope(_ newScope: Scope, records: Bool, on db: Database) {
+        scope = newScope
+        recordsChanges = records
+        pending = db
+    }
+
+    private func leaveScope(_ db: Database, _ counter: ChangeCounter) {
+        db.remove(transactionObserver: counter)
+        changeCounter = nil
+        scope = nil
+        pending = nil
+        recording = nil
+        recordsChanges = false
+        endTransaction()
     }
 
     /// Asks before committing. When the changeset holds everything the
