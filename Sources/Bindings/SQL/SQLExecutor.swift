@@ -53,10 +53,16 @@ final class SQLExecutor {
             return results
         }
         if let readConnection {
-            let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
-            if entry.isReadonly {
-                readConnection.useSnapshot(writeCount: session.writeCount)
-                return try step(entry, connection: readConnection.handle, call: call, shape: shape)
+            do {
+                let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
+                if entry.isReadonly {
+                    readConnection.useSnapshot(writeCount: session.writeCount)
+                    return try step(entry, connection: readConnection.handle, call: call, shape: shape)
+                }
+            } catch let failure as SQLFailure where failure.message.hasPrefix("no such table") {
+                // A TEMP table lives on the connection that made it, the
+                // writer's: the statement runs there (below), or fails
+                // there with the same message.
             }
         }
         return try session.writeStatement { db in
