@@ -232,9 +232,10 @@ struct RecordTableFunctions<Record: StoreRecord> {
         return try pushRow(record, columns: columns, call: call)
     }
 
-    /// Changes `fields` of the row with `key`; the key itself cannot change.
-    func updateRecord(_ db: Database, key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
-                      call: LuaCall, argument: Int32) throws -> Record {
+    /// The columns an update writes: `fields` without the key (which
+    /// cannot change), and `updated_at` = now where the table has one.
+    func changedColumns(key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
+                        call: LuaCall, argument: Int32) throws -> [String: DatabaseValue] {
         var changes = fields
         let keyColumn = Record.primaryKeyColumns[0]
         if let newKey = changes[keyColumn] {
@@ -246,6 +247,13 @@ struct RecordTableFunctions<Record: StoreRecord> {
         for column in spec.columns where Self.dateColumnsSetOnUpdate.contains(column.name) && changes[column.name] == nil {
             changes[column.name] = Date().timeIntervalSince1970.databaseValue
         }
+        return changes
+    }
+
+    /// Changes `fields` of the row with `key`; the key itself cannot change.
+    func updateRecord(_ db: Database, key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
+                      call: LuaCall, argument: Int32) throws -> Record {
+        let changes = try changedColumns(key: key, fields: fields, spec: spec, call: call, argument: argument)
         try spec.checkReferences(db, changes)
         guard try records.get(db, key) != nil else {
             throw StoreError.notFound(table: table, key: TableSpec.show(key))
@@ -256,6 +264,22 @@ struct RecordTableFunctions<Record: StoreRecord> {
     func update(_ call: LuaCall) throws -> Int32 {
         let reader = context.reader(call)
         guard lua_type(call.state, 2) == LUA_TTABLE else { throw call.typeError(2, expected: "table") }
+        if readsThroughSQL {
+            // One cached UPDATE, then the row as `get` reads it.
+            let spec = try cachedSpec()
+            let key = try reader.key(argument: 1, spec: spec)
+            let fields = try reader.fields(argument: 2, spec: spec)
+            let changes = try changedColumns(key: key, fields: fields, spec: spec, call: call, argument: 2)
+            try context.write(table) { db in
+                try spec.checkReferences(db, changes)
+                guard try context.storeErrors(table, { try records.updateColumns(db, key, changes: changes, columns: spec.names) }) else {
+                    throw StoreError.notFound(table: table, key: TableSpec.show(key))
+                }
+            }
+            return try context.statements.run(
+                "SELECT * FROM \(quoted(table)) WHERE \(quoted(Record.primaryKeyColumns[0])) = ?", [key],
+                shape: .first, call: call)
+        }
         let (record, columns) = try context.write(table) { db -> (Record, [String]) in
             let spec = try spec(db)
             let key = try reader.key(argument: 1, spec: spec)
