@@ -62,8 +62,15 @@ enum KeyModule {
 
         let database = session.database
         let rowShapes = session.sql.rowShapes
+        let statements = session.repositoryStatements
         runtime.register("query") { call in
             let key = try queryKey(call, 1)
+            // A key that is one statement runs on the db module's machinery
+            // (cached, stepped in C, rows built once into Lua tables).
+            if let statement = try key.statement(), statement.shape != .ids {
+                return try statements.run(statement.sql, statement.arguments,
+                                          shape: statement.shape == .row ? .first : .rows, call: call)
+            }
             let value = try database.snapshotRead { db in try key.fetch(db) }
             StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
             return 1
