@@ -146,9 +146,7 @@ struct RecordTableFunctions<Record: StoreRecord> {
         if readsThroughSQL {
             let spec = try cachedSpec()
             let key = try context.reader(call).key(argument: 1, spec: spec)
-            return try context.statements.run(
-                "SELECT * FROM \(quoted(table)) WHERE \(quoted(Record.primaryKeyColumns[0])) = ?", [key],
-                shape: .first, call: call)
+            return try context.statements.row(of: table, keyColumn: Record.primaryKeyColumns[0], key: key, call: call)
         }
         let reader = context.reader(call)
         let (record, columns) = try context.read(table) { db -> (Record?, [String]) in
@@ -276,9 +274,7 @@ struct RecordTableFunctions<Record: StoreRecord> {
                     throw StoreError.notFound(table: table, key: TableSpec.show(key))
                 }
             }
-            return try context.statements.run(
-                "SELECT * FROM \(quoted(table)) WHERE \(quoted(Record.primaryKeyColumns[0])) = ?", [key],
-                shape: .first, call: call)
+            return try context.statements.row(of: table, keyColumn: Record.primaryKeyColumns[0], key: key, call: call)
         }
         let (record, columns) = try context.write(table) { db -> (Record, [String]) in
             let spec = try spec(db)

@@ -46,17 +46,34 @@ final class RepositoryStatements {
         return spec
     }
 
+    /// The read snapshot the last version was read in (its start and the
+    /// session's write count): within one snapshot the schema cannot change.
+    private var versionSnapshot: (started: Double, writes: Int, version: Int64)?
+
     /// The schema version seen where the session reads now; nil in memory.
     private func schemaVersion() throws -> Int64? {
         let connection: OpaquePointer
+        var snapshot: (started: Double, writes: Int)?
         if let current = executor.session.current {
             connection = current.sqliteConnection!
         } else if let reader = executor.readConnection {
             connection = try reader.ready()
             reader.useSnapshot(writeCount: executor.session.writeCount)
+            let started = reader.snapshot.pointee.started
+            if started != 0 {
+                let writes = executor.session.writeCount
+                if let known = versionSnapshot, known.started == started, known.writes == writes { return known.version }
+                snapshot = (started, writes)
+            }
         } else {
             return nil
         }
+        guard let version = try readVersion(on: connection) else { return nil }
+        versionSnapshot = snapshot.map { ($0.started, $0.writes, version) }
+        return version
+    }
+
+    private func readVersion(on connection: OpaquePointer) throws -> Int64? {
         var statement = versionStatements[connection]
         if statement == nil {
             guard sqlite3_prepare_v2(connection, "PRAGMA schema_version", -1, &statement, nil) == SQLITE_OK else {
@@ -73,6 +90,21 @@ final class RepositoryStatements {
     /// Runs `sql` with `arguments` and pushes what `db.first` (`.first`),
     /// `db.query` (`.rows`) or `db.value` (`.value`) would. The call's own
     /// arguments must have been read: the stack is replaced.
+    /// `SELECT * FROM table WHERE key = ?`, made once per table.
+    private var rowByKey: [String: String] = [:]
+
+    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
+    func row(of table: String, keyColumn: String, key: DatabaseValue, call: LuaCall) throws -> Int32 {
+        let sql: String
+        if let known = rowByKey[table] {
+            sql = known
+        } else {
+            sql = "SELECT * FROM \(quoted(table)) WHERE \(quoted(keyColumn)) = ?"
+            rowByKey[table] = sql
+        }
+        return try run(sql, [key], shape: .first, call: call)
+    }
+
     func run(_ sql: String, _ arguments: [DatabaseValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
         let state = call.state
         lua_settop(state, 0)
