@@ -51,7 +51,7 @@ public final class OpshSession {
         database = SessionDatabase(store: store)
         database.protectsBuildCommands = options.sandbox
         let readConnection = try store.path.map {
-            try ReadConnection(path: $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
+            try ReadConnection(path: store.readingName ?? $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
         }
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")

@@ -173,6 +173,14 @@ public final class Store: Sendable {
         }
     }
 
+    /// The name SQLite opens the file by for reading: the path, or on a
+    /// read-only file system an `immutable=1` URI (open it with
+    /// SQLITE_OPEN_URI); nil in memory.
+    public var readingName: String? {
+        guard let path else { return nil }
+        return ReadOnlyFileSystem.holds(path) ? ReadOnlyFileSystem.readingName(for: path) : path
+    }
+
     /// Whether the store has connected (see ``prepare(path:options:)``).
     public var isConnected: Bool { connection.isConnected }
 
