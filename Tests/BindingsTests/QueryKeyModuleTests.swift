@@ -144,7 +144,7 @@ import Store
         ("return key.build('b').logs{ debug = 1 }", "test:1: bad argument #1 to 'logs' ('debug' must be a boolean, got number)"),
         ("return key.schemes('a').builds.ids(nil)", "test:1: bad argument #1 to 'ids' (string expected, got nil)"),
         ("return key.projet('x')",
-         "test:1: no 'projet' in key (key has: project, projects, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)"),
+         "test:1: no 'projet' in key (key has: projects, project, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)"),
     ]
 
     @Test(arguments: badInput)
