@@ -152,6 +152,15 @@ import Store
         #expect(test.failure(code) == message)
     }
 
+    /// A parsed key stands where the builder would have reached it.
+    @Test func aParsedKeyContinuesLikeABuiltOne() throws {
+        #expect(try test.run("""
+            return tostring(key.parse('build.b1').logs.ids.debug), tostring(key.parse('project."a.b"').latestBuilds(2)),
+                   tostring(key.parse('build.b1.logs.ids').category('unit tests')), tostring(key.parse('config')('eu'))
+            """) == ["build.b1.logs.ids.debug", #"project."a.b".latestBuilds.limit2"#, #"build.b1.logs.ids.category"unit tests""#, "config.eu"])
+        #expect(test.failure("return key.parse('scheme.s').builds") == "test:1: no 'builds' after key scheme.s (it is a complete key)")
+    }
+
     @Test func incompleteKeysPrintWhatTheyLack() throws {
         #expect(try test.run("return tostring(key.project('x').latestBuilds)") == ["<incomplete key project.x.latestBuilds: add (n), e.g. latestBuilds(5)>"])
     }
