@@ -58,3 +58,5 @@ if wanted("jobs") { section("Build jobs", try JobBenchmarks.logIngestion(directo
 if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: directory, executable: executable))) }
 
 if wanted("startup") { print("\n" + (try StartupBenchmarks.run(directory: directory, executable: executable))) }
+
+if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: directory))) }

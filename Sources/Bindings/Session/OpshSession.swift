@@ -36,6 +36,8 @@ public final class OpshSession {
     public let events = EventQueue()
     public let options: Options
     let sql: SQLExecutor
+    /// The repositories' statements on the `db` module's machinery.
+    lazy var repositoryStatements = RepositoryStatements(executor: sql)
     private let readConnection: ReadConnection?
     /// Subscriptions (watches, followed jobs): what to do with their
     /// events on the Lua thread.
