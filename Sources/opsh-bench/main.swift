@@ -37,9 +37,10 @@ let only: String? = arguments.first == "--only" && arguments.count > 1 ? argumen
 func wanted(_ name: String) -> Bool { only == nil || only == name }
 
 if wanted("store") {
+    let peer = StoreBenchmarks.compilePeer(repository: repository, directory: directory)
     section("Storage core", [
-        try StoreBenchmarks.pointQueryByKey(directory: directory),
-        try StoreBenchmarks.batchedTelemetryInsert(directory: directory),
+        try StoreBenchmarks.pointQueryByKey(directory: directory, peer: peer),
+        try StoreBenchmarks.batchedTelemetryInsert(directory: directory, peer: peer),
         try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.1, writes: 50),
         try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.01, writes: 200),
     ])
