@@ -77,7 +77,8 @@ enum BackendBenchmarks {
             \(formatDuration(demo.seconds)) in all). The size of `FILE-wal` was read as soon as opsh exited, before any \
             other process opened the database, and every 2 ms by a thread of opsh-bench while the script ran \
             (\(formatCount(demo.samples)) samples): \(formatBytes(demo.walAfter)) after, \(formatBytes(demo.walLargest)) \
-            at most (the database file: \(formatBytes(demo.databaseSize))).
+            at most (the database file: \(formatBytes(demo.databaseSize))). A checkpoint does not shrink the `-wal`: \
+            SQLite writes it again from its start, so its size is the most it held at once.
             - **A dry-run shell at its prompt**: `opsh --db FILE --dry-run` on a real pseudo-terminal, on that database; \
             the session ran `\(dryRun.chunk)` and was back at its prompt; then the backend wrote for \
             \(formatSeconds(promptSeconds)): \(dryRun.commits) commits, \(dryRun.failures) failed, the longest \
