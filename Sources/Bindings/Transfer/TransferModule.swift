@@ -88,7 +88,9 @@ enum TransferModule {
                 // after, in one short transaction.
                 let prepared = try database.snapshotRead { db in try Transfer.prepareImport(db, text) }
                 summary = try database.write { db in
-                    try Transfer.apply(db, prepared, options: .init(replace: replace))
+                    // Counted (a dry run, a chunk): GRDB's observer sees every row.
+                    try Transfer.apply(db, prepared, options: .init(replace: replace),
+                                       rowByRowObservers: database.isCountingChanges)
                 }
             } catch let TransferError.document(message) {
                 throw call.argumentError(1, message)
