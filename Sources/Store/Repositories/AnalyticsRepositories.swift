@@ -99,14 +99,7 @@ public struct ModelRepository: Sendable {
     /// (its sessions, and their generations, go with it). Returns whether
     /// there was one.
     public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
-        let sessions = try Int.fetchOne(db, sql: "SELECT count(*) FROM generation_sessions WHERE model_id = ?", arguments: [id]) ?? 0
-        if sessions > 0 {
-            guard cascade else {
-                throw StoreError.refused(reason: "model \(id) has \(sessions) session(s); delete them first or pass cascade = true")
-            }
-            try db.execute(sql: "DELETE FROM generation_sessions WHERE model_id = ?", arguments: [id])
-        }
-        return try records.delete(db, id)
+        try records.delete(db, id, children: ("generation_sessions", "model_id", "session"), owner: "model", cascade: cascade)
     }
 
     /// Adds one generation's figures to a model's usage of that UTC day.

@@ -36,14 +36,7 @@ public struct SchemeRepository: Sendable {
     /// Deletes a scheme; one with builds only with `cascade` (its builds,
     /// and their logs, go with it). Returns whether there was one.
     public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
-        let builds = try Int.fetchOne(db, sql: "SELECT count(*) FROM builds WHERE schemeId = ?", arguments: [id]) ?? 0
-        if builds > 0 {
-            guard cascade else {
-                throw StoreError.refused(reason: "scheme \(id) has \(builds) build(s); delete them first or pass cascade = true")
-            }
-            try db.execute(sql: "DELETE FROM builds WHERE schemeId = ?", arguments: [id])
-        }
-        return try records.delete(db, id)
+        try records.delete(db, id, children: ("builds", "schemeId", "build"), owner: "scheme", cascade: cascade)
     }
 
     /// A project's schemes in their order.

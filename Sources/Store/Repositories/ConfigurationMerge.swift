@@ -107,23 +107,15 @@ extension ConfigurationRepository {
             configuration.routingPolicies = try (existing?.policies ?? []).map(Self.policy)
         }
 
-        var analyticsRecord = existing?.analytics ?? AnalyticsConfigRecord(configurationId: id)
-        if let fields = changes.analytics {
-            var merged = try analyticsRecord.databaseDictionary
-            for (name, value) in fields { merged[name] = value }
-            analyticsRecord = try analytics.makeRecord(db, fields: merged)
-        }
+        let analyticsRecord = try Self.merged(existing?.analytics ?? AnalyticsConfigRecord(configurationId: id),
+                                              changes.analytics, analytics, db)
         configuration.analytics.enabled = analyticsRecord.enabled
         configuration.analytics.samplingRate = analyticsRecord.samplingRate
         configuration.analytics.batchSize = analyticsRecord.batchSize
         configuration.analytics.flushIntervalSeconds = analyticsRecord.flushIntervalSeconds
 
-        var storageRecord = existing?.storage ?? StorageConfigRecord(configurationId: id)
-        if let fields = changes.storage {
-            var merged = try storageRecord.databaseDictionary
-            for (name, value) in fields { merged[name] = value }
-            storageRecord = try storage.makeRecord(db, fields: merged)
-        }
+        let storageRecord = try Self.merged(existing?.storage ?? StorageConfigRecord(configurationId: id),
+                                            changes.storage, storage, db)
         configuration.storage.maxCacheSizeBytes = storageRecord.maxCacheSizeBytes
         configuration.storage.telemetryRetentionDays = storageRecord.telemetryRetentionDays
         configuration.storage.autoCleanup = storageRecord.autoCleanup
@@ -131,6 +123,15 @@ extension ConfigurationRepository {
         try save(db, configuration)
         guard let saved = try stored(db, id: id) else { throw StoreError.notFound(table: "configuration", key: id) }
         return saved
+    }
+
+    /// `record` with `fields` changed, checked as a new record is.
+    static func merged<Record: StoreRecord>(_ record: Record, _ fields: [String: DatabaseValue]?,
+                                            _ repository: RecordRepository<Record>, _ db: Database) throws -> Record {
+        guard let fields else { return record }
+        var row = try record.databaseDictionary
+        for (name, value) in fields { row[name] = value }
+        return try repository.makeRecord(db, fields: row)
     }
 
     /// A stored policy as the entity has it; its `conditions` must be a

@@ -172,6 +172,24 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
         return db.changesCount > 0
     }
 
+    /// Deletes the row with `key` and, with `cascade`, the rows of
+    /// `children` that point at it (their own children go by the schema's
+    /// ON DELETE CASCADE); without it a row that has children is refused,
+    /// naming how many. Returns whether there was such a row.
+    public func delete(_ db: Database, _ key: String, children: (table: String, column: String, noun: String),
+                       owner: String, cascade: Bool) throws -> Bool {
+        let table = quoteIdentifier(children.table)
+        let column = quoteIdentifier(children.column)
+        let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE \(column) = ?", arguments: [key]) ?? 0
+        if count > 0 {
+            guard cascade else {
+                throw StoreError.refused(reason: "\(owner) \(key) has \(count) \(children.noun)(s); delete them first or pass cascade = true")
+            }
+            try db.execute(sql: "DELETE FROM \(table) WHERE \(column) = ?", arguments: [key])
+        }
+        return try delete(db, key)
+    }
+
     /// Builds a record from column values (a Lua row, an imported JSON
     /// object), refusing columns the table does not have.
     public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
