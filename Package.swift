@@ -33,10 +33,15 @@ let package = Package(
             name: "CLuaShim",
             dependencies: ["CLua"],
             linkerSettings: [.linkedLibrary("lua5.4")]),
+        // SQLite-specific pieces Store owns, in C: the read connection's
+        // shared snapshot and its watchdog, changesets (session extension).
+        .target(
+            name: "CSQLiteStore",
+            linkerSettings: [.linkedLibrary("sqlite3")]),
         // The hot path of the `db` module (bind, step, rows to tables).
         .target(
             name: "CSQLBridge",
-            dependencies: ["CLuaShim"],
+            dependencies: ["CLuaShim", "CSQLiteStore"],
             linkerSettings: [.linkedLibrary("sqlite3")]),
         .systemLibrary(
             name: "CReadline",
@@ -50,7 +55,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
-                "TextCodec",
+                "TextCodec", "CSQLiteStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The raw C API, for the few hot loops (batched inserts).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

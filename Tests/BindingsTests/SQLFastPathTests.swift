@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LuaRuntime
 @testable import Bindings
+import Store
 
 /// The `db` module's C fast path (`CSQLBridge`) takes over a statement
 /// from its second run with the same SQL string: every test here runs a

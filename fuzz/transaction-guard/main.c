@@ -1,4 +1,4 @@
-// libFuzzer target: the transaction guard (Sources/CSQLBridge/opsh_sql_guard.c).
+// libFuzzer target: the transaction guard (Sources/CSQLiteStore/opsh_sql_guard.c).
 // Each input is SQL. Its statements are compiled one by one on a
 // connection whose authorizer records SQLITE_TRANSACTION and
 // SQLITE_SAVEPOINT (an oracle independent of the guard's bytecode check);

@@ -2,6 +2,7 @@ import CLuaShim
 import CSQLBridge
 import GRDBSQLite
 import LuaRuntime
+import Store
 
 /// The `db` module: SQL from Lua.
 ///

@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import LuaRuntime
+import Store
 
 /// Runs SQL for Lua: picks the connection (the read connection, the
 /// writer, or the open transaction's), binds the call's arguments, steps,

@@ -3,6 +3,7 @@ import CSQLBridge
 import Foundation
 import GRDBSQLite
 import LuaRuntime
+import Store
 
 /// Prepared statements per connection, found by the Lua string holding
 /// the SQL.

@@ -9,6 +9,7 @@
 // fast path declines (first use of a statement, writes outside a
 // transaction, dry runs, tables as parameters, db.NULL and db.blob).
 #pragma once
+#include "opsh_reader.h"
 #include <stddef.h>
 #include <stdint.h>
 #include "opsh_lua.h"
@@ -36,28 +37,7 @@ typedef struct opsh_sql_entry {
     int shape_columns;
 } opsh_sql_entry;
 
-/// The read connection outside transactions, and its shared snapshot: a
-/// burst of reads shares one read transaction for up to `window` seconds,
-/// ended early by this session's writes and when Lua goes idle, and ended
-/// by time: a watchdog thread commits a snapshot older than the window, so
-/// opsh never pins the WAL while it does something else (the connection is
-/// opened FULLMUTEX for that; a `db.rows` loop still reading keeps its
-/// snapshot, since SQLite refuses to commit under an active statement).
-typedef struct opsh_sql_reader {
-    sqlite3 *handle;
-    double window;
-    /// Monotonic seconds when the snapshot began; 0 when there is none.
-    double started;
-    long write_count;
-    /// Opaque: the lock over `started` and the watchdog thread's state.
-    void *watchdog;
-} opsh_sql_reader;
 
-/// A reader on `handle` (opened SQLITE_OPEN_FULLMUTEX) with its watchdog
-/// thread running; free it with opsh_sql_reader_free before closing the
-/// handle.
-opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window);
-void opsh_sql_reader_free(opsh_sql_reader *reader);
 
 /// Pushes the text of an SQL failure (message and statement) the way
 /// Swift's SQLFailure says it, so both paths fail alike.
@@ -95,13 +75,7 @@ int opsh_sql_entry_matches(const opsh_sql_entry *entry, sqlite3 *connection, con
 void opsh_sql_remember(opsh_sql_route *route, opsh_sql_entry *entry);
 void opsh_sql_forget(opsh_sql_route *route, opsh_sql_entry *entry);
 
-// MARK: The read snapshot
 
-/// Keeps the current snapshot while it is fresh, else starts a new one.
-void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count);
-/// Ends the shared read transaction; 0 while a db.rows loop still reads
-/// from it (it ends at the next chance).
-int opsh_sql_reader_end_snapshot(opsh_sql_reader *reader);
 
 // MARK: Values
 

@@ -1,6 +1,7 @@
 import Bindings
 import Foundation
 import LuaRuntime
+import Store
 
 /// Each chunk typed at the prompt is one transaction (README, "A chunk is
 /// a transaction"): it begins at the chunk's first write, lands whole when

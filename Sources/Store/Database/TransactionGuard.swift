@@ -1,4 +1,4 @@
-import CSQLBridge
+import CSQLiteStore
 import GRDBSQLite
 import Synchronization
 
@@ -11,14 +11,14 @@ import Synchronization
 /// prepares from a script's SQL (`db.*`, `db.rows`, scripts of several
 /// statements, `watch`, Lua migrations through `db`) is checked once,
 /// after it is prepared and before it first runs, by
-/// `opsh_sql_is_transaction_control` (`CSQLBridge/opsh_sql_guard.c`),
+/// `opsh_sql_is_transaction_control` (`CSQLiteStore/opsh_sql_guard.c`),
 /// which reads the statement's compiled bytecode.
-enum TransactionGuard {
-    static let refusal = "transaction control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE) is not run through db: use db.transaction(function() … end), which commits, rolls back and nests as savepoints"
+public enum TransactionGuard {
+    public static let refusal = "transaction control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE) is not run through db: use db.transaction(function() … end), which commits, rolls back and nests as savepoints"
 
     /// Throws when `statement`, prepared on `connection`, is transaction
     /// control, or when SQLite cannot say whether it is.
-    static func check(_ statement: OpaquePointer, on connection: OpaquePointer) throws {
+    public static func check(_ statement: OpaquePointer, on connection: OpaquePointer) throws {
         if isProtected(connection), opsh_sql_drops_trigger(connection, statement) != 0 {
             throw SQLFailure(message: "sandbox: dropping a trigger is refused (the sandbox keeps the buildCommand of schemes with triggers)",
                              sql: sql(of: statement))
@@ -38,7 +38,7 @@ enum TransactionGuard {
     /// drop a trigger are refused on them.
     private static let protected = Mutex<Set<Int>>([])
 
-    static func protect(_ connection: OpaquePointer) {
+    public static func protect(_ connection: OpaquePointer) {
         let address = Int(bitPattern: UnsafeRawPointer(connection))
         _ = protected.withLock { $0.insert(address) }
     }

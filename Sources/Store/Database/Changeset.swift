@@ -1,4 +1,4 @@
-import CSQLBridge
+import CSQLiteStore
 import Foundation
 import GRDBSQLite
 
@@ -71,10 +71,10 @@ public final class Changeset: @unchecked Sendable {
 }
 
 /// Records a transaction's changes on one connection until stopped.
-final class ChangeRecording {
+public final class ChangeRecording {
     private var handle: UnsafeMutableRawPointer?
 
-    init(connection: OpaquePointer) throws {
+    public init(connection: OpaquePointer) throws {
         guard let handle = opsh_changeset_record(connection) else {
             throw ChangesetError(code: 7, action: "record the transaction's changes")
         }
@@ -84,7 +84,7 @@ final class ChangeRecording {
     deinit { stop() }
 
     /// What was recorded so far.
-    func changeset() throws -> Changeset {
+    public func changeset() throws -> Changeset {
         guard let handle else { return Changeset(bytes: nil, size: 0) }
         var size: Int32 = 0
         var bytes: UnsafeMutableRawPointer?
@@ -93,7 +93,7 @@ final class ChangeRecording {
         return Changeset(bytes: bytes, size: size)
     }
 
-    func stop() {
+    public func stop() {
         opsh_changeset_stop(handle)
         handle = nil
     }

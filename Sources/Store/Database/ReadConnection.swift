@@ -1,18 +1,17 @@
-import CSQLBridge
+import CSQLiteStore
 import Foundation
 import GRDBSQLite
-import LuaRuntime
-import Store
 
-/// The Lua thread's own read-only connection to the database file.
+/// The session's own read-only connection to the database file (the Lua
+/// thread's reads outside a transaction).
 ///
 /// Reads outside a transaction run here, on SQLite's C API with a cache of
 /// prepared statements: no dispatch to a pool and no BEGIN/COMMIT around a
 /// single statement. In WAL mode it sees every committed write, opsh's and
 /// other processes'. `db.rows` streams from it, holding one snapshot for
 /// the whole loop.
-final class ReadConnection {
-    let handle: OpaquePointer
+public final class ReadConnection {
+    public let handle: OpaquePointer
 
     /// Reads share one read transaction for at most this long. Beginning a
     /// read transaction in WAL mode costs file-lock system calls, which
@@ -21,9 +20,9 @@ final class ReadConnection {
     /// see its own writes) and whenever Lua goes idle, and by time (a
     /// watchdog thread in `CSQLBridge`): opsh never pins the WAL while it
     /// does something else.
-    static let snapshotWindow = 0.05
+    public static let snapshotWindow = 0.05
     /// The snapshot's state, in C: the `db` module's fast path uses it too.
-    let snapshot: UnsafeMutablePointer<opsh_sql_reader>
+    public let snapshot: UnsafeMutablePointer<opsh_sql_reader>
 
     /// Run once before the first statement (the store connects: the
     /// migration check must come before any read).
@@ -34,7 +33,7 @@ final class ReadConnection {
     private let lockWait: LockWait
 
     /// Opens the file; nothing is read from it before ``ready()``.
-    init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
+    public init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
         // FULLMUTEX: the snapshot's watchdog thread may commit an expired
         // read transaction while the Lua thread uses the connection.
@@ -59,7 +58,7 @@ final class ReadConnection {
     /// The handle, once set up for reading: call it before preparing a
     /// statement on it (statements prepared afterwards are ready already).
     @inline(__always)
-    func ready() throws -> OpaquePointer {
+    public func ready() throws -> OpaquePointer {
         if let beforeFirstUse { try setUp(beforeFirstUse) }
         return handle
     }
@@ -82,11 +81,11 @@ final class ReadConnection {
 
     /// A new statement the caller finalizes (for cursors that outlive a
     /// call and may nest).
-    func prepare(_ sql: String) throws -> OpaquePointer {
+    public func prepare(_ sql: String) throws -> OpaquePointer {
         try Self.prepare(sql, on: handle)
     }
 
-    static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
+    public static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -112,31 +111,36 @@ final class ReadConnection {
         return statement
     }
 
-    func interrupt() { sqlite3_interrupt(handle) }
+    public func interrupt() { sqlite3_interrupt(handle) }
 
     /// Called before each read outside a transaction: keeps the current
     /// snapshot while it is fresh, else starts a new one.
-    func useSnapshot(writeCount: Int) {
+    public func useSnapshot(writeCount: Int) {
         opsh_sql_reader_use_snapshot(snapshot, writeCount)
     }
 
     /// Ends the shared read transaction; false while a `db.rows` loop
     /// still reads from it (it ends at the next chance).
     @discardableResult
-    func endSnapshot() -> Bool {
+    public func endSnapshot() -> Bool {
         opsh_sql_reader_end_snapshot(snapshot) != 0
     }
 }
 
 /// An SQL error: SQLite's message and the statement it is about.
-struct SQLFailure: Error, CustomStringConvertible {
-    var message: String
-    var sql: String?
+public struct SQLFailure: Error, CustomStringConvertible {
+    public var message: String
+    public var sql: String?
 
-    static let severalStatements = "more than one statement (run scripts of several statements with db.exec and no parameters)"
-    var isSeveralStatements: Bool { message == Self.severalStatements }
+    public init(message: String, sql: String?) {
+        self.message = message
+        self.sql = sql
+    }
 
-    var description: String {
+    public static let severalStatements = "more than one statement (run scripts of several statements with db.exec and no parameters)"
+    public var isSeveralStatements: Bool { message == Self.severalStatements }
+
+    public var description: String {
         guard let sql else { return "SQL error: \(message)" }
         let shown = sql.count > 200 ? String(sql.prefix(200)) + "…" : sql
         return "SQL error: \(message) (in: \(shown.trimmingCharacters(in: .whitespacesAndNewlines)))"

@@ -1,0 +1,114 @@
+#include <sqlite3.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "opsh_reader.h"
+
+// MARK: The read snapshot
+
+static double monotonic_now(void) {
+    struct timespec spec;
+    clock_gettime(CLOCK_MONOTONIC, &spec);
+    return (double)spec.tv_sec + (double)spec.tv_nsec / 1e9;
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int stop;
+} reader_watchdog;
+
+static int end_snapshot_locked(opsh_sql_reader *reader) {
+    if (reader->started == 0) return 1;
+    if (sqlite3_exec(reader->handle, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return 0;
+    reader->started = 0;
+    return 1;
+}
+
+// Every window, commits a snapshot older than the window.
+static void *watch_snapshot(void *argument) {
+    opsh_sql_reader *reader = argument;
+    reader_watchdog *dog = reader->watchdog;
+    pthread_mutex_lock(&dog->lock);
+    while (!dog->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long nanoseconds = (long)(reader->window * 1e9);
+        until.tv_sec += nanoseconds / 1000000000L;
+        until.tv_nsec += nanoseconds % 1000000000L;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec += 1; until.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&dog->wake, &dog->lock, &until);
+        if (!dog->stop && reader->started != 0 && monotonic_now() - reader->started >= reader->window)
+            end_snapshot_locked(reader);
+    }
+    pthread_mutex_unlock(&dog->lock);
+    return NULL;
+}
+
+opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window) {
+    opsh_sql_reader *reader = calloc(1, sizeof *reader);
+    reader_watchdog *dog = calloc(1, sizeof *dog);
+    if (!reader || !dog) { free(reader); free(dog); return NULL; }
+    reader->handle = handle;
+    reader->window = window;
+    reader->watchdog = dog;
+    pthread_mutex_init(&dog->lock, NULL);
+    pthread_cond_init(&dog->wake, NULL);
+    if (pthread_create(&dog->thread, NULL, watch_snapshot, reader) != 0) {
+        pthread_mutex_destroy(&dog->lock);
+        pthread_cond_destroy(&dog->wake);
+        free(dog);
+        reader->watchdog = NULL;
+    }
+    return reader;
+}
+
+void opsh_sql_reader_free(opsh_sql_reader *reader) {
+    if (!reader) return;
+    reader_watchdog *dog = reader->watchdog;
+    if (dog) {
+        pthread_mutex_lock(&dog->lock);
+        dog->stop = 1;
+        pthread_cond_signal(&dog->wake);
+        pthread_mutex_unlock(&dog->lock);
+        pthread_join(dog->thread, NULL);
+        pthread_mutex_destroy(&dog->lock);
+        pthread_cond_destroy(&dog->wake);
+        free(dog);
+    }
+    free(reader);
+}
+
+static void lock_reader(opsh_sql_reader *reader) {
+    if (reader->watchdog) pthread_mutex_lock(&((reader_watchdog *)reader->watchdog)->lock);
+}
+
+static void unlock_reader(opsh_sql_reader *reader) {
+    if (reader->watchdog) pthread_mutex_unlock(&((reader_watchdog *)reader->watchdog)->lock);
+}
+
+void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
+    double now = monotonic_now();
+    lock_reader(reader);
+    if (reader->started != 0) {
+        if ((now - reader->started < reader->window && write_count == reader->write_count)
+            || !end_snapshot_locked(reader)) {
+            unlock_reader(reader);
+            return;
+        }
+    }
+    if (sqlite3_get_autocommit(reader->handle) && sqlite3_exec(reader->handle, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+        reader->started = now;
+        reader->write_count = write_count;
+    }
+    unlock_reader(reader);
+}
+
+int opsh_sql_reader_end_snapshot(opsh_sql_reader *reader) {
+    lock_reader(reader);
+    int ended = end_snapshot_locked(reader);
+    unlock_reader(reader);
+    return ended;
+}
