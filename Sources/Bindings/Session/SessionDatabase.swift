@@ -40,6 +40,7 @@ public final class SessionDatabase {
     init(store: Store) {
         self.store = store
         route = opsh_sql_route_new()
+        countRawChanges()
     }
 
     deinit { opsh_sql_route_free(route) }
@@ -52,6 +53,7 @@ public final class SessionDatabase {
 
     /// Leaves the transaction: the connection is GRDB's again.
     private func endTransaction() {
+        LockOwner.endedWriting()
         writeCount &+= 1
         current = nil
         changedOutsideGRDB = false
@@ -163,9 +165,15 @@ public final class SessionDatabase {
             depth += 1
             defer { depth -= 1 }
             var result: T?
-            try current.inSavepoint {
-                result = try body()
-                return .commit
+            let mark = rawChangesMark()
+            do {
+                try current.inSavepoint {
+                    result = try body()
+                    return .commit
+                }
+            } catch {
+                rewindRawChanges(to: mark)
+                throw error
             }
             return result!
         }
@@ -174,6 +182,7 @@ public final class SessionDatabase {
             defer { endTransaction() }
             var result: T?
             try db.inTransaction(.immediate) {
+                LockOwner.beganWriting(database: store.path)
                 result = try body()
                 try Self.requireOpenTransaction(db, of: "db.transaction")
                 try flushNotifications(db)
@@ -261,6 +270,7 @@ public final class SessionDatabase {
         try refuseWritesToAFileThatIsGone()
         guard current == nil, let db = dryRunConnection else { return }
         try db.beginTransaction(.immediate)
+        LockOwner.beganWriting(database: store.path)
         current = db
     }
 

@@ -1,6 +1,7 @@
 import Bindings
 import CLuaShim
 import Foundation
+import Store
 
 /// How the shell shows values (`.mode`, `--json`).
 public enum OutputMode: String, CaseIterable, Sendable {

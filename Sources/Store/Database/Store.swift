@@ -36,6 +36,11 @@ public final class Store: Sendable {
     private let connection: LazyConnection
     private let pendingBox: PendingMigrations
 
+    /// Rows committed per table on the writer since the store connected
+    /// (the audit trail's counts): a transaction observer installed
+    /// before anything else uses the writer.
+    public let committedChanges = ChangeTally()
+
     /// Built-in migrations this existing database has not applied, found
     /// when the store connected: they are not applied implicitly (that
     /// takes the write lock); `opsh migrate` or `migrate.up()` applies them.
@@ -71,6 +76,12 @@ public final class Store: Sendable {
             ExternalChangeMonitor(path: $0, interval: options.externalChangePollInterval)
         }
         self.client = .grdb({ try connection.writer() }, externalChanges: externalChanges, path: path)
+        if !options.readOnly {
+            let tally = committedChanges
+            connection.whenConnected { writer in
+                writer.add(transactionObserver: tally, extent: .observerLifetime)
+            }
+        }
     }
 
     /// Opens (and on first use creates and migrates) the database.
