@@ -167,3 +167,17 @@ public enum AuditTrail {
         return (try? String.fetchAll(db, sql: "SELECT api_key FROM configuration WHERE api_key IS NOT NULL AND api_key <> ''")) ?? []
     }
 }
+
+/// A run refused because the database asks for a reason
+/// (`audit.requireReason(true)`) and none was given.
+public struct ReasonRequired: Error, CustomStringConvertible {
+    public static let message = "this database requires a reason for every run (opsh_settings requireReason = 1): give --reason TEXT (or set OPSH_REASON)"
+    public init() {}
+    public var description: String { Self.message }
+
+    /// A check for ``StoreOptions/afterConnecting``: refuses the
+    /// connection when the database requires a reason.
+    public static func check(_ writer: any DatabaseWriter) throws {
+        if try writer.read({ try AuditTrail.requiresReason($0) }) { throw ReasonRequired() }
+    }
+}

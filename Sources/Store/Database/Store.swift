@@ -145,12 +145,14 @@ public final class Store: Sendable {
             }
             if !migratesNow {
                 let writer = try openWithoutWaiting(openName, path: resolved, options: options, lockWait: lockWait)
+                try options.afterConnecting?(writer)
                 return LazyConnection.Opened(writer: writer, file: FileIdentity(path: resolved))
             }
             let pool = try openPool(openName, path: resolved, options: options, lockWait: lockWait)
             if !options.readOnly {
                 try migrate(pool)
             }
+            try options.afterConnecting?(pool)
             return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
         }
         let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection, pending: pending)
