@@ -65,7 +65,9 @@ static void changed(void *context, int operation, const char *database, const ch
 }
 
 void opsh_sql_tally_arm(opsh_sql_tally *tally, sqlite3 *connection) {
-    if (tally) sqlite3_update_hook(connection, changed, tally);
+    if (!tally) return;
+    tally->connection = connection;
+    sqlite3_update_hook(connection, changed, tally);
 }
 
 void opsh_sql_tally_disarm(opsh_sql_tally *tally, sqlite3 *connection) {

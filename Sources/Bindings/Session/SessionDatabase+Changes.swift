@@ -14,7 +14,8 @@ final class RawChangeTally: RawChangeSource, @unchecked Sendable {
 
     func peek() -> TableChanges { Self.peek(tally) }
 
-    func drain() -> TableChanges {
+    func drain(connection: OpaquePointer?) -> TableChanges {
+        guard tally.pointee.count > 0, tally.pointee.connection == connection else { return [:] }
         let changes = peek()
         opsh_sql_tally_clear(tally)
         return changes

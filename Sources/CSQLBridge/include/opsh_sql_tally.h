@@ -22,6 +22,8 @@ typedef struct opsh_sql_tally {
     int capacity;
     /// The entry the last change went to (a loop writes one table).
     int last;
+    /// The connection the counts are from (the last armed).
+    sqlite3 *connection;
 } opsh_sql_tally;
 
 opsh_sql_tally *opsh_sql_tally_new(void);

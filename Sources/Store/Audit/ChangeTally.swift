@@ -48,29 +48,31 @@ extension Dictionary where Key == String, Value == TableChangeCounts {
 }
 
 /// Where row changes GRDB does not see come from: statements stepped on
-/// the writer connection through SQLite's C API (the `db` module's fast
+/// a writer connection through SQLite's C API (the `db` module's fast
 /// path), which GRDB's transaction observers are not told about (GRDB
 /// hands them only the changes of statements it executes itself).
 public protocol RawChangeSource: AnyObject, Sendable {
-    /// The changes counted since the last drain, which forgets them.
-    func drain() -> TableChanges
+    /// The changes counted on `connection` since the last drain, which
+    /// forgets them; none when the counts are another connection's.
+    func drain(connection: OpaquePointer?) -> TableChanges
     /// The changes counted since the last drain, kept.
     func peek() -> TableChanges
 }
 
-/// Rows committed per table on a store's writer connection, for the
-/// audit trail: a GRDB transaction observer counts the rows of the
-/// current transaction and adds them up only when it commits (a rollback
-/// forgets them), together with what a ``RawChangeSource`` counted.
+/// Rows committed per table on a store's writer connections, for the
+/// audit trail: a GRDB transaction observer on each connection counts the
+/// rows of its current transaction and adds them up only when it commits
+/// (a rollback forgets them), together with what a ``RawChangeSource``
+/// counted on that connection.
 ///
-/// It sees every write on the writer: the Lua session's, repositories',
+/// It sees every write of this process: the Lua session's, repositories',
 /// imports', and the log lines jobs write in the background. The main
 /// schema only (no TEMP tables).
-public final class ChangeTally: TransactionObserver, @unchecked Sendable {
+public final class ChangeTally: @unchecked Sendable {
     private struct State {
-        var pending: TableChanges = [:]
         var committed: TableChanges = [:]
         var raw: [any RawChangeSource] = []
+        var observers: [ConnectionObserver] = []
     }
 
     private let state = Mutex(State())
@@ -80,52 +82,66 @@ public final class ChangeTally: TransactionObserver, @unchecked Sendable {
     /// Everything committed so far.
     public var committed: TableChanges { state.withLock { $0.committed } }
 
-    /// The open transaction's changes so far (GRDB's buffered savepoint
-    /// events excepted until their savepoint is released).
-    public var pending: TableChanges {
-        state.withLock { state in
-            var all = state.pending
-            for raw in state.raw { all.add(raw.peek()) }
-            return all
-        }
-    }
-
     /// Counts from statements GRDB does not execute (see ``RawChangeSource``);
     /// the tally keeps the source alive.
     public func attach(_ source: any RawChangeSource) {
         state.withLock { $0.raw.append(source) }
     }
 
-    // MARK: TransactionObserver
+    /// Counts what commits on `writer`'s connection (the tally keeps the
+    /// observer alive).
+    public func install(on writer: any DatabaseWriter) {
+        let observer = ConnectionObserver(tally: self)
+        state.withLock { $0.observers.append(observer) }
+        writer.add(transactionObserver: observer, extent: .observerLifetime)
+    }
 
-    public func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+    fileprivate func commit(_ pending: TableChanges, connection: OpaquePointer?) {
+        state.withLock { state in
+            state.committed.add(pending)
+            for raw in state.raw { state.committed.add(raw.drain(connection: connection)) }
+        }
+    }
 
-    public func databaseDidChange(with event: DatabaseEvent) {
+    fileprivate func rollback(connection: OpaquePointer?) {
+        let sources = state.withLock { $0.raw }
+        for raw in sources { _ = raw.drain(connection: connection) }
+    }
+}
+
+/// One connection's observer: its transaction's counts until it ends.
+private final class ConnectionObserver: TransactionObserver, @unchecked Sendable {
+    unowned let tally: ChangeTally
+    private let pending = Mutex<TableChanges>([:])
+
+    init(tally: ChangeTally) { self.tally = tally }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+
+    func databaseDidChange(with event: DatabaseEvent) {
         guard event.databaseName == "main" else { return }
         let table = event.tableName
-        state.withLock { state in
-            var counts = state.pending[table] ?? .init()
+        pending.withLock { pending in
+            var counts = pending[table] ?? .init()
             switch event.kind {
             case .insert: counts.inserted += 1
             case .update: counts.updated += 1
             case .delete: counts.deleted += 1
             }
-            state.pending[table] = counts
+            pending[table] = counts
         }
     }
 
-    public func databaseDidCommit(_ db: Database) {
-        state.withLock { state in
-            state.committed.add(state.pending)
-            for raw in state.raw { state.committed.add(raw.drain()) }
-            state.pending = [:]
+    func databaseDidCommit(_ db: Database) {
+        let counts = pending.withLock { pending in
+            defer { pending = [:] }
+            return pending
         }
+        tally.commit(counts, connection: db.sqliteConnection)
     }
 
-    public func databaseDidRollback(_ db: Database) {
-        state.withLock { state in
-            state.pending = [:]
-            for raw in state.raw { _ = raw.drain() }
-        }
+    func databaseDidRollback(_ db: Database) {
+        pending.withLock { $0 = [:] }
+        tally.rollback(connection: db.sqliteConnection)
     }
 }

@@ -78,9 +78,7 @@ public final class Store: Sendable {
         self.client = .grdb({ try connection.writer() }, externalChanges: externalChanges, path: path)
         if !options.readOnly {
             let tally = committedChanges
-            connection.whenConnected { writer in
-                writer.add(transactionObserver: tally, extent: .observerLifetime)
-            }
+            connection.whenConnected { writer in tally.install(on: writer) }
         }
     }
 

@@ -109,7 +109,7 @@ struct RunsCommand {
         var rows = [["script", "started (UTC)", "duration", "changes", "status"]]
         for entry in entries {
             var script = entry.script ?? "-e " + (entry.code ?? "").replacingOccurrences(of: "\n", with: " ")
-            if script.count > 60 { script = String(script.prefix(59)) + "…" }
+            if entry.script == nil, script.count > 60 { script = String(script.prefix(59)) + "…" }
             let changes = entry.changes.sorted { $0.key < $1.key }.map { table, counts in
                 table + " " + [("+", counts.inserted), ("~", counts.updated), ("-", counts.deleted)]
                     .filter { $0.1 != 0 }.map { "\($0.0)\($0.1)" }.joined(separator: " ")
