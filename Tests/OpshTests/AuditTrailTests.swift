@@ -238,4 +238,28 @@ import Testing
         let again = try sandbox.opsh(["-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 2)\")"])
         #expect(again.status == 0, "\(again.stderr)")
     }
+
+    @Test func aDatabaseWithoutTheAuditMigrationRunsAndSaysSoOnce() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("""
+            DROP TABLE opsh_audit; DROP TABLE opsh_audit_prune; DROP TABLE opsh_settings;
+            DELETE FROM grdb_migrations WHERE identifier = '003_audit';
+            """)
+        let script = try sandbox.script("write.lua", """
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('a', 1)")
+            db.transaction(function() db.exec("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)") end)
+            """)
+        let run = try sandbox.opsh(["run", script])
+        #expect(run.status == 0, "\(run.stderr)")
+        let note = "the audit trail is not recorded on this database until `opsh migrate` applies 003_audit"
+        #expect(run.stderr.components(separatedBy: note).count == 2, "\(run.stderr)")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "2")
+        // Control: once migrated, the same run is recorded.
+        #expect(try sandbox.opsh(["migrate"]).status == 0)
+        let again = try sandbox.opsh(["run", script])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(!again.stderr.contains("not recorded"), "\(again.stderr)")
+        #expect(try sandbox.sqlite("SELECT json_extract(changes, '$.telemetry.inserted') FROM opsh_audit") == "2")
+    }
 }

@@ -63,14 +63,36 @@ final class AuditRecorder {
                                    script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
                                    dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
             let text = code
-            try writer.write { db in
-                if let text { entry.code = CodeMask.mask(text, knownSecrets: AuditTrail.knownSecrets(db)) }
-                try AuditTrail.insert(entry, db)
+            let write = {
+                try writer.write { db in
+                    if let text { entry.code = CodeMask.mask(text, knownSecrets: AuditTrail.knownSecrets(db)) }
+                    try AuditTrail.insert(entry, db)
+                }
+            }
+            // A run that changed nothing (a read, a dry run) must not wait
+            // behind the backend's writers for the whole busy timeout just to
+            // leave its row (README, "How opsh behaves beside a live backend").
+            do {
+                if changes.isEmpty && mode != .shell {
+                    try store.lockWait.capped(at: Self.readOnlyRunWait, write)
+                } else {
+                    try write()
+                }
+            } catch {
+                if changes.isEmpty && mode != .shell && "\(error)".contains("database is locked") {
+                    console.warning("the audit trail could not record this run: another process holds the write lock (a run that changed nothing waits at most \(Self.readOnlyRunWait) s for it, so that reading never stalls behind the backend)")
+                    return
+                }
+                throw error
             }
         } catch {
             console.error("the audit trail could not record this \(mode == .shell ? "chunk" : "run"): \(error)")
         }
     }
+
+    /// Seconds the audit row of a run that committed nothing waits for the
+    /// write lock.
+    static let readOnlyRunWait = 0.2
 
     /// A dry run's summary as the audit trail keeps it.
     static func changes(_ summary: ChangeSummary) -> TableChanges {
