@@ -29,7 +29,9 @@ struct RunsCommand {
             Exit status: 0 (none overdue), 1 (some overdue), 2 (usage),
             3 (the database is unavailable or has no audit trail yet).
             """,
-        options: CommonOptions.specs + [overdueOption, graceOption, limitOption])
+        // It only reads: the options about running Lua or writing do not apply.
+        options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
+            + [overdueOption, graceOption, limitOption])
 
     var options = CommonOptions()
     var overdue = false
