@@ -192,21 +192,21 @@ import Testing
         let script = try sandbox.script("every-second.lua", "-- mark stale builds\n-- @every 1s\nreturn builds.count()\n")
         #expect(try sandbox.opsh(["run", script]).status == 0)
         // On time: just ran.
-        let onTime = try sandbox.opsh(["runs", "--overdue", "--grace", "1s"])
+        let onTime = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "1s"], database: false)
         #expect(onTime.status == 0, "\(onTime.stdout) \(onTime.stderr)")
         #expect(onTime.stderr.contains("no script is overdue"))
-        let listed = try sandbox.opsh(["runs"])
+        let listed = try sandbox.opsh(["runs", "--db", sandbox.database], database: false)
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.stdout.contains("every-second.lua"), "\(listed.stdout)")
         usleep(2_600_000)
         // Missed: period 1 s + grace 1 s have passed.
-        let late = try sandbox.opsh(["runs", "--overdue", "--grace", "1s"])
+        let late = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "1s"], database: false)
         #expect(late.status == 1, "\(late.stdout) \(late.stderr)")
         #expect(late.stdout.contains("overdue: \(URL(fileURLWithPath: script).resolvingSymlinksInPath().path): its last successful run started"), "\(late.stdout)")
         // The default grace (10 % of the period, at least a minute) still allows it.
-        #expect(try sandbox.opsh(["runs", "--overdue"]).status == 0)
+        #expect(try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue"], database: false).status == 0)
         // Bad input says what was wrong.
-        let bad = try sandbox.opsh(["runs", "--overdue", "--grace", "soon"])
+        let bad = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "soon"], database: false)
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("'soon' is not a duration"), "\(bad.stderr)")
         let badPeriod = try sandbox.opsh(["run", try sandbox.script("typo.lua", "-- @every 10x\nreturn 1\n")])
@@ -261,5 +261,20 @@ import Testing
         #expect(again.status == 0, "\(again.stderr)")
         #expect(!again.stderr.contains("not recorded"), "\(again.stderr)")
         #expect(try sandbox.sqlite("SELECT json_extract(changes, '$.telemetry.inserted') FROM opsh_audit") == "2")
+    }
+
+    /// Store's own fast paths (batched inserts stepped through SQLite's C
+    /// API) are counted too, and a rolled-back batch is not.
+    @Test func batchedInsertsAreCounted() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let run = try sandbox.opsh(["-e", """
+            telemetry.insertMany{ { event = "a", created_at = 1 }, { event = "b", created_at = 2 }, { event = "c", created_at = 3 } }
+            pcall(db.transaction, function() telemetry.insertMany{ { event = "d", created_at = 4 } } error("no") end)
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "3")
+        let rows = try Self.rows(sandbox)
+        #expect(rows.last.map { Self.counts($0, "telemetry") } == ["inserted": 3, "updated": 0, "deleted": 0], "\(rows)")
     }
 }

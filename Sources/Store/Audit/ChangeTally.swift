@@ -93,7 +93,25 @@ public final class ChangeTally: @unchecked Sendable {
     public func install(on writer: any DatabaseWriter) {
         let observer = ConnectionObserver(tally: self)
         state.withLock { $0.observers.append(observer) }
-        writer.add(transactionObserver: observer, extent: .observerLifetime)
+        writer.writeWithoutTransaction { db in
+            db.add(transactionObserver: observer, extent: .observerLifetime)
+            if let connection = db.sqliteConnection {
+                Self.observers.withLock { $0[UInt(bitPattern: connection)] = observer }
+            }
+        }
+    }
+
+    /// The observers by connection, for ``countRaw(_:table:inserted:)``.
+    fileprivate static let observers = Mutex<[UInt: ConnectionObserver]>([:])
+
+    /// Rows a Store fast path inserted by stepping a statement through
+    /// SQLite's C API on `db` (batched telemetry and build-log inserts),
+    /// which GRDB's observers do not see: counted with the connection's
+    /// open transaction.
+    public static func countRaw(_ db: Database, table: String, inserted: Int) {
+        guard inserted > 0, let connection = db.sqliteConnection,
+              let observer = observers.withLock({ $0[UInt(bitPattern: connection)] }) else { return }
+        observer.add(table: table, inserted: inserted)
     }
 
     fileprivate func commit(_ pending: TableChanges, connection: OpaquePointer?) {
@@ -128,6 +146,14 @@ private final class ConnectionObserver: TransactionObserver, @unchecked Sendable
             case .update: counts.updated += 1
             case .delete: counts.deleted += 1
             }
+            pending[table] = counts
+        }
+    }
+
+    func add(table: String, inserted: Int) {
+        pending.withLock { pending in
+            var counts = pending[table] ?? .init()
+            counts.inserted += inserted
             pending[table] = counts
         }
     }
