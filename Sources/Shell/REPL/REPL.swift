@@ -168,6 +168,7 @@ public final class REPL {
             report(error)
         case let .run(code):
             history.add(pending)
+            let typed = pending
             pending = ""
             // Writes would go to a file nobody opens again: the session
             // refuses them (and says so); reads and backup() still work.
