@@ -6,6 +6,7 @@
 //   Bindings      Lua modules over the core
 //   LuaRuntime    generic Swift ⇄ Lua bridge
 //   Store | Git | Jobs   the Swift core
+//   TextCodec     JSON and terminal text widths (under Store, Bindings, Shell)
 //   CLua, CLuaShim, CReadline   system libraries and the C shim
 //   CSQLBridge    the db module's hot path in C (under Bindings)
 //   CSpawn        GNU extensions for child processes (under Git)
@@ -42,9 +43,14 @@ let package = Package(
             providers: [.apt(["libreadline-dev"])]),
 
         // MARK: The Swift core
+        // JSON (one parser, one value type, one string escaper) and the
+        // display width of text: no GRDB, no Lua.
+        .target(
+            name: "TextCodec"),
         .target(
             name: "Store",
             dependencies: [
+                "TextCodec",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The raw C API, for the few hot loops (batched inserts).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -68,7 +74,7 @@ let package = Package(
         .target(
             name: "Bindings",
             dependencies: [
-                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git",
+                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git", "TextCodec",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
@@ -76,7 +82,7 @@ let package = Package(
         // MARK: The shell
         .target(
             name: "Shell",
-            dependencies: ["Bindings", "LuaRuntime", "CLuaShim", "Store", "CReadline"]),
+            dependencies: ["Bindings", "LuaRuntime", "CLuaShim", "Store", "CReadline", "TextCodec"]),
 
         // MARK: The program
         .executableTarget(
@@ -95,12 +101,13 @@ let package = Package(
         // through posix_spawn, the sqlite3 CLI, `sh`, polling, seeded
         // generators, the opsh test folder and the pseudo-terminal.
         .target(name: "TestSupport", dependencies: ["CSpawn"], path: "Tests/TestSupport"),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"]),
+        .testTarget(name: "TextCodecTests", dependencies: ["TextCodec", "TestSupport"]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "TextCodec", "TestSupport"]),
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
         .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
         .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git", "TestSupport"]),
-        .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TestSupport"]),
+        .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TextCodec", "TestSupport"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
         .testTarget(name: "OpshTests", dependencies: ["opsh", "TestSupport"]),
         // Faults, bad input, fuzzing and security; runs the built `opsh` too.

@@ -26,6 +26,13 @@ public struct LuaCall {
         self.argumentCount = lua_gettop(state)
     }
 
+    /// The same call after its host function replaced the stack with
+    /// other arguments (a repository passing SQL and values on to the `db`
+    /// module's machinery): the arguments are the stack as it is now.
+    public func withStackAsArguments() -> LuaCall {
+        LuaCall(state: state, name: name, runtime: runtime, references: stack.references!)
+    }
+
     // MARK: Errors
 
     /// `bad argument #index to 'name' (detail)`.

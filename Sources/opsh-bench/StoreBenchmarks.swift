@@ -6,7 +6,7 @@ import Store
 enum StoreBenchmarks {
     /// A point query by key: `build.{id}` parsed and fetched through the
     /// storage client, 20,000 times over 10,000 builds.
-    static func pointQueryByKey(directory: String) throws -> Result {
+    static func pointQueryByKey(directory: String, peer: String?) throws -> Result {
         let store = try Store.open(path: directory + "/point.sqlite")
         let ids: [String] = try store.client.write { db in
             try db.execute(sql: "INSERT INTO projects VALUES ('com.example.app', 'App', 'App', '/srv/app', 0)")
@@ -26,13 +26,39 @@ enum StoreBenchmarks {
             precondition(value != .null)
         }
         let median = Distribution(samples).median
-        return Result(name: "point query by key (`build.{id}`: parse + fetch), median of 20,000",
-                      value: formatDuration(median) + " (p99 \(formatDuration(Distribution(samples).percentile(99))))",
-                      target: "< 50 µs", verdict: median < 50e-6 ? "met" : "missed")
+        let mean = samples.reduce(0, +) / Double(samples.count)
+        // The C peer reads the same rows of the same file, in the same order.
+        guard let peer, let seconds = runPeer(peer, "point", directory + "/point.sqlite") else {
+            return Result(name: "point query by key (`build.{id}`: parse + fetch), median of 20,000",
+                          value: formatDuration(median), target: "≤ \(pointRatio)× C", verdict: "no C peer (cc failed)")
+        }
+        let ratio = mean / (seconds / 20_000)
+        return Result(name: "point query by key (`build.{id}`: parse + fetch through the core), 20,000; C peer: the same reads with a reused statement",
+                      value: String(format: "median %@, mean %@; C %@; %.1f× C", formatDuration(median), formatDuration(mean),
+                                    formatDuration(seconds / 20_000), ratio),
+                      target: "≤ \(pointRatio)× C", verdict: ratio <= Double(pointRatio) ? "met" : "**missed**")
+    }
+
+    /// The targets as ratios to the C peer in the same run (issue "One data
+    /// path"): the old absolute ones (< 50 µs, ≥ 300 k rows/s) were met on a
+    /// quiet machine and read as regressions on a busy one.
+    static let pointRatio = 15
+    static let insertRatio = 0.5
+
+    /// Compiles the storage core's C peer (bench/storage-core/c.c); nil
+    /// when no C compiler works.
+    static func compilePeer(repository: String, directory: String) -> String? {
+        let compiled = directory + "/storage-core-c"
+        return LuaBenchmarks.run(["cc", "-O2", "-o", compiled, repository + "/bench/storage-core/c.c", "-lsqlite3"]) != nil ? compiled : nil
+    }
+
+    /// Seconds the C peer reports for `work` on `file`.
+    static func runPeer(_ peer: String, _ work: String, _ file: String) -> Double? {
+        LuaBenchmarks.run([peer, work, file]).flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
     /// Batched telemetry insert: 1,000,000 rows in one transaction.
-    static func batchedTelemetryInsert(directory: String) throws -> Result {
+    static func batchedTelemetryInsert(directory: String, peer: String?) throws -> Result {
         let store = try Store.open(path: directory + "/telemetry.sqlite")
         let count = 1_000_000
         let base = Date().timeIntervalSince1970
@@ -46,8 +72,17 @@ enum StoreBenchmarks {
         let start = now()
         try store.client.write { db in try store.telemetry.insertBatch(db, events) }
         let rate = Double(count) / (now() - start)
-        return Result(name: "batched telemetry insert, 1,000,000 rows in one transaction",
-                      value: formatRate(rate) + " rows/s", target: "≥ 300 k rows/s", verdict: rate >= 300_000 ? "met" : "missed")
+        // The C peer inserts the same rows into a fresh database of the same schema.
+        _ = try Store.open(path: directory + "/telemetry-c.sqlite")
+        guard let peer, let seconds = runPeer(peer, "telemetry", directory + "/telemetry-c.sqlite") else {
+            return Result(name: "batched telemetry insert, 1,000,000 rows in one transaction",
+                          value: formatRate(rate) + " rows/s", target: "≥ \(insertRatio)× C", verdict: "no C peer (cc failed)")
+        }
+        let peerRate = Double(count) / seconds
+        let ratio = rate / peerRate
+        return Result(name: "batched telemetry insert, 1,000,000 rows in one transaction; C peer: the same rows, a reused statement",
+                      value: String(format: "%@ rows/s; C %@ rows/s; %.2f× C", formatRate(rate), formatRate(peerRate), ratio),
+                      target: "≥ \(insertRatio)× C", verdict: ratio >= insertRatio ? "met" : "**missed**")
     }
 
     /// Change-to-callback latency across processes: a child process commits

@@ -6,6 +6,8 @@ import Foundation
 //   opsh-bench [--only NAME]          run the benchmarks (or one section:
 //                                     store, lua, …), print Markdown
 //   opsh-bench --writer PATH N SECS   (internal) the second process of the latency benchmark
+//   opsh-bench --backend-writer PATH STOPFILE BUSY EVENT
+//                                     (internal) the backend beside opsh (section "backend")
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--writer", arguments.count == 4 {
@@ -14,6 +16,11 @@ if arguments.first == "--writer", arguments.count == 4 {
 }
 if arguments.first == "--cleanup-writer", arguments.count == 3 {  // (internal) the writer of the cleanup benchmark
     try CleanupBenchmarks.runWriter(path: arguments[1], stopFile: arguments[2])
+    exit(0)
+}
+
+if arguments.first == "--backend-writer", arguments.count == 5 {
+    try BackendBenchmarks.runWriter(path: arguments[1], stopFile: arguments[2], busyTimeout: Double(arguments[3])!, event: arguments[4])
     exit(0)
 }
 
@@ -37,9 +44,10 @@ let only: String? = arguments.first == "--only" && arguments.count > 1 ? argumen
 func wanted(_ name: String) -> Bool { only == nil || only == name }
 
 if wanted("store") {
+    let peer = StoreBenchmarks.compilePeer(repository: repository, directory: directory)
     section("Storage core", [
-        try StoreBenchmarks.pointQueryByKey(directory: directory),
-        try StoreBenchmarks.batchedTelemetryInsert(directory: directory),
+        try StoreBenchmarks.pointQueryByKey(directory: directory, peer: peer),
+        try StoreBenchmarks.batchedTelemetryInsert(directory: directory, peer: peer),
         try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.1, writes: 50),
         try StoreBenchmarks.crossProcessLatency(directory: directory, executable: executable, pollInterval: 0.01, writes: 200),
     ])
@@ -58,3 +66,16 @@ if wanted("jobs") { section("Build jobs", try JobBenchmarks.logIngestion(directo
 if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: directory, executable: executable))) }
 
 if wanted("startup") { print("\n" + (try StartupBenchmarks.run(directory: directory, executable: executable))) }
+
+if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: directory))) }
+
+if wanted("backend") {
+    do {
+        print("\n" + (try BackendBenchmarks.run(directory: directory, executable: executable, repository: repository)))
+    } catch let failed as BackendBenchmarks.CheckFailed {
+        // A check behind a figure failed: no figure, and no BENCHMARKS.md.
+        FileHandle.standardError.write(Data((failed.description + "\n").utf8))
+        try? FileManager.default.removeItem(atPath: directory)
+        exit(1)
+    }
+}

@@ -87,6 +87,14 @@ import Testing
         #expect(test.failure("analytics.builds{ since = true }") == "test:1: bad argument #1 to 'builds' (since: a date (seconds since 1970, \"2024-05-01\") or a duration (\"7d\") expected, got boolean)")
     }
 
+    /// Labels are padded by the shell's width table: an emoji takes two
+    /// columns, a combining mark none.
+    @Test func chartLabelsWithEmojiAndMarksLineUp() throws {
+        let test = try TestSession()
+        let chart = try test.run("return chart({ {m = '🚀', v = 2}, {m = 'e\\u{301}x', v = 1}, {m = 'abc', v = 2} }, 'm', 'v', { width = 2 })")
+        #expect(chart == [.string("🚀  ██ 2\ne\u{301}x  █  1\nabc ██ 2")])
+    }
+
     @Test func chartDrawsBars() throws {
         let test = try TestSession()
         let chart = try test.run("""

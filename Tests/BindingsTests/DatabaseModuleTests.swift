@@ -24,6 +24,29 @@ import LuaRuntime
         #expect(try test.run("return db.first('SELECT name FROM items WHERE qty > ?', 5000)") == [nil])
     }
 
+    /// A TEMP table lives on the writer's connection: every later call
+    /// reaches it, reads included (they were prepared on the read
+    /// connection, which has no such table).
+    @Test func aTempTableIsSeenByEveryLaterCall() throws {
+        try test.run("db.exec('CREATE TEMP TABLE tt (a)')")
+        try test.run("db.exec('INSERT INTO tt VALUES (?)', 7)")
+        #expect(try test.run("return db.value('SELECT a FROM tt'), #db.query('SELECT * FROM tt'), db.first('SELECT a FROM tt').a") == [7, 1, 7])
+        #expect(try test.run("return db.transaction(function() db.exec('INSERT INTO tt VALUES (8)') return db.value('SELECT sum(a) FROM tt') end)") == [15])
+        // A table that is nowhere still says so.
+        #expect(test.failure("db.value('SELECT * FROM nowhere')") == "test:1: SQL error: no such table: nowhere (in: SELECT * FROM nowhere)")
+    }
+
+    /// query() inside db.transaction reads the transaction's own writes.
+    @Test func aQueryKeyInsideATransactionSeesItsOwnWrites() throws {
+        let counts = try test.run("""
+            return db.transaction(function()
+              projects.insert{ bundleIdentifier = 'in.tx', name = 'T', gitRepositoryURL = '/t' }
+              return #query('projects.all.ids'), query('project."in.tx"').name
+            end)
+            """)
+        #expect(counts == [1, "T"])
+    }
+
     @Test func execReturnsChangesAndLastId() throws {
         try makeTable()
         #expect(try test.run("return db.exec('INSERT INTO items (name) VALUES (?)', 'a')") == [1, 1])

@@ -175,7 +175,7 @@ import Store
         try writeOwnerMigrations()
         let before = try snapshot()
         #expect(test.failure("db.transaction(function() migrate.up{ folder = '\(folder)' } end)")
-            == "test:1: migrate.up cannot run inside db.transaction (or a dry run): each migration runs in a transaction of its own")
+            == "test:1: migrate.up cannot run inside db.transaction: each migration runs in a transaction of its own")
         #expect(try snapshot() == before)
         let readOnly = try OpshSession(store: try Store.open(path: test.path, options: .init(readOnly: true)))
         #expect(throws: LuaError.self) { try readOnly.runtime.execute("migrate.up{ folder = '\(folder)' }") }

@@ -144,12 +144,21 @@ import Store
         ("return key.build('b').logs{ debug = 1 }", "test:1: bad argument #1 to 'logs' ('debug' must be a boolean, got number)"),
         ("return key.schemes('a').builds.ids(nil)", "test:1: bad argument #1 to 'ids' (string expected, got nil)"),
         ("return key.projet('x')",
-         "test:1: no 'projet' in key (key has: project, projects, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)"),
+         "test:1: no 'projet' in key (key has: projects, project, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)"),
     ]
 
     @Test(arguments: badInput)
     func badInputIsRefusedWithItsMessage(code: String, message: String) throws {
         #expect(test.failure(code) == message)
+    }
+
+    /// A parsed key stands where the builder would have reached it.
+    @Test func aParsedKeyContinuesLikeABuiltOne() throws {
+        #expect(try test.run("""
+            return tostring(key.parse('build.b1').logs.ids.debug), tostring(key.parse('project."a.b"').latestBuilds(2)),
+                   tostring(key.parse('build.b1.logs.ids').category('unit tests')), tostring(key.parse('config')('eu'))
+            """) == ["build.b1.logs.ids.debug", #"project."a.b".latestBuilds.limit2"#, #"build.b1.logs.ids.category"unit tests""#, "config.eu"])
+        #expect(test.failure("return key.parse('scheme.s').builds") == "test:1: no 'builds' after key scheme.s (it is a complete key)")
     }
 
     @Test func incompleteKeysPrintWhatTheyLack() throws {

@@ -93,7 +93,7 @@ import LuaRuntime
     static let badArguments: [(String, String)] = [
         ("import()", "test:1: bad argument #1 to 'import' (string expected, got no value)"),
         ("import(42)", "test:1: bad argument #1 to 'import' (string expected, got number)"),
-        ("import('{')", "test:1: bad argument #1 to 'import' (not valid JSON at line 1, column 2: a member name in quotes expected)"),
+        ("import('{')", "test:1: bad argument #1 to 'import' (not valid JSON at line 1, column 2: expected a string key, found end of text)"),
         ("import('{\"format\": \"opsh-export\", \"version\": 9}')", "test:1: bad argument #1 to 'import' (unsupported export version 9 (this opsh reads version 1))"),
         ("import('{}', { replace = 1 })", "test:1: bad argument #2 to 'import' (replace: boolean expected, got number)"),
         ("import('{}', { force = true })", "test:1: bad argument #2 to 'import' (unknown option 'force' (options: replace))"),

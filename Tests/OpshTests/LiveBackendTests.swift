@@ -149,15 +149,7 @@ import Testing
         terminal.send("projects.insert{ bundleIdentifier = 'dry', name = 'Dry', gitRepositoryURL = '/d' }\r")
         terminal.expect("opsh> ")
         // The backend writes while the dry run sits at its prompt.
-        var worst = 0.0
-        for index in 0..<5 {
-            let started = Date()
-            let write = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 200", sandbox.database,
-                                                             "INSERT INTO telemetry (event, created_at) VALUES ('backend', \(index))"])
-            worst = max(worst, Date().timeIntervalSince(started))
-            #expect(write.status == 0, "the backend's write failed beside a dry-run shell: \(write.stderr)")
-        }
-        #expect(worst < 0.2, "the backend waited \(worst) s")
+        let worst = try backendWrites(sandbox)
         print("figure: backend writer's worst wait beside an interactive dry run that has written: \(Int(worst * 1000)) ms (sqlite3 start included)")
         // The next chunk sees the first one's row.
         terminal.send("print('seen ' .. projects.count())\r")
@@ -168,6 +160,59 @@ import Testing
         #expect(terminal.waitForExit(timeout: 15) == 0)
         #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'backend'") == "5")
+    }
+
+    /// The same beside a database too large to copy (the limit set to
+    /// 0 MB here): each chunk re-applies the session's earlier changes
+    /// (SQLite's changesets) and is rolled back, so the lock is held only
+    /// while a chunk runs; a row the backend changed since is reported.
+    @Test func anInteractiveDryRunOnALargeDatabaseReplaysItsChangesPerChunk() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'a'), (2, 'b');")
+        var environment = sandbox.environment
+        environment["OPSH_DRY_RUN_COPY_LIMIT_MB"] = "0"
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--dry-run"], environment: environment)
+        terminal.expect("too large for a private copy")
+        terminal.expect("opsh> ")
+        terminal.send("projects.insert{ bundleIdentifier = 'dry', name = 'Dry', gitRepositoryURL = '/d' }; db.exec(\"UPDATE notes SET body = 'dry' WHERE id = 1\")\r")
+        terminal.expect("dry run: rolled back; it would have changed notes: 1 updated; projects: 1 inserted")
+        terminal.expect("opsh> ")
+        let worst = try backendWrites(sandbox)
+        print("figure: backend writer's worst wait beside an interactive dry run on a database too large to copy: \(Int(worst * 1000)) ms (sqlite3 start included)")
+        // The next chunks see the first one's changes, and the backend's.
+        terminal.send("print('seen', db.value('SELECT count(*) FROM projects'), db.value('SELECT body FROM notes WHERE id = 1'), db.value(\"SELECT count(*) FROM telemetry WHERE event = 'backend'\"))\r")
+        terminal.expect("seen\t1\tdry\t5")
+        terminal.expect("opsh> ")
+        // The backend changes a row the session changed: reported, and the
+        // session's changes are dropped rather than overwriting it.
+        try sandbox.sqlite("UPDATE notes SET body = 'theirs' WHERE id = 1")
+        terminal.send("=db.value('SELECT body FROM notes WHERE id = 1')\r")
+        terminal.expect("notes (1): changed since")
+        terminal.expect("opsh> ")
+        terminal.send("=db.value('SELECT body FROM notes WHERE id = 1')\r")
+        terminal.expect("theirs")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
+        #expect(try sandbox.sqlite("SELECT body FROM notes WHERE id = 1") == "theirs")
+    }
+
+    /// Five short writes by sqlite3 (a 200 ms busy timeout), as the backend
+    /// makes them beside a dry-run shell: each must succeed in under 200 ms.
+    /// Returns the longest.
+    func backendWrites(_ sandbox: Sandbox, sourceLocation: SourceLocation = #_sourceLocation) throws -> Double {
+        var worst = 0.0
+        for index in 0..<5 {
+            let started = Date()
+            let write = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 200", sandbox.database,
+                                                             "INSERT INTO telemetry (event, created_at) VALUES ('backend', \(index))"])
+            worst = max(worst, Date().timeIntervalSince(started))
+            #expect(write.status == 0, "the backend's write failed beside a dry-run shell: \(write.stderr)", sourceLocation: sourceLocation)
+        }
+        #expect(worst < 0.2, "the backend waited \(worst) s", sourceLocation: sourceLocation)
+        return worst
     }
 
     /// A write that needs a migration the database lacks says so.

@@ -1,4 +1,5 @@
 import Testing
+import TextCodec
 @testable import Shell
 
 @Suite struct TableFormatterTests {
@@ -25,6 +26,16 @@ import Testing
         #expect(lines[3] == "│ a very … │")
         #expect(lines[4] == "│ 日本語   │")
         #expect(table.hasSuffix("(2 rows)"))
+    }
+
+    /// Emoji shown as emoji take two columns in a table as in `chart`
+    /// (one table, TextCodec's TextWidth): the grid stays straight.
+    @Test func emojiAndCombiningMarksKeepTheGrid() {
+        let table = TableFormatter().format(columns: ["s"], rows: [[.text("🚀 go")], [.text("e\u{301}te\u{301}")], [.text("👩‍🔬")]])
+        let lines = table.split(separator: "\n")
+        #expect(lines[3] == "│ 🚀 go │")
+        #expect(lines[4] == "│ e\u{301}te\u{301}   │")
+        #expect(lines[5] == "│ 👩‍🔬    │")
     }
 
     @Test func asciiModeForDumbTerminals() {

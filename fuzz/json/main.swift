@@ -1,7 +1,7 @@
 import Foundation
 
 // libFuzzer target: the JSON reader behind json.decode
-// (Sources/Bindings/JSON/JSONParser.swift). Any bytes may be refused,
+// (Sources/TextCodec/JSONParser.swift). Any bytes may be refused,
 // never crash or hang.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {

@@ -1,4 +1,5 @@
 import Foundation
+import TextCodec
 
 /// Terminal charts from numbers: horizontal bars in eighths of a cell, and
 /// sparklines.
@@ -19,10 +20,10 @@ enum BarChart {
     static func bars(_ items: [(label: String, value: Double?)], width: Int) -> String {
         guard !items.isEmpty else { return "(no rows)" }
         let width = max(1, width)
-        let labelWidth = items.map { displayWidth($0.label) }.max() ?? 0
+        let labelWidth = items.map { TextWidth.of($0.label) }.max() ?? 0
         let largest = items.compactMap { $0.value }.filter { $0.isFinite && $0 > 0 }.max() ?? 0
         return items.map { item in
-            let padding = String(repeating: " ", count: labelWidth - displayWidth(item.label))
+            let padding = String(repeating: " ", count: labelWidth - TextWidth.of(item.label))
             var eighths = 0
             if let value = item.value, value.isFinite, value > 0, largest > 0 {
                 eighths = Int((value / largest * Double(width * 8)).rounded())
@@ -58,19 +59,5 @@ enum BarChart {
         var text = String(format: "%.2f", value)
         while text.hasSuffix("0") { text.removeLast() }
         return text
-    }
-
-    /// Terminal cells: wide (East Asian, emoji) characters take two.
-    static func displayWidth(_ text: String) -> Int {
-        text.unicodeScalars.reduce(0) { width, scalar in
-            let value = scalar.value
-            if scalar.properties.generalCategory == .nonspacingMark || value == 0x200D { return width }
-            let wide = (0x1100...0x115F).contains(value) || (0x2E80...0xA4CF).contains(value)
-                || (0xAC00...0xD7A3).contains(value) || (0xF900...0xFAFF).contains(value)
-                || (0xFE30...0xFE4F).contains(value) || (0xFF00...0xFF60).contains(value)
-                || (0xFFE0...0xFFE6).contains(value) || (0x1F300...0x1FAFF).contains(value)
-                || (0x20000...0x3FFFD).contains(value)
-            return width + (wide ? 2 : 1)
-        }
     }
 }

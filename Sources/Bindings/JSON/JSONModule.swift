@@ -1,5 +1,6 @@
 import CLuaShim
 import LuaRuntime
+import TextCodec
 
 /// The `json` module.
 ///
@@ -95,16 +96,16 @@ enum JSONModule {
     }
 
     /// Pushes a parsed document: null as `db.NULL`, empty objects marked.
-    static func push(_ node: JSONNode, state: OpaquePointer) {
+    static func push(_ node: JSON, state: OpaquePointer) {
         _ = lua_checkstack(state, 4)
         switch node {
         case .null:
             lua_getfield(state, opsh_registryindex(), nullKey)
-        case let .boolean(flag):
+        case let .bool(flag):
             lua_pushboolean(state, flag ? 1 : 0)
         case let .integer(value):
             lua_pushinteger(state, value)
-        case let .number(value):
+        case let .real(value):
             lua_pushnumber(state, value)
         case let .string(text):
             LuaStack(state).push(text)

@@ -1,4 +1,5 @@
 import Foundation
+import TextCodec
 
 /// The one rule for turning Lua values into JSON, shared by `json.encode`,
 /// `--json` and the shell's `.mode json` so that none of them changes a
@@ -10,7 +11,8 @@ import Foundation
 /// - NaN and ±infinity are refused: JSON has no such number (they never
 ///   become `null`);
 /// - functions, userdata and threads are refused;
-/// - floats keep a `.` or an exponent (`5.0`), so they read back as floats.
+/// - floats keep a `.` or an exponent (`5.0`), so they read back as floats;
+/// - strings are escaped by TextCodec's ``JSONString``, the one escaper.
 public enum JSONRule {
     public static func invalidUTF8(at path: String) -> String {
         "cannot encode a string that is not valid UTF-8 at \(path) (bytes such as a BLOB: encode them yourself, e.g. with hex() in SQL)"
@@ -29,16 +31,6 @@ public enum JSONRule {
         let plain = field.first.map { $0.isLetter || $0 == "_" } == true
             && field.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
         if plain { return "\(path).\(field)" }
-        var quoted = ""
-        StoreValueJSON.writeString(field, to: &quoted)
-        return "\(path)[\(quoted)]"
-    }
-
-    /// The shortest text that reads back as the same double, always with a
-    /// `.` or an exponent so that it reads back as a float.
-    public static func floatText(_ number: Double) -> String {
-        var text = "\(number)"
-        if !text.contains(".") && !text.contains("e") && !text.contains("E") { text += ".0" }
-        return text
+        return "\(path)[\(JSONString.quoted(field))]"
     }
 }

@@ -1,6 +1,7 @@
 import CLuaShim
 import Foundation
 import LuaRuntime
+import TextCodec
 
 /// Writes the Lua value at a stack index as JSON text, reading the stack
 /// directly (raw access only, no metamethod runs), so that `db.NULL` and
@@ -78,7 +79,7 @@ struct LuaJSONWriter {
                 guard number.isFinite else {
                     throw Failure(message: JSONRule.nonFinite(number, at: path))
                 }
-                append(Self.floatText(number))
+                append(JSONString.floatText(number))
             }
         case LUA_TSTRING:
             var length = 0
@@ -87,7 +88,7 @@ struct LuaJSONWriter {
             guard String(validating: bytes, as: UTF8.self) != nil else {
                 throw Failure(message: JSONRule.invalidUTF8(at: path))
             }
-            Self.writeString(bytes, to: &output)
+            JSONString.append(bytes, to: &output)
         case LUA_TTABLE:
             if markers.isNull(state, index) {
                 append("null")
@@ -169,7 +170,7 @@ struct LuaJSONWriter {
             if offset > 0 { output.append(UInt8(ascii: ",")) }
             newline(depth + 1)
             var key = name
-            key.withUTF8 { Self.writeString(UnsafeRawBufferPointer($0), to: &output) }
+            key.withUTF8 { JSONString.append(UnsafeRawBufferPointer($0), to: &output) }
             append(pretty ? ": " : ":")
             LuaStack(state).push(name)
             lua_rawget(state, index)
@@ -197,35 +198,4 @@ struct LuaJSONWriter {
     }
 
     static func path(_ path: String, field: String) -> String { JSONRule.path(path, field: field) }
-    static func floatText(_ number: Double) -> String { JSONRule.floatText(number) }
-
-    static func writeString(_ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        output.append(UInt8(ascii: "\""))
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [92, 92])
-            case 0x0A: output.append(contentsOf: [92, UInt8(ascii: "n")])
-            case 0x0D: output.append(contentsOf: [92, UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [92, UInt8(ascii: "t")])
-            case 0x08: output.append(contentsOf: [92, UInt8(ascii: "b")])
-            case 0x0C: output.append(contentsOf: [92, UInt8(ascii: "f")])
-            case 0..<0x20, 0x7F:
-                output.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
-}
-
-/// String quoting for messages (paths with odd field names).
-enum StoreValueJSON {
-    static func writeString(_ text: String, to output: inout String) {
-        var bytes: [UInt8] = []
-        var text = text
-        text.withUTF8 { LuaJSONWriter.writeString(UnsafeRawBufferPointer($0), to: &bytes) }
-        output += String(decoding: bytes, as: UTF8.self)
-    }
 }

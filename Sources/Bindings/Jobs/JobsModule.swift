@@ -424,7 +424,7 @@ final class JobsModule {
             throw LuaCallError.message("jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back")
         }
         if session.database.isInTransaction {
-            throw LuaCallError.message("jobs.\(name) cannot run inside db.transaction: the job manager writes builds in transactions of its own; call it before or after the transaction")
+            throw LuaCallError.message("jobs.\(name) cannot run inside \(session.database.openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction")
         }
     }
 

@@ -23,38 +23,47 @@ enum KeyModule {
     static func install(in session: OpshSession) {
         let runtime = session.runtime
         let push = pushNode
-        runtime.register(module: "key", [
-            "project": { call in push(.project(try id(call, 1)), call) },
-            "scheme": { call in push(.leaf(.scheme(try id(call, 1))), call) },
-            "schemes": { call in push(.schemes(try idList(call)), call) },
-            "build": { call in push(.build(try id(call, 1)), call) },
-            "buildLog": { call in push(.leaf(.buildLog(try id(call, 1))), call) },
-            "crashLog": { call in push(.leaf(.crashLog(try id(call, 1))), call) },
-            "model": { call in push(.model(try id(call, 1)), call) },
-            "session": { call in push(.session(try id(call, 1)), call) },
-            "parse": { call in
-                let text = try call.string(1)
-                do {
-                    return push(.leaf(try QueryKey(parsing: text)), call)
-                } catch let error as QueryKeyError {
-                    throw LuaCallError.message(error.description)
+        // Each first word of the grammar: a function when an id follows it
+        // (`key.project(id)`), a key object otherwise (`key.projects`, `key.config`).
+        var functions: [String: LuaHostFunction] = [:]
+        var objects: [(String, KeyNode)] = []
+        for word in QueryKeyGrammar.rootWords {
+            guard let node = KeyNode.root(word) else { continue }
+            if node.key == nil, case let .value(slot)? = node.call, slot.prefix == nil {
+                functions[word] = { call in
+                    let value: QueryKeyGrammar.Arguments.Value = slot.kind == .idList
+                        ? .texts(try idList(call, item: slot.what)) : .text(try id(call, 1))
+                    return push(node.called(with: value), call)
                 }
-            },
-        ])
-        // The nodes that start without an id (the first push creates the
-        // metatable of every key object of this state), and a metatable
-        // that names what `key` has when a script asks for something else.
+            } else {
+                objects.append((word, node))
+            }
+        }
+        functions["parse"] = { call in
+            let text = try call.string(1)
+            do {
+                let key = try QueryKey(parsing: text)
+                return push(KeyNode.parsed(key), call)
+            } catch let error as QueryKeyError {
+                throw LuaCallError.message(error.description)
+            }
+        }
+        runtime.register(module: "key", functions)
+        // The key objects (the first push creates the metatable of every key
+        // object of this state), and a metatable that names what `key` has
+        // when a script asks for something else.
         let stack = runtime.stack
         stack.pushGlobal("key")
         let metamethods = keyMetamethods()
-        for (name, node) in [("projects", KeyNode.projects), ("models", .models), ("telemetry", .telemetry), ("config", .config)] {
+        for (name, node) in objects {
             runtime.pushObject(node, type: typeName, methods: [:], metamethods: metamethods)
             stack.setField(name, at: -2)
         }
+        let names = (QueryKeyGrammar.rootWords + ["parse"]).joined(separator: ", ")
         lua_createtable(runtime.state, 0, 1)
         runtime.pushFunction("key", { call in
             let name = call.stack.string(at: 2) ?? call.stack.typeName(at: 2)
-            throw LuaCallError.message("no '\(name)' in key (key has: project, projects, scheme, schemes, build, buildLog, crashLog, models, model, session, telemetry, config, parse)")
+            throw LuaCallError.message("no '\(name)' in key (key has: \(names))")
         })
         stack.setField("__index", at: -2)
         lua_setmetatable(runtime.state, -2)
@@ -62,8 +71,15 @@ enum KeyModule {
 
         let database = session.database
         let rowShapes = session.sql.rowShapes
+        let statements = session.repositoryStatements
         runtime.register("query") { call in
             let key = try queryKey(call, 1)
+            // A key that is one statement runs on the db module's machinery
+            // (cached, stepped in C, rows built once into Lua tables).
+            if let statement = try key.statement(), statement.shape != .ids {
+                return try statements.run(statement.sql, statement.arguments,
+                                          shape: statement.shape == .row ? .first : .rows, call: call)
+            }
             let value = try database.snapshotRead { db in try key.fetch(db) }
             StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
             return 1
@@ -108,22 +124,22 @@ enum KeyModule {
         return try call.string(index)
     }
 
-    /// Scheme ids: `schemes{a, b}` or `schemes(a, b)`.
-    static func idList(_ call: LuaCall) throws -> [String] {
+    /// A list of ids: `schemes{a, b}` or `schemes(a, b)`; `item` names one.
+    static func idList(_ call: LuaCall, item: String) throws -> [String] {
         var ids: [String] = []
         if call.type(1) == .table {
             let elements: [LuaValue]
             switch try call.value(1) {
             case let .array(values): elements = values
             case .table(let fields) where fields.isEmpty: elements = []
-            default: throw call.argumentError(1, "an array of scheme ids expected")
+            default: throw call.argumentError(1, "an array of \(item)s expected")
             }
             for (offset, element) in elements.enumerated() {
                 switch element {
                 case let .string(text): ids.append(text)
                 case let .integer(number): ids.append(String(number))
                 default:
-                    throw call.argumentError(1, "scheme id #\(offset + 1) is a \(element.typeName), not a string")
+                    throw call.argumentError(1, "\(item) #\(offset + 1) is a \(element.typeName), not a string")
                 }
             }
         } else {
@@ -131,7 +147,7 @@ enum KeyModule {
                 ids.append(try id(call, index))
             }
         }
-        if ids.isEmpty { throw call.argumentError(1, "at least one scheme id expected") }
+        if ids.isEmpty { throw call.argumentError(1, "at least one \(item) expected") }
         return ids
     }
 
@@ -201,40 +217,44 @@ enum KeyModule {
         func bad(_ detail: String) -> LuaCallError {
             .badArgument(1, function: name, detail: detail)
         }
-        switch (node.kind, node.callShape) {
-        case let (.projectLatestBuilds(id), .limit?):
-            guard call.type(2) == .number else {
-                throw bad("number expected, got \(call.argumentCount < 2 ? "no value" : call.stack.typeName(at: 2))")
+        switch node.call {
+        case let .value(slot)?:
+            switch slot.kind {
+            case .number(let range):
+                guard call.type(2) == .number else {
+                    throw bad("number expected, got \(call.argumentCount < 2 ? "no value" : call.stack.typeName(at: 2))")
+                }
+                guard let number = try? call.integer(2), range.contains(Int(number)) else {
+                    throw bad("\(slot.what) expected")
+                }
+                return node.called(with: .number(Int(number)))
+            case .idList:
+                throw LuaCallError.message("key \(node.text) takes its ids where it starts")
+            case .id, .text:
+                return node.called(with: .text(try id(call, 2, as: 1, function: name)))
             }
-            let range = QueryKey.latestBuildsLimits
-            guard let limit = try? call.integer(2), let key = try? QueryKey.latestBuilds(project: id, limit: Int(limit)) else {
-                throw bad("a whole number from \(range.lowerBound) to \(range.upperBound) expected")
-            }
-            return .leaf(key)
-        case let (.schemeBuildIds(ids), .version?):
-            return .leaf(.schemeBuildIds(ids, version: try self.id(call, 2, as: 1, function: name)))
-        case let (.buildLogs(id), .logOptions?):
+        case let .options(word, options)?:
             guard call.type(2) == .table || call.isNoneOrNil(2) else {
                 throw bad("table expected, got \(call.stack.typeName(at: 2))")
             }
-            let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
-            var debug = false
-            var category: String?
-            for (field, value) in options {
-                switch (field, value) {
-                case let ("debug", .boolean(flag)): debug = flag
-                case ("debug", _): throw bad("'debug' must be a boolean, got \(value.typeName)")
-                case let ("category", .string(text)): category = text
-                case ("category", _): throw bad("'category' must be a string, got \(value.typeName)")
-                default: throw bad("unknown field '\(field)' (expected debug, category)")
+            let given = call.isNoneOrNil(2) ? [:] : try call.table(2)
+            var flags: Set<String> = []
+            var parameters: [String: String] = [:]
+            for (field, value) in given.sorted(by: { $0.key < $1.key }) {
+                switch (options.first { $0.name == field }, value) {
+                case let (.flag?, .boolean(flag)): if flag { flags.insert(field) }
+                case (.flag?, _): throw bad("'\(field)' must be a boolean, got \(value.typeName)")
+                case let (.parameter?, .string(text)): parameters[field] = text
+                case (.parameter?, _): throw bad("'\(field)' must be a string, got \(value.typeName)")
+                case (nil, _):
+                    throw bad("unknown field '\(field)' (expected \(options.map(\.name).joined(separator: ", ")))")
                 }
             }
-            return KeyNode.logIds(id, debug: debug, category: category)
-        case let (.buildLogCategory(id, debug), .category?):
-            return KeyNode.logIds(id, debug: debug, category: try self.id(call, 2, as: 1, function: name))
-        case (.config, .configurationID?):
-            return .leaf(.configuration(try self.id(call, 2, as: 1, function: name)))
-        default:
+            guard let next = node.called(then: word, flags: flags, parameters: parameters) else {
+                throw bad("these fields do not go together")
+            }
+            return next
+        case nil:
             let what = node.key == nil ? "add \(node.continuation)" : "remove the parentheses"
             throw LuaCallError.message("key \(node.text) cannot be called (\(what))")
         }

@@ -163,7 +163,7 @@ final class WatchModule {
             throw call.argumentError(1, "a number of seconds >= 0 expected")
         }
         if session.database.isInTransaction {
-            throw LuaCallError.message("opsh.wait cannot wait inside db.transaction: the database would stay locked for every other writer")
+            throw LuaCallError.message("opsh.wait cannot wait inside \(session.database.openTransactionName): the database would stay locked for every other writer")
         }
         let runtime = session.runtime
         let previous = deliveringCall

@@ -101,7 +101,7 @@ enum MaintenanceModule {
             return false
         }
         if database.isInTransaction {
-            throw LuaCallError.message("\(name) cannot run inside db.transaction: it needs a database connection of its own; call it outside the transaction")
+            throw LuaCallError.message("\(name) cannot run inside \(database.openTransactionName): it needs a database connection of its own; call it outside the transaction")
         }
         return true
     }

@@ -67,7 +67,7 @@ final class MigrationModule {
     private func up(_ call: LuaCall) throws -> Int32 {
         let options = try Options(call, function: "up", allowTarget: true)
         if session.database.isInTransaction {
-            throw LuaCallError.message("migrate.up cannot run inside db.transaction (or a dry run): each migration runs in a transaction of its own")
+            throw LuaCallError.message("migrate.up cannot run inside \(session.database.openTransactionName): each migration runs in a transaction of its own")
         }
         if session.store.options.readOnly {
             throw LuaCallError.message("migrate.up cannot migrate a database opened read-only")

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import LuaRuntime
 import Store
+import TextCodec
 
 /// `config`: the SDK configuration aggregate (the `configuration` row, its
 /// routing policies, analytics and storage settings) as one Lua table.

@@ -11,10 +11,13 @@ struct RepositoryContext {
     let markers: SQLMarkers
     let rowShapes: RowShapes
 
+    let statements: RepositoryStatements
+
     init(session: OpshSession) {
         database = session.database
         markers = session.sql.markers
         rowShapes = session.sql.rowShapes
+        statements = session.repositoryStatements
     }
 
     func reader(_ call: LuaCall) -> LuaRowReader {
@@ -31,6 +34,15 @@ struct RepositoryContext {
             return try database.write(body)
         } catch let error as DatabaseError {
             throw LuaCallError.message(Self.describe(error, table: table))
+        }
+    }
+
+    /// What the core refuses (an unknown column) as the repositories say it.
+    func storeErrors<T>(_ table: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as StoreError {
+            throw LuaCallError.message("\(error)")
         }
     }
 
@@ -88,6 +100,15 @@ struct RecordTableFunctions<Record: StoreRecord> {
                            jsonColumns: Record.jsonColumns, booleans: booleans)
     }
 
+    /// The table's columns, read again only after a schema change.
+    func cachedSpec() throws -> TableSpec {
+        try context.statements.spec(table) { try context.read(table) { db in try spec(db) } }
+    }
+
+    /// Rows come back as `db` returns them (stored values; booleans would
+    /// need converting), so the `db` module's machinery serves them.
+    var readsThroughSQL: Bool { booleans.isEmpty }
+
     // MARK: Rows out
 
     func row(_ record: Record, columns: [String]) throws -> StoreValue {
@@ -122,6 +143,11 @@ struct RecordTableFunctions<Record: StoreRecord> {
     }
 
     func get(_ call: LuaCall) throws -> Int32 {
+        if readsThroughSQL {
+            let spec = try cachedSpec()
+            let key = try context.reader(call).key(argument: 1, spec: spec)
+            return try context.statements.row(of: table, keyColumn: Record.primaryKeyColumns[0], key: key, call: call)
+        }
         let reader = context.reader(call)
         let (record, columns) = try context.read(table) { db -> (Record?, [String]) in
             let spec = try spec(db)
@@ -131,6 +157,12 @@ struct RecordTableFunctions<Record: StoreRecord> {
     }
 
     func list(_ call: LuaCall) throws -> Int32 {
+        if readsThroughSQL {
+            let tableSpec = try cachedSpec()
+            let request = try context.reader(call).listRequest(argument: 1, spec: tableSpec)
+            let (sql, arguments) = try context.storeErrors(table) { try request.selectSQL(table: table, columns: tableSpec.names) }
+            return try context.statements.run(sql, arguments, shape: .rows, call: call)
+        }
         let tableSpec = try context.read(table) { db in try spec(db) }
         let request = try context.reader(call).listRequest(argument: 1, spec: tableSpec)
         let (found, columns) = try context.read(table) { db in
@@ -140,7 +172,12 @@ struct RecordTableFunctions<Record: StoreRecord> {
     }
 
     func count(_ call: LuaCall) throws -> Int32 {
-        let tableSpec = try context.read(table) { db in try spec(db) }
+        let tableSpec = try cachedSpec()
+        if readsThroughSQL {
+            let request = try context.reader(call).listRequest(argument: 1, allowed: ["where"], spec: tableSpec)
+            let (sql, arguments) = try context.storeErrors(table) { try request.selectSQL(table: table, columns: tableSpec.names, counting: true) }
+            return try context.statements.run(sql, arguments, shape: .value, call: call)
+        }
         let request = try context.reader(call).listRequest(argument: 1, allowed: ["where"], spec: tableSpec)
         let total = try context.read(table) { db in try records.count(db, request) }
         return call.results(.integer(Int64(total)))
@@ -193,9 +230,10 @@ struct RecordTableFunctions<Record: StoreRecord> {
         return try pushRow(record, columns: columns, call: call)
     }
 
-    /// Changes `fields` of the row with `key`; the key itself cannot change.
-    func updateRecord(_ db: Database, key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
-                      call: LuaCall, argument: Int32) throws -> Record {
+    /// The columns an update writes: `fields` without the key (which
+    /// cannot change), and `updated_at` = now where the table has one.
+    func changedColumns(key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
+                        call: LuaCall, argument: Int32) throws -> [String: DatabaseValue] {
         var changes = fields
         let keyColumn = Record.primaryKeyColumns[0]
         if let newKey = changes[keyColumn] {
@@ -207,6 +245,13 @@ struct RecordTableFunctions<Record: StoreRecord> {
         for column in spec.columns where Self.dateColumnsSetOnUpdate.contains(column.name) && changes[column.name] == nil {
             changes[column.name] = Date().timeIntervalSince1970.databaseValue
         }
+        return changes
+    }
+
+    /// Changes `fields` of the row with `key`; the key itself cannot change.
+    func updateRecord(_ db: Database, key: DatabaseValue, fields: [String: DatabaseValue], spec: TableSpec,
+                      call: LuaCall, argument: Int32) throws -> Record {
+        let changes = try changedColumns(key: key, fields: fields, spec: spec, call: call, argument: argument)
         try spec.checkReferences(db, changes)
         guard try records.get(db, key) != nil else {
             throw StoreError.notFound(table: table, key: TableSpec.show(key))
@@ -217,6 +262,20 @@ struct RecordTableFunctions<Record: StoreRecord> {
     func update(_ call: LuaCall) throws -> Int32 {
         let reader = context.reader(call)
         guard lua_type(call.state, 2) == LUA_TTABLE else { throw call.typeError(2, expected: "table") }
+        if readsThroughSQL {
+            // One cached UPDATE, then the row as `get` reads it.
+            let spec = try cachedSpec()
+            let key = try reader.key(argument: 1, spec: spec)
+            let fields = try reader.fields(argument: 2, spec: spec)
+            let changes = try changedColumns(key: key, fields: fields, spec: spec, call: call, argument: 2)
+            try context.write(table) { db in
+                try spec.checkReferences(db, changes)
+                guard try context.storeErrors(table, { try records.updateColumns(db, key, changes: changes, columns: spec.names) }) else {
+                    throw StoreError.notFound(table: table, key: TableSpec.show(key))
+                }
+            }
+            return try context.statements.row(of: table, keyColumn: Record.primaryKeyColumns[0], key: key, call: call)
+        }
         let (record, columns) = try context.write(table) { db -> (Record, [String]) in
             let spec = try spec(db)
             let key = try reader.key(argument: 1, spec: spec)

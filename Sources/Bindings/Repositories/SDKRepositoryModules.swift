@@ -166,7 +166,8 @@ enum SDKRepositoryModules {
                 if let date = fields["created_at"].flatMap(Double.fromDatabaseValue) { item.createdAt = date }
                 events.append(item)
             }
-            if context.database.isDryRun {
+            // Counted (a dry run, a chunk): through GRDB, whose observer counts.
+            if context.database.isCountingChanges {
                 for event in events {
                     var record = TelemetryRecord(event: event.event, properties: event.properties.map(JSONText.init),
                                                  sessionId: event.sessionId, createdAt: Date(timeIntervalSince1970: event.createdAt))

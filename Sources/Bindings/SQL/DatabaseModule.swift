@@ -67,7 +67,7 @@ enum DatabaseModule {
             },
             "transaction": { call in
                 let body = try call.function(1)
-                let results = try database.transaction {
+                let results = try database.transaction(changeLimit: try Self.changeLimit(call, 2)) {
                     try call.call(body, [], results: LUA_MULTRET)
                 }
                 for value in results { call.stack.push(value) }
@@ -86,6 +86,22 @@ enum DatabaseModule {
                 return 1
             },
         ])
+    }
+
+    /// `db.transaction(fn, { maxChanges = N })`: the most rows the
+    /// transaction may change; nil without options.
+    static func changeLimit(_ call: LuaCall, _ index: Int32) throws -> Int? {
+        guard !call.isNoneOrNil(index) else { return nil }
+        let options = try call.table(index)
+        for name in options.keys.sorted() where name != "maxChanges" {
+            throw call.argumentError(index, "unknown option '\(name)' (options: maxChanges)")
+        }
+        switch options["maxChanges"] {
+        case nil: return nil
+        case let .integer(limit)? where limit >= 0: return Int(limit)
+        case let value?:
+            throw call.argumentError(index, "option 'maxChanges' must be a whole number of rows >= 0, got \(value.typeName == "number" ? "a negative or fractional number" : value.typeName)")
+        }
     }
 
     /// `cursor:close()` and the generic `for`'s `__close`. The metatable is

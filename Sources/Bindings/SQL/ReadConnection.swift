@@ -38,7 +38,8 @@ final class ReadConnection {
         var handle: OpaquePointer?
         // FULLMUTEX: the snapshot's watchdog thread may commit an expired
         // read transaction while the Lua thread uses the connection.
-        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nil)
+        // URI: on a read-only file system the store reads by an immutable=1 URI.
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI, nil)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close(handle)

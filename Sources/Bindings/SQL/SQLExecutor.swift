@@ -48,13 +48,21 @@ final class SQLExecutor {
         guard lua_type(call.state, 1) == LUA_TSTRING else { throw call.typeError(1, expected: "string") }
         statements.releaseShapes(in: call.state)
         if let current = session.current {
-            return try run(on: current, call: call, shape: shape)
+            let results = try run(on: current, call: call, shape: shape)
+            try session.afterWrite()  // --max-changes stops a runaway loop at once
+            return results
         }
         if let readConnection {
-            let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
-            if entry.isReadonly {
-                readConnection.useSnapshot(writeCount: session.writeCount)
-                return try step(entry, connection: readConnection.handle, call: call, shape: shape)
+            do {
+                let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
+                if entry.isReadonly {
+                    readConnection.useSnapshot(writeCount: session.writeCount)
+                    return try step(entry, connection: readConnection.handle, call: call, shape: shape)
+                }
+            } catch let failure as SQLFailure where failure.message.hasPrefix("no such table") {
+                // A TEMP table lives on the connection that made it, the
+                // writer's: the statement runs there (below), or fails
+                // there with the same message.
             }
         }
         return try session.writeStatement { db in
@@ -65,7 +73,7 @@ final class SQLExecutor {
     private func run(on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
         let connection = db.sqliteConnection!
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
-        if session.isDryRun && !entry.isReadonly {
+        if session.isCountingChanges && !entry.isReadonly {
             // Through GRDB, so the dry run's change counter sees the rows.
             let sql = entry.sql
             do {

@@ -10,5 +10,9 @@ enum OpshModule {
             // `opsh run --dry-run`, and skip work that cannot be rolled back.
             "dryRun": { call in call.results(.boolean(database.isDryRun)) },
         ])
+        // The shell replaces it with the real one (its chunks keep changesets).
+        session.runtime.register("undo") { _ in
+            throw LuaCallError.message("undo() takes back chunks typed at the interactive shell's prompt; a script's changes cannot be undone: try it with --dry-run first, and cap it with --max-changes")
+        }
     }
 }

@@ -36,6 +36,8 @@ public final class OpshSession {
     public let events = EventQueue()
     public let options: Options
     let sql: SQLExecutor
+    /// The repositories' statements on the `db` module's machinery.
+    lazy var repositoryStatements = RepositoryStatements(executor: sql)
     private let readConnection: ReadConnection?
     /// Subscriptions (watches, followed jobs): what to do with their
     /// events on the Lua thread.
@@ -49,7 +51,7 @@ public final class OpshSession {
         database = SessionDatabase(store: store)
         database.protectsBuildCommands = options.sandbox
         let readConnection = try store.path.map {
-            try ReadConnection(path: $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
+            try ReadConnection(path: store.readingName ?? $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
         }
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")
@@ -61,9 +63,11 @@ public final class OpshSession {
         // Ctrl-C, a timeout or SIGTERM also stop the SQL statement a
         // binding is waiting on.
         let interruptTargets = UncheckedSendable((store, readConnection))
+        let interruptedDatabase = UncheckedSendable(database)
         runtime.onInterrupt { _ in
             interruptTargets.value.0.interrupt()
             interruptTargets.value.1?.interrupt()
+            interruptedDatabase.value.interrupt()
         }
         // sqlite3_interrupt does not reach a statement waiting for another
         // process's lock: that wait gives up while the chunk is interrupted.
@@ -91,6 +95,7 @@ public final class OpshSession {
                 _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length)
             }
         }
+        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length) }
     }
 
     /// Every module of the Lua API, each in its own file.
@@ -133,6 +138,7 @@ public final class OpshSession {
                 _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
             }
         }
+        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0) }
         try runtime.execute("""
             local function refused(name)
               return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end

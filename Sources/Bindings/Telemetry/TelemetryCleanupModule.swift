@@ -34,7 +34,7 @@ enum TelemetryCleanupModule {
             throw call.argumentError(1, "unknown option '\(name)' (options: \(optionNames.joined(separator: ", ")))")
         }
         if database.isInTransaction && !database.isDryRun {
-            throw LuaCallError.message("telemetry.cleanup cannot run inside db.transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+            throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
         }
 
         // olderThan: a duration ("30d") or a date (seconds since 1970);

@@ -7,12 +7,12 @@ extension Completer {
     /// What a dot command takes, for completion (`REPL.runDotCommand` is
     /// where they run).
     enum DotArgument {
-        case none, table, mode, onOff, file, rows
+        case none, table, mode, onOff, file, rows, confirm
     }
 
     static let dotCommands: [(name: String, argument: DotArgument)] = [
         (".help", .none), (".tables", .none), (".schema", .table), (".timer", .onOff),
-        (".mode", .mode), (".rows", .rows), (".locks", .none), (".output", .file), (".read", .file), (".quit", .none),
+        (".mode", .mode), (".rows", .rows), (".confirm", .confirm), (".locks", .none), (".output", .file), (".read", .file), (".quit", .none),
     ]
 
     /// Candidates that replace `word`, given the line before the cursor
@@ -32,6 +32,7 @@ extension Completer {
         case .mode: choices = OutputMode.allCases.map(\.rawValue)
         case .onOff: choices = ["on", "off"]
         case .rows: choices = ["all", "20", "200", "1000"]
+        case .confirm: choices = ["off", "100", "1000"]
         case .file: choices = Self.paths(startingWith: argument)
         }
         // The word may be only the end of the argument (readline breaks

@@ -1,3 +1,5 @@
+import TextCodec
+
 /// Renders rows one record at a time, a `column | value` line per column
 /// and every value whole: psql's expanded display (`\x`), sqlite3's
 /// `.mode line`. For rows too wide for a table (a generation's prompt, a

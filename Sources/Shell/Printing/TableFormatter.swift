@@ -1,3 +1,5 @@
+import TextCodec
+
 /// Renders rows as an aligned text table, the way psql and sqlite3's
 /// `.mode table` do:
 ///

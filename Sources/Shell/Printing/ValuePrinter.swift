@@ -2,6 +2,7 @@ import Bindings
 import CLuaShim
 import Foundation
 import Store
+import TextCodec
 
 /// How the shell shows values (`.mode`, `--json`).
 public enum OutputMode: String, CaseIterable, Sendable {
@@ -316,14 +317,14 @@ public struct ValuePrinter {
             if lua.isInteger(index) { return String(lua.integer(index)) }
             let number = lua.number(index)
             guard number.isFinite else { throw PrintError(JSONRule.nonFinite(number, at: place)) }
-            return JSONRule.floatText(number)
+            return JSONString.floatText(number)
         case LUA_TSTRING:
             var length = 0
             guard let bytes = opsh_tostring(lua.state, index, &length),
                   let value = String(validating: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self) else {
                 throw PrintError(JSONRule.invalidUTF8(at: place))
             }
-            return Self.jsonString(secret ? SecretMask.mask(value) : value)
+            return JSONString.quoted(secret ? SecretMask.mask(value) : value)
         case LUA_TTABLE:
             break
         default:
@@ -366,7 +367,7 @@ public struct ValuePrinter {
             case let .number(number): field = Int64(exactly: number).map(String.init) ?? String(number)
             case let .other(text): field = text
             }
-            members.append(Self.jsonString(field) + ":"
+            members.append(JSONString.quoted(field) + ":"
                            + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(field),
                                        at: JSONRule.path(place, field: field))))
         }
@@ -380,28 +381,11 @@ public struct ValuePrinter {
             LuaInspection.pushString(lua.state, key)
             lua_rawget(lua.state, table)
             defer { opsh_pop(lua.state, 1) }
-            members.append(Self.jsonString(key) + ":"
+            members.append(JSONString.quoted(key) + ":"
                            + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(key),
                                        at: JSONRule.path(place, field: key))))
         }
         return "{" + members.joined(separator: ",") + "}"
-    }
-
-    static func jsonString(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20:
-                result += String(format: "\\u%04x", scalar.value)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }
 

@@ -18,12 +18,17 @@ extension REPL {
                                 .output FILE gets them all
         .output [FILE]          returned values to FILE (a new file); to
                                 the terminal again without FILE
-        .read FILE              run a Lua file here
+        .read FILE              run a Lua file here (one chunk)
+        .confirm N|off          ask before committing a chunk that changed
+                                more than N rows (default 1000)
         .quit                   leave (Ctrl-D too)
 
         Type Lua; an expression prints its value (`=expr` too). Tab completes
         globals, fields, query keys in query("…"), names in SQL strings and
         dot commands.
+        Each chunk is one transaction: an error or Ctrl-C rolls all of it
+        back. undo() takes back the last chunk that changed data, undo(n) the
+        n-th last, unless someone else changed those rows since.
         Ctrl-C clears the line or stops the running chunk.
         """
 
@@ -67,6 +72,13 @@ extension REPL {
             } else {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
+        case ".confirm":
+            switch argument {
+            case "off": chunks.confirmThreshold = nil
+            case let text? where Int(text).map({ $0 >= 0 }) == true: chunks.confirmThreshold = Int(text)
+            case nil: print(chunks.confirmThreshold.map { "asks before committing more than \($0) changed rows" } ?? "off")
+            default: console.error("usage: .confirm N|off (a number of rows, 0 or more)")
+            }
         case ".locks":
             // Who holds locks on the database now (/proc/locks).
             if let path = session.store.path {
@@ -98,7 +110,10 @@ extension REPL {
             let path = (argument as NSString).expandingTildeInPath
             timed {
                 do {
-                    try runner.runFile(path)
+                    let code = try ChunkRunner.readScript(path)
+                    try chunks.run(code: ".read \(argument)") {
+                        try runner.run(code, chunkName: "@\(path)")
+                    }
                 } catch {
                     report(error)
                 }

@@ -22,6 +22,12 @@ public final class REPL {
         /// A line shown at start (nil: none).
         public var banner: String?
         public var prompt = "opsh> "
+        /// --dry-run on a private copy: chunks commit into the copy.
+        public var dryRunCopy = false
+        /// --dry-run on a database too large to copy (ChunkTransactions).
+        public var dryRunReplay = false
+        /// --max-changes: most rows a chunk may change.
+        public var maxChanges: Int?
         public var continuationPrompt = "  ... "
         /// Around each chunk typed at the prompt (the audit trail): before
         /// it runs, and after with its text, start time and whether it failed.
@@ -47,6 +53,8 @@ public final class REPL {
     var outputFiles: Set<String> = []
     let catalog: DatabaseCatalog
     var timer = false
+    /// Each chunk one transaction: confirmation and undo().
+    public let chunks: ChunkTransactions
 
     private let editor = LineEditor()
     private var history: History!
@@ -64,6 +72,11 @@ public final class REPL {
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
         catalog = DatabaseCatalog(runtime: session.runtime)
+        chunks = ChunkTransactions(session: session, console: configuration.console)
+        chunks.dryRunCopy = configuration.dryRunCopy
+        chunks.dryRunReplay = configuration.dryRunReplay
+        chunks.changeLimit = configuration.maxChanges
+        session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
         var ends: [Int32] = [0, 0]
         pipe(&ends)
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -181,7 +194,7 @@ public final class REPL {
             var failed = false
             timed {
                 do {
-                    try runner.run(code, chunkName: "=stdin")
+                    try chunks.run(code: typed) { try runner.run(code, chunkName: "=stdin") }
                 } catch {
                     failed = true
                     report(error)
@@ -229,7 +242,7 @@ public final class REPL {
             switch error.kind {
             case let .interrupted(reason):
                 let what = reason == .timeout ? "timed out" : "interrupted"
-                console.error("\(what); the chunk's open transaction, if any, was rolled back")
+                console.error("\(what); the chunk was rolled back: nothing it changed was kept")
             default:
                 console.error(error.message)
                 if let traceback = error.traceback { console.raw(traceback) }

@@ -131,7 +131,7 @@ public final class Store: Sendable {
             // table) is migrated here. An existing one is never migrated
             // implicitly: migrating takes the write lock, and opening must
             // not wait for the backend's writers (ARCHITECTURE.md,
-            // decision 7); its pending migrations are reported instead
+            // decision 8); its pending migrations are reported instead
             // and applied by `opsh migrate` or `migrate.up()`.
             var migratesNow = verdict != .database
             if verdict == .database {
@@ -163,6 +163,36 @@ public final class Store: Sendable {
     /// the migrations. Does nothing once connected.
     public func connect() throws {
         _ = try connection.writer()
+    }
+
+    /// A second writer connection to the same file, configured as the
+    /// store's (read-only, foreign keys, lock waits) and opened without a
+    /// set-up write: the Lua session holds it for a whole shell chunk,
+    /// which must keep nothing else of this process (a build's log writer,
+    /// maintenance) waiting; SQLite's write lock is taken only from the
+    /// chunk's first write (ARCHITECTURE.md, "Connections, by role").
+    public func openSecondWriter() throws -> DatabaseQueue {
+        guard let path else {
+            throw StoreError.cannotOpen(path: ":memory:", detail: "an in-memory database has no second connection")
+        }
+        try connect()
+        let openName = ReadOnlyFileSystem.holds(path) ? ReadOnlyFileSystem.readingName(for: path) : path
+        do {
+            let queue = try DatabaseQueue(path: openName, configuration: Self.configuration(options, lockWait: lockWait))
+            // The audit's counts see what commits on it too.
+            if !options.readOnly { committedChanges.install(on: queue) }
+            return queue
+        } catch let error as DatabaseError {
+            throw Self.translateOpenError(error, path: path)
+        }
+    }
+
+    /// The name SQLite opens the file by for reading: the path, or on a
+    /// read-only file system an `immutable=1` URI (open it with
+    /// SQLITE_OPEN_URI); nil in memory.
+    public var readingName: String? {
+        guard let path else { return nil }
+        return ReadOnlyFileSystem.holds(path) ? ReadOnlyFileSystem.readingName(for: path) : path
     }
 
     /// Whether the store has connected (see ``prepare(path:options:)``).

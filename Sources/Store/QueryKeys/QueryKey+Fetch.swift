@@ -4,9 +4,16 @@ extension QueryKey {
     /// Fetches the key's current value: a row (an object) or `.null` for
     /// single-row keys, an array of ids or rows for list keys.
     public func fetch(_ db: Database) throws -> StoreValue {
+        if let statement = try statement() {
+            let cached = try db.cachedStatement(sql: statement.sql)
+            let arguments = StatementArguments(statement.arguments)
+            switch statement.shape {
+            case .row: return try Row.fetchOne(cached, arguments: arguments).map(StoreValue.init) ?? .null
+            case .rows: return .array(try Row.fetchAll(cached, arguments: arguments).map(StoreValue.init))
+            case .ids: return .array(try DatabaseValue.fetchAll(cached, arguments: arguments).map(StoreValue.init))
+            }
+        }
         switch self {
-        case .allProjectIds:
-            return try ids(db, "SELECT bundleIdentifier FROM projects ORDER BY bundleIdentifier")
         case .projectVersionStrings:
             let rows = try Row.fetchAll(db, sql: """
                 SELECT p.bundleIdentifier, b.versionString
@@ -28,8 +35,6 @@ extension QueryKey {
                 }
             }
             return .object(fields)
-        case .project(let id):
-            return try one(db, "SELECT * FROM projects WHERE bundleIdentifier = ?", [id])
         case .projectDetail(let id):
             let project = try one(db, "SELECT * FROM projects WHERE bundleIdentifier = ?", [id])
             if project == .null { return .null }
@@ -43,59 +48,6 @@ extension QueryKey {
                     WHERE s.projectBundleIdentifier = ? ORDER BY b.createdAt DESC, b.buildNumber DESC LIMIT 10
                     """, [id])),
             ])
-        case .projectSchemeIds(let id):
-            return try ids(db, "SELECT id FROM schemes WHERE projectBundleIdentifier = ? ORDER BY \"order\", name", [id])
-        case .projectBuildVersionStrings(let id):
-            return try ids(db, """
-                SELECT DISTINCT b.versionString FROM builds b JOIN schemes s ON b.schemeId = s.id
-                WHERE s.projectBundleIdentifier = ? ORDER BY b.versionString DESC
-                """, [id])
-        case let .projectLatestBuilds(id, limit):
-            // A key made with the enum case directly can carry any Int; one
-            // that does not print as a parseable key is refused here too.
-            if let error = limitError { throw error }
-            return try many(db, """
-                SELECT b.* FROM builds b JOIN schemes s ON s.id = b.schemeId
-                WHERE s.projectBundleIdentifier = ? ORDER BY b.createdAt DESC, b.buildNumber DESC LIMIT ?
-                """, [id, limit])
-        case .scheme(let id):
-            return try one(db, "SELECT * FROM schemes WHERE id = ?", [id])
-        case let .schemeBuildIds(schemeIds, version):
-            let placeholders = Array(repeating: "?", count: max(schemeIds.count, 1)).joined(separator: ",")
-            var arguments = StatementArguments(schemeIds.isEmpty ? [nil] as [String?] : schemeIds)
-            var sql = "SELECT id FROM builds WHERE schemeId IN (\(placeholders))"
-            if let version {
-                sql += " AND versionString = ?"
-                _ = arguments.append(contentsOf: [version])
-            }
-            return try ids(db, sql + " ORDER BY createdAt DESC, buildNumber DESC", arguments)
-        case .build(let id):
-            return try one(db, "SELECT * FROM builds WHERE id = ?", [id])
-        case let .buildLogIds(id, includeDebug, category):
-            var sql = "SELECT id FROM buildLogs WHERE buildId = ?"
-            var arguments: StatementArguments = [id]
-            if !includeDebug { sql += " AND level <> 'debug'" }
-            if let category {
-                sql += " AND category = ?"
-                _ = arguments.append(contentsOf: [category])
-            }
-            return try ids(db, sql + " ORDER BY createdAt, rowid", arguments)
-        case .buildCrashLogIds(let id):
-            return try ids(db, "SELECT incidentIdentifier FROM crashLogs WHERE buildId = ? ORDER BY createdAt DESC", [id])
-        case .buildLog(let id):
-            return try one(db, "SELECT * FROM buildLogs WHERE id = ?", [id])
-        case .crashLog(let id):
-            return try one(db, "SELECT * FROM crashLogs WHERE incidentIdentifier = ?", [id])
-        case .allModelIds:
-            return try ids(db, "SELECT id FROM model_metadata ORDER BY id")
-        case .model(let id):
-            return try one(db, "SELECT * FROM model_metadata WHERE id = ?", [id])
-        case .modelUsage(let id):
-            return try many(db, "SELECT * FROM model_usage_stats WHERE model_id = ? ORDER BY day", [id])
-        case .session(let id):
-            return try one(db, "SELECT * FROM generation_sessions WHERE id = ?", [id])
-        case .sessionGenerations(let id):
-            return try many(db, "SELECT * FROM generations WHERE session_id = ? ORDER BY sequence_number", [id])
         case .telemetryCounts:
             let rows = try Row.fetchAll(db, sql: "SELECT event, count(*) FROM telemetry GROUP BY event ORDER BY event")
             return .object(rows.map { .init($0[0], .integer($0[1])) })
@@ -107,6 +59,9 @@ extension QueryKey {
             fields.append(.init("routing_policies", try many(
                 db, "SELECT * FROM routing_policies WHERE configuration_id = ? ORDER BY priority DESC, name", [id])))
             return .object(fields)
+        default:
+            // Every other key is one statement (QueryKey+Statement.swift).
+            throw StoreError.invalidValue(table: "", column: "", reason: "query key \(self) has no fetch")
         }
     }
 

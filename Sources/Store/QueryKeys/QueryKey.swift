@@ -54,13 +54,15 @@ public enum QueryKey: Hashable, Sendable {
 }
 
 extension QueryKey {
-    /// The tables whose changes can change the key's value.
+    /// The tables whose changes can change the key's value: exactly those
+    /// its ``fetch(_:)`` reads (a test checks it with SQLite's authorizer).
     public var observedTables: Set<String> {
         switch self {
         case .allProjectIds, .project: return ["projects"]
-        case .projectVersionStrings, .projectBuildVersionStrings, .projectLatestBuilds:
-            return ["projects", "schemes", "builds"]
-        case .projectDetail: return ["projects", "schemes", "builds"]
+        case .projectVersionStrings, .projectDetail: return ["projects", "schemes", "builds"]
+        // A project's builds are found through its schemes' project column:
+        // the projects table itself is not read.
+        case .projectBuildVersionStrings, .projectLatestBuilds: return ["schemes", "builds"]
         case .projectSchemeIds, .scheme: return ["schemes"]
         case .schemeBuildIds, .build: return ["builds"]
         case .buildLogIds, .buildLog: return ["buildLogs"]

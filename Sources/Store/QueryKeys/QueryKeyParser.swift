@@ -11,8 +11,11 @@
 /// An id or version that is a plain word may stand bare (`build.3f2a…`);
 /// anything else is quoted, with `"` doubled inside:
 /// `project."com.example.app".latestBuilds.limit3`,
-/// `schemes.a,b.builds.ids."1.2.0"`. The seed's parameter words keep their
-/// form: `limit{N}`, `category{c}` (`categorybuild`, `category"unit tests"`).
+/// `schemes.a,b.builds.ids."1.2.0"`. Parameters are glued to their word:
+/// `limit{N}`, `category{c}` (`categorybuild`, `category"unit tests"`).
+///
+/// This type reads the text into segments and atoms; which words and values
+/// may follow which is ``QueryKeyGrammar``'s table.
 public struct QueryKeyParser {
     /// One atom: an optional bare word, an optional quoted text, and where
     /// it starts.
@@ -121,193 +124,93 @@ public struct QueryKeyParser {
 
     // MARK: Interpreting the vocabulary
 
+    /// Walks the segments down ``QueryKeyGrammar/root``; an error points at
+    /// the segment that leaves it and says what the grammar has there.
     private func interpret(_ segments: [Segment]) throws -> QueryKey {
-        var cursor = Cursor(parser: self, segments: segments)
-        let root = try cursor.keyword(["projects", "project", "scheme", "schemes", "build", "buildLog", "crashLog",
-                                       "models", "model", "session", "telemetry", "config"])
-        let key: QueryKey
-        switch root {
-        case "projects":
-            switch try cursor.keyword(["all", "versionStrings"]) {
-            case "all":
-                try cursor.expect("ids")
-                key = .allProjectIds
-            default:
-                key = .projectVersionStrings
-            }
-        case "project":
-            let id = try cursor.id("a project's bundle identifier")
-            if cursor.atEnd { key = .project(id); break }
-            switch try cursor.keyword(["detail", "schemes", "buildVersionStrings", "latestBuilds"]) {
-            case "detail": key = .projectDetail(id)
-            case "schemes":
-                try cursor.expect("ids")
-                key = .projectSchemeIds(id)
-            case "buildVersionStrings": key = .projectBuildVersionStrings(id)
-            default:
-                key = .projectLatestBuilds(id, limit: try cursor.limit())
-            }
-        case "scheme":
-            key = .scheme(try cursor.id("a scheme id"))
-        case "schemes":
-            let ids = try cursor.idList("scheme ids separated by ','")
-            try cursor.expect("builds")
-            try cursor.expect("ids")
-            let version = cursor.atEnd ? nil : try cursor.id("a version string (quote it: \"1.2.0\")")
-            key = .schemeBuildIds(ids, version: version)
-        case "build":
-            let id = try cursor.id("a build id")
-            if cursor.atEnd { key = .build(id); break }
-            switch try cursor.keyword(["logs", "crashLogs"]) {
-            case "logs":
-                try cursor.expect("ids")
-                var includeDebug = false
-                var category: String?
-                if !cursor.atEnd, cursor.peekWord == "debug" {
-                    _ = try cursor.keyword(["debug"])
-                    includeDebug = true
-                }
-                if !cursor.atEnd {
-                    category = try cursor.category()
-                }
-                key = .buildLogIds(id, includeDebug: includeDebug, category: category)
-            default:
-                try cursor.expect("ids")
-                key = .buildCrashLogIds(id)
-            }
-        case "buildLog":
-            key = .buildLog(try cursor.id("a build log id"))
-        case "crashLog":
-            key = .crashLog(try cursor.id("a crash log's incident identifier"))
-        case "models":
-            try cursor.expect("all")
-            try cursor.expect("ids")
-            key = .allModelIds
-        case "model":
-            let id = try cursor.id("a model id")
-            if cursor.atEnd { key = .model(id); break }
-            try cursor.expect("usage")
-            key = .modelUsage(id)
-        case "session":
-            let id = try cursor.id("a session id")
-            if cursor.atEnd { key = .session(id); break }
-            try cursor.expect("generations")
-            key = .sessionGenerations(id)
-        case "telemetry":
-            try cursor.expect("counts")
-            key = .telemetryCounts
-        default: // config
-            key = .configuration(cursor.atEnd ? "default" : try cursor.id("a configuration id"))
-        }
-        try cursor.expectEnd()
-        return key
-    }
-
-    /// Walks the segments, producing errors that point at them.
-    private struct Cursor {
-        let parser: QueryKeyParser
-        let segments: [Segment]
-        var next = 0
-        /// Set after an id: a stray word next is likely the rest of an
-        /// unquoted id with dots, worth a hint.
+        var node = QueryKeyGrammar.root
+        var arguments = QueryKeyGrammar.Arguments()
+        // Set after an id: a stray word next is likely the rest of an
+        // unquoted id with dots, worth a hint.
         var afterID = false
-
-        var atEnd: Bool { next == segments.count }
-
-        var peekWord: String? {
-            guard next < segments.count, segments[next].atoms.count == 1 else { return nil }
-            let atom = segments[next].atoms[0]
-            return atom.quoted == nil ? atom.word : nil
-        }
-
-        private func endPosition() -> Int { parser.characters.count }
-
-        private mutating func single(_ expected: String) throws -> Atom {
-            guard next < segments.count else {
-                throw parser.error(at: endPosition(), "'.' and \(expected) after the end of the key")
+        for segment in segments {
+            guard node.continues else {
+                throw error(at: segment.position - 1, "the end of the key, found '.\(describe(segment.atoms[0]))'")
             }
-            let segment = segments[next]
+            if let (slot, next) = node.value, slot.prefix == nil {
+                try arguments.set(slot.argument, to: idValue(segment, slot))
+                node = next
+                afterID = true
+                continue
+            }
+            let expected = node.expected
             guard segment.atoms.count == 1 else {
-                throw parser.error(at: segment.atoms[1].position - 1, "\(expected), not a ',' list")
+                throw error(at: segment.atoms[1].position - 1, "\(expected), not a ',' list")
             }
-            next += 1
-            return segment.atoms[0]
-        }
-
-        mutating func keyword(_ choices: [String]) throws -> String {
-            let described = choices.count == 1 ? "'\(choices[0])'" : "one of " + choices.map { "'\($0)'" }.joined(separator: ", ")
-            let atom = try single(described)
-            guard atom.quoted == nil, let word = atom.word, choices.contains(word) else {
+            let atom = segment.atoms[0]
+            if atom.quoted == nil, let word = atom.word, let next = node.next(word) {
+                node = next
+            } else if let (slot, next) = node.value, let value = try parameterValue(atom, slot) {
+                arguments.set(slot.argument, to: value)
+                node = next
+            } else {
                 let hint = afterID ? " (quote an id that holds '.', e.g. project.\"com.example.app\")" : ""
-                throw parser.error(at: atom.position, "\(described), found '\(describe(atom))'\(hint)")
+                throw error(at: atom.position, "\(expected), found '\(describe(atom))'\(hint)")
             }
             afterID = false
-            return word
         }
-
-        mutating func expect(_ word: String) throws {
-            _ = try keyword([word])
+        guard let form = node.form else {
+            throw error(at: characters.count, "'.' and \(node.expected) after the end of the key")
         }
+        return form.make(arguments)
+    }
 
-        mutating func id(_ expected: String) throws -> String {
-            let atom = try single(expected)
-            guard let text = atom.text else {
-                throw parser.error(at: atom.position, "\(expected) as one word or one \"quoted text\", found '\(describe(atom))'")
-            }
-            afterID = true
-            return text
-        }
-
-        mutating func idList(_ expected: String) throws -> [String] {
-            guard next < segments.count else {
-                throw parser.error(at: endPosition(), "'.' and \(expected)")
-            }
-            let segment = segments[next]
-            next += 1
-            return try segment.atoms.map { atom in
+    /// An id (`scheme.a`, `project."com.example.app"`) or a `,` list of ids.
+    private func idValue(_ segment: Segment, _ slot: QueryKeyGrammar.Slot) throws -> QueryKeyGrammar.Arguments.Value {
+        if slot.kind == .idList {
+            return .texts(try segment.atoms.map { atom in
                 guard let text = atom.text else {
-                    throw parser.error(at: atom.position, "\(expected), found '\(describe(atom))'")
+                    throw error(at: atom.position, "\(slot.expected), found '\(describe(atom))'")
                 }
                 return text
-            }
+            })
         }
-
-        mutating func limit() throws -> Int {
-            let atom = try single("limit{N}, e.g. limit5")
-            guard atom.quoted == nil, let word = atom.word, word.hasPrefix("limit") else {
-                throw parser.error(at: atom.position, "limit{N}, e.g. limit5, found '\(describe(atom))'")
-            }
-            let digits = word.dropFirst("limit".count)
-            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-                  let limit = Int(digits), QueryKey.latestBuildsLimits.contains(limit) else {
-                throw parser.error(at: atom.position + 5, QueryKey.latestBuildsLimitExpectation)
-            }
-            return limit
+        guard segment.atoms.count == 1 else {
+            throw error(at: segment.atoms[1].position - 1, "\(slot.what), not a ',' list")
         }
+        let atom = segment.atoms[0]
+        guard let text = atom.text else {
+            throw error(at: atom.position, "\(slot.what) as one word or one \"quoted text\", found '\(describe(atom))'")
+        }
+        return .text(text)
+    }
 
-        mutating func category() throws -> String {
-            let atom = try single("'debug' or category{c}")
-            guard let word = atom.word, word.hasPrefix("category") else {
-                throw parser.error(at: atom.position, "'debug' or category{c}, e.g. categorybuild or category\"unit tests\", found '\(describe(atom))'")
+    /// A parameter glued to its word (`limit5`, `categorybuild`,
+    /// `category"unit tests"`); nil when the atom does not start with the
+    /// word (a number takes no quotes), an error when what follows it is wrong.
+    private func parameterValue(_ atom: Atom, _ slot: QueryKeyGrammar.Slot) throws -> QueryKeyGrammar.Arguments.Value? {
+        guard let prefix = slot.prefix, let word = atom.word, word.hasPrefix(prefix) else { return nil }
+        let rest = word.dropFirst(prefix.count)
+        let valuePosition = atom.position + prefix.count
+        switch slot.kind {
+        case .number(let range):
+            guard atom.quoted == nil else { return nil }
+            guard !rest.isEmpty, rest.allSatisfy(\.isASCII), rest.allSatisfy(\.isNumber),
+                  let number = Int(rest), range.contains(number) else {
+                throw error(at: valuePosition, "\(slot.what) after '\(prefix)'")
             }
-            let rest = String(word.dropFirst("category".count))
+            return .number(number)
+        default:
             switch (rest.isEmpty, atom.quoted) {
-            case (false, nil): return rest
-            case (true, let quoted?): return quoted
+            case (false, nil): return .text(String(rest))
+            case (true, let quoted?): return .text(quoted)
             default:
-                throw parser.error(at: atom.position + 8, "a category name right after 'category' (a word, or a \"quoted text\")")
+                throw error(at: valuePosition, "\(slot.what) right after '\(prefix)' (a word, or a \"quoted text\")")
             }
         }
+    }
 
-        func expectEnd() throws {
-            guard next < segments.count else { return }
-            let segment = segments[next]
-            throw parser.error(at: segment.position - 1, "the end of the key, found '.\(describe(segment.atoms[0]))'")
-        }
-
-        private func describe(_ atom: Atom) -> String {
-            (atom.word ?? "") + (atom.quoted.map { QueryKeyPrinter.quote($0) } ?? "")
-        }
+    private func describe(_ atom: Atom) -> String {
+        (atom.word ?? "") + (atom.quoted.map { QueryKeyPrinter.quote($0) } ?? "")
     }
 }
 

@@ -21,33 +21,15 @@ public enum QueryKeyPrinter {
         word + id(value)
     }
 
+    /// The key's form in ``QueryKeyGrammar``, its words and values joined by `.`.
     public static func print(_ key: QueryKey) -> String {
-        switch key {
-        case .allProjectIds: return "projects.all.ids"
-        case .projectVersionStrings: return "projects.versionStrings"
-        case .project(let id): return "project.\(Self.id(id))"
-        case .projectDetail(let id): return "project.\(Self.id(id)).detail"
-        case .projectSchemeIds(let id): return "project.\(Self.id(id)).schemes.ids"
-        case .projectBuildVersionStrings(let id): return "project.\(Self.id(id)).buildVersionStrings"
-        case let .projectLatestBuilds(id, limit): return "project.\(Self.id(id)).latestBuilds.limit\(limit)"
-        case .scheme(let id): return "scheme.\(Self.id(id))"
-        case let .schemeBuildIds(ids, version):
-            return "schemes.\(ids.map(Self.id).joined(separator: ",")).builds.ids" + (version.map { "." + Self.id($0) } ?? "")
-        case .build(let id): return "build.\(Self.id(id))"
-        case let .buildLogIds(id, includeDebug, category):
-            return "build.\(Self.id(id)).logs.ids" + (includeDebug ? ".debug" : "")
-                + (category.map { "." + parameter("category", $0) } ?? "")
-        case .buildCrashLogIds(let id): return "build.\(Self.id(id)).crashLogs.ids"
-        case .buildLog(let id): return "buildLog.\(Self.id(id))"
-        case .crashLog(let id): return "crashLog.\(Self.id(id))"
-        case .allModelIds: return "models.all.ids"
-        case .model(let id): return "model.\(Self.id(id))"
-        case .modelUsage(let id): return "model.\(Self.id(id)).usage"
-        case .session(let id): return "session.\(Self.id(id))"
-        case .sessionGenerations(let id): return "session.\(Self.id(id)).generations"
-        case .telemetryCounts: return "telemetry.counts"
-        case .configuration(let id): return id == "default" ? "config" : "config.\(Self.id(id))"
-        }
+        let (form, arguments) = QueryKeyGrammar.form(of: key)
+        return form.elements.map { element in
+            switch element {
+            case let .word(word): return word
+            case let .value(slot): return slot.print(arguments)
+            }
+        }.joined(separator: ".")
     }
 }
 

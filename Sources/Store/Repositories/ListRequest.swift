@@ -84,8 +84,29 @@ func quoteIdentifier(_ name: String) -> String {
 extension ListRequest {
     /// The WHERE clause and its arguments; columns checked against `table`.
     func whereClause(table: String, columns: [String]) throws -> (sql: String, arguments: StatementArguments) {
+        let (sql, values) = try whereParts(table: table, columns: columns)
+        return (sql, StatementArguments(values))
+    }
+
+    func tail(table: String, columns: [String]) throws -> (sql: String, arguments: StatementArguments) {
+        let (sql, values) = try tailParts(table: table, columns: columns)
+        return (sql, StatementArguments(values))
+    }
+
+    /// `SELECT * FROM table WHERE … ORDER BY … LIMIT …` (or `SELECT
+    /// count(*)` when `counting`) with its arguments in order: for callers
+    /// that run it on a statement cache of their own (the Lua bindings).
+    /// Unknown columns are refused as ``RecordRepository/list(_:_:)`` does.
+    public func selectSQL(table: String, columns: [String], counting: Bool = false) throws -> (sql: String, arguments: [DatabaseValue]) {
+        let (whereSQL, whereValues) = try whereParts(table: table, columns: columns)
+        if counting { return ("SELECT count(*) FROM " + quoteIdentifier(table) + whereSQL, whereValues) }
+        let (tailSQL, tailValues) = try tailParts(table: table, columns: columns)
+        return ("SELECT * FROM " + quoteIdentifier(table) + whereSQL + tailSQL, whereValues + tailValues)
+    }
+
+    private func whereParts(table: String, columns: [String]) throws -> (sql: String, arguments: [DatabaseValue]) {
         var terms: [String] = []
-        var arguments = StatementArguments()
+        var arguments: [DatabaseValue] = []
         for filter in filters {
             try checkColumn(filter.column, table: table, columns: columns)
             let column = quoteIdentifier(filter.column)
@@ -97,7 +118,7 @@ extension ListRequest {
                     terms.append("0")
                 } else {
                     terms.append("\(column) IN (\(Array(repeating: "?", count: filter.values.count).joined(separator: ", ")))")
-                    for value in filter.values { _ = arguments.append(contentsOf: [value]) }
+                    arguments += filter.values
                 }
             default:
                 guard filter.values.count == 1 else {
@@ -109,7 +130,7 @@ extension ListRequest {
                     terms.append(filter.op == .notEqual ? "\(column) IS NOT NULL" : "\(column) IS NULL")
                 } else {
                     terms.append("\(column) \(filter.op.rawValue) ?")
-                    _ = arguments.append(contentsOf: [filter.values[0]])
+                    arguments.append(filter.values[0])
                 }
             }
         }
@@ -117,9 +138,9 @@ extension ListRequest {
     }
 
     /// The ORDER BY / LIMIT / OFFSET tail.
-    func tail(table: String, columns: [String]) throws -> (sql: String, arguments: StatementArguments) {
+    private func tailParts(table: String, columns: [String]) throws -> (sql: String, arguments: [DatabaseValue]) {
         var sql = ""
-        var arguments = StatementArguments()
+        var arguments: [DatabaseValue] = []
         if !order.isEmpty {
             for term in order { try checkColumn(term.column, table: table, columns: columns) }
             sql += " ORDER BY " + order.map { quoteIdentifier($0.column) + ($0.descending ? " DESC" : "") }
@@ -127,12 +148,12 @@ extension ListRequest {
         }
         if let limit {
             sql += " LIMIT ?"
-            _ = arguments.append(contentsOf: [limit])
+            arguments.append(limit.databaseValue)
         }
         if let offset {
             if limit == nil { sql += " LIMIT -1" }
             sql += " OFFSET ?"
-            _ = arguments.append(contentsOf: [offset])
+            arguments.append(offset.databaseValue)
         }
         return (sql, arguments)
     }

@@ -95,6 +95,68 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
         return record
     }
 
+    /// Changes the `changes` columns of the row with `key` with one cached
+    /// UPDATE, without reading the row first: the columns the table does
+    /// not have and words outside a column's allowed values are refused as
+    /// ``makeRecord(_:fields:)`` refuses them, and SQLite's constraints
+    /// check the rest. Returns whether there was such a row.
+    public func updateColumns(_ db: Database, _ key: DatabaseValue, changes: [String: DatabaseValue],
+                              columns: [String]) throws -> Bool {
+        try validate(changes, columns: columns)
+        try validateJSON(db, changes)
+        let names = changes.keys.sorted()
+        guard !names.isEmpty else {
+            return try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?)"),
+                                     arguments: [key]) ?? false
+        }
+        let assignments = names.map { quoteIdentifier($0) + " = ?" }.joined(separator: ", ")
+        let statement = try db.cachedStatement(sql: "UPDATE \(quoteIdentifier(tableName)) SET \(assignments) WHERE \(primaryKeyColumn) = ?")
+        try statement.execute(arguments: StatementArguments(names.map { changes[$0]! } + [key]))
+        return db.changesCount > 0
+    }
+
+    /// Inserts a row of column values with one cached INSERT (columns the
+    /// table does not have and words outside the allowed values refused);
+    /// returns its rowid.
+    @discardableResult
+    public func insertColumns(_ db: Database, _ fields: [String: DatabaseValue], columns: [String]) throws -> Int64 {
+        try validate(fields, columns: columns)
+        try validateJSON(db, fields)
+        let names = fields.keys.sorted()
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO \(quoteIdentifier(tableName)) (\(names.map(quoteIdentifier).joined(separator: ", "))) \
+            VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
+            """)
+        try statement.execute(arguments: StatementArguments(names.map { fields[$0]! }))
+        return db.lastInsertedRowID
+    }
+
+    /// Invalid JSON in a JSON column, named before SQLite's CHECK
+    /// constraint would refuse it more tersely (as a record's `willSave`).
+    private func validateJSON(_ db: Database, _ fields: [String: DatabaseValue]) throws {
+        for column in Record.jsonColumns {
+            guard let value = fields[column], case .string(let text) = value.storage else { continue }
+            if try !JSONText.isValid(text, in: db) {
+                throw StoreError.invalidValue(table: tableName, column: column, reason: "not valid JSON: \(Record.excerpt(text))")
+            }
+        }
+    }
+
+    /// Unknown columns, and words that are none of a column's allowed ones.
+    private func validate(_ fields: [String: DatabaseValue], columns: [String]) throws {
+        for column in fields.keys.sorted() where !columns.contains(column) {
+            throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
+        }
+        for (column, allowed) in Record.allowedValues {
+            guard let value = fields[column], !value.isNull else { continue }
+            let text = String.fromDatabaseValue(value)
+            if text.map({ !allowed.contains($0) }) ?? true {
+                throw StoreError.invalidValue(table: tableName, column: column,
+                                              reason: "\(text.map { "'\($0)'" } ?? value.description) is not one of \(allowed.joined(separator: ", "))")
+            }
+        }
+    }
+
     /// Inserts, or updates the row with the same key.
     @discardableResult
     public func upsert(_ db: Database, _ record: Record) throws -> Record {
@@ -113,18 +175,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     /// Builds a record from column values (a Lua row, an imported JSON
     /// object), refusing columns the table does not have.
     public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
-        let columns = try columns(db)
-        for column in fields.keys where !columns.contains(column) {
-            throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
-        }
-        for (column, allowed) in Record.allowedValues {
-            guard let value = fields[column], !value.isNull else { continue }
-            let text = String.fromDatabaseValue(value)
-            if text.map({ !allowed.contains($0) }) ?? true {
-                throw StoreError.invalidValue(table: tableName, column: column,
-                                              reason: "\(text.map { "'\($0)'" } ?? value.description) is not one of \(allowed.joined(separator: ", "))")
-            }
-        }
+        try validate(fields, columns: try columns(db))
         let row = Row(fields)
         do {
             return try Record(row: row)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 /// Export and import of an aggregate as one JSON document, so that data
 /// moves between databases: a project with its schemes and builds (and the
@@ -136,7 +137,7 @@ public enum Transfer {
     }
 
     static func document(kind: Kind, key: String, tables: [(String, [Row])]) throws -> (text: String, summary: Summary) {
-        var members: [(String, TransferJSON)] = []
+        var members: [(String, JSON)] = []
         for (table, rows) in tables {
             members.append((table, .array(try rows.map { row in
                 .object(try row.columnNames.map { column in
@@ -144,7 +145,7 @@ public enum Transfer {
                 })
             })))
         }
-        let document = TransferJSON.object([
+        let document = JSON.object([
             ("format", .string(format)),
             ("version", .integer(version)),
             ("kind", .string(kind.rawValue)),
@@ -156,7 +157,7 @@ public enum Transfer {
         return (document.text() + "\n", summary)
     }
 
-    static func json(_ value: DatabaseValue, table: String, column: String) throws -> TransferJSON {
+    static func json(_ value: DatabaseValue, table: String, column: String) throws -> JSON {
         switch value.storage {
         case .null: return .null
         case let .int64(integer): return .integer(integer)
@@ -192,7 +193,7 @@ public enum Transfer {
 
     /// Reads and checks the whole document (the costly part) on `db`, a
     /// read: the write lock is not needed, so a large import holds it only
-    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 7).
+    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 8).
     public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
         PreparedImport(plan: try validate(db, text))
     }
@@ -255,7 +256,12 @@ public enum Transfer {
 
     /// Everything an import checks before it writes.
     static func validate(_ db: Database, _ text: String) throws -> Plan {
-        let document = try TransferJSON.parse(text)
+        let document: JSON
+        do {
+            document = try JSON.parse(text)
+        } catch let failure as JSONParser.Failure {
+            throw TransferError.document("not valid JSON at line \(failure.line), column \(failure.column): \(failure.reason)")
+        }
         guard case let .object(members) = document else {
             throw TransferError.document("an export document must be a JSON object, got \(document.typeName)")
         }
@@ -263,7 +269,7 @@ public enum Transfer {
         if let unknown = members.first(where: { !known.contains($0.0) }) {
             throw TransferError.document("unknown field '\(unknown.0)' in the document (fields: \(known.joined(separator: ", ")))")
         }
-        func field(_ name: String) throws -> TransferJSON {
+        func field(_ name: String) throws -> JSON {
             guard let value = document[name] else { throw TransferError.document("missing field '\(name)' in the document") }
             return value
         }
@@ -393,7 +399,7 @@ struct TableSpec: @unchecked Sendable {
 
     /// The row's fields in schema order, each checked against the column's
     /// declared type and NOT NULL.
-    func fields(of item: TransferJSON, columns: [ColumnInfo], place: String) throws -> [(String, DatabaseValue)] {
+    func fields(of item: JSON, columns: [ColumnInfo], place: String) throws -> [(String, DatabaseValue)] {
         guard case let .object(members) = item else {
             throw TransferError.document("\(place): object expected, got \(item.typeName)")
         }

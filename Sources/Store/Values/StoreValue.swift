@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 /// A value the core hands to its callers without tying them to GRDB or to a
 /// record type: what query keys fetch and observations deliver, what the
@@ -115,19 +116,6 @@ extension StoreValue {
     }
 
     static func writeJSONString(_ text: String, to output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
-                output += String(format: "\\u%04x", scalar.value)
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
+        JSONString.append(text, to: &output)
     }
 }

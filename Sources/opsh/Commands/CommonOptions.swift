@@ -13,6 +13,7 @@ struct CommonOptions {
     var memoryLimit: Int?
     var noInit = false
     var create = false
+    var maxChanges: Int?
     /// Why this run happens (`--reason`, else `OPSH_REASON`): recorded in
     /// the audit trail.
     var reason: String?
@@ -31,6 +32,8 @@ struct CommonOptions {
                    defaultValue: "5"),
         OptionSpec(long: "sandbox", help: "Lua without io, os.execute, require, debug and load of bytecode."),
         OptionSpec(long: "memory-limit", valueName: "MiB", help: "Most memory the Lua state may hold, in MiB; a script that needs more fails with 'not enough memory' (exit status 1)."),
+        OptionSpec(long: "max-changes", valueName: "rows",
+                   help: "Run everything in one transaction and roll it back if it changed more than this many rows (exit status 1, the counts per table on stderr); in the shell, per chunk."),
         OptionSpec(long: "no-init", help: "Do not run $XDG_CONFIG_HOME/opsh/init.lua (the shell runs it at start)."),
         OptionSpec(long: "reason", valueName: "text", help: "Why you run this, recorded in the audit trail (default: $OPSH_REASON). Required when OPSH_REQUIRE_REASON=1 or the database asks for one (audit.requireReason(true))."),
     ]
@@ -51,6 +54,11 @@ struct CommonOptions {
                 throw UsageError("'\(value!)' is not a whole number of MiB for '--memory-limit'", command: command)
             }
             memoryLimit = mebibytes
+        case "max-changes":
+            guard let rows = Int(value!), rows >= 0 else {
+                throw UsageError("'\(value!)' is not a number of rows (0 or more) for '--max-changes'", command: command)
+            }
+            maxChanges = rows
         case "no-init": noInit = true
         case "create": create = true
         case "reason": reason = value

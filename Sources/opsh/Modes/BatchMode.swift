@@ -123,6 +123,15 @@ struct BatchMode {
                 deadline?.cancel()
                 dryRunChanges = AuditRecorder.changes(summary)
                 console.raw(Self.describe(summary))
+                if let limit = options.maxChanges, summary.total > limit {
+                    throw TooManyChanges(limit: limit, summary: summary, what: "the dry run")
+                }
+            } else if let limit = options.maxChanges {
+                // The whole run one transaction, rolled back past the limit.
+                _ = try session.database.scope(.run, changeLimit: limit) {
+                    try runner.run(code, chunkName: chunkName, arguments: arguments)
+                }
+                deadline?.cancel()
             } else {
                 try runner.run(code, chunkName: chunkName, arguments: arguments)
                 deadline?.cancel()

@@ -12,8 +12,14 @@ import Store
 /// it was taken, and a database larger than ``largest`` is not copied (the
 /// dry run then runs on the live file, locking it from its first write).
 struct DryRunCopy {
-    /// Above this (database and WAL), copying at start costs too much.
-    static let largest: Int64 = 512 << 20
+    /// Above this (database and WAL), copying at start costs too much:
+    /// 512 MB, or `OPSH_DRY_RUN_COPY_LIMIT_MB`.
+    static var largest: Int64 {
+        if let text = getenv("OPSH_DRY_RUN_COPY_LIMIT_MB").map({ String(cString: $0) }), let megabytes = Int64(text), megabytes >= 0 {
+            return megabytes << 20
+        }
+        return 512 << 20
+    }
 
     let path: String
     let source: String
@@ -27,7 +33,7 @@ struct DryRunCopy {
         guard let sourcePath = source.path else { return (nil, nil) }
         let size = fileSize(sourcePath) + fileSize(sourcePath + "-wal")
         if size > largest {
-            return (nil, "the database (\(size >> 20) MB) is too large for a private copy: this dry run locks it from its first write until you leave")
+            return (nil, "the database (\(size >> 20) MB) is too large for a private copy: each chunk re-applies what the earlier ones changed and is rolled back, holding the write lock only while it runs (from its start once the session has changed anything)")
         }
         let folder = NSTemporaryDirectory() + "opsh-dry-run-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,

@@ -43,6 +43,13 @@ struct ShellMode {
                     options.sandbox ? "sandbox" : nil].compactMap { $0 },
             colour: Terminal.wantsColour(descriptor: 1))
         configuration.prompt = label.prompt
+        // On the private copy every chunk commits into the copy (each sees
+        // the earlier ones' changes, undo() works), and it is thrown away.
+        configuration.dryRunCopy = copy != nil
+        configuration.dryRunReplay = options.dryRun && copy == nil && session.store.path != nil
+        if configuration.dryRunReplay { session.database.markedDryRun = true }
+        configuration.maxChanges = options.maxChanges
+        if copy != nil { session.database.markedDryRun = true }
         if !options.quiet {
             var banner = "\(label.sentence) — \(path)\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
             if copy != nil {
@@ -68,7 +75,10 @@ struct ShellMode {
         }
         let repl = REPL(session: session, configuration: configuration)
         var status: Int32 = 0
-        if options.dryRun {
+        if copy != nil || configuration.dryRunReplay {
+            status = repl.run()
+            launch.console.raw(BatchMode.describe(repl.chunks.total))
+        } else if options.dryRun {
             do {
                 let (result, summary) = try session.database.dryRun { repl.run() }
                 status = result

@@ -1,41 +1,26 @@
 import Foundation
 
-/// A JSON document as parsed: integers kept apart from floats, strings as
-/// their UTF-8 bytes, object members in document order.
-indirect enum JSONNode: Equatable {
-    case null
-    case boolean(Bool)
-    case integer(Int64)
-    case number(Double)
-    case string(String)
-    case array([JSONNode])
-    case object([(String, JSONNode)])
+/// The one JSON reader (`json.decode`, import documents, JSON columns): a
+/// strict parser (RFC 8259) whose errors say where, as the line and column
+/// (in characters, from 1) of the offending character. Integers that fit
+/// in 64 bits stay exact; numbers beyond a double's range are refused
+/// (JSON has no infinity, and opsh would not write one back).
+public struct JSONParser {
+    public struct Failure: Error, Equatable, CustomStringConvertible {
+        public let line: Int
+        public let column: Int
+        public let reason: String
 
-    static func == (lhs: JSONNode, rhs: JSONNode) -> Bool {
-        switch (lhs, rhs) {
-        case (.null, .null): return true
-        case let (.boolean(a), .boolean(b)): return a == b
-        case let (.integer(a), .integer(b)): return a == b
-        case let (.number(a), .number(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
-        case let (.array(a), .array(b)): return a == b
-        case let (.object(a), .object(b)): return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
-        default: return false
+        public init(line: Int, column: Int, reason: String) {
+            self.line = line
+            self.column = column
+            self.reason = reason
         }
-    }
-}
 
-/// A strict JSON parser (RFC 8259) whose errors say where: line and
-/// column (in characters, from 1) of the offending character.
-struct JSONParser {
-    struct Failure: Error, CustomStringConvertible {
-        let line: Int
-        let column: Int
-        let reason: String
-        var description: String { "invalid JSON at line \(line), column \(column): \(reason)" }
+        public var description: String { "invalid JSON at line \(line), column \(column): \(reason)" }
     }
 
-    static let maxDepth = 200
+    public static let maxDepth = 200
 
     private let bytes: [UInt8]
     private var position = 0
@@ -44,7 +29,7 @@ struct JSONParser {
         self.bytes = bytes
     }
 
-    static func parse(_ bytes: [UInt8]) throws -> JSONNode {
+    public static func parse(_ bytes: [UInt8]) throws -> JSON {
         var parser = JSONParser(bytes)
         parser.skipSpace()
         let value = try parser.value(depth: 0)
@@ -99,14 +84,14 @@ struct JSONParser {
         }
     }
 
-    private mutating func value(depth: Int) throws -> JSONNode {
+    private mutating func value(depth: Int) throws -> JSON {
         guard position < bytes.count else { throw failure("unexpected end of text, expected a value") }
         switch bytes[position] {
         case UInt8(ascii: "{"): return try object(depth: depth + 1)
         case UInt8(ascii: "["): return try array(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .boolean(true)
-        case UInt8(ascii: "f"): try literal("false"); return .boolean(false)
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw failure("expected a value, found \(describeCurrent())")
@@ -123,10 +108,10 @@ struct JSONParser {
         }
     }
 
-    private mutating func object(depth: Int) throws -> JSONNode {
+    private mutating func object(depth: Int) throws -> JSON {
         guard depth <= Self.maxDepth else { throw failure("nesting deeper than \(Self.maxDepth) levels") }
         position += 1
-        var members: [(String, JSONNode)] = []
+        var members: [(String, JSON)] = []
         skipSpace()
         if position < bytes.count && bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -155,10 +140,10 @@ struct JSONParser {
         }
     }
 
-    private mutating func array(depth: Int) throws -> JSONNode {
+    private mutating func array(depth: Int) throws -> JSON {
         guard depth <= Self.maxDepth else { throw failure("nesting deeper than \(Self.maxDepth) levels") }
         position += 1
-        var elements: [JSONNode] = []
+        var elements: [JSON] = []
         skipSpace()
         if position < bytes.count && bytes[position] == UInt8(ascii: "]") {
             position += 1
@@ -257,7 +242,7 @@ struct JSONParser {
         return value
     }
 
-    private mutating func number() throws -> JSONNode {
+    private mutating func number() throws -> JSON {
         let start = position
         var isInteger = true
         if bytes[position] == UInt8(ascii: "-") { position += 1 }
@@ -293,7 +278,8 @@ struct JSONParser {
         // Integers that fit stay integers; bigger ones become floats.
         if isInteger, let integer = Int64(text) { return .integer(integer) }
         guard let number = Double(text) else { throw failure("invalid number", at: start) }
-        return .number(number)
+        guard number.isFinite else { throw failure("number out of range: \(text)", at: start) }
+        return .real(number)
     }
 
     private func isDigit(_ byte: UInt8) -> Bool {

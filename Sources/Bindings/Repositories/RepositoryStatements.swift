@@ -1,0 +1,155 @@
+import CLuaShim
+import CSQLBridge
+import Foundation
+import GRDB
+import GRDBSQLite
+import LuaRuntime
+
+/// The repositories' reads on the `db` module's own machinery (issue "One
+/// data path"): a statement prepared once and cached on the connection
+/// the session reads from (the open transaction's, else the read
+/// connection and its short snapshot), stepped in C, and each row built
+/// once, straight into a Lua table with the `db` module's row metatable.
+///
+/// The SQL a repository runs is fixed per table and operation (`SELECT *
+/// FROM "builds" WHERE "id" = ?`); its Lua string is kept in the registry
+/// so that the statement cache, keyed by that string, finds it again.
+final class RepositoryStatements {
+    let executor: SQLExecutor
+    /// Registry references of the SQL strings, by text.
+    private var strings: [String: Int32] = [:]
+    /// Past this many texts (lists with many filter shapes), a text is
+    /// pushed anew each time and its statement prepared again.
+    private static let keptTexts = 512
+
+    /// Each table's columns, with the schema version they were read at.
+    private var specs: [String: (version: Int64, spec: TableSpec)] = [:]
+    /// `PRAGMA schema_version`, prepared once per connection.
+    private var versionStatements: [OpaquePointer: OpaquePointer] = [:]
+
+    init(executor: SQLExecutor) {
+        self.executor = executor
+    }
+
+    deinit {
+        for statement in versionStatements.values { sqlite3_finalize(statement) }
+    }
+
+    /// The table's columns as the schema has them now: read again only
+    /// when the schema changed (a Lua migration adds a column), which one
+    /// `PRAGMA schema_version` on the session's reading connection tells.
+    func spec(_ table: String, load: () throws -> TableSpec) throws -> TableSpec {
+        guard let version = try schemaVersion() else { return try load() }
+        if let cached = specs[table], cached.version == version { return cached.spec }
+        let spec = try load()
+        specs[table] = (version, spec)
+        return spec
+    }
+
+    /// The read snapshot the last version was read in (its start and the
+    /// session's write count): within one snapshot the schema cannot change.
+    private var versionSnapshot: (started: Double, writes: Int, version: Int64)?
+
+    /// The schema version seen where the session reads now; nil in memory.
+    private func schemaVersion() throws -> Int64? {
+        let connection: OpaquePointer
+        var snapshot: (started: Double, writes: Int)?
+        if let current = executor.session.current {
+            connection = current.sqliteConnection!
+        } else if let reader = executor.readConnection {
+            connection = try reader.ready()
+            reader.useSnapshot(writeCount: executor.session.writeCount)
+            let started = reader.snapshot.pointee.started
+            if started != 0 {
+                let writes = executor.session.writeCount
+                if let known = versionSnapshot, known.started == started, known.writes == writes { return known.version }
+                snapshot = (started, writes)
+            }
+        } else {
+            return nil
+        }
+        guard let version = try readVersion(on: connection) else { return nil }
+        versionSnapshot = snapshot.map { ($0.started, $0.writes, version) }
+        return version
+    }
+
+    private func readVersion(on connection: OpaquePointer) throws -> Int64? {
+        var statement = versionStatements[connection]
+        if statement == nil {
+            guard sqlite3_prepare_v2(connection, "PRAGMA schema_version", -1, &statement, nil) == SQLITE_OK else {
+                sqlite3_finalize(statement)
+                return nil
+            }
+            versionStatements[connection] = statement
+        }
+        defer { sqlite3_reset(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
+        return sqlite3_column_int64(statement, 0)
+    }
+
+    /// Runs `sql` with `arguments` and pushes what `db.first` (`.first`),
+    /// `db.query` (`.rows`) or `db.value` (`.value`) would. The call's own
+    /// arguments must have been read: the stack is replaced.
+    /// `SELECT * FROM table WHERE key = ?`, made once per table.
+    private var rowByKey: [String: String] = [:]
+
+    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
+    func row(of table: String, keyColumn: String, key: DatabaseValue, call: LuaCall) throws -> Int32 {
+        let sql: String
+        if let known = rowByKey[table] {
+            sql = known
+        } else {
+            sql = "SELECT * FROM \(quoted(table)) WHERE \(quoted(keyColumn)) = ?"
+            rowByKey[table] = sql
+        }
+        return try run(sql, [key], shape: .first, call: call)
+    }
+
+    func run(_ sql: String, _ arguments: [DatabaseValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
+        lua_settop(state, 0)
+        pushText(sql, state)
+        _ = lua_checkstack(state, Int32(arguments.count) + 4)
+        for argument in arguments { Self.push(argument, state) }
+        let status: Int32
+        switch shape {
+        case .first: status = opsh_sql_fast_first(state, executor.route)
+        case .rows: status = opsh_sql_fast_query(state, executor.route)
+        case .value: status = opsh_sql_fast_value(state, executor.route)
+        case .changes: status = opsh_sql_fast_exec(state, executor.route)
+        }
+        if status >= 0 { return status }
+        if status == OPSH_RAISE {
+            let message = LuaStack(state).string(at: -1) ?? "SQL error"
+            throw LuaCallError.message(message)
+        }
+        // The first run of a statement, or what C leaves to Swift: the same
+        // rules, and the statement is cached for the C path next time.
+        return try executor.run(call: call.withStackAsArguments(), shape: shape)
+    }
+
+    private func pushText(_ sql: String, _ state: OpaquePointer) {
+        if let reference = strings[sql] {
+            lua_rawgeti(state, opsh_registryindex(), lua_Integer(reference))
+            return
+        }
+        LuaStack(state).push(sql)
+        guard strings.count < Self.keptTexts else { return }
+        lua_pushvalue(state, -1)
+        strings[sql] = opsh_ref(state)
+    }
+
+    /// A bound value as Lua passes it to `db` (NULL as nil).
+    static func push(_ value: DatabaseValue, _ state: OpaquePointer) {
+        switch value.storage {
+        case .null: lua_pushnil(state)
+        case let .int64(number): lua_pushinteger(state, lua_Integer(number))
+        case let .double(number): lua_pushnumber(state, number)
+        case let .string(text): LuaStack(state).push(text)
+        case let .blob(data):
+            data.withUnsafeBytes { bytes in
+                _ = lua_pushlstring(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+            }
+        }
+    }
+}

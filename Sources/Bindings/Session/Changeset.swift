@@ -1,0 +1,109 @@
+import CSQLBridge
+import Foundation
+import GRDBSQLite
+
+/// What a transaction changed, row by row (SQLite's session extension):
+/// the shell keeps one per committed chunk for `undo()`, and re-applies one
+/// after the operator confirmed a large chunk.
+///
+/// Only tables of `main` with a PRIMARY KEY are recorded, and schema
+/// changes are not at all: ``ChangeRecording/coverage(of:on:)`` says
+/// whether a changeset holds everything a transaction did.
+public final class Changeset: @unchecked Sendable {
+    let bytes: UnsafeMutableRawPointer?
+    let size: Int32
+
+    init(bytes: UnsafeMutableRawPointer?, size: Int32) {
+        self.bytes = bytes
+        self.size = size
+    }
+
+    deinit { opsh_changeset_free(bytes) }
+
+    public var isEmpty: Bool { size == 0 }
+    public var byteCount: Int { Int(size) }
+
+    /// The changeset that takes this one back.
+    public func inverted() throws -> Changeset {
+        var size: Int32 = 0
+        var bytes: UnsafeMutableRawPointer?
+        let code = opsh_changeset_invert(self.size, self.bytes, &size, &bytes)
+        guard code == SQLITE_OK else { throw ChangesetError(code: code, action: "invert a changeset") }
+        return Changeset(bytes: bytes, size: size)
+    }
+
+    /// Rows per table and operation, as a dry run reports them.
+    public func summary() -> ChangeSummary {
+        final class Box { var summary = ChangeSummary() }
+        let box = Box()
+        _ = withExtendedLifetime(box) {
+            opsh_changeset_walk(size, bytes, { table, operation, context in
+                let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
+                let name = String(cString: table!)
+                var counts = box.summary.tables[name] ?? .init()
+                switch operation {
+                case 18: counts.inserted += 1   // SQLITE_INSERT
+                case 23: counts.updated += 1    // SQLITE_UPDATE
+                default: counts.deleted += 1    // SQLITE_DELETE (9)
+                }
+                box.summary.tables[name] = counts
+            }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.summary
+    }
+
+    /// Applies this changeset on `connection` (inside its open
+    /// transaction), all or nothing: when any row it touches was changed
+    /// by someone else since, nothing is applied and the conflicts are
+    /// returned, one line each.
+    public func apply(on connection: OpaquePointer) throws -> [String] {
+        var count: Int32 = 0
+        var text: UnsafeMutablePointer<CChar>?
+        let code = opsh_changeset_apply(connection, size, bytes, &count, &text)
+        defer { opsh_changeset_free(text) }
+        guard code == SQLITE_OK else {
+            throw ChangesetError(code: code, action: "apply a changeset",
+                                 detail: String(cString: sqlite3_errmsg(connection)))
+        }
+        guard count > 0 else { return [] }
+        return text.map { String(cString: $0).split(separator: "\n").map(String.init) } ?? ["\(count) conflict(s)"]
+    }
+}
+
+/// Records a transaction's changes on one connection until stopped.
+final class ChangeRecording {
+    private var handle: UnsafeMutableRawPointer?
+
+    init(connection: OpaquePointer) throws {
+        guard let handle = opsh_changeset_record(connection) else {
+            throw ChangesetError(code: 7, action: "record the transaction's changes")
+        }
+        self.handle = handle
+    }
+
+    deinit { stop() }
+
+    /// What was recorded so far.
+    func changeset() throws -> Changeset {
+        guard let handle else { return Changeset(bytes: nil, size: 0) }
+        var size: Int32 = 0
+        var bytes: UnsafeMutableRawPointer?
+        let code = opsh_changeset_take(handle, &size, &bytes)
+        guard code == SQLITE_OK else { throw ChangesetError(code: code, action: "read the recorded changes") }
+        return Changeset(bytes: bytes, size: size)
+    }
+
+    func stop() {
+        opsh_changeset_stop(handle)
+        handle = nil
+    }
+}
+
+public struct ChangesetError: Error, CustomStringConvertible {
+    public let code: Int32
+    public let action: String
+    public var detail: String? = nil
+    public var description: String {
+        "could not \(action) (SQLite result \(code)\(detail.map { ": " + $0 } ?? ""))"
+    }
+}

@@ -1,0 +1,195 @@
+import Bindings
+import Foundation
+import LuaRuntime
+
+/// Each chunk typed at the prompt is one transaction (README, "A chunk is
+/// a transaction"): it begins at the chunk's first write, lands whole when
+/// the chunk ends, and is rolled back by an error or Ctrl-C. Before a chunk
+/// that changed more rows than `.confirm N` commits, the shell shows what
+/// it changed and asks. Every committed chunk keeps its changeset, so
+/// `undo()` can take it back unless someone else changed those rows since.
+public final class ChunkTransactions {
+    /// Ask before committing more changed rows than this (`.confirm N`);
+    /// nil: never ask (`.confirm off`).
+    var confirmThreshold: Int? = 1000
+    /// How long the question waits for an answer before rolling back.
+    var answerTimeout: Double = 10
+    /// Committed chunks that changed rows, oldest first.
+    private(set) var history: [CommittedChunk] = []
+    /// Changesets kept in all; past ``memoryBudget`` the oldest are dropped.
+    static let memoryBudget = 256 << 20
+    /// The chunk undo() in the running chunk takes back, to mark once the
+    /// running chunk commits.
+    private var undoing: [Int] = []
+    /// The shell's --dry-run on a private copy: chunks commit into the
+    /// copy; nothing is asked.
+    var dryRunCopy = false
+    /// --max-changes: a chunk that changes more rows is rolled back.
+    var changeLimit: Int?
+    /// What the session's chunks changed in all (the dry run's report).
+    public private(set) var total = ChangeSummary()
+    /// The shell's --dry-run on a database too large to copy: each chunk
+    /// re-applies the session's earlier changes and is rolled back.
+    var dryRunReplay = false
+    /// The session's changes so far, in ``dryRunReplay``.
+    private var carried: Changeset?
+
+    struct CommittedChunk {
+        let number: Int
+        let code: String
+        let summary: ChangeSummary
+        var changeset: Changeset?
+        var whyNoUndo: String?
+        var undoneBy: Int?
+    }
+
+    let session: OpshSession
+    let console: Console
+    private var nextNumber = 1
+
+    init(session: OpshSession, console: Console) {
+        self.session = session
+        self.console = console
+    }
+
+    /// Runs `body` (a chunk) as one transaction, asks when it changed many
+    /// rows, and remembers what it committed.
+    func run(code: String, _ body: () throws -> Void) throws {
+        if dryRunReplay { return try replay(body) }
+        undoing = []
+        let gate = dryRunCopy ? nil : SessionDatabase.CommitGate(
+            needsAnswer: { [confirmThreshold] summary in confirmThreshold.map { summary.total > $0 } ?? false },
+            ask: { [unowned self] summary in ask(about: summary) })
+        let (_, outcome) = try session.database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
+        if outcome.declined {
+            console.note("rolled back: nothing was changed")
+            return
+        }
+        guard outcome.committed, !outcome.summary.isEmpty else { return }
+        let number = nextNumber
+        nextNumber += 1
+        for undone in undoing {
+            if let index = history.firstIndex(where: { $0.number == undone }) { history[index].undoneBy = number }
+        }
+        history.append(CommittedChunk(number: number, code: code, summary: outcome.summary,
+                                      changeset: outcome.changeset, whyNoUndo: outcome.notRecorded))
+        total.add(outcome.summary)
+        dropOldChangesets()
+        var note = (dryRunCopy ? "dry run (on the private copy): " : "committed: ") + outcome.summary.sentence
+        if outcome.changeset != nil {
+            note += " — undo() takes it back"
+        } else if let why = outcome.notRecorded {
+            note += " — undo() cannot take it back: \(why)"
+        }
+        console.note(note)
+    }
+
+    /// A chunk of a dry run on a database too large to copy.
+    private func replay(_ body: () throws -> Void) throws {
+        do {
+            let outcome = try session.database.replayScope(carrying: carried, body)
+            carried = outcome.carried
+            total = carried?.summary() ?? ChangeSummary()
+            guard !outcome.summary.isEmpty else { return }
+            var note = "dry run: rolled back; it would have changed " + outcome.summary.sentence
+            if let why = outcome.notCarried {
+                note += " — later chunks do not see this: \(why)"
+            }
+            console.note(note)
+        } catch let error as ChangedSince {
+            carried = nil
+            total = ChangeSummary()
+            throw error
+        }
+    }
+
+    // MARK: Asking
+
+    /// Shows the changes and asks; true only for yes (or the table's name
+    /// for a large delete).
+    private func ask(about summary: ChangeSummary) -> Bool {
+        fflush(nil)
+        var lines = ["this chunk changes \(summary.total) rows:"]
+        for (table, counts) in summary.tables.sorted(by: { $0.key < $1.key }) {
+            lines.append("  \(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted")
+        }
+        Terminal.write(lines.joined(separator: "\n") + "\n", to: 1)
+        let threshold = confirmThreshold ?? 0
+        // A delete of more than ten times the threshold from one table:
+        // typing its name, not a reflex "y".
+        let bigDelete = summary.tables.filter { $0.value.deleted > 10 * threshold }
+            .max { $0.value.deleted < $1.value.deleted }
+        let question = bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
+            ?? "commit? [y/N] "
+        Terminal.write(question, to: 1)
+        guard let answer = readAnswer() else {
+            Terminal.write("\n", to: 1)
+            console.note("no answer in \(Int(answerTimeout)) s: rolled back")
+            return false
+        }
+        let trimmed = answer.trimmingCharacters(in: .whitespaces)
+        if let bigDelete { return trimmed == bigDelete.key }
+        return ["y", "yes"].contains(trimmed.lowercased())
+    }
+
+    /// A line from the terminal within ``answerTimeout``; nil when none
+    /// came (or Ctrl-C, or end of input).
+    private func readAnswer() -> String? {
+        let deadline = Date().addingTimeInterval(answerTimeout)
+        var bytes: [UInt8] = []
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 || session.runtime.interruptRequested != nil { return nil }
+            var descriptor = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(left, 0.2) * 1000) + 1)
+            if ready < 0 && errno != EINTR { return nil }
+            guard ready > 0 else { continue }
+            var byte: UInt8 = 0
+            let count = read(0, &byte, 1)
+            if count <= 0 { return nil }
+            if byte == 10 || byte == 13 { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+    }
+
+    // MARK: undo()
+
+    /// `undo([n])`: takes back the n-th last committed chunk (1, the last).
+    func undo(_ call: LuaCall) throws -> Int32 {
+        let n = try call.optionalInteger(1) ?? 1
+        guard n >= 1 else { throw call.argumentError(1, "the n-th last chunk, 1 or more, expected") }
+        guard !history.isEmpty else {
+            throw LuaCallError.message("nothing to undo: no chunk of this session has changed data")
+        }
+        guard n <= history.count else {
+            throw call.argumentError(1, "only \(history.count) chunk(s) of this session changed data")
+        }
+        let chunk = history[history.count - Int(n)]
+        if let by = chunk.undoneBy {
+            throw LuaCallError.message("chunk \(chunk.number) was already undone by chunk \(by); undo() takes back that undo")
+        }
+        guard let changeset = chunk.changeset else {
+            throw LuaCallError.message("chunk \(chunk.number) cannot be undone: \(chunk.whyNoUndo ?? "its changes were not recorded")")
+        }
+        let summary = try session.database.apply(
+            try changeset.inverted(), refusal: "undo changed nothing (chunk \(chunk.number): \(Self.excerpt(chunk.code)))")
+        undoing.append(chunk.number)
+        return call.results(.string("undoes chunk \(chunk.number) (\(Self.excerpt(chunk.code))): \(summary.sentence)"))
+    }
+
+    /// Frees the oldest changesets past the memory budget.
+    private func dropOldChangesets() {
+        var kept = history.reduce(0) { $0 + ($1.changeset?.byteCount ?? 0) }
+        for index in history.indices where kept > Self.memoryBudget {
+            guard let changeset = history[index].changeset else { continue }
+            kept -= changeset.byteCount
+            history[index].changeset = nil
+            history[index].whyNoUndo = "its changeset was dropped to keep the shell's memory under \(Self.memoryBudget >> 20) MB"
+        }
+    }
+
+    static func excerpt(_ code: String) -> String {
+        let line = code.split(separator: "\n").first.map(String.init) ?? ""
+        return line.count > 50 ? String(line.prefix(47)) + "…" : line
+    }
+}

@@ -1,0 +1,117 @@
+/// A JSON document as read by ``JSONParser`` and written by ``text(indent:)``:
+/// integers kept exact and apart from floats (`3` is an integer, `3.0` a
+/// float), object members in document order, so a document written twice
+/// from the same values is the same text.
+public indirect enum JSON: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case real(Double)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    public static func == (lhs: JSON, rhs: JSON) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case let (.bool(a), .bool(b)): return a == b
+        case let (.integer(a), .integer(b)): return a == b
+        case let (.real(a), .real(b)): return a == b
+        case let (.string(a), .string(b)): return a == b
+        case let (.array(a), .array(b)): return a == b
+        case let (.object(a), .object(b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+
+    /// Parses JSON text (RFC 8259, strictly); throws a ``JSONParser/Failure``
+    /// that says where.
+    public static func parse(_ text: String) throws -> JSON {
+        try JSONParser.parse(Array(text.utf8))
+    }
+
+    /// The member called `name` of an object.
+    public subscript(name: String) -> JSON? {
+        guard case let .object(members) = self else { return nil }
+        return members.first { $0.0 == name }?.1
+    }
+
+    /// `object`, `array`, `string`, `number` (integer or float), `boolean`, `null`.
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "boolean"
+        case .integer: return "integer"
+        case .real: return "number"
+        case .string: return "string"
+        case .array: return "array"
+        case .object: return "object"
+        }
+    }
+
+    // MARK: Writing
+
+    /// Pretty-printed text: two-space indentation, a flat object (a row)
+    /// on one line.
+    public func text(indent: Int = 0) -> String {
+        var output = ""
+        write(to: &output, indent: indent)
+        return output
+    }
+
+    private func write(to output: inout String, indent: Int) {
+        switch self {
+        case .null: output += "null"
+        case let .bool(flag): output += flag ? "true" : "false"
+        case let .integer(value): output += String(value)
+        case let .real(value): output += JSONString.floatText(value)
+        case let .string(text): JSONString.append(text, to: &output)
+        case let .array(items):
+            if items.isEmpty { output += "[]"; return }
+            let pad = String(repeating: "  ", count: indent + 1)
+            output += "[\n"
+            for (index, item) in items.enumerated() {
+                output += pad
+                if case let .object(members) = item, members.allSatisfy({ !$0.1.isContainer }) {
+                    item.writeFlat(to: &output)
+                } else {
+                    item.write(to: &output, indent: indent + 1)
+                }
+                output += index == items.count - 1 ? "\n" : ",\n"
+            }
+            output += String(repeating: "  ", count: indent) + "]"
+        case let .object(members):
+            if members.isEmpty { output += "{}"; return }
+            let pad = String(repeating: "  ", count: indent + 1)
+            output += "{\n"
+            for (index, (name, value)) in members.enumerated() {
+                output += pad
+                JSONString.append(name, to: &output)
+                output += ": "
+                value.write(to: &output, indent: indent + 1)
+                output += index == members.count - 1 ? "\n" : ",\n"
+            }
+            output += String(repeating: "  ", count: indent) + "}"
+        }
+    }
+
+    private var isContainer: Bool {
+        switch self {
+        case .array, .object: return true
+        default: return false
+        }
+    }
+
+    private func writeFlat(to output: inout String) {
+        guard case let .object(members) = self else { write(to: &output, indent: 0); return }
+        output += "{"
+        for (index, (name, value)) in members.enumerated() {
+            if index > 0 { output += ", " }
+            JSONString.append(name, to: &output)
+            output += ": "
+            value.write(to: &output, indent: 0)
+        }
+        output += "}"
+    }
+}

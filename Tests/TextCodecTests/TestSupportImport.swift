@@ -1,0 +1,2 @@
+// The helpers every test target shares (Tests/TestSupport).
+@_exported import TestSupport
