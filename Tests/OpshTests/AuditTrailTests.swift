@@ -277,4 +277,33 @@ import Testing
         let rows = try Self.rows(sandbox)
         #expect(rows.last.map { Self.counts($0, "telemetry") } == ["inserted": 3, "updated": 0, "deleted": 0], "\(rows)")
     }
+
+    /// A chunk committed after the question (re-applied from its changeset)
+    /// and an undo (a changeset applied) are audited with their counts.
+    @Test func aConfirmedChunkAndAnUndoAreAudited() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init", "--reason", "tidy"], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        terminal.send(".confirm 2\r")
+        terminal.expect("opsh> ")
+        terminal.send("for i = 1, 3 do db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('c', ?)\", i) end\r")
+        terminal.expect("commit? [y/N] ")
+        terminal.send("y\r")
+        terminal.expect("opsh> ")
+        terminal.send("undo()\r")
+        terminal.expect("commit? [y/N] ")   // the undo changes 3 rows too
+        terminal.send("y\r")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "0")
+        let rows = try Self.rows(sandbox)
+        #expect(rows.count == 2, "\(rows)")
+        guard rows.count == 2 else { return }
+        #expect(Self.counts(rows[0], "telemetry") == ["inserted": 3, "updated": 0, "deleted": 0], "\(rows[0])")
+        #expect(Self.counts(rows[1], "telemetry") == ["inserted": 0, "updated": 0, "deleted": 3], "\(rows[1])")
+        #expect(rows[1]["code"] as? String == "undo()")
+        #expect(rows.allSatisfy { $0["reason"] as? String == "tidy" && $0["mode"] as? String == "shell" })
+    }
 }

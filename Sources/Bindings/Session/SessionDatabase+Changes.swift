@@ -56,6 +56,14 @@ extension SessionDatabase {
         }
     }
 
+    /// Runs `body` (which steps statements through SQLite's C API on
+    /// `connection`: a changeset applied) with the audit's update hook armed.
+    func countingRawChanges<T>(on connection: OpaquePointer, _ body: (OpaquePointer) throws -> T) rethrows -> T {
+        opsh_sql_tally_arm(route.pointee.tally, connection)
+        defer { opsh_sql_tally_disarm(route.pointee.tally, connection) }
+        return try body(connection)
+    }
+
     /// Rows this session (and the store's other writers: jobs' log lines)
     /// committed per table since the store connected.
     public var committedChanges: TableChanges { store.committedChanges.committed }

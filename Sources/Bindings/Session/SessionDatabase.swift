@@ -262,7 +262,7 @@ public final class SessionDatabase {
             return try transaction { try apply(changeset, refusal: refusal) }
         }
         writeCount &+= 1
-        let conflicts = try changeset.apply(on: current.sqliteConnection!)
+        let conflicts = try countingRawChanges(on: current.sqliteConnection!) { try changeset.apply(on: $0) }
         guard conflicts.isEmpty else { throw ChangedSince(conflicts: conflicts, action: refusal) }
         // Stepped outside GRDB: its observers (watch, the counter) are told here.
         changedOutsideGRDB = true
@@ -552,7 +552,7 @@ public final class SessionDatabase {
                 return
             }
             try db.beginTransaction(.immediate)
-            let conflicts = try changeset.apply(on: db.sqliteConnection!)
+            let conflicts = try countingRawChanges(on: db.sqliteConnection!) { try changeset.apply(on: $0) }
             guard conflicts.isEmpty else {
                 try db.rollback()
                 throw ChangedSince(conflicts: conflicts, action: "the chunk was not committed")
