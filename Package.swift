@@ -64,7 +64,11 @@ let package = Package(
             dependencies: ["CSpawn"]),
         .target(
             name: "Jobs",
-            dependencies: ["Store", "Git"]),
+            dependencies: [
+                "Store", "Git",
+                // Its queries take GRDB's Database (the seam is not below it yet).
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
 
         // MARK: Lua
         .target(
@@ -94,7 +98,7 @@ let package = Package(
         // MARK: Benchmarks (scripts/bench)
         .executableTarget(
             name: "opsh-bench",
-            dependencies: ["Store", "Bindings", "LuaRuntime"]),
+            dependencies: ["Store", "Bindings", "LuaRuntime", "Jobs", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // MARK: Tests
         // What every test target shares: temporary folders, child processes

@@ -223,7 +223,7 @@ final class JobsModule {
         try refuseInTransaction("follow")
 
         // Where to start, and whether there is anything to follow.
-        let (build, cursor) = try session.database.read { db -> (BuildRecord?, Int64) in
+        let (build, cursor) = try session.database.unsafeRead { db -> (BuildRecord?, Int64) in
             guard let build = try session.store.builds.records.get(db, id) else { return (nil, 0) }
             guard let tail else { return (build, 0) }
             let last = try session.store.buildLogs.lastLines(db, build: id, count: Int(tail) + 1, includeDebug: includeDebug)
@@ -254,7 +254,7 @@ final class JobsModule {
         let store = session.store
         while true {
             try checkInterrupt()
-            let page = try session.database.snapshotRead { db in try follower.nextPage(store, db) }
+            let page = try session.database.read { db in try follower.nextPage(store, db) }
             for text in page.texts {
                 _ = try call.call(follower.printer!, [.string(text)])
             }
@@ -331,7 +331,7 @@ final class JobsModule {
             \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
             ORDER BY builds.createdAt DESC, builds.buildNumber DESC LIMIT ?
             """
-        let (rows, columns) = try session.database.read { db in
+        let (rows, columns) = try session.database.unsafeRead { db in
             (try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)),
              try db.columns(in: "builds").map(\.name))
         }
@@ -350,7 +350,7 @@ final class JobsModule {
             throw call.argumentError(2, "give either tail, or after and limit")
         }
         let store = session.store
-        let lines = try session.database.snapshotRead { db -> [BuildLogLine] in
+        let lines = try session.database.read { db -> [BuildLogLine] in
             guard try store.builds.records.get(db, id) != nil else { throw JobError.unknownBuild(id) }
             if after != nil || limit != nil {
                 return try store.buildLogs.lines(db, build: id, after: after ?? 0, limit: Int(limit ?? 1000),
@@ -375,7 +375,7 @@ final class JobsModule {
 
     private func crashLogs(_ call: LuaCall) throws -> Int32 {
         let id = try Self.buildId(call, 1)
-        let (rows, columns) = try session.database.snapshotRead { db in
+        let (rows, columns) = try session.database.read { db in
             guard try session.store.builds.records.get(db, id) != nil else { throw JobError.unknownBuild(id) }
             return (try Row.fetchAll(db, sql: "SELECT * FROM crashLogs WHERE buildId = ? ORDER BY createdAt", arguments: [id]),
                     try db.columns(in: "crashLogs").map(\.name))
@@ -387,7 +387,7 @@ final class JobsModule {
     private func stale(_ call: LuaCall) throws -> Int32 {
         try refuseInTransaction("stale")
         let ids = try manager.staleBuilds().map(\.id)
-        let (rows, columns) = try session.database.read { db in
+        let (rows, columns) = try session.database.unsafeRead { db in
             (try ids.compactMap { try Row.fetchOne(db, sql: "SELECT * FROM builds WHERE id = ?", arguments: [$0]) },
              try db.columns(in: "builds").map(\.name))
         }
@@ -403,7 +403,7 @@ final class JobsModule {
 
     /// Pushes a build's row as `query(key.build(id))` gives it.
     private func pushBuild(_ id: String, _ call: LuaCall) throws -> Int32 {
-        let row = try session.database.read { db in
+        let row = try session.database.unsafeRead { db in
             try Row.fetchOne(db, sql: "SELECT * FROM builds WHERE id = ?", arguments: [id])
         }
         guard let row else { throw JobError.unknownBuild(id) }

@@ -80,7 +80,7 @@ enum KeyModule {
                 return try statements.run(statement.sql, statement.arguments,
                                           shape: statement.shape == .row ? .first : .rows, call: call)
             }
-            let value = try database.snapshotRead { db in try key.fetch(db) }
+            let value = try database.read { db in try key.fetch(db) }
             StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
             return 1
         }

@@ -105,7 +105,7 @@ final class WatchModule {
     private func watch(_ call: LuaCall) throws -> Int32 {
         let callback = try call.function(2)
         let source = try WatchSource(call: call, database: session.database)
-        let initial = try session.database.snapshotRead { db in try source.fetch(db) }
+        let initial = try session.database.read { db in try source.fetch(db) }
         let watch = Watch(module: self, description: source.description, asRows: source.asRows,
                           columns: source.columns, last: initial)
         // The subscription owns the watch until cancel() removes it.
@@ -321,7 +321,7 @@ extension WatchSource {
         -> (columns: [String], tables: Set<String>)
     {
         do {
-            return try database.read { db in
+            return try database.unsafeRead { db in
                 let statement = try db.makeStatement(sql: sql)
                 try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
                 guard statement.isReadonly, sqlite3_stmt_isexplain(statement.sqliteStatement) == 0 else {

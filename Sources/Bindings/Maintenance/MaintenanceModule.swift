@@ -37,7 +37,7 @@ enum MaintenanceModule {
         runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
         runtime.register("checkpoint") { call in try checkpoint(call, database: database, store: store) }
         runtime.register("check") { call in
-            let report = try database.snapshotRead { db in try Store.check(db) }
+            let report = try database.read { db in try Store.check(db) }
             let stack = call.stack
             lua_createtable(call.state, 0, 3)
             stack.push(.boolean(report.isOK))
@@ -58,7 +58,7 @@ enum MaintenanceModule {
             return 1
         }
         runtime.register("stats") { call in
-            let (statistics, bytes) = try database.snapshotRead { db -> (DatabaseStatistics, [String: Int64]) in
+            let (statistics, bytes) = try database.read { db -> (DatabaseStatistics, [String: Int64]) in
                 let statistics = try store.statistics(db)
                 // Bytes per table where SQLite has the dbstat table.
                 var bytes: [String: Int64] = [:]

@@ -48,7 +48,7 @@ final class MigrationModule {
     private func status(_ call: LuaCall) throws -> Int32 {
         let options = try Options(call, function: "status", allowTarget: false)
         let migrations = try load(folder: options.folder, call: call)
-        let statuses = try session.database.read { db in
+        let statuses = try session.database.unsafeRead { db in
             try ExternalMigrations.status(db, external: migrations.map(\.migration))
         }
         let rows = StoreValue.array(statuses.map { status in

@@ -51,14 +51,7 @@ enum BuildServerModules {
         }
         schemeFunctions["delete"] = { [schemes] call in
             try schemes.delete(call, options: ["cascade"]) { db, key, flags in
-                let builds = try Int.fetchOne(db, sql: "SELECT count(*) FROM builds WHERE schemeId = ?", arguments: [key]) ?? 0
-                if builds > 0 {
-                    guard flags["cascade"] == true else {
-                        throw StoreError.refused(reason: "scheme \(TableSpec.show(key)) has \(builds) build(s); delete them first or pass cascade = true")
-                    }
-                    try db.execute(sql: "DELETE FROM builds WHERE schemeId = ?", arguments: [key])
-                }
-                return try store.schemes.records.delete(db, key)
+                try store.schemes.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
             }
         }
         runtime.register(module: "schemes", schemeFunctions)

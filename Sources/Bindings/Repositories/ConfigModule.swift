@@ -35,7 +35,7 @@ enum ConfigModule {
         session.runtime.register(module: "config", [
             "get": { call in
                 let id = try call.optionalString(1) ?? "default"
-                let found = try context.read("configuration") { db in try load(db, id: id, repository: repository) }
+                let found = try context.read("configuration") { db in try repository.stored(db, id: id) }
                 guard let found else { return call.results(nil) }
                 push(found, state: call.state)
                 return 1
@@ -46,25 +46,9 @@ enum ConfigModule {
         ])
     }
 
-    struct Loaded {
-        var record: ConfigurationRecord
-        var policies: [RoutingPolicyRecord]
-        var analytics: AnalyticsConfigRecord?
-        var storage: StorageConfigRecord?
-    }
-
-    static func load(_ db: Database, id: String, repository: ConfigurationRepository) throws -> Loaded? {
-        guard let record = try repository.records.get(db, id) else { return nil }
-        let policies = try repository.routingPolicies.list(db, ListRequest(
-            filters: [ColumnFilter("configuration_id", .equal, id)],
-            order: [ColumnOrder("priority", descending: true), ColumnOrder("name")]))
-        return Loaded(record: record, policies: policies, analytics: try repository.analytics.get(db, id),
-                      storage: try repository.storage.get(db, id))
-    }
-
     // MARK: Out
 
-    static func push(_ loaded: Loaded, state: OpaquePointer) {
+    static func push(_ loaded: StoredConfiguration, state: OpaquePointer) {
         let stack = LuaStack(state)
         _ = lua_checkstack(state, 8)
         let record = loaded.record
@@ -120,103 +104,54 @@ enum ConfigModule {
         guard lua_type(state, 1) == LUA_TTABLE, !context.markers.isNull(state, 1) else {
             throw call.typeError(1, expected: "table")
         }
-        let loaded = try context.write("configuration") { db -> Loaded in
+        // The Lua table read into changes here; the merge rule is Store's.
+        let loaded = try context.write("configuration") { db -> StoredConfiguration in
             let spec = try TableSpec.load(db, table: "configuration", primaryKey: "id", jsonColumns: [])
             for name in try reader.fieldNames(at: 1, argument: 1) where spec.column(name) == nil && !nested.contains(name) {
                 throw StoreError.unknownColumn(table: "configuration", column: name, known: spec.names + nested)
             }
             let fields = try reader.fields(argument: 1, spec: spec, skipping: Set(nested))
-            let id = fields["id"].flatMap(String.fromDatabaseValue) ?? "default"
-            let existing = try load(db, id: id, repository: repository)
-
-            // The configuration row.
-            var row: [String: DatabaseValue] = try existing?.record.databaseDictionary ?? [:]
-            for (name, value) in fields { row[name] = value }
-            row["id"] = id.databaseValue
-            let now = Date().timeIntervalSince1970.databaseValue
-            if row["created_at"] == nil { row["created_at"] = now }
-            if fields["updated_at"] == nil { row["updated_at"] = now }
-            if row["model_cache_size"] == nil { row["model_cache_size"] = 0.databaseValue }
-            guard row["base_url"] != nil else {
-                throw call.argumentError(1, "missing field 'base_url' (a new configuration needs: base_url)")
+            var changes = ConfigurationChanges(id: fields["id"].flatMap(String.fromDatabaseValue) ?? "default", row: fields)
+            changes.routingPolicies = try policies(reader: reader, call: call, spec: try TableSpec.load(
+                db, table: "routing_policies", primaryKey: "id", jsonColumns: ["conditions"]))
+            changes.analytics = try nestedFields("analytics", spec: try TableSpec.load(
+                db, table: "analytics_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["enabled"]),
+                reader: reader, call: call)
+            changes.storage = try nestedFields("storage", spec: try TableSpec.load(
+                db, table: "storage_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["auto_cleanup"]),
+                reader: reader, call: call)
+            do {
+                return try repository.merge(db, changes)
+            } catch let error as ConfigurationMergeError {
+                throw call.argumentError(1, error.description)
             }
-            let record = try repository.records.makeRecord(db, fields: row)
-            var configuration = SDKConfiguration(
-                id: id, apiKey: record.apiKey, baseURL: record.baseUrl, modelCacheSize: record.modelCacheSize,
-                createdAt: record.createdAt, updatedAt: record.updatedAt)
-
-            // Routing policies: the given list, or the stored one.
-            let policySpec = try TableSpec.load(db, table: "routing_policies", primaryKey: "id", jsonColumns: ["conditions"])
-            reader.pushField("routing_policies", of: 1)
-            defer { opsh_pop(state, 1) }
-            let policiesIndex = lua_gettop(state)
-            if lua_type(state, policiesIndex) == LUA_TNIL {
-                configuration.routingPolicies = try (existing?.policies ?? []).map { try policy($0) }
-            } else {
-                guard lua_type(state, policiesIndex) == LUA_TTABLE else {
-                    throw call.argumentError(1, "field 'routing_policies': table expected, got \(LuaStack(state).typeName(at: policiesIndex))")
-                }
-                let count = lua_rawlen(state, policiesIndex)
-                for position in 0..<Int64(count) {
-                    lua_rawgeti(state, policiesIndex, position + 1)
-                    defer { opsh_pop(state, 1) }
-                    let prefix = "routing_policies[\(position + 1)]."
-                    guard lua_type(state, -1) == LUA_TTABLE else {
-                        throw call.argumentError(1, "field '\(prefix.dropLast())': table expected, got \(LuaStack(state).typeName(at: -1))")
-                    }
-                    var fields = try reader.fields(at: -1, argument: 1, spec: policySpec, skipping: ["configuration_id"], prefix: prefix)
-                    fields["configuration_id"] = id.databaseValue
-                    if fields["id"] == nil { fields["id"] = makeIdentifier().databaseValue }
-                    for column in policySpec.columns where fields[column.name] == nil {
-                        if let sql = column.defaultSQL {
-                            fields[column.name] = try DatabaseValue.fetchOne(db, sql: "SELECT \(sql)")
-                        } else {
-                            throw call.argumentError(1, "missing field '\(prefix)\(column.name)'")
-                        }
-                    }
-                    let record = try repository.routingPolicies.makeRecord(db, fields: fields)
-                    configuration.routingPolicies.append(try policy(record))
-                }
-                let ids = configuration.routingPolicies.map(\.id)
-                if let duplicate = ids.first(where: { id in ids.filter { $0 == id }.count > 1 }) {
-                    throw call.argumentError(1, "routing_policies: the id '\(duplicate)' appears twice")
-                }
-            }
-
-            // Analytics and storage settings, merged field by field.
-            let analyticsSpec = try TableSpec.load(db, table: "analytics_config", primaryKey: "configuration_id",
-                                                   jsonColumns: [], booleans: ["enabled"])
-            var analytics = existing?.analytics ?? AnalyticsConfigRecord(configurationId: id)
-            if let fields = try nestedFields("analytics", spec: analyticsSpec, reader: reader, call: call) {
-                var row = try analytics.databaseDictionary
-                for (name, value) in fields { row[name] = value }
-                analytics = try repository.analytics.makeRecord(db, fields: row)
-            }
-            configuration.analytics.enabled = analytics.enabled
-            configuration.analytics.samplingRate = analytics.samplingRate
-            configuration.analytics.batchSize = analytics.batchSize
-            configuration.analytics.flushIntervalSeconds = analytics.flushIntervalSeconds
-
-            let storageSpec = try TableSpec.load(db, table: "storage_config", primaryKey: "configuration_id",
-                                                 jsonColumns: [], booleans: ["auto_cleanup"])
-            var storage = existing?.storage ?? StorageConfigRecord(configurationId: id)
-            if let fields = try nestedFields("storage", spec: storageSpec, reader: reader, call: call) {
-                var row = try storage.databaseDictionary
-                for (name, value) in fields { row[name] = value }
-                storage = try repository.storage.makeRecord(db, fields: row)
-            }
-            configuration.storage.maxCacheSizeBytes = storage.maxCacheSizeBytes
-            configuration.storage.telemetryRetentionDays = storage.telemetryRetentionDays
-            configuration.storage.autoCleanup = storage.autoCleanup
-
-            try repository.save(db, configuration)
-            guard let stored = try load(db, id: id, repository: repository) else {
-                throw StoreError.notFound(table: "configuration", key: id)
-            }
-            return stored
         }
         push(loaded, state: state)
         return 1
+    }
+
+    /// The `routing_policies` list of the argument (each policy's fields),
+    /// nil when absent.
+    private static func policies(reader: LuaRowReader, call: LuaCall, spec: TableSpec) throws -> [[String: DatabaseValue]]? {
+        let state = call.state
+        reader.pushField("routing_policies", of: 1)
+        defer { opsh_pop(state, 1) }
+        let policiesIndex = lua_gettop(state)
+        if lua_type(state, policiesIndex) == LUA_TNIL { return nil }
+        guard lua_type(state, policiesIndex) == LUA_TTABLE else {
+            throw call.argumentError(1, "field 'routing_policies': table expected, got \(LuaStack(state).typeName(at: policiesIndex))")
+        }
+        var policies: [[String: DatabaseValue]] = []
+        for position in 0..<Int64(lua_rawlen(state, policiesIndex)) {
+            lua_rawgeti(state, policiesIndex, position + 1)
+            defer { opsh_pop(state, 1) }
+            let prefix = "routing_policies[\(position + 1)]."
+            guard lua_type(state, -1) == LUA_TTABLE else {
+                throw call.argumentError(1, "field '\(prefix.dropLast())': table expected, got \(LuaStack(state).typeName(at: -1))")
+            }
+            policies.append(try reader.fields(at: -1, argument: 1, spec: spec, skipping: ["configuration_id"], prefix: prefix))
+        }
+        return policies
     }
 
     /// The fields of `analytics` / `storage` in the argument, nil when absent.
@@ -232,17 +167,5 @@ enum ConfigModule {
         return try reader.fields(at: -1, argument: 1, spec: spec, skipping: ["configuration_id"], prefix: "\(name).")
     }
 
-    private static func policy(_ record: RoutingPolicyRecord) throws -> SDKConfiguration.RoutingPolicy {
-        let conditions: [String: JSONValue]
-        do {
-            conditions = try record.conditions.decode([String: JSONValue].self)
-        } catch {
-            let valid = (try? JSONParser.parse(Array(record.conditions.text.utf8))) != nil
-            throw StoreError.invalidValue(table: "routing_policies", column: "conditions",
-                                          reason: valid ? "a JSON object expected, got \(record.conditions.text)"
-                                                        : "not valid JSON: \(record.conditions.text.prefix(60))")
-        }
-        return SDKConfiguration.RoutingPolicy(id: record.id, name: record.name, priority: record.priority,
-                                              executionTarget: record.executionTarget, conditions: conditions)
-    }
+
 }

@@ -48,7 +48,7 @@ struct RepositoryContext {
 
     func read<T>(_ table: String, _ body: (Database) throws -> T) throws -> T {
         do {
-            return try database.snapshotRead(body)
+            return try database.read(body)
         } catch let error as DatabaseError {
             throw LuaCallError.message(Self.describe(error, table: table))
         }

@@ -32,14 +32,7 @@ enum SDKRepositoryModules {
         var modelFunctions = models.standard
         modelFunctions["delete"] = { [models] call in
             try models.delete(call, options: ["cascade"]) { db, key, flags in
-                let sessions = try Int.fetchOne(db, sql: "SELECT count(*) FROM generation_sessions WHERE model_id = ?", arguments: [key]) ?? 0
-                if sessions > 0 {
-                    guard flags["cascade"] == true else {
-                        throw StoreError.refused(reason: "model \(TableSpec.show(key)) has \(sessions) session(s); delete them first or pass cascade = true")
-                    }
-                    try db.execute(sql: "DELETE FROM generation_sessions WHERE model_id = ?", arguments: [key])
-                }
-                return try store.models.records.delete(db, key)
+                try store.models.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
             }
         }
         modelFunctions["usage"] = { [usage] call in

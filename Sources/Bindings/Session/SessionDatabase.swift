@@ -133,16 +133,18 @@ public final class SessionDatabase {
     /// which is thrown away, and opsh.dryRun() says true.
     public var markedDryRun = false
 
-    /// Runs a read: on the open transaction, else as one statement on a
-    /// pool reader (single statements are atomic; no BEGIN/COMMIT needed).
-    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs a read that needs no snapshot: on the open transaction, else as
+    /// one statement on a pool reader (single statements are atomic; no
+    /// BEGIN/COMMIT needed). GRDB's name: several statements in `body` may
+    /// see different commits (``read(_:)`` is the snapshot-safe one).
+    public func unsafeRead<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
         if let pool = try store.writer as? DatabasePool { return try pool.unsafeRead(body) }
         return try store.writer.read(body)
     }
 
-    /// Runs a read that needs several statements to agree (a snapshot).
-    public func snapshotRead<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs a read whose statements all see one snapshot (GRDB's `read`).
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
         return try store.writer.read(body)
     }

@@ -1,5 +1,4 @@
 import Foundation
-import Store
 
 /// `opsh run --lock`: an exclusive `flock` on a file named after the
 /// script, so two cron runs of the same script never overlap. The lock
@@ -36,19 +35,15 @@ public final class ScriptLock {
     /// inode, so two spellings or links of one file share the lock; its
     /// path while it does not exist yet). The same script against two
     /// databases takes two locks.
-    public static func path(forScript script: String, database: String,
-                            environment: EnvironmentVariables = .process) -> String {
+    ///
+    /// - parameter folder: where lock files live (the caller knows opsh's
+    ///   folders: `$XDG_RUNTIME_DIR/opsh`, else its state folder).
+    public static func path(forScript script: String, database: String, in folder: String) -> String {
         let resolved = realpath(script, nil).map { pointer -> String in
             defer { free(pointer) }
             return String(cString: pointer)
         } ?? script
-        var folder: String
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            folder = runtime + "/opsh"
-        } else {
-            folder = DatabaseLocation.stateDirectory(environment: environment)
-        }
-        folder += "/locks"
+        let folder = folder + "/locks"
         let name = (resolved as NSString).lastPathComponent.filter { $0.isLetter || $0.isNumber || "._-".contains($0) }
         return "\(folder)/\(name)-\(fnv1a(resolved + "\u{0}" + databaseIdentity(database))).lock"
     }

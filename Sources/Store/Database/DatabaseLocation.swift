@@ -42,6 +42,13 @@ public enum DatabaseLocation {
         xdgDirectory("XDG_STATE_HOME", fallback: ".local/state", environment: environment) + "/opsh"
     }
 
+    /// Where per-run files live (script locks): `$XDG_RUNTIME_DIR/opsh`,
+    /// else the state folder.
+    public static func runtimeDirectory(environment: EnvironmentVariables = .process) -> String {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/opsh" }
+        return stateDirectory(environment: environment)
+    }
+
     /// opsh's configuration folder: `init.lua`.
     public static func configDirectory(
         environment: EnvironmentVariables = .process

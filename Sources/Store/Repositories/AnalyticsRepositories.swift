@@ -95,6 +95,20 @@ public struct ModelRepository: Sendable {
     public let usageStats = RecordRepository<ModelUsageStatRecord>()
     public init() {}
 
+    /// Deletes a model; one with generation sessions only with `cascade`
+    /// (its sessions, and their generations, go with it). Returns whether
+    /// there was one.
+    public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
+        let sessions = try Int.fetchOne(db, sql: "SELECT count(*) FROM generation_sessions WHERE model_id = ?", arguments: [id]) ?? 0
+        if sessions > 0 {
+            guard cascade else {
+                throw StoreError.refused(reason: "model \(id) has \(sessions) session(s); delete them first or pass cascade = true")
+            }
+            try db.execute(sql: "DELETE FROM generation_sessions WHERE model_id = ?", arguments: [id])
+        }
+        return try records.delete(db, id)
+    }
+
     /// Adds one generation's figures to a model's usage of that UTC day.
     public func recordUsage(_ db: Database, model modelId: String, at date: Date = Date(),
                             tokens: Int, cost: Double, latencyMs: Double, failed: Bool = false) throws {

@@ -33,6 +33,19 @@ public struct SchemeRepository: Sendable {
     public let records = RecordRepository<SchemeRecord>()
     public init() {}
 
+    /// Deletes a scheme; one with builds only with `cascade` (its builds,
+    /// and their logs, go with it). Returns whether there was one.
+    public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
+        let builds = try Int.fetchOne(db, sql: "SELECT count(*) FROM builds WHERE schemeId = ?", arguments: [id]) ?? 0
+        if builds > 0 {
+            guard cascade else {
+                throw StoreError.refused(reason: "scheme \(id) has \(builds) build(s); delete them first or pass cascade = true")
+            }
+            try db.execute(sql: "DELETE FROM builds WHERE schemeId = ?", arguments: [id])
+        }
+        return try records.delete(db, id)
+    }
+
     /// A project's schemes in their order.
     public func list(_ db: Database, project bundleIdentifier: String) throws -> [SchemeRecord] {
         try records.list(db, ListRequest(filters: [ColumnFilter("projectBundleIdentifier", .equal, bundleIdentifier)],

@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import GRDBSQLite
+import Synchronization
 import TextCodec
 
 /// Export and import of an aggregate as one JSON document, so that data
@@ -203,12 +205,25 @@ public enum Transfer {
     /// process may have written since the document was checked); the rest
     /// of the checks hold, and the database's constraints back them.
     @discardableResult
+    ///
+    /// - parameter rowByRowObservers: GRDB's transaction observers must see
+    ///   each row (a dry run counts them); otherwise new rows are stepped
+    ///   with SQLite's C API and observers are told per table at the end.
     public static func apply(_ db: Database, _ prepared: PreparedImport,
-                             options: ImportOptions = ImportOptions()) throws -> Summary {
+                             options: ImportOptions = ImportOptions(), rowByRowObservers: Bool = true) throws -> Summary {
         var plan = prepared.plan
+        // Rows are looked up again only where that can matter: with
+        // `replace`, when the check found rows already there, or for a table
+        // whose identity is not its primary key (a surrogate id). Otherwise a
+        // row written since the check makes its INSERT fail on the primary
+        // key, and the conflicts are looked up then: a large import holds
+        // the lock only for its inserts.
+        let lookUpAll = options.replace || plan.rows.contains { $0.existing != nil }
         plan.rows = try plan.rows.map { row in
             var row = row
-            row.existing = try row.table.existing(db, row.keyValues)
+            if lookUpAll || row.table.surrogateKey != nil {
+                row.existing = try row.table.existing(db, row.keyValues)
+            }
             return row
         }
         let conflicts = plan.rows.filter { $0.existing != nil }
@@ -221,9 +236,21 @@ public enum Transfer {
         }
         var counts = Dictionary(uniqueKeysWithValues: plan.kind.tables.map { ($0.name, (rows: 0, replaced: 0)) })
         for row in plan.rows {
-            try write(db, row)
+            do {
+                try write(db, row, stepsRaw: !rowByRowObservers)
+            } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+                // Written by someone else since the check: name them all.
+                let existing = try plan.rows.filter { try $0.table.existing(db, $0.keyValues) != nil }
+                let named = existing.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
+                throw TransferError.conflict(
+                    "import refused: \(existing.count) row(s) were written by another process since the document was checked (\(named)); nothing was written; import again"
+                        + (options.replace ? "" : ", with replace = true to overwrite them"))
+            }
             counts[row.table.name]!.rows += 1
             if row.existing != nil { counts[row.table.name]!.replaced += 1 }
+        }
+        if !rowByRowObservers {
+            for table in plan.kind.tables where counts[table.name]!.rows > 0 { try db.notifyChanges(in: Table(table.name)) }
         }
         return Summary(kind: plan.kind, key: plan.key, tables: plan.kind.tables.map { table in
             Summary.Table(name: table.name, rows: counts[table.name]!.rows, replaced: counts[table.name]!.replaced)
@@ -343,7 +370,7 @@ public enum Transfer {
         return Plan(kind: kind, key: key, rows: rows)
     }
 
-    static func write(_ db: Database, _ row: PlannedRow) throws {
+    static func write(_ db: Database, _ row: PlannedRow, stepsRaw: Bool) throws {
         let table = quoteIdentifier(row.table.name)
         if let existing = row.existing {
             // Overwrite every column but the key (and a surrogate id, kept).
@@ -367,9 +394,42 @@ public enum Transfer {
             fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
         }
         // Cached: the rows of one table share their statement.
-        try db.cachedStatement(
-            sql: "INSERT INTO \(table) (\(fields.map { quoteIdentifier($0.0) }.joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: fields.count)))")
-            .execute(arguments: StatementArguments(fields.map(\.1)))
+        let statement = try db.cachedStatement(sql: row.table.insertSQL(columns: fields.map { $0.0 }))
+        guard stepsRaw else {
+            return try statement.execute(arguments: StatementArguments(fields.map { $0.1 }))
+        }
+        try Self.insertRaw(statement, fields, on: db)
+    }
+
+    /// Binds and steps an INSERT with SQLite's C API: GRDB's arguments cost
+    /// more than the insert itself, and this runs under the write lock.
+    /// GRDB's observers do not see these rows (``apply(_:_:options:rowByRowObservers:)``
+    /// tells them per table afterwards).
+    private static func insertRaw(_ statement: Statement, _ fields: [(String, DatabaseValue)], on db: Database) throws {
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        for (offset, field) in fields.enumerated() {
+            let position = Int32(offset + 1)
+            switch field.1.storage {
+            case .null: sqlite3_bind_null(handle, position)
+            case let .int64(value): sqlite3_bind_int64(handle, position, value)
+            case let .double(value): sqlite3_bind_double(handle, position, value)
+            case let .string(text): sqlite3_bind_text(handle, position, text, -1, SQLITE_TRANSIENT_DESTRUCTOR)
+            case let .blob(data):
+                _ = data.withUnsafeBytes { bytes in
+                    sqlite3_bind_blob(handle, position, bytes.baseAddress, Int32(bytes.count), SQLITE_TRANSIENT_DESTRUCTOR)
+                }
+            }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                                sql: statement.sql)
+        }
     }
 }
 
@@ -386,6 +446,9 @@ struct TableSpec: @unchecked Sendable {
     let jsonColumns: [String]
     /// Decodes the row as its record type: refuses values it does not accept.
     let decode: (Database, [String: DatabaseValue]) throws -> Void
+    /// The last INSERT made by ``insertSQL(columns:)``.
+    let insertStatements = InsertText()
+    final class InsertText: Sendable { let text = Mutex<(columns: [String], sql: String)?>(nil) }
 
     init<Record: StoreRecord>(_ type: Record.Type, key: [String], parent: (String, String)? = nil,
                               surrogateKey: String? = nil) {
@@ -446,6 +509,15 @@ struct TableSpec: @unchecked Sendable {
         }
     }
 
+    /// `INSERT INTO table (columns) VALUES (?, …)`, made once per table for
+    /// the columns its rows have (all of them, in schema order).
+    func insertSQL(columns: [String]) -> String {
+        if let made = insertStatements.text.withLock({ $0 }), made.columns == columns { return made.sql }
+        let sql = "INSERT INTO \(quoteIdentifier(name)) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: columns.count)))"
+        insertStatements.text.withLock { $0 = (columns, sql) }
+        return sql
+    }
+
     /// The existing row with this key: its key value (or surrogate id).
     func existing(_ db: Database, _ keyValues: [DatabaseValue]) throws -> DatabaseValue? {
         let condition = key.map { "\(quoteIdentifier($0)) = ?" }.joined(separator: " AND ")
@@ -475,3 +547,7 @@ extension Store {
         try writer.write { db in try Transfer.importDocument(db, text, options: options) }
     }
 }
+
+/// SQLite copies what is bound with it (SQLITE_TRANSIENT, a macro Swift
+/// does not import).
+private let SQLITE_TRANSIENT_DESTRUCTOR = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

@@ -33,7 +33,8 @@ struct BatchMode {
         if lock, case let .file(path) = source {
             do {
                 heldLock = try ScriptLock.acquire(path: ScriptLock.path(
-                    forScript: path, database: DatabaseLocation.resolve(explicitPath: options.db)))
+                    forScript: path, database: DatabaseLocation.resolve(explicitPath: options.db),
+                    in: DatabaseLocation.runtimeDirectory()))
             } catch let failure as ScriptLock.Failure {
                 if case .held = failure { launch.fail(.lockHeld, "\(path): \(failure)") }
                 launch.fail(.scriptError, "\(failure)")
