@@ -276,6 +276,18 @@ import Testing
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "3")
         let rows = try Self.rows(sandbox)
         #expect(rows.last.map { Self.counts($0, "telemetry") } == ["inserted": 3, "updated": 0, "deleted": 0], "\(rows)")
+
+        // An import's rows (stepped through SQLite's C API) too.
+        let document = sandbox.root + "/app.json"
+        let exported = try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }
+            export.project("com.example.app", { file = "\(document)" })
+            projects.delete("com.example.app", { cascade = true })
+            """])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let imported = try sandbox.opsh(["-e", "import{ file = '\(document)' }"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try Self.rows(sandbox).last.map { Self.counts($0, "projects") } == ["inserted": 1, "updated": 0, "deleted": 0])
     }
 
     /// A chunk committed after the question (re-applied from its changeset)
