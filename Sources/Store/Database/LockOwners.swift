@@ -98,7 +98,12 @@ public enum LockOwner {
 
     private static func remove(_ state: inout State) {
         if state.file >= 0 { close(state.file) }
-        if let path = state.path { unlink(path) }
+        if let path = state.path {
+            unlink(path)
+            // The database's folder goes with its last record (rmdir
+            // refuses a folder that still holds another process's).
+            rmdir((path as NSString).deletingLastPathComponent)
+        }
         state.file = -1
         state.path = nil
         state.database = nil
