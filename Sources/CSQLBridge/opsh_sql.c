@@ -199,6 +199,8 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     else if (!entry->readonly) route->changed_outside = 1;
 
     int results = 1;
+    int counted = route->transaction && !entry->readonly;
+    if (counted) opsh_sql_tally_arm(route->tally, connection);
     int code = sqlite3_step(statement);
     switch (shape) {
     case SHAPE_CHANGES:
@@ -239,6 +241,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         break;
     }
     }
+    if (counted) opsh_sql_tally_disarm(route->tally, connection);
     if (code != SQLITE_DONE && code != SQLITE_ROW) {
         int failed = fail(L, route, connection, statement);
         sqlite3_reset(statement);

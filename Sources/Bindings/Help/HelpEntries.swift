@@ -37,6 +37,7 @@ enum HelpEntries {
         ("git", "versions and branches of a repository"),
         ("analytics", "aggregations over usage and builds"),
         ("export", "an aggregate as a JSON document (import() reads it back)"),
+        ("audit", "the audit trail: who ran what, why, and what it committed"),
     ]
 
     static func table(_ module: String, _ noun: String, key: String) -> [HelpEntry] {
@@ -188,6 +189,12 @@ enum HelpEntries {
         HelpEntry(module: "analytics", name: "daily", signature: "analytics.daily{model=, since=, until=} → rows", summary: "Usage per day."),
         HelpEntry(module: "analytics", name: "usage", signature: "analytics.usage{since=} → rows", summary: "Usage from model_usage_stats with error rates."),
         HelpEntry(module: "analytics", name: "builds", signature: "analytics.builds{since=} → rows", summary: "Success rate and duration per scheme."),
+        HelpEntry(module: "audit", name: "list", signature: "audit.list{ where=, order=, limit=, offset= } → rows",
+                  summary: "Runs, one-liners and shell chunks recorded: startedAt, endedAt, user, host, pid, mode, script, code, reason, dryRun, readOnly, changes (table → {inserted, updated, deleted}), status; newest first."),
+        HelpEntry(module: "audit", name: "prune", signature: "audit.prune{ olderThan=\"90d\" } → {deleted}",
+                  summary: "Deletes audit rows older than that (at least a day): the only way rows leave the trail."),
+        HelpEntry(module: "audit", name: "requireReason", signature: "audit.requireReason(boolean)",
+                  summary: "Whether every run, one-liner and shell on this database must give a reason (--reason, OPSH_REASON)."),
     ]
 }
 

@@ -87,7 +87,13 @@ final class SQLExecutor {
             }
             return pushChanges(connection, call: call)
         }
-        if !entry.isReadonly { session.changedOutsideGRDB = true }
+        if !entry.isReadonly {
+            session.changedOutsideGRDB = true
+            // GRDB's observers do not see this step: the audit's counts do.
+            opsh_sql_tally_arm(route.pointee.tally, connection)
+            defer { opsh_sql_tally_disarm(route.pointee.tally, connection) }
+            return try step(entry, connection: connection, call: call, shape: shape)
+        }
         return try step(entry, connection: connection, call: call, shape: shape)
     }
 

@@ -113,6 +113,7 @@ public final class OpshSession {
         MaintenanceModule.install(in: self)
         TransferModule.install(in: self)
         HelpModule.install(in: self)
+        AuditModule.install(in: self)
         // The costliest to install (generic record types, the job manager's
         // settings), and the ones a short script least often needs.
         try install(modules: ["jobs"]) { try JobsModule.install(in: $0) }

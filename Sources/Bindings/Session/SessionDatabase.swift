@@ -43,6 +43,7 @@ public final class SessionDatabase {
     init(store: Store) {
         self.store = store
         route = opsh_sql_route_new()
+        countRawChanges()
     }
 
     deinit { opsh_sql_route_free(route) }
@@ -55,6 +56,7 @@ public final class SessionDatabase {
 
     /// Leaves the transaction: the connection is GRDB's again.
     private func endTransaction() {
+        LockOwner.endedWriting()
         writeCount &+= 1
         current = nil
         changedOutsideGRDB = false
@@ -204,15 +206,21 @@ public final class SessionDatabase {
             // released, so a nested limit counts SQLite's row changes.
             let before = sqlite3_total_changes64(current.sqliteConnection)
             var result: T?
-            try current.inSavepoint {
-                result = try body()
-                if let changeLimit {
-                    let changed = Int(sqlite3_total_changes64(current.sqliteConnection) - before)
-                    if changed > changeLimit {
-                        throw TooManyChanges(limit: changeLimit, summary: nil, what: "the transaction", rowChanges: changed)
+            let mark = rawChangesMark()
+            do {
+                try current.inSavepoint {
+                    result = try body()
+                    if let changeLimit {
+                        let changed = Int(sqlite3_total_changes64(current.sqliteConnection) - before)
+                        if changed > changeLimit {
+                            throw TooManyChanges(limit: changeLimit, summary: nil, what: "the transaction", rowChanges: changed)
+                        }
                     }
+                    return .commit
                 }
-                return .commit
+            } catch {
+                rewindRawChanges(to: mark)
+                throw error
             }
             try afterWrite()
             return result!
@@ -235,6 +243,7 @@ public final class SessionDatabase {
             }
             var result: T?
             try db.inTransaction(.immediate) {
+                LockOwner.beganWriting(database: store.path)
                 result = try body()
                 try Self.requireOpenTransaction(db, of: "db.transaction")
                 if let counter { try checkChangeLimit(counter, scopeLimit: nil) }
@@ -255,7 +264,7 @@ public final class SessionDatabase {
             return try transaction { try apply(changeset, refusal: refusal) }
         }
         writeCount &+= 1
-        let conflicts = try changeset.apply(on: current.sqliteConnection!)
+        let conflicts = try countingRawChanges(on: current.sqliteConnection!) { try changeset.apply(on: $0) }
         guard conflicts.isEmpty else { throw ChangedSince(conflicts: conflicts, action: refusal) }
         // Stepped outside GRDB: its observers (watch, the counter) are told here.
         changedOutsideGRDB = true
@@ -545,7 +554,7 @@ public final class SessionDatabase {
                 return
             }
             try db.beginTransaction(.immediate)
-            let conflicts = try changeset.apply(on: db.sqliteConnection!)
+            let conflicts = try countingRawChanges(on: db.sqliteConnection!) { try changeset.apply(on: $0) }
             guard conflicts.isEmpty else {
                 try db.rollback()
                 throw ChangedSince(conflicts: conflicts, action: "the chunk was not committed")
@@ -627,6 +636,7 @@ public final class SessionDatabase {
         try refuseWritesToAFileThatIsGone()
         guard current == nil, let db = pending else { return }
         try db.beginTransaction(.immediate)
+        LockOwner.beganWriting(database: store.path)
         if recordsChanges, recording == nil {
             recording = try ChangeRecording(connection: db.sqliteConnection!)
         }

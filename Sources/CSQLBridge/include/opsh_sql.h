@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "opsh_lua.h"
 #include "opsh_sql_guard.h"
+#include "opsh_sql_tally.h"
 
 // SQLite's handles, declared as sqlite3.h does (that header is GRDB's
 // module in Swift; including it here too would make its functions
@@ -61,6 +62,9 @@ typedef struct opsh_sql_route {
     opsh_sql_failure_text failure_text;
     /// Statements used lately, by the address of their SQL string.
     opsh_sql_entry *recent[OPSH_SQL_RECENT];
+    /// Counts the rows that writes stepped here change (the audit trail's
+    /// per-table counts); NULL: not counted.
+    opsh_sql_tally *tally;
 } opsh_sql_route;
 
 opsh_sql_route *opsh_sql_route_new(void);

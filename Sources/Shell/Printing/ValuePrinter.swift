@@ -1,6 +1,7 @@
 import Bindings
 import CLuaShim
 import Foundation
+import Store
 import TextCodec
 
 /// How the shell shows values (`.mode`, `--json`).

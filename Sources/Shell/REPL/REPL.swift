@@ -29,6 +29,10 @@ public final class REPL {
         /// --max-changes: most rows a chunk may change.
         public var maxChanges: Int?
         public var continuationPrompt = "  ... "
+        /// Around each chunk typed at the prompt (the audit trail): before
+        /// it runs, and after with its text, start time and whether it failed.
+        public var beforeChunk: (() -> Void)?
+        public var afterChunk: ((_ code: String, _ startedAt: Double, _ failed: Bool) -> Void)?
 
         public init(historyPath: String?, initPath: String?) {
             self.historyPath = historyPath
@@ -185,13 +189,18 @@ public final class REPL {
                 warnedFileGone = true
                 console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
             }
+            configuration.beforeChunk?()
+            let startedAt = Date().timeIntervalSince1970
+            var failed = false
             timed {
                 do {
                     try chunks.run(code: typed) { try runner.run(code, chunkName: "=stdin") }
                 } catch {
+                    failed = true
                     report(error)
                 }
             }
+            configuration.afterChunk?(typed, startedAt, failed)
         }
         return true
     }

@@ -41,9 +41,17 @@ public enum LockHolders {
     }
 
     /// "held by sqlite3 (pid 30546, writing)", or nil when none is known.
+    /// Another opsh is named from its lock-owner record (``LockOwner``):
+    /// "held by opsh (pid 30546, user alice, script /srv/x.lua, holding
+    /// the write lock since 02:15:03 UTC (42s), writing)".
     public static func sentence(for path: String) -> String? {
         let holders = of(path)
         guard !holders.isEmpty else { return nil }
-        return "held by " + holders.map { "\($0.command) (pid \($0.pid), \($0.kind))" }.joined(separator: ", ")
+        return "held by " + holders.map { holder in
+            if let record = LockOwner.record(of: holder.pid, database: path) {
+                return LockOwner.describe(record).dropLast() + ", \(holder.kind))"
+            }
+            return "\(holder.command) (pid \(holder.pid), \(holder.kind))"
+        }.joined(separator: ", ")
     }
 }

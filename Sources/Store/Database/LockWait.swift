@@ -17,6 +17,16 @@ public final class LockWait: Sendable {
     /// "database is locked".
     public let timeout: TimeInterval
     private let abandonment = Mutex<(@Sendable () -> Bool)?>(nil)
+    private let cap = Mutex<TimeInterval?>(nil)
+
+    /// Runs `body` with lock waits shortened to at most `seconds` (the
+    /// audit row of a run that changed nothing: a read must not stall
+    /// behind the backend's writers for the whole busy timeout).
+    public func capped<T>(at seconds: TimeInterval, _ body: () throws -> T) rethrows -> T {
+        cap.withLock { $0 = seconds }
+        defer { cap.withLock { $0 = nil } }
+        return try body()
+    }
 
     public init(timeout: TimeInterval) {
         self.timeout = timeout
@@ -50,7 +60,7 @@ public final class LockWait: Sendable {
         if isAbandoned { return false }
         let (delay, prior) = Self.delay(afterTries: tries)
         // Within a year: a larger --busy-timeout would overflow Int.
-        let limit = Int(min(max(timeout, 0), 31_536_000) * 1000)
+        let limit = Int(min(max(min(timeout, cap.withLock { $0 } ?? timeout), 0), 31_536_000) * 1000)
         let sleep = min(delay, limit - prior)
         guard sleep > 0 else { return false }
         usleep(UInt32(sleep) * 1000)

@@ -36,6 +36,11 @@ public final class Store: Sendable {
     private let connection: LazyConnection
     private let pendingBox: PendingMigrations
 
+    /// Rows committed per table on the writer since the store connected
+    /// (the audit trail's counts): a transaction observer installed
+    /// before anything else uses the writer.
+    public let committedChanges = ChangeTally()
+
     /// Built-in migrations this existing database has not applied, found
     /// when the store connected: they are not applied implicitly (that
     /// takes the write lock); `opsh migrate` or `migrate.up()` applies them.
@@ -71,6 +76,10 @@ public final class Store: Sendable {
             ExternalChangeMonitor(path: $0, interval: options.externalChangePollInterval)
         }
         self.client = .grdb({ try connection.writer() }, externalChanges: externalChanges, path: path)
+        if !options.readOnly {
+            let tally = committedChanges
+            connection.whenConnected { writer in tally.install(on: writer) }
+        }
     }
 
     /// Opens (and on first use creates and migrates) the database.
@@ -134,12 +143,14 @@ public final class Store: Sendable {
             }
             if !migratesNow {
                 let writer = try openWithoutWaiting(openName, path: resolved, options: options, lockWait: lockWait)
+                try options.afterConnecting?(writer)
                 return LazyConnection.Opened(writer: writer, file: FileIdentity(path: resolved))
             }
             let pool = try openPool(openName, path: resolved, options: options, lockWait: lockWait)
             if !options.readOnly {
                 try migrate(pool)
             }
+            try options.afterConnecting?(pool)
             return LazyConnection.Opened(writer: pool, file: FileIdentity(path: resolved))
         }
         let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection, pending: pending)
@@ -167,7 +178,10 @@ public final class Store: Sendable {
         try connect()
         let openName = ReadOnlyFileSystem.holds(path) ? ReadOnlyFileSystem.readingName(for: path) : path
         do {
-            return try DatabaseQueue(path: openName, configuration: Self.configuration(options, lockWait: lockWait))
+            let queue = try DatabaseQueue(path: openName, configuration: Self.configuration(options, lockWait: lockWait))
+            // The audit's counts see what commits on it too.
+            if !options.readOnly { committedChanges.install(on: queue) }
+            return queue
         } catch let error as DatabaseError {
             throw Self.translateOpenError(error, path: path)
         }

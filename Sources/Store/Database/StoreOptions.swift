@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// How a ``Store`` opens its database.
 public struct StoreOptions: Sendable {
@@ -18,6 +19,11 @@ public struct StoreOptions: Sendable {
     /// Create the file and its folder when missing, and apply migrations.
     /// Off for read-only opens.
     public var createIfMissing = true
+
+    /// Runs once the writer is open, before anything else uses it; what it
+    /// throws fails the connection (a database that asks for a reason the
+    /// run did not give: ``ReasonRequired``).
+    public var afterConnecting: (@Sendable (any DatabaseWriter) throws -> Void)?
 
     public init(
         readOnly: Bool = false,

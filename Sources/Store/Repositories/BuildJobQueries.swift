@@ -68,6 +68,7 @@ extension BuildLogRepository {
             }
         }
         // The raw steps bypass GRDB's change tracking: tell observers.
+        ChangeTally.countRaw(db, table: BuildLogRecord.databaseTableName, inserted: lines.count)
         try db.notifyChanges(in: Table(BuildLogRecord.databaseTableName))
     }
 

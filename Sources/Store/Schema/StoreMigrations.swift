@@ -9,6 +9,7 @@ public enum StoreMigrations {
     public static let builtInIdentifiers = [
         Migration001InitialSchema.identifier,
         Migration002Indexes.identifier,
+        Migration003Audit.identifier,
     ]
 
     /// A migrator with the built-in migrations registered.
@@ -20,6 +21,7 @@ public enum StoreMigrations {
         var migrator = DatabaseMigrator()
         migrator.registerMigration(Migration001InitialSchema.identifier, migrate: Migration001InitialSchema.migrate)
         migrator.registerMigration(Migration002Indexes.identifier, migrate: Migration002Indexes.migrate)
+        migrator.registerMigration(Migration003Audit.identifier, migrate: Migration003Audit.migrate)
         return migrator
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 /// The options every mode takes (the shell, `run`, `-e`).
 struct CommonOptions {
@@ -13,6 +14,9 @@ struct CommonOptions {
     var noInit = false
     var create = false
     var maxChanges: Int?
+    /// Why this run happens (`--reason`, else `OPSH_REASON`): recorded in
+    /// the audit trail.
+    var reason: String?
 
     static let specs: [OptionSpec] = [
         OptionSpec(long: "db", valueName: "path",
@@ -31,6 +35,7 @@ struct CommonOptions {
         OptionSpec(long: "max-changes", valueName: "rows",
                    help: "Run everything in one transaction and roll it back if it changed more than this many rows (exit status 1, the counts per table on stderr); in the shell, per chunk."),
         OptionSpec(long: "no-init", help: "Do not run $XDG_CONFIG_HOME/opsh/init.lua (the shell runs it at start)."),
+        OptionSpec(long: "reason", valueName: "text", help: "Why you run this, recorded in the audit trail (default: $OPSH_REASON). Required when OPSH_REQUIRE_REASON=1 or the database asks for one (audit.requireReason(true))."),
     ]
 
     /// Takes the option if it is one of these; false if it is not.
@@ -56,9 +61,24 @@ struct CommonOptions {
             maxChanges = rows
         case "no-init": noInit = true
         case "create": create = true
+        case "reason": reason = value
         default: return false
         }
         return true
+    }
+
+    /// The reason given: `--reason`, else a non-empty `OPSH_REASON`.
+    var givenReason: String? {
+        if let reason { return reason }
+        guard let text = ProcessInfo.processInfo.environment["OPSH_REASON"],
+              !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { return nil }
+        return text
+    }
+
+    /// `OPSH_REQUIRE_REASON=1` (also true/yes/on).
+    static var environmentRequiresReason: Bool {
+        guard let value = ProcessInfo.processInfo.environment["OPSH_REQUIRE_REASON"] else { return false }
+        return ["1", "true", "yes", "on"].contains(value.lowercased())
     }
 
     private static func seconds(_ text: String, for spec: OptionSpec, command: CommandHelp) throws -> Double {
@@ -74,6 +94,9 @@ struct CommonOptions {
         if !(busyTimeout >= 0) { throw UsageError("--busy-timeout must be zero or more seconds", command: command) }
         if dryRun && readOnly { throw UsageError("--dry-run needs a writable database: drop --read-only", command: command) }
         if db == "" { throw UsageError("--db needs a path; it was given an empty one", command: command) }
+        if let reason, reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            throw UsageError("--reason needs a text saying why; it was given an empty one", command: command)
+        }
         if db == nil, let fromEnvironment = getenv("OPSH_DB"), fromEnvironment.pointee == 0 {
             throw UsageError("OPSH_DB is set but empty: give it a path, or unset it for the default database", command: command)
         }

@@ -10,6 +10,7 @@ enum OpshCommand {
             opsh [options] -e CODE         run CODE, print what it returns
             opsh run [options] FILE [ARG…] run a script (FILE - reads stdin)
             opsh migrate [options]         apply the migrations the database lacks
+            opsh runs [options] [--overdue] recent runs; scripts that missed their period
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -19,7 +20,8 @@ enum OpshCommand {
             """,
         subcommands: [("shell (default)", "The interactive shell, or one chunk with -e."),
                       ("run", "Run a Lua script against the database."),
-                      ("migrate", "Apply the built-in migrations the database lacks.")])
+                      ("migrate", "Apply the built-in migrations the database lacks."),
+                      ("runs", "Recent script runs from the audit trail; --overdue for missed ones.")])
 
     /// Parses the command line and runs the mode it names; prints help
     /// and exits 0, or throws a ``UsageError``.
@@ -34,13 +36,17 @@ enum OpshCommand {
         case "migrate":
             guard let command = try MigrateCommand(parsing: words.dropFirst()) else { printHelp(MigrateCommand.help) }
             command.run()
+        case "runs":
+            guard let command = try RunsCommand(parsing: words.dropFirst()) else { printHelp(RunsCommand.help) }
+            command.run()
         case "help":
             switch words.dropFirst().first {
             case nil: printHelp(help)
             case "run": printHelp(RunCommand.help)
             case "shell": printHelp(ShellCommand.help)
             case "migrate": printHelp(MigrateCommand.help)
-            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate)", command: help)
+            case "runs": printHelp(RunsCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs)", command: help)
             }
         case "-h", "--help":
             printHelp(help)
@@ -51,6 +57,10 @@ enum OpshCommand {
             }
             if let migrateWords = optionsThen("migrate", words) {
                 guard let command = try MigrateCommand(parsing: migrateWords) else { printHelp(MigrateCommand.help) }
+                command.run()
+            }
+            if let runsWords = optionsThen("runs", words) {
+                guard let command = try RunsCommand(parsing: runsWords) else { printHelp(RunsCommand.help) }
                 command.run()
             }
             guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }

@@ -21,6 +21,11 @@ struct BatchMode {
     func run() -> Never {
         let launch = Launch(options: options)
         let console = launch.console
+        let startedAt = Date().timeIntervalSince1970
+        let reason = options.givenReason
+        if reason == nil && CommonOptions.environmentRequiresReason {
+            launch.fail(.usage, "a reason is required (OPSH_REQUIRE_REASON=1): run again with --reason TEXT (or OPSH_REASON) saying why")
+        }
 
         // The lock before anything else: the second run must not even
         // open the database.
@@ -56,7 +61,30 @@ struct BatchMode {
             chunkName = "=stdin"
         }
 
-        let session = launch.openSession(interactive: false)
+        // The audit trail's row, written when the run ends.
+        let recorder = AuditRecorder(console: console, mode: { if case .code = source { return .eval } else { return .run } }(),
+                                     options: options, reason: reason)
+        switch source {
+        case let .code(text):
+            recorder.code = text
+            LockOwner.configure(script: "-e")
+        case let .file(path):
+            recorder.describeScript(path: path, code: code)
+            LockOwner.configure(script: recorder.script ?? path)
+        case .standardInput:
+            recorder.describeScript(path: "-", code: code)
+            LockOwner.configure(script: "- (stdin)")
+        }
+        do {
+            _ = try ScriptSchedule.period(in: code)
+        } catch {
+            launch.fail(.usage, "\(chunkName.dropFirst()): \(error)")
+        }
+
+        let session = launch.openSession(interactive: false, requireReasonFromDatabase: reason == nil)
+        // Connected already: a database this run created. Creating it is
+        // not a use worth a row; what the run then commits is.
+        recorder.connectedAtStart = session.store.isConnected
         let runtime = session.runtime
         var script: String?
         if case let .file(path) = source {
@@ -87,12 +115,14 @@ struct BatchMode {
         let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
         let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
         let arguments = scriptArguments.map { LuaValue.string($0) }
+        var dryRunChanges: TableChanges = [:]
         do {
             if options.dryRun {
                 let (_, summary) = try session.database.dryRun {
                     try runner.run(code, chunkName: chunkName, arguments: arguments)
                 }
                 deadline?.cancel()
+                dryRunChanges = AuditRecorder.changes(summary)
                 console.raw(Self.describe(summary))
                 if let limit = options.maxChanges, summary.total > limit {
                     throw TooManyChanges(limit: limit, summary: summary, what: "the dry run")
@@ -113,6 +143,8 @@ struct BatchMode {
             if let problem = session.store.replacedFileProblem {
                 launch.fail(.databaseUnavailable, problem)
             }
+            recorder.record(store: session.store, startedAt: startedAt, status: ExitStatus.success.rawValue,
+                            dryRun: options.dryRun, changes: options.dryRun ? dryRunChanges : session.store.committedChanges.committed)
         } catch {
             deadline?.cancel()
             var status = Self.status(for: error, signal: watcher.received,
@@ -120,12 +152,18 @@ struct BatchMode {
             // A script stopped by a write refused because the file is gone:
             // the database, not the script, is the problem.
             if status == .scriptError, session.store.replacedFileProblem != nil { status = .databaseUnavailable }
+            // The database asks for a reason this run did not give.
+            if session.store.connectionFailure == ReasonRequired.message { status = .usage }
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
             session.store.missingMigrationHint(for: (error as? LuaError)?.message ?? "\(error)").map(console.error)
             if status == .databaseUnavailable, "\(error)".contains("database is locked"),
                let path = session.store.path, let holders = LockHolders.sentence(for: path) {
                 console.error("the database's lock is \(holders)")
             }
+            // A failed run: what it committed before failing (a dry run:
+            // nothing).
+            recorder.record(store: session.store, startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
+                            changes: options.dryRun ? [:] : session.store.committedChanges.committed)
             Launch.pendingMigrationsNote(session.store).map(console.warning)
             Launch.checkpointAtExit(session)
             withExtendedLifetime(heldLock) { exit(status.rawValue) }

@@ -20,10 +20,14 @@ struct Launch {
     ///   and installs every module (completion sees every function). The
     ///   batch modes connect and install modules on first use, so a script
     ///   that never touches the database starts in a few milliseconds.
-    func openSession(interactive: Bool) -> OpshSession {
+    /// - parameter requireReasonFromDatabase: refuse the database's first
+    ///   use when it asks for a reason (``ReasonRequired``): a run without
+    ///   `--reason` on such a database.
+    func openSession(interactive: Bool, requireReasonFromDatabase: Bool = false) -> OpshSession {
         let store: Store
         do {
             var storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
+            if requireReasonFromDatabase { storeOptions.afterConnecting = ReasonRequired.check }
             // Only the default location is made without being asked: a
             // mistyped --db or OPSH_DB must not succeed on an empty database.
             storeOptions.createIfMissing = !options.readOnly && (options.create || !Self.namesADatabase(options))

@@ -28,6 +28,8 @@ struct ShellMode {
         let launch = Launch(options: sessionOptions)
         let session = launch.openSession(interactive: true)
         Launch.setArguments(session.runtime, script: nil, arguments: [])
+        LockOwner.configure(script: "shell")
+        let reason = Self.reason(options: options, store: session.store, console: launch.console)
         var configuration = REPL.Configuration(
             historyPath: DatabaseLocation.stateDirectory() + "/history",
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
@@ -57,6 +59,20 @@ struct ShellMode {
             if let pending = Launch.pendingMigrationsNote(session.store) { banner += "\n" + pending }
             configuration.banner = banner
         }
+        // The audit trail: a row per chunk that committed changes (not in a
+        // dry run, whose chunks land in a copy or are rolled back).
+        if !options.dryRun {
+            let recorder = AuditRecorder(console: launch.console, mode: .shell, options: options, reason: reason)
+            let store = session.store
+            var before: TableChanges = [:]
+            configuration.beforeChunk = { before = store.committedChanges.committed }
+            configuration.afterChunk = { code, startedAt, failed in
+                let changes = store.committedChanges.committed.since(before)
+                guard !changes.isEmpty else { return }
+                recorder.code = code
+                recorder.record(store: store, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+            }
+        }
         let repl = REPL(session: session, configuration: configuration)
         var status: Int32 = 0
         if copy != nil || configuration.dryRunReplay {
@@ -76,5 +92,23 @@ struct ShellMode {
         if copy == nil { Launch.checkpointAtExit(session) }
         copy?.remove()
         exit(status)
+    }
+
+    /// The session's reason: `--reason` or `OPSH_REASON`; else, when
+    /// `OPSH_REQUIRE_REASON=1` or the database asks for one, asked for at
+    /// the terminal. The shell does not start without one.
+    static func reason(options: CommonOptions, store: Store, console: Console) -> String? {
+        if let given = options.givenReason { return given }
+        let fromDatabase = (try? store.writer.read { try AuditTrail.requiresReason($0) }) ?? false
+        guard CommonOptions.environmentRequiresReason || fromDatabase else { return nil }
+        let why = fromDatabase ? "this database requires a reason (audit.requireReason)" : "OPSH_REQUIRE_REASON=1"
+        print("\(why): why are you here? (recorded in the audit trail) ", terminator: "")
+        fflush(nil)
+        let answer = readLine()?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        if answer.isEmpty {
+            console.error("no reason given: the shell does not start without one (\(why)); give one, or --reason TEXT")
+            exit(ExitStatus.usage.rawValue)
+        }
+        return answer
     }
 }

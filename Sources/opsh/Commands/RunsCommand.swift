@@ -1,0 +1,130 @@
+import Foundation
+import GRDB
+import Store
+
+/// `opsh runs [--overdue]`: recent runs from the audit trail, and the dead
+/// man's switch for cron (README, "Cron runs that did not happen").
+/// Reads only: it never takes the write lock.
+struct RunsCommand {
+    static let overdueOption = OptionSpec(long: "overdue", help: "List only the scripts whose last successful run is older than their period (-- @every in the script's header) plus the grace; exit status 1 when there is one, 0 when none is.")
+    static let graceOption = OptionSpec(long: "grace", valueName: "duration", help: "How late a run may be, e.g. 5m (default: 10 % of the script's period, at least 1m).")
+    static let limitOption = OptionSpec(long: "limit", valueName: "n", help: "How many recent runs to list.", defaultValue: "20")
+
+    static let help = CommandHelp(
+        name: "opsh runs",
+        abstract: "Recent script runs from the audit trail; --overdue for the ones that did not happen.",
+        usage: "opsh runs [<options>] [--overdue [--grace <duration>]]",
+        discussion: """
+            Lists the newest `opsh run` and `opsh -e` runs recorded in the
+            database's audit trail: script, start (UTC), duration, rows
+            changed per table (+inserted ~updated -deleted) and exit status.
+
+            A script declares its period in its header, as a comment before
+            its first statement: `-- @every 10m` (s, m, h or d). With
+            --overdue, opsh names every script whose last successful run
+            (exit status 0, not a dry run) started longer ago than its
+            period plus the grace, and exits 1; it exits 0 when none is
+            late. The period is the one the script's latest run declared.
+
+            Exit status: 0 (none overdue), 1 (some overdue), 2 (usage),
+            3 (the database is unavailable or has no audit trail yet).
+            """,
+        // It only reads: the options about running Lua or writing do not apply.
+        options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
+            + [overdueOption, graceOption, limitOption])
+
+    var options = CommonOptions()
+    var overdue = false
+    var grace: Double?
+    var limit = 20
+
+    init?(parsing words: ArraySlice<String>) throws {
+        var scanner = ArgumentScanner(words, options: Self.help.options, command: Self.help)
+        while let item = try scanner.next() {
+            switch item {
+            case .help: return nil
+            case let .option(spec, value):
+                switch spec.name {
+                case Self.overdueOption.name: overdue = true
+                case Self.graceOption.name:
+                    do {
+                        grace = try DurationText.seconds(value!)
+                    } catch {
+                        throw UsageError("--grace: \(error)", command: Self.help)
+                    }
+                case Self.limitOption.name:
+                    guard let count = Int(value!), count > 0 else {
+                        throw UsageError("'\(value!)' is not a positive whole number for '--limit'", command: Self.help)
+                    }
+                    limit = count
+                default: _ = try options.apply(spec, value: value, command: Self.help)
+                }
+            case let .operand(word): throw UsageError("unexpected argument '\(word)'", command: Self.help)
+            }
+        }
+        try options.validate(command: Self.help)
+        if grace != nil && !overdue { throw UsageError("--grace goes with --overdue", command: Self.help) }
+    }
+
+    func run() -> Never {
+        let launch = Launch(options: options)
+        let now = Date().timeIntervalSince1970
+        do {
+            var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
+            storeOptions.createIfMissing = false
+            let store = try Store.prepare(path: options.db, options: storeOptions)
+            let writer = try store.writer
+            let exists = try writer.read { try AuditTrail.exists($0) }
+            guard exists else {
+                launch.fail(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
+            }
+            if overdue {
+                let late = try writer.read { try ScriptSchedule.overdue($0, now: now, grace: grace) }
+                for script in late {
+                    let last = script.lastSuccess.map { "its last successful run started \(Self.time($0)) (\(ScriptSchedule.describe(seconds: now - $0)) ago)" }
+                        ?? "it never ran successfully (due since \(Self.time(script.dueSince)))"
+                    print("overdue: \(script.script): \(last); period \(ScriptSchedule.describe(seconds: script.period)), grace \(ScriptSchedule.describe(seconds: script.grace))")
+                }
+                if late.isEmpty { launch.console.note("no script is overdue") }
+                exit(late.isEmpty ? ExitStatus.success.rawValue : ExitStatus.scriptError.rawValue)
+            }
+            let entries = try writer.read { db in
+                try AuditTrail.list(db, ListRequest(filters: [ColumnFilter("mode", .in, ["run", "eval"].map(\.databaseValue))],
+                                                    order: [ColumnOrder("startedAt", descending: true)], limit: limit))
+            }
+            print(Self.table(entries), terminator: "")
+        } catch {
+            launch.fail(.databaseUnavailable, "\(error)")
+        }
+        exit(ExitStatus.success.rawValue)
+    }
+
+    static func time(_ seconds: Double) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
+    }
+
+    /// script | started | duration | changes | status, aligned.
+    static func table(_ entries: [AuditEntry]) -> String {
+        var rows = [["script", "started (UTC)", "duration", "changes", "status"]]
+        for entry in entries {
+            var script = entry.script ?? "-e " + (entry.code ?? "").replacingOccurrences(of: "\n", with: " ")
+            if entry.script == nil, script.count > 60 { script = String(script.prefix(59)) + "…" }
+            let changes = entry.changes.sorted { $0.key < $1.key }.map { table, counts in
+                table + " " + [("+", counts.inserted), ("~", counts.updated), ("-", counts.deleted)]
+                    .filter { $0.1 != 0 }.map { "\($0.0)\($0.1)" }.joined(separator: " ")
+            }.joined(separator: ", ")
+            let status = "\(entry.status)" + (entry.dryRun ? " (dry run)" : "")
+            rows.append([script, time(entry.startedAt), String(format: "%.2f s", entry.endedAt - entry.startedAt),
+                         changes.isEmpty ? "none" : changes, status])
+        }
+        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, text in
+                column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,101 @@
+import Bindings
+import Foundation
+import Shell
+import Store
+
+/// Writes the audit trail's rows (README, "The audit trail"): one per
+/// `opsh run` and `-e` that used the database, one per shell chunk that
+/// committed changes. Each row is written after the work's transaction
+/// ended, in a short transaction of its own, so a rollback does not take
+/// it along. `--read-only` runs write nothing and are not recorded.
+final class AuditRecorder {
+    let console: Console
+    let mode: AuditEntry.Mode
+    let reason: String?
+    let readOnly: Bool
+    var script: String?
+    var scriptSHA256: String?
+    var code: String?
+    var period: Double?
+    /// The store connected before the run began (a database it created):
+    /// then only a run that committed something, or a dry run, counts as
+    /// having used it.
+    var connectedAtStart = false
+    private var saidNotMigrated = false
+
+    init(console: Console, mode: AuditEntry.Mode, options: CommonOptions, reason: String?) {
+        self.console = console
+        self.mode = mode
+        self.reason = reason
+        self.readOnly = options.readOnly
+    }
+
+    /// A script's file: its absolute path (cron's and an operator's names
+    /// of it agree), its SHA-256 and its declared period.
+    func describeScript(path: String, code: String) {
+        if path == "-" {
+            script = "-"
+            self.code = code
+        } else {
+            let absolute = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+            script = absolute
+        }
+        scriptSHA256 = SHA256.hex(Array(code.utf8))
+        period = try? ScriptSchedule.period(in: code)
+    }
+
+    /// Records one run or chunk. Nothing when the database was never
+    /// used, or opened read-only. Problems are said on stderr; they never
+    /// change the run's exit status.
+    func record(store: Store, startedAt: Double, status: Int32, dryRun: Bool, changes: TableChanges) {
+        guard !readOnly, store.isConnected, store.path != nil else { return }
+        if connectedAtStart && changes.isEmpty && !dryRun && mode != .shell { return }
+        do {
+            let writer = try store.writer
+            guard try writer.read({ try AuditTrail.exists($0) }) else {
+                if !saidNotMigrated {
+                    saidNotMigrated = true
+                    console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
+                }
+                return
+            }
+            var entry = AuditEntry(startedAt: startedAt, endedAt: Date().timeIntervalSince1970, mode: mode,
+                                   script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
+                                   dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
+            let text = code
+            let write = {
+                try writer.write { db in
+                    if let text { entry.code = CodeMask.mask(text, knownSecrets: AuditTrail.knownSecrets(db)) }
+                    try AuditTrail.insert(entry, db)
+                }
+            }
+            // A run that changed nothing (a read, a dry run) must not wait
+            // behind the backend's writers for the whole busy timeout just to
+            // leave its row (README, "How opsh behaves beside a live backend").
+            do {
+                if changes.isEmpty && mode != .shell {
+                    try store.lockWait.capped(at: Self.readOnlyRunWait, write)
+                } else {
+                    try write()
+                }
+            } catch {
+                if changes.isEmpty && mode != .shell && "\(error)".contains("database is locked") {
+                    console.warning("the audit trail could not record this run: another process holds the write lock (a run that changed nothing waits at most \(Self.readOnlyRunWait) s for it, so that reading never stalls behind the backend)")
+                    return
+                }
+                throw error
+            }
+        } catch {
+            console.error("the audit trail could not record this \(mode == .shell ? "chunk" : "run"): \(error)")
+        }
+    }
+
+    /// Seconds the audit row of a run that committed nothing waits for the
+    /// write lock.
+    static let readOnlyRunWait = 0.2
+
+    /// A dry run's summary as the audit trail keeps it.
+    static func changes(_ summary: ChangeSummary) -> TableChanges {
+        summary.tables.mapValues { TableChangeCounts(inserted: $0.inserted, updated: $0.updated, deleted: $0.deleted) }
+    }
+}
