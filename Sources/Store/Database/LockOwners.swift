@@ -79,7 +79,7 @@ public enum LockOwner {
         guard let directory = directory(for: database, creating: true) else { return }
         let path = directory + "/\(getpid())"
         let text = "since=" + String(format: "%020.3f", 0.0) + "\n"
-            + "pid=\(getpid())\nstart=\(processStart(getpid()) ?? "")\nuser=\(AuditTrail.currentUser)\nscript=\(state.script.replacingOccurrences(of: "\n", with: " "))\n"
+            + "pid=\(getpid())\nstart=\(processStart(getpid()) ?? "")\nuser=\(AuditTrail.currentUser)\nscript=\(String(state.script.map { $0 == "\n" ? " " : $0 }))\n"
         let temporary = path + ".tmp"
         let descriptor = open(temporary, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard descriptor >= 0 else { return }
