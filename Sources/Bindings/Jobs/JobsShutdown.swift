@@ -13,7 +13,8 @@ import Synchronization
 /// process killed outright (SIGKILL, a crash, `_exit` on a signal) cannot
 /// do this: its builds stay `running` and `jobs.stale()` finds them later.
 enum JobsShutdown {
-    private static let managers = Mutex<[ObjectIdentifier: JobManager]>([:])
+    // Locked, not a static Mutex (Store's LockOwner says why).
+    private static let managers = Locked<[ObjectIdentifier: JobManager]>([:])
     private static let atExit: Void = {
         atexit { JobsShutdown.shutdownAll() }
     }()

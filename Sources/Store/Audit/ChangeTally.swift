@@ -102,7 +102,8 @@ public final class ChangeTally: @unchecked Sendable {
     }
 
     /// The observers by connection, for ``countRaw(_:table:inserted:)``.
-    fileprivate static let observers = Mutex<[UInt: ConnectionObserver]>([:])
+    // Locked, not a static Mutex: see LockOwner.state.
+    fileprivate static let observers = Locked<[UInt: ConnectionObserver]>([:])
 
     /// Rows a Store fast path inserted by stepping a statement through
     /// SQLite's C API on `db` (batched telemetry and build-log inserts),

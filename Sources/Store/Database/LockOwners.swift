@@ -40,7 +40,11 @@ public enum LockOwner {
         var database: String?
     }
 
-    private static let state = Mutex(State())
+    /// A class with a lock rather than a `static let` `Mutex` of a struct:
+    /// the static release build (Swift 6.3.1, -static-executable) left such
+    /// a Mutex's value zeroed — `file` 0 instead of -1, so the first record
+    /// closed standard input and the shell ended after its first write.
+    private static let state = Locked(State())
     /// `since=` then 20 characters: the field updated in place.
     private static let sinceWidth = 20
 
@@ -114,7 +118,7 @@ public enum LockOwner {
         state.withLock { remove(&$0) }
     }
 
-    private static let registered = Mutex(false)
+    private static let registered = Locked(false)
     private static func registerRemovalAtExit() {
         registered.withLock { done in
             guard !done else { return }
@@ -178,5 +182,20 @@ public enum LockOwner {
                 + " (\(ScriptSchedule.describe(seconds: max(0, (now - since).rounded()))))"
         }
         return text + ")"
+    }
+}
+
+/// A value behind a lock, in a class: what a `static let` holds instead of
+/// a `Mutex` (see ``LockOwner``'s `state`).
+public final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    public init(_ value: Value) { self.value = value }
+
+    public func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
     }
 }

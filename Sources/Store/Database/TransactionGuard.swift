@@ -36,7 +36,8 @@ public enum TransactionGuard {
 
     /// Connections that carry the sandbox's TEMP triggers: statements that
     /// drop a trigger are refused on them.
-    private static let protected = Mutex<Set<Int>>([])
+    // Locked, not a static Mutex: see LockOwner.state.
+    private static let protected = Locked<Set<Int>>([])
 
     public static func protect(_ connection: OpaquePointer) {
         let address = Int(bitPattern: UnsafeRawPointer(connection))
