@@ -198,7 +198,7 @@ struct RecordTableFunctions<Record: StoreRecord> {
             if Self.dateColumnsSetOnInsert.contains(column.name) {
                 fields[column.name] = now.databaseValue
             } else if let sql = column.defaultSQL {
-                fields[column.name] = try DatabaseValue.fetchOne(db, sql: "SELECT \(sql)") ?? .null
+                fields[column.name] = try DatabaseValue.fetchOne(db.cachedStatement(sql: "SELECT \(sql)")) ?? .null
             } else if column.notNull {
                 missing.append(column.name)
             }
@@ -222,6 +222,18 @@ struct RecordTableFunctions<Record: StoreRecord> {
     func insert(_ call: LuaCall) throws -> Int32 {
         let reader = context.reader(call)
         guard lua_type(call.state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
+        if readsThroughSQL {
+            // One cached INSERT, then the row as `get` reads it.
+            let spec = try cachedSpec()
+            let fields = try reader.fields(argument: 1, spec: spec)
+            let keyColumn = Record.primaryKeyColumns[0]
+            let key = try context.write(table) { db -> DatabaseValue in
+                let complete = try newRowFields(db, fields, spec: spec, call: call, argument: 1)
+                let rowid = try context.storeErrors(table) { try records.insertColumns(db, complete, columns: spec.names) }
+                return complete[keyColumn] ?? rowid.databaseValue
+            }
+            return try context.statements.row(of: table, keyColumn: keyColumn, key: key, call: call)
+        }
         let (record, columns) = try context.write(table) { db -> (Record, [String]) in
             let spec = try spec(db)
             let fields = try reader.fields(argument: 1, spec: spec)
