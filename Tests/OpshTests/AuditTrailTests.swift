@@ -318,4 +318,28 @@ import Testing
         #expect(rows[1]["code"] as? String == "undo()")
         #expect(rows.allSatisfy { $0["reason"] as? String == "tidy" && $0["mode"] as? String == "shell" })
     }
+
+    /// `.read FILE` is one chunk: audited when it changed data, as typed
+    /// chunks are; one that only reads leaves no row (the control).
+    @Test func aReadFileChunkIsAudited() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let writes = try sandbox.script("fill.lua", "for i = 1, 2 do db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('r', ?)\", i) end")
+        let reads = try sandbox.script("look.lua", "print('seen', db.value('SELECT count(*) FROM telemetry'))")
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        terminal.send(".read \(reads)\r")
+        terminal.expect("seen\t0")
+        terminal.expect("opsh> ")
+        terminal.send(".read \(writes)\r")
+        terminal.expect("committed: telemetry: 2 inserted")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        let rows = try Self.rows(sandbox)
+        #expect(rows.count == 1, "\(rows)")
+        guard rows.count == 1 else { return }
+        #expect(rows[0]["code"] as? String == ".read \(writes)")
+        #expect(Self.counts(rows[0], "telemetry") == ["inserted": 2, "updated": 0, "deleted": 0], "\(rows[0])")
+    }
 }

@@ -108,6 +108,10 @@ extension REPL {
                 break
             }
             let path = (argument as NSString).expandingTildeInPath
+            // One chunk, audited as one typed at the prompt.
+            configuration.beforeChunk?()
+            let startedAt = Date().timeIntervalSince1970
+            var failed = false
             timed {
                 do {
                     let code = try ChunkRunner.readScript(path)
@@ -115,9 +119,11 @@ extension REPL {
                         try runner.run(code, chunkName: "@\(path)")
                     }
                 } catch {
+                    failed = true
                     report(error)
                 }
             }
+            configuration.afterChunk?(".read \(argument)", startedAt, failed)
         default:
             console.error("unknown command \(words.first ?? line); .help lists them")
         }
