@@ -110,10 +110,7 @@ public final class ChunkTransactions {
     /// for a large delete).
     private func ask(about summary: ChangeSummary) -> Bool {
         fflush(nil)
-        var lines = ["this chunk changes \(summary.total) rows:"]
-        for (table, counts) in summary.tables.sorted(by: { $0.key < $1.key }) {
-            lines.append("  \(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted")
-        }
+        let lines = ["this chunk changes \(summary.total) rows:"] + summary.tableLines
         Terminal.write(lines.joined(separator: "\n") + "\n", to: 1)
         let threshold = confirmThreshold ?? 0
         // A delete of more than ten times the threshold from one table:

@@ -1,21 +1,15 @@
+import GRDB
+
 /// Rows inserted, updated and deleted per table: what a dry run reports,
 /// what a shell chunk asks about, what a changeset holds.
 public struct ChangeSummary: Sendable, Equatable {
-    public struct Counts: Sendable, Equatable {
-        public var inserted = 0
-        public var updated = 0
-        public var deleted = 0
-        public init(inserted: Int = 0, updated: Int = 0, deleted: Int = 0) {
-            self.inserted = inserted
-            self.updated = updated
-            self.deleted = deleted
-        }
-    }
-    public var tables: [String: Counts] = [:]
+    /// The audit trail's counts of one table (ChangeTally).
+    public typealias Counts = TableChangeCounts
+    public var tables: TableChanges = [:]
     public init() {}
     public var isEmpty: Bool { tables.isEmpty }
     /// Rows changed in all (inserted + updated + deleted).
-    public var total: Int { tables.values.reduce(0) { $0 + $1.inserted + $1.updated + $1.deleted } }
+    public var total: Int { tables.values.reduce(0) { $0 + $1.total } }
     /// "builds: 3 updated; buildLogs: 10 deleted", tables by name.
     public var sentence: String {
         tables.keys.sorted().map { name in
@@ -25,15 +19,28 @@ public struct ChangeSummary: Sendable, Equatable {
             return "\(name): " + parts.joined(separator: ", ")
         }.joined(separator: "; ")
     }
+    /// One line a table, by name: "  builds: 0 inserted, 3 updated, 0 deleted"
+    /// (what a dry run reports and a shell chunk asks about).
+    public var tableLines: [String] {
+        tables.sorted { $0.key < $1.key }.map { table, counts in
+            "  \(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted"
+        }
+    }
+
+    /// Counts one row `kind` changed in `table`.
+    public mutating func count(_ table: String, _ kind: DatabaseEvent.Kind) {
+        var counts = tables[table] ?? Counts()
+        switch kind {
+        case .insert: counts.inserted += 1
+        case .update: counts.updated += 1
+        case .delete: counts.deleted += 1
+        }
+        tables[table] = counts
+    }
+
     /// Adds `other`'s counts.
     public mutating func add(_ other: ChangeSummary) {
-        for (name, counts) in other.tables {
-            var mine = tables[name] ?? Counts()
-            mine.inserted += counts.inserted
-            mine.updated += counts.updated
-            mine.deleted += counts.deleted
-            tables[name] = mine
-        }
+        tables.add(other.tables)
     }
 }
 

@@ -39,14 +39,8 @@ public final class Changeset: @unchecked Sendable {
         _ = withExtendedLifetime(box) {
             opsh_changeset_walk(size, bytes, { table, operation, context in
                 let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
-                let name = String(cString: table!)
-                var counts = box.summary.tables[name] ?? .init()
-                switch operation {
-                case 18: counts.inserted += 1   // SQLITE_INSERT
-                case 23: counts.updated += 1    // SQLITE_UPDATE
-                default: counts.deleted += 1    // SQLITE_DELETE (9)
-                }
-                box.summary.tables[name] = counts
+                // SQLite's operation codes: SQLITE_INSERT 18, SQLITE_UPDATE 23, SQLITE_DELETE 9.
+                box.summary.count(String(cString: table!), operation == 18 ? .insert : operation == 23 ? .update : .delete)
             }, Unmanaged.passUnretained(box).toOpaque())
         }
         return box.summary

@@ -93,9 +93,4 @@ final class AuditRecorder {
     /// Seconds the audit row of a run that committed nothing waits for the
     /// write lock.
     static let readOnlyRunWait = 0.2
-
-    /// A dry run's summary as the audit trail keeps it.
-    static func changes(_ summary: ChangeSummary) -> TableChanges {
-        summary.tables.mapValues { TableChangeCounts(inserted: $0.inserted, updated: $0.updated, deleted: $0.deleted) }
-    }
 }

@@ -122,7 +122,7 @@ struct BatchMode {
                     try runner.run(code, chunkName: chunkName, arguments: arguments)
                 }
                 deadline?.cancel()
-                dryRunChanges = AuditRecorder.changes(summary)
+                dryRunChanges = summary.tables
                 console.raw(Self.describe(summary))
                 if let limit = options.maxChanges, summary.total > limit {
                     throw TooManyChanges(limit: limit, summary: summary, what: "the dry run")
@@ -239,10 +239,6 @@ struct BatchMode {
 
     static func describe(_ summary: ChangeSummary) -> String {
         guard !summary.isEmpty else { return "opsh: dry run: rolled back; no rows would have changed" }
-        var lines = ["opsh: dry run: rolled back; it would have changed:"]
-        for (table, counts) in summary.tables.sorted(by: { $0.key < $1.key }) {
-            lines.append("  \(table): \(counts.inserted) inserted, \(counts.updated) updated, \(counts.deleted) deleted")
-        }
-        return lines.joined(separator: "\n")
+        return (["opsh: dry run: rolled back; it would have changed:"] + summary.tableLines).joined(separator: "\n")
     }
 }
