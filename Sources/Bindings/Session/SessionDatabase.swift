@@ -230,14 +230,14 @@ public final class SessionDatabase {
             if let counter {
                 db.add(transactionObserver: counter, extent: .observerLifetime)
                 changeCounter = counter
-                transactionLimits.append((start: 0, limit: changeLimit!))
+                transactionLimit = changeLimit
             }
             current = db
             defer {
                 if let counter {
                     db.remove(transactionObserver: counter)
                     changeCounter = nil
-                    transactionLimits.removeAll()
+                    transactionLimit = nil
                 }
                 endTransaction()
             }
@@ -362,9 +362,9 @@ public final class SessionDatabase {
     private var recording: ChangeRecording?
     /// Whether the scope records a changeset.
     private var recordsChanges = false
-    /// Limits of `db.transaction(fn, { maxChanges = N })` levels: the
-    /// counter's total when the level began, and its limit.
-    private var transactionLimits: [(start: Int, limit: Int)] = []  // start: the counter's total then
+    /// The limit of an outermost `db.transaction(fn, { maxChanges = N })`
+    /// (a nested one counts its savepoint's row changes itself).
+    private var transactionLimit: Int?
 
     /// The writer of scopes: a connection of the session's own to the same
     /// file, configured like the store's (``configureConnection``, the
@@ -448,15 +448,9 @@ public final class SessionDatabase {
             enterScope(Scope(kind: kind, changeLimit: changeLimit), records: records, on: db)
             defer { leaveScope(db, counter) }
             var outcome = ScopeOutcome()
-            let result: T
             do {
-                result = try body()
-            } catch {
-                if db.isInsideTransaction { try? db.rollback() }
-                throw error
-            }
-            guard current != nil else { return (result, outcome) }
-            do {
+                let result = try body()
+                guard current != nil else { return (result, outcome) }
                 try Self.requireOpenTransaction(db, of: kind == .chunk ? "the chunk" : "the run")
                 outcome.summary = counter.summary
                 try checkChangeLimit(counter, scopeLimit: changeLimit)
@@ -468,11 +462,11 @@ public final class SessionDatabase {
                     try db.commit()
                     outcome.committed = true
                 }
+                return (result, outcome)
             } catch {
                 if db.isInsideTransaction { try? db.rollback() }
                 throw error
             }
-            return (result, outcome)
         }
     }
 
@@ -609,15 +603,15 @@ public final class SessionDatabase {
         if let scopeLimit, total > scopeLimit {
             throw TooManyChanges(limit: scopeLimit, summary: summary, what: scope?.kind == .chunk ? "the chunk" : "the run")
         }
-        for level in transactionLimits where total - level.start > level.limit {
-            throw TooManyChanges(limit: level.limit, summary: summary, what: "the transaction")
+        if let transactionLimit, total > transactionLimit {
+            throw TooManyChanges(limit: transactionLimit, summary: summary, what: "the transaction")
         }
     }
 
     /// After each write in a scope or limited transaction: the limit is
     /// checked at once, so a runaway loop stops early.
     func afterWrite() throws {
-        guard let counter = changeCounter, scope?.changeLimit != nil || !transactionLimits.isEmpty else { return }
+        guard let counter = changeCounter, scope?.changeLimit != nil || transactionLimit != nil else { return }
         try checkChangeLimit(counter, scopeLimit: scope?.changeLimit)
     }
 
@@ -711,13 +705,7 @@ final class ChangeCounter: TransactionObserver, @unchecked Sendable {
     func add(_ other: ChangeSummary) { summary.add(other) }
 
     func databaseDidChange(with event: DatabaseEvent) {
-        var counts = summary.tables[event.tableName] ?? .init()
-        switch event.kind {
-        case .insert: counts.inserted += 1
-        case .update: counts.updated += 1
-        case .delete: counts.deleted += 1
-        }
-        summary.tables[event.tableName] = counts
+        summary.count(event.tableName, event.kind)
     }
 
     func databaseDidCommit(_ db: Database) {}
