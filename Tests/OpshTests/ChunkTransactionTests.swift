@@ -55,6 +55,57 @@ import Testing
         leave(terminal)
     }
 
+    /// SQL cannot end the chunk's transaction early, however it is
+    /// spelled: each attempt is refused with the reason and the whole chunk
+    /// is rolled back; the control writes the same rows without it.
+    @Test func sqlCannotEndAChunksTransaction() throws {
+        let sandbox = try prepared()
+        let terminal = try shell(sandbox)
+        let attacks = [
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('/* done */ cOmMiT')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('end transaction')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; COMMIT; UPDATE notes SET body = 'b' WHERE id = 2\")",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('RELEASE x; -- savepoint')",
+        ]
+        for attack in attacks {
+            terminal.send(attack + "\r")
+            terminal.expect("transaction control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE) is not run through db")
+            terminal.expect("opsh> ")
+            #expect(try sandbox.sqlite("SELECT group_concat(body) FROM notes WHERE id <= 2") == "n1,n2", "\(attack) kept a write")
+        }
+        // Control: the same writes without transaction control commit.
+        terminal.send("db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; UPDATE notes SET body = 'b' WHERE id = 2\")\r")
+        terminal.expect("committed: notes: 2 updated")
+        terminal.expect("opsh> ")
+        #expect(try sandbox.sqlite("SELECT group_concat(body) FROM notes WHERE id <= 2") == "a,b")
+        leave(terminal)
+    }
+
+    /// kill -9 at the worst moments: while a chunk that wrote is still
+    /// running, and while the question waits (its changes re-applied only
+    /// on yes). Nothing of the chunk is kept, and the backend writes at once
+    /// afterwards (no lock left behind).
+    @Test func aKilledShellKeepsNothingOfItsChunk() throws {
+        let sandbox = try prepared()
+        let running = try shell(sandbox)
+        running.send("db.exec(\"UPDATE notes SET body = 'k'\"); while true do end\r")
+        usleep(700_000)
+        kill(running.pid, SIGKILL)
+        #expect(running.waitForExit() == 128 + SIGKILL)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM notes WHERE body = 'k'") == "0")
+        let asking = try shell(sandbox)
+        asking.send(".confirm 5\r")
+        asking.expect("opsh> ")
+        asking.send("db.exec(\"UPDATE notes SET body = 'q'\")\r")
+        asking.expect("commit? [y/N] ")
+        kill(asking.pid, SIGKILL)
+        #expect(asking.waitForExit() == 128 + SIGKILL)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM notes WHERE body = 'q'") == "0")
+        let backend = try sandbox.run("/usr/bin/sqlite3", [sandbox.database, ".timeout 100", "UPDATE notes SET body = 'b' WHERE id = 3"])
+        #expect(backend.status == 0, "\(backend.stderr)")
+        #expect(try sandbox.sqlite("PRAGMA integrity_check") == "ok")
+    }
+
     @Test func aChunkThatOnlyReadsTakesNoLockAndAWaitAfterAWriteIsRefused() throws {
         let sandbox = try prepared()
         let terminal = try shell(sandbox)
