@@ -49,4 +49,39 @@ import Testing
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)
     }
+
+    /// One writer (issue "One data path"): what `json.encode` writes is what
+    /// `--json` prints, byte for byte, for rows (columns in the query's
+    /// order, NULL as null, fields a script added after them) and nested
+    /// tables; the screen differs only where it must: secrets masked, and a
+    /// table mixing items and fields shown as an object instead of refused.
+    @Test func jsonEncodeAndTheScreenWriteTheSameText() throws {
+        let sandbox = try Sandbox()
+        let value = """
+            (function()
+              local rows = db.query("SELECT 2 AS zeta, NULL AS alpha, 'x' AS mid UNION ALL SELECT 1, 'a', NULL")
+              rows[1].added = true
+              return { rows = rows, n = 1.5, list = { 1, 'two' }, empty = json.object() }
+            end)()
+            """
+        let expected = #"{"empty":{},"list":[1,"two"],"n":1.5,"rows":[{"zeta":2,"alpha":null,"mid":"x","added":true},{"zeta":1,"alpha":"a","mid":null}]}"#
+        let encoded = try sandbox.opsh(["-e", "return json.encode(\(value))"])
+        #expect(encoded.status == 0, "\(encoded.stderr)")
+        #expect(encoded.stdout == expected + "\n")
+        let printed = try sandbox.opsh(["--json", "-e", "return \(value)"])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        #expect(printed.stdout == expected + "\n")
+
+        // Secrets: masked on the screen, kept whole by json.encode (it makes data).
+        let secret = "{ api_key = 'sk-live-0123456789abcd' }"
+        #expect(try sandbox.opsh(["--json", "-e", "return \(secret)"]).stdout == #"{"api_key":"••••abcd"}"# + "\n")
+        #expect(try sandbox.opsh(["-e", "return json.encode(\(secret))"]).stdout == #"{"api_key":"sk-live-0123456789abcd"}"# + "\n")
+
+        // A table mixing items and fields: shown as an object; json.encode refuses it with the reason.
+        let mixed = "{ 'a', 'b', name = 'n' }"
+        #expect(try sandbox.opsh(["--json", "-e", "return \(mixed)"]).stdout == #"{"1":"a","2":"b","name":"n"}"# + "\n")
+        let refused = try sandbox.opsh(["-e", "return json.encode(\(mixed))"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("cannot encode the table at $: it mixes array items (1…n) and named fields"), "\(refused.stderr)")
+    }
 }

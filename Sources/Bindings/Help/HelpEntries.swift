@@ -93,7 +93,7 @@ enum HelpEntries {
 
     static let json: [HelpEntry] = [
         HelpEntry(module: "json", name: "encode", signature: "json.encode(value [, {pretty=true}]) → string",
-                  summary: "JSON text: 1…n tables are arrays, {} is [] (json.object() for {}), integers stay integers, keys sorted."),
+                  summary: "JSON text: 1…n tables are arrays, {} is [] (json.object() for {}), integers stay integers, keys sorted; a row keeps its columns' order, NULL as null."),
         HelpEntry(module: "json", name: "decode", signature: "json.decode(text) → value", summary: "Parses JSON; null becomes json.null (= db.NULL); errors give line and column."),
         HelpEntry(module: "json", name: "object", signature: "json.object([t]) → t", summary: "Marks a table as a JSON object, so that empty it encodes as {}."),
         HelpEntry(module: "json", name: "null", signature: "json.null", summary: "JSON null; the same value as db.NULL."),

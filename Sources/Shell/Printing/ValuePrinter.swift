@@ -66,9 +66,12 @@ public struct ValuePrinter {
         for index in first..<(first + count) {
             switch mode {
             case .json:
-                var path: Set<UnsafeRawPointer> = []
                 let place = count == 1 ? "$" : "$[\(index - first + 1)]"
-                pieces.append(try json(lua, index, depth: 0, path: &path, at: place))
+                do {
+                    pieces.append(try LuaJSONWriter.display(state, at: index, place: place))
+                } catch let failure as LuaJSONWriter.Failure {
+                    throw PrintError(failure.message)
+                }
             case .table, .line, .csv, .lua:
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
@@ -301,91 +304,6 @@ public struct ValuePrinter {
             }
         }
         return result + "\""
-    }
-
-    // MARK: JSON
-
-    /// JSON by the rule `json.encode` follows (``JSONRule``): bytes that are
-    /// not UTF-8, NaN, infinities and functions are refused with their
-    /// place (`at`), never changed. Secrets are masked, as on the screen.
-    private func json(_ lua: LuaInspection, _ index: Int32, depth: Int, path: inout Set<UnsafeRawPointer>,
-                      secret: Bool = false, at place: String) throws -> String {
-        switch lua.type(index) {
-        case LUA_TNIL, LUA_TNONE: return "null"
-        case LUA_TBOOLEAN: return lua.plainText(index)
-        case LUA_TNUMBER:
-            if lua.isInteger(index) { return String(lua.integer(index)) }
-            let number = lua.number(index)
-            guard number.isFinite else { throw PrintError(JSONRule.nonFinite(number, at: place)) }
-            return JSONString.floatText(number)
-        case LUA_TSTRING:
-            var length = 0
-            guard let bytes = opsh_tostring(lua.state, index, &length),
-                  let value = String(validating: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self) else {
-                throw PrintError(JSONRule.invalidUTF8(at: place))
-            }
-            return JSONString.quoted(secret ? SecretMask.mask(value) : value)
-        case LUA_TTABLE:
-            break
-        default:
-            throw PrintError(JSONRule.unencodable(String(cString: lua_typename(lua.state, lua.type(index))), at: place))
-        }
-        let name = lua.metatableName(index)
-        if name == "opsh.NULL" { return "null" }
-        guard let identity = lua.identity(index) else { return "null" }
-        if path.contains(identity) { throw PrintError("cannot write a table that contains itself as JSON") }
-        guard depth < 100, lua_checkstack(lua.state, 6) != 0 else { throw PrintError("table nested too deeply for JSON") }
-        path.insert(identity)
-        defer { path.remove(identity) }
-        let table = lua_absindex(lua.state, index)
-
-        if name == "opsh.row", let columns = lua.metatableColumns(table) {
-            return try object(lua, table, keys: columns, depth: depth, path: &path, nulls: true, at: place)
-        }
-        let listing = lua.keys(of: table)
-        if listing.others.isEmpty && (listing.arrayCount > 0 || name == "opsh.rows") {
-            var elements: [String] = []
-            for position in 0..<listing.arrayCount {
-                lua_rawgeti(lua.state, table, position + 1)
-                defer { opsh_pop(lua.state, 1) }
-                elements.append(try json(lua, -1, depth: depth + 1, path: &path, at: "\(place)[\(position + 1)]"))
-            }
-            return "[" + elements.joined(separator: ",") + "]"
-        }
-        var names: [String] = []
-        for position in 0..<listing.arrayCount { names.append(String(position + 1)) }
-        var keys: [LuaInspection.Key] = (0..<listing.arrayCount).map { .position($0 + 1) }
-        keys += listing.others
-        var members: [String] = []
-        for key in keys {
-            guard lua.pushValue(of: table, key: key) else { continue }
-            defer { opsh_pop(lua.state, 1) }
-            let field: String
-            switch key {
-            case let .position(position): field = String(position)
-            case let .name(text): field = text
-            case let .number(number): field = Int64(exactly: number).map(String.init) ?? String(number)
-            case let .other(text): field = text
-            }
-            members.append(JSONString.quoted(field) + ":"
-                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(field),
-                                       at: JSONRule.path(place, field: field))))
-        }
-        return "{" + members.joined(separator: ",") + "}"
-    }
-
-    private func object(_ lua: LuaInspection, _ table: Int32, keys: [String], depth: Int,
-                        path: inout Set<UnsafeRawPointer>, nulls: Bool, at place: String) throws -> String {
-        var members: [String] = []
-        for key in keys {
-            LuaInspection.pushString(lua.state, key)
-            lua_rawget(lua.state, table)
-            defer { opsh_pop(lua.state, 1) }
-            members.append(JSONString.quoted(key) + ":"
-                           + (try json(lua, -1, depth: depth + 1, path: &path, secret: SecretMask.isSecret(key),
-                                       at: JSONRule.path(place, field: key))))
-        }
-        return "{" + members.joined(separator: ",") + "}"
     }
 }
 
