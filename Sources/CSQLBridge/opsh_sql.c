@@ -167,10 +167,10 @@ int opsh_sql_push_shape(lua_State *L, int shape_ref) {
 
 static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
-    sqlite3 *connection = route->transaction;
+    sqlite3 *connection = route->session->transaction;
     if (!connection) {
-        if (!route->reader) return OPSH_DECLINE;
-        connection = route->reader->handle;
+        if (!route->session->reader) return OPSH_DECLINE;
+        connection = route->session->reader->handle;
     }
     size_t length;
     const char *sql = lua_tolstring(L, 1, &length);
@@ -181,7 +181,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     // What Swift does itself: writes outside a transaction (GRDB's
     // writer), writes of a dry run (counted), rows without a shape yet.
     int column_count = sqlite3_column_count(statement);
-    if (!entry->readonly && (!route->transaction || route->dry_run)) return OPSH_DECLINE;
+    if (!entry->readonly && (!route->session->transaction || route->session->dry_run)) return OPSH_DECLINE;
     if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && entry->shape_columns != column_count) return OPSH_DECLINE;
 
     // Positional values of plain types only; tables, db.NULL, db.blob and
@@ -195,12 +195,12 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
             return OPSH_DECLINE;
         }
     }
-    if (!route->transaction) opsh_sql_reader_use_snapshot(route->reader, route->write_count);
-    else if (!entry->readonly) route->changed_outside = 1;
+    if (!route->session->transaction) opsh_sql_reader_use_snapshot(route->session->reader, route->session->write_count);
+    else if (!entry->readonly) route->session->changed_outside = 1;
 
     int results = 1;
-    int counted = route->transaction && !entry->readonly;
-    if (counted) opsh_sql_tally_arm(route->tally, connection);
+    int counted = route->session->transaction && !entry->readonly;
+    if (counted) opsh_sql_tally_arm(route->session->tally, connection);
     int code = sqlite3_step(statement);
     switch (shape) {
     case SHAPE_CHANGES:
@@ -241,7 +241,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         break;
     }
     }
-    if (counted) opsh_sql_tally_disarm(route->tally, connection);
+    if (counted) opsh_sql_tally_disarm(route->session->tally, connection);
     if (code != SQLITE_DONE && code != SQLITE_ROW) {
         int failed = fail(L, route, connection, statement);
         sqlite3_reset(statement);

@@ -4,6 +4,7 @@ import GRDBSQLite
 import LuaRuntime
 import Testing
 @testable import Bindings
+import Store
 
 /// SQL from a script never begins, ends or releases opsh's transactions,
 /// whatever its spelling (issue 13, items 1 and 2; ARCHITECTURE.md,

@@ -26,17 +26,18 @@ final class SQLExecutor {
     let markers: SQLMarkers
     let rowShapes: RowShapes
     let statements: StatementCache
-    /// Where statements run, shared with the C fast path.
-    var route: UnsafeMutablePointer<opsh_sql_route> { session.route }
+    /// What the C fast path reads: the session's route (where statements
+    /// run) and the statement cache.
+    var route: UnsafeMutablePointer<opsh_sql_route> { statements.route }
 
     init(session: SessionDatabase, readConnection: ReadConnection?, markers: SQLMarkers, rowShapes: RowShapes) {
         self.session = session
         self.readConnection = readConnection
         self.markers = markers
         self.rowShapes = rowShapes
-        statements = StatementCache(route: session.route)
+        statements = StatementCache(session: session.route)
         session.route.pointee.reader = readConnection?.snapshot
-        session.route.pointee.failure_text = { state, message, sql in
+        route.pointee.failure_text = { state, message, sql in
             let failure = SQLFailure(message: message.map { String(cString: $0) } ?? "unknown error",
                                      sql: sql.map { String(cString: $0) })
             LuaStack(state!).push(failure.description)
@@ -90,8 +91,8 @@ final class SQLExecutor {
         if !entry.isReadonly {
             session.changedOutsideGRDB = true
             // GRDB's observers do not see this step: the audit's counts do.
-            opsh_sql_tally_arm(route.pointee.tally, connection)
-            defer { opsh_sql_tally_disarm(route.pointee.tally, connection) }
+            opsh_sql_tally_arm(session.route.pointee.tally, connection)
+            defer { opsh_sql_tally_disarm(session.route.pointee.tally, connection) }
             return try step(entry, connection: connection, call: call, shape: shape)
         }
         return try step(entry, connection: connection, call: call, shape: shape)
@@ -229,7 +230,7 @@ final class SQLExecutor {
 /// An open `db.rows` statement. Finalized when the loop ends (by the C
 /// iterator), breaks or fails (the generic `for`'s to-be-closed value),
 /// when its transaction ends, or when it is collected.
-final class SQLCursor {
+final class SQLCursor: TransactionBoundCursor {
     /// The statement, where the C iterator finds it; nil once finalized.
     let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).

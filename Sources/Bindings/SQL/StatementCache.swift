@@ -54,14 +54,22 @@ final class StatementCache {
     /// Beyond this many statements the cache starts over: a script that
     /// builds SQL by concatenation must not grow it without end.
     private let capacity = 512
-    private let route: UnsafeMutablePointer<opsh_sql_route>
+    /// What the C fast path reads (the session's route, the recent
+    /// statements); owned here, so it outlives every entry.
+    let route: UnsafeMutablePointer<opsh_sql_route>
     private var entries: [Key: Entry] = [:]
     /// Row-shape registry slots of dropped entries, for the Lua thread to
     /// free.
     private(set) var releasedShapeSlots: [Int32] = []
 
-    init(route: UnsafeMutablePointer<opsh_sql_route>) {
-        self.route = route
+    init(session: UnsafeMutablePointer<opsh_session_route>) {
+        route = opsh_sql_route_new()
+        route.pointee.session = session
+    }
+
+    deinit {
+        entries.removeAll()
+        opsh_sql_route_free(route)
     }
 
     /// The statement for the string at `index` on `connection`, prepared

@@ -1,5 +1,6 @@
 import Foundation
 import LuaRuntime
+import Store
 
 /// What opsh's own functions may do to files in this session — the one
 /// place `backup`, its rotation and `export{ file = }` ask (issue 13.6):

@@ -15,6 +15,7 @@
 #include "opsh_lua.h"
 #include "opsh_sql_guard.h"
 #include "opsh_sql_tally.h"
+#include "opsh_session_route.h"
 
 // SQLite's handles, declared as sqlite3.h does (that header is GRDB's
 // module in Swift; including it here too would make its functions
@@ -46,25 +47,14 @@ typedef void (*opsh_sql_failure_text)(lua_State *L, const char *message, const c
 
 #define OPSH_SQL_RECENT 64
 
-/// Where statements run now: what Swift publishes to the fast path.
+/// What the fast path reads: where the session's statements run (Store's
+/// SessionDatabase publishes it), and the `db` module's own state.
 typedef struct opsh_sql_route {
-    /// The connection of the open transaction, or NULL outside one.
-    sqlite3 *transaction;
-    /// During a dry run writes go through GRDB (its change counter).
-    int dry_run;
-    /// Set when a write was stepped on `transaction` outside GRDB, so
-    /// GRDB's observers are told at commit.
-    int changed_outside;
-    /// Writes this session made (the read snapshot must not predate them).
-    long write_count;
-    /// NULL for a database in memory.
-    opsh_sql_reader *reader;
+    /// The session's connections and counters (owned by SessionDatabase).
+    opsh_session_route *session;
     opsh_sql_failure_text failure_text;
     /// Statements used lately, by the address of their SQL string.
     opsh_sql_entry *recent[OPSH_SQL_RECENT];
-    /// Counts the rows that writes stepped here change (the audit trail's
-    /// per-table counts); NULL: not counted.
-    opsh_sql_tally *tally;
 } opsh_sql_route;
 
 opsh_sql_route *opsh_sql_route_new(void);

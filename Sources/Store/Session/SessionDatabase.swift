@@ -1,7 +1,6 @@
-import CSQLBridge
+import CSQLiteStore
 import GRDB
 import GRDBSQLite
-import Store
 
 /// How the Lua thread reaches the database.
 ///
@@ -14,8 +13,9 @@ import Store
 public final class SessionDatabase {
     public let store: Store
     /// Where the `db` module's C fast path runs statements: this class
-    /// keeps it in step with `current`, the dry run and the write count.
-    let route: UnsafeMutablePointer<opsh_sql_route>
+    /// keeps it in step with `current`, the dry run and the write count;
+    /// the Lua adapter points its own route at it and sets `reader`.
+    public let route: UnsafeMutablePointer<opsh_session_route>
     /// The writer connection while Lua code runs inside a transaction.
     public private(set) var current: Database? {
         didSet { route.pointee.transaction = current?.sqliteConnection }
@@ -24,7 +24,7 @@ public final class SessionDatabase {
     private var depth = 0
     /// Statements were stepped directly on `current` (the fast path), so
     /// GRDB's observers must be told at commit.
-    var changedOutsideGRDB: Bool {
+    public var changedOutsideGRDB: Bool {
         get { route.pointee.changed_outside != 0 }
         set { route.pointee.changed_outside = newValue ? 1 : 0 }
     }
@@ -38,17 +38,18 @@ public final class SessionDatabase {
 
     /// `db.rows` cursors opened on `current`: finalized when the
     /// transaction ends, since the connection goes back to GRDB then.
-    private var transactionCursors: [Weak<SQLCursor>] = []
+    private var transactionCursors: [Weak<any TransactionBoundCursor>] = []
 
-    init(store: Store) {
+    public init(store: Store) {
         self.store = store
-        route = opsh_sql_route_new()
+        route = opsh_session_route_new()
         countRawChanges()
     }
 
-    deinit { opsh_sql_route_free(route) }
+    deinit { opsh_session_route_free(route) }
 
-    func closeAtTransactionEnd(_ cursor: SQLCursor) {
+    /// Closes `cursor` when the open transaction ends (nothing when none is).
+    public func closeAtTransactionEnd(_ cursor: any TransactionBoundCursor) {
         guard current != nil else { return }
         transactionCursors.removeAll { $0.value == nil }
         transactionCursors.append(Weak(cursor))
@@ -106,7 +107,7 @@ public final class SessionDatabase {
         return writer
     }
 
-    static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"
+    public static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"
     static let sandboxTriggers = """
         CREATE TEMP TRIGGER IF NOT EXISTS opsh_sandbox_scheme_insert BEFORE INSERT ON main.schemes
         BEGIN SELECT RAISE(ABORT, '\(sandboxRefusal)'); END;
@@ -375,7 +376,7 @@ public final class SessionDatabase {
     private var connectionSettings: [(Database) -> Void] = []
 
     /// A setting (a limit) for the session's own connection too.
-    func addConnectionSetting(_ setting: @escaping (Database) -> Void) {
+    public func addConnectionSetting(_ setting: @escaping (Database) -> Void) {
         connectionSettings.append(setting)
         if let ownWriter { try? ownWriter.writeWithoutTransaction { db in setting(db) } }
     }
@@ -610,7 +611,7 @@ public final class SessionDatabase {
 
     /// After each write in a scope or limited transaction: the limit is
     /// checked at once, so a runaway loop stops early.
-    func afterWrite() throws {
+    public func afterWrite() throws {
         guard let counter = changeCounter, scope?.changeLimit != nil || transactionLimit != nil else { return }
         try checkChangeLimit(counter, scopeLimit: scope?.changeLimit)
     }
@@ -712,7 +713,15 @@ final class ChangeCounter: TransactionObserver, @unchecked Sendable {
     func databaseDidRollback(_ db: Database) {}
 }
 
-struct Weak<T: AnyObject> {
-    weak var value: T?
-    init(_ value: T) { self.value = value }
+/// A statement left open on the transaction's connection (a `db.rows`
+/// cursor): it must be finalized when the transaction ends, since the
+/// connection goes back to GRDB then.
+public protocol TransactionBoundCursor: AnyObject {
+    func close()
+}
+
+struct Weak<T> {
+    private weak var object: AnyObject?
+    var value: T? { object as? T }
+    init(_ value: T) { object = value as AnyObject }
 }

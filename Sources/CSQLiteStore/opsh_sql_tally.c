@@ -73,3 +73,10 @@ void opsh_sql_tally_arm(opsh_sql_tally *tally, sqlite3 *connection) {
 void opsh_sql_tally_disarm(opsh_sql_tally *tally, sqlite3 *connection) {
     if (tally) sqlite3_update_hook(connection, NULL, NULL);
 }
+
+// MARK: The session's route (opsh_session_route.h)
+
+#include "opsh_session_route.h"
+
+opsh_session_route *opsh_session_route_new(void) { return calloc(1, sizeof(opsh_session_route)); }
+void opsh_session_route_free(opsh_session_route *route) { free(route); }

@@ -1,11 +1,10 @@
-import CSQLBridge
+import CSQLiteStore
 import Foundation
-import Store
 
 /// The rows this session's raw statements change, for the store's
 /// ``ChangeTally`` (the audit trail's per-table counts): GRDB's observers
 /// see only the statements GRDB executes, so the `db` module counts the
-/// rest with SQLite's update hook (`CSQLBridge/opsh_sql_tally.c`).
+/// rest with SQLite's update hook (`CSQLiteStore/opsh_sql_tally.c`).
 final class RawChangeTally: RawChangeSource, @unchecked Sendable {
     let tally: UnsafeMutablePointer<opsh_sql_tally>
 
@@ -58,7 +57,7 @@ extension SessionDatabase {
 
     /// Runs `body` (which steps statements through SQLite's C API on
     /// `connection`: a changeset applied) with the audit's update hook armed.
-    func countingRawChanges<T>(on connection: OpaquePointer, _ body: (OpaquePointer) throws -> T) rethrows -> T {
+    public func countingRawChanges<T>(on connection: OpaquePointer, _ body: (OpaquePointer) throws -> T) rethrows -> T {
         opsh_sql_tally_arm(route.pointee.tally, connection)
         defer { opsh_sql_tally_disarm(route.pointee.tally, connection) }
         return try body(connection)
