@@ -488,3 +488,47 @@ void opsh_openlibs(lua_State *L, int sandbox) {
     // The string metatable's __index is the string table itself: removing
     // `dump` above removes it from ("").dump as well.
 }
+
+// Tables nested deeper than this are called different (a value fetched
+// from SQL is a list of rows: two levels).
+#define OPSH_EQUAL_DEPTH 64
+
+static int data_equal(lua_State *L, int a, int b, int depth) {
+    a = lua_absindex(L, a);
+    b = lua_absindex(L, b);
+    int type = lua_type(L, a);
+    if (type != lua_type(L, b)) return 0;
+    if (type != LUA_TTABLE) {
+        // 1 and 1.0 are the same number to Lua, but not the same value
+        // in a column: an INTEGER that became a REAL changed.
+        if (type == LUA_TNUMBER && lua_isinteger(L, a) != lua_isinteger(L, b)) return 0;
+        return lua_rawequal(L, a, b);
+    }
+    if (lua_rawequal(L, a, b)) return 1;
+    if (depth > OPSH_EQUAL_DEPTH || !lua_checkstack(L, 4)) return 0;
+    if (lua_rawlen(L, a) != lua_rawlen(L, b)) return 0;
+    lua_Integer keys = 0;
+    lua_pushnil(L);
+    while (lua_next(L, a)) {
+        keys++;
+        lua_pushvalue(L, -2);
+        lua_rawget(L, b);
+        if (lua_isnil(L, -1) || !data_equal(L, -2, -1, depth + 1)) {
+            lua_pop(L, 3);
+            return 0;
+        }
+        lua_pop(L, 2);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, b)) {
+        keys--;
+        lua_pop(L, 1);
+    }
+    return keys == 0;
+}
+
+int opsh_lua_data_equal(lua_State *L) {
+    lua_settop(L, 2);
+    lua_pushboolean(L, data_equal(L, 1, 2, 0));
+    return 1;
+}

@@ -147,7 +147,7 @@ void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, 
 
 // MARK: The fast paths
 
-enum result_shape { SHAPE_CHANGES, SHAPE_FIRST, SHAPE_VALUE, SHAPE_ROWS };
+enum result_shape { SHAPE_CHANGES, SHAPE_FIRST, SHAPE_VALUE, SHAPE_ROWS, SHAPE_COLUMN };
 
 /// Raises (through OPSH_RAISE) the connection's error about `statement`.
 static int fail(lua_State *L, opsh_sql_route *route, sqlite3 *connection, sqlite3_stmt *statement) {
@@ -224,6 +224,16 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
             lua_pushnil(L);
         }
         break;
+    case SHAPE_COLUMN: {
+        lua_createtable(L, 0, 0);
+        lua_Integer count = 0;
+        while (code == SQLITE_ROW && column_count > 0) {
+            opsh_sql_push_column(L, statement, 0);
+            lua_rawseti(L, -2, ++count);
+            code = sqlite3_step(statement);
+        }
+        break;
+    }
     case SHAPE_ROWS: {
         int names = opsh_sql_push_shape(L, entry->shape_ref);
         lua_createtable(L, 0, 0);
@@ -258,6 +268,7 @@ int opsh_sql_fast_exec(lua_State *L, void *route) { return run(L, route, SHAPE_C
 int opsh_sql_fast_first(lua_State *L, void *route) { return run(L, route, SHAPE_FIRST); }
 int opsh_sql_fast_value(lua_State *L, void *route) { return run(L, route, SHAPE_VALUE); }
 int opsh_sql_fast_query(lua_State *L, void *route) { return run(L, route, SHAPE_ROWS); }
+int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE_COLUMN); }
 
 // MARK: db.rows
 

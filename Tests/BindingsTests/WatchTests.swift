@@ -60,6 +60,37 @@ import Store
         #expect(try test.run("return seen[1], getmetatable(h:value()).__name") == [2, "opsh.rows"])
     }
 
+    /// A watch fetches as `query` and `db.query` do (the same machinery, on
+    /// the Lua thread), so its value is what they return, row metatables
+    /// and all; and a burst of commits between two deliveries costs one
+    /// fetch and one callback, with the latest value.
+    @Test func aBurstOfCommitsCallsBackOnceWithTheLatestValueAsQueryReturnsIt() throws {
+        try test.run("""
+            fetches = 0
+            h = watch("SELECT count(*) AS n FROM builds WHERE status = 'queued'", function(rows)
+              seen[#seen + 1] = rows[1].n
+            end)
+            k = watch(key.build('b1'), function(b) seen[#seen + 1] = b.status end)
+            for i = 1, 50 do
+              db.exec("INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt) VALUES (?, 's1', '2', ?, 'queued', 20)", 'q' .. i, 100 + i)
+            end
+            db.exec("UPDATE builds SET status = 'failed' WHERE id = 'b1'")
+            """)
+        #expect(try deliver(until: "#seen == 2"))
+        // Nothing more arrives for the burst.
+        _ = test.session.events.wait(timeout: 0.3, shouldStop: { false })
+        try test.session.deliverEvents()
+        #expect(try test.run("table.sort(seen, function(a, b) return tostring(a) < tostring(b) end); return #seen, seen[1], seen[2]") == [2, 50, "failed"])
+        let same = try test.run("""
+            local rows = db.query("SELECT count(*) AS n FROM builds WHERE status = 'queued'")
+            local build = query(key.build('b1'))
+            return getmetatable(h:value()).__name == getmetatable(rows).__name,
+              getmetatable(h:value()[1]).__name == getmetatable(rows[1]).__name,
+              getmetatable(k:value()) == getmetatable(build), k:value().status == build.status
+            """)
+        #expect(same == [true, true, true, true])
+    }
+
     @Test func noCallbackWhenTheValueDidNotChange() throws {
         // An SQL watch observes only the tables its statement reads; a
         // key watch re-fetches on its tables but calls back only on a

@@ -76,9 +76,13 @@ enum KeyModule {
             let key = try queryKey(call, 1)
             // A key that is one statement runs on the db module's machinery
             // (cached, stepped in C, rows built once into Lua tables).
-            if let statement = try key.statement(), statement.shape != .ids {
-                return try statements.run(statement.sql, statement.arguments,
-                                          shape: statement.shape == .row ? .first : .rows, call: call)
+            if let statement = try key.statement() {
+                let shape: SQLExecutor.ResultShape = switch statement.shape {
+                case .row: .first
+                case .rows: .rows
+                case .ids: .column
+                }
+                return try statements.run(statement.sql, statement.arguments, shape: shape, call: call)
             }
             let value = try database.read { db in try key.fetch(db) }
             StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)

@@ -1,6 +1,7 @@
 import CLuaShim
 import Foundation
 import GRDB
+import Synchronization
 import GRDBSQLite
 import LuaRuntime
 import Store
@@ -16,14 +17,20 @@ import Store
 /// local w = watch("SELECT count(*) AS n FROM builds WHERE status = ?", function(rows) print(rows[1].n) end, "running")
 /// ```
 ///
-/// An observation (``QueryObservation``: in-process commits, and other
-/// processes' through `PRAGMA data_version`) re-fetches on another thread
-/// and posts the value to the session's event queue; the callback runs on
-/// the Lua thread only (ARCHITECTURE.md, decision 2), when the shell or
-/// `opsh.wait` delivers events, and only when the value differs from the
-/// last one it saw. A watch lives until `:cancel()` or the end of the
-/// session, whether or not Lua keeps its handle (`watch(k, fn)` typed at
-/// the prompt keeps working); `opsh.watches()` lists the live ones.
+/// A watch is fetched the way `query(key)` and `db.query(sql, …)` fetch,
+/// on the Lua thread: a key that is one statement, and any SQL, run a
+/// cached statement on the `db` module's machinery and build each row once,
+/// straight into a Lua table (ARCHITECTURE.md, "One data path"). What runs
+/// on another thread is only the signal: ``StorageClient/observeTables``
+/// (in-process commits, and other processes' through `PRAGMA
+/// data_version`) marks the watch changed and posts one event to the
+/// session's queue; when the shell or `opsh.wait` delivers it, the value
+/// is fetched again from a fresh snapshot and the callback runs only when
+/// it differs from the last one it saw (ARCHITECTURE.md, decision 2). A
+/// burst of commits between two deliveries costs one fetch. A watch lives
+/// until `:cancel()` or the end of the session, whether or not Lua keeps
+/// its handle (`watch(k, fn)` typed at the prompt keeps working);
+/// `opsh.watches()` lists the live ones.
 final class WatchModule {
     static let typeName = "opsh.watch"
 
@@ -31,30 +38,59 @@ final class WatchModule {
     /// The `opsh.wait` call delivering events now: callbacks run on its
     /// Lua thread (a coroutine's, maybe) rather than the main one.
     private var deliveringCall: LuaCall?
-    /// `function(slots, fn)`: calls `fn(slots[1], slots[2])` after
-    /// clearing the slots. Values reach callbacks through it, so that no
-    /// registry reference is taken per event.
-    private let trampoline: LuaReference
-    private let slots: LuaReference
+    /// `start(state, description, fetch, ...)`: fills a watch's state,
+    /// `{ description, fetch = a function calling fetch(...), last = its
+    /// first value }`.
+    private let start: LuaReference
+    /// `deliver(state, fn)`: fetches again and calls `fn(new, old)` when
+    /// the value changed as data.
+    private let deliver: LuaReference
+    /// The functions a watch fetches with, as `db` and `query` were
+    /// installed (a script that replaces the globals does not change them).
+    private let sqlQuery: LuaReference
+    private let keyQuery: LuaReference
     /// Live watches by subscription id.
     fileprivate(set) var live: [Int: Watch] = [:]
 
     private init(session: OpshSession) throws {
         self.session = session
-        let made = try session.runtime.execute("""
-            return function(slots, fn)
-              local new, old = slots[1], slots[2]
-              slots[1], slots[2] = nil, nil
-              fn(new, old)
-            end, {}
+        let runtime = session.runtime
+        let made = try runtime.execute("""
+            local pack, unpack, pcall, error, tostring = table.pack, table.unpack, pcall, error, tostring
+            return function(equal)
+              local function start(watch, description, fetch, ...)
+                local args = pack(...)
+                watch.description = description
+                watch.fetch = function() return fetch(unpack(args, 1, args.n)) end
+                watch.last = watch.fetch()
+              end
+              local function deliver(watch, fn)
+                local ok, value = pcall(watch.fetch)
+                if not ok then error("watch(" .. watch.description .. "): " .. tostring(value), 0) end
+                local old = watch.last
+                if equal(value, old) then return end
+                watch.last = value
+                fn(value, old)
+              end
+              return start, deliver
+            end, db.query, query
             """, chunkName: "=(watch)")
-        guard made.count == 2, case let .reference(trampoline) = made[0] else {
-            throw LuaError(kind: .runtime, message: "cannot create the watch trampoline")
+        guard made.count == 3, case let .reference(factory) = made[0],
+              case let .reference(sqlQuery) = made[1], case let .reference(keyQuery) = made[2] else {
+            throw LuaError(kind: .runtime, message: "cannot create the watch functions (db and query are installed first)")
         }
-        self.trampoline = trampoline
-        session.runtime.stack.push(.table([:]))
-        slots = session.runtime.stack.reference(at: -1)
-        session.runtime.stack.pop()
+        lua_pushcclosure(runtime.state, opsh_lua_data_equal, 0)
+        let equal = runtime.stack.reference(at: -1)
+        runtime.stack.pop()
+        let functions = try runtime.call(factory, [.reference(equal)])
+        guard functions.count == 2, case let .reference(start) = functions[0],
+              case let .reference(deliver) = functions[1] else {
+            throw LuaError(kind: .runtime, message: "cannot create the watch functions")
+        }
+        self.start = start
+        self.deliver = deliver
+        self.sqlQuery = sqlQuery
+        self.keyQuery = keyQuery
     }
 
     static func install(in session: OpshSession) throws {
@@ -73,7 +109,7 @@ final class WatchModule {
             },
         ])
         // The handle's metatable, created once per state.
-        let probe = Watch(module: module, description: "", asRows: false, columns: nil, last: .null)
+        let probe = Watch(module: module, description: "", state: nil)
         runtime.pushObject(probe, type: typeName, methods: [
             "cancel": { call in
                 try call.object(1, as: Watch.self, typeName: typeName).cancel()
@@ -81,7 +117,9 @@ final class WatchModule {
             },
             "value": { call in
                 let watch = try call.object(1, as: Watch.self, typeName: typeName)
-                watch.module?.pusher(call.state).push(watch.last, asRows: watch.asRows, columns: watch.columns)
+                guard let state = watch.state else { return 0 }
+                call.stack.push(.reference(state))
+                lua_getfield(call.state, -1, "last")
                 return 1
             },
             "active": { call in
@@ -96,36 +134,43 @@ final class WatchModule {
         runtime.stack.pop()
     }
 
-    func pusher(_ state: OpaquePointer) -> StoreValuePusher {
-        StoreValuePusher(rowShapes: session.sql.rowShapes, state: state)
-    }
-
     // MARK: watch
 
     private func watch(_ call: LuaCall) throws -> Int32 {
         let callback = try call.function(2)
         let source = try WatchSource(call: call, database: session.database)
-        let initial = try session.database.read { db in try source.fetch(db) }
-        let watch = Watch(module: self, description: source.description, asRows: source.asRows,
-                          columns: source.columns, last: initial)
+        // The state's fetch calls `query(key)` or `db.query(sql, …)` with
+        // the call's own values (a key object, a db.blob stay what they are).
+        lua_createtable(call.state, 0, 3)
+        let state = call.stack.reference(at: -1)
+        call.stack.pop()
+        var arguments: [LuaValue] = [.reference(state), .string(source.description)]
+        switch source.kind {
+        case .key:
+            arguments += [.reference(keyQuery), .reference(call.stack.reference(at: 1))]
+        case .sql:
+            arguments += [.reference(sqlQuery), .reference(call.stack.reference(at: 1))]
+            if call.argumentCount >= 3 {
+                for index in 3...call.argumentCount { arguments.append(.reference(call.stack.reference(at: index))) }
+            }
+        }
+        _ = try call.call(start, arguments)
+        let watch = Watch(module: self, description: source.description, state: state)
         // The subscription owns the watch until cancel() removes it.
         let id = session.subscribe { event in
-            try watch.deliver(event as? WatchEvent)
+            guard event is WatchEvent else { return }
+            try watch.deliverChange()
         }
         live[id] = watch
         watch.subscription = id
         watch.callback = callback
         let events = session.events
-        let fetch = source.fetch
+        let signal = watch.signal
         do {
-            watch.observation = try QueryObservation(
-                client: session.store.client, tables: source.tables, fetch: fetch,
-                onChange: { result in
-                    switch result {
-                    case let .success(value): events.post(id, WatchEvent.value(value))
-                    case let .failure(error): events.post(id, WatchEvent.failure(String(describing: error)))
-                    }
-                })
+            watch.observation = try session.store.client.observeTables(source.tables) {
+                // One event until it is delivered, however many commits.
+                if signal.raise() { events.post(id, WatchEvent.changed) }
+            }
         } catch {
             watch.cancel()
             throw error
@@ -134,21 +179,16 @@ final class WatchModule {
         return 1
     }
 
-    /// Calls `callback(new, old)` on the delivering Lua thread.
-    fileprivate func invoke(_ callback: LuaReference, _ new: StoreValue, _ old: StoreValue, of watch: Watch) throws {
-        let call = deliveringCall
-        let stack = call?.stack ?? session.runtime.stack
-        stack.push(.reference(slots))
-        let push = pusher(stack.state)
-        push.push(new, asRows: watch.asRows, columns: watch.columns)
-        lua_rawseti(stack.state, -2, 1)
-        push.push(old, asRows: watch.asRows, columns: watch.columns)
-        lua_rawseti(stack.state, -2, 2)
-        stack.pop()
-        if let call {
-            _ = try call.call(trampoline, [.reference(slots), .reference(callback)])
+    /// Fetches `watch` again and calls its callback with `(new, old)` when
+    /// the value changed, on the delivering Lua thread.
+    fileprivate func deliverChange(of watch: Watch, callback: LuaReference, state: LuaReference) throws {
+        // The commit that raised the signal may be newer than the read
+        // connection's shared snapshot: read from a fresh one.
+        session.releaseReadSnapshot()
+        if let call = deliveringCall {
+            _ = try call.call(deliver, [.reference(state), .reference(callback)])
         } else {
-            try session.runtime.call(trampoline, [.reference(slots), .reference(callback)])
+            try session.runtime.call(deliver, [.reference(state), .reference(callback)])
         }
     }
 
@@ -188,10 +228,26 @@ final class WatchModule {
     }
 }
 
-/// What a watch posts from the observation's thread.
+/// What a watch's observation posts: its tables changed.
 enum WatchEvent: Sendable {
-    case value(StoreValue)
-    case failure(String)
+    case changed
+}
+
+/// Set by the observation's thread when the watched tables change,
+/// cleared by the Lua thread before it fetches again: at most one event
+/// waits per watch.
+final class WatchSignal: Sendable {
+    private let pending = Mutex(false)
+
+    /// Marks the watch changed; true when no event was waiting yet.
+    func raise() -> Bool {
+        pending.withLock { pending in
+            defer { pending = true }
+            return !pending
+        }
+    }
+
+    func clear() { pending.withLock { $0 = false } }
 }
 
 /// One watch: the handle Lua holds (`opsh.watch`).
@@ -201,21 +257,19 @@ final class Watch {
     /// session closes it, after the session is gone.
     weak var session: OpshSession?
     let description: String
-    let asRows: Bool
-    let columns: [String]?
-    /// The last value the callback saw (the value at `watch` time first).
-    var last: StoreValue
+    /// `{ description, fetch, last }` in Lua: the last value the callback
+    /// saw (the value at `watch` time first). Nil for the metatable's probe.
+    let state: LuaReference?
+    let signal = WatchSignal()
     var subscription: Int?
     var callback: LuaReference?
-    var observation: QueryObservation?
+    var observation: StorageCancellable?
 
-    init(module: WatchModule, description: String, asRows: Bool, columns: [String]?, last: StoreValue) {
+    init(module: WatchModule, description: String, state: LuaReference?) {
         self.module = module
         self.session = module.session
         self.description = description
-        self.asRows = asRows
-        self.columns = columns
-        self.last = last
+        self.state = state
     }
 
     var isActive: Bool { observation != nil }
@@ -235,27 +289,19 @@ final class Watch {
 
     deinit { cancel() }
 
-    func deliver(_ event: WatchEvent?) throws {
-        guard let event, let callback, let module else { return }
-        switch event {
-        case let .value(value):
-            guard value != last else { return }
-            let old = last
-            last = value
-            try module.invoke(callback, value, old, of: self)
-        case let .failure(message):
-            throw LuaCallError.message("watch(\(description)): \(message)")
-        }
+    func deliverChange() throws {
+        signal.clear()
+        guard let callback, let state, let module else { return }
+        try module.deliverChange(of: self, callback: callback, state: state)
     }
 }
 
 /// What a watch observes: a query key, or a SELECT and its parameters.
 struct WatchSource {
+    enum Kind { case key, sql }
+    let kind: Kind
     let description: String
     let tables: Set<String>
-    let asRows: Bool
-    let columns: [String]?
-    let fetch: @Sendable (Database) throws -> StoreValue
 }
 
 extension WatchSource {
@@ -263,17 +309,14 @@ extension WatchSource {
         if call.type(1) == .string, let sql = call.stack.string(at: 1), Self.isSQL(sql) {
             let arguments = try Self.arguments(call, from: 3)
             let found = try Self.inspect(sql: sql, arguments: arguments, database: database)
-            self.init(description: sql, tables: found.tables, asRows: true, columns: found.columns, fetch: { db in
-                .array(try Row.fetchAll(db, sql: sql, arguments: arguments).map(StoreValue.init))
-            })
+            self.init(kind: .sql, description: sql, tables: found.tables)
             return
         }
         let key = try KeyModule.queryKey(call, 1)
         if call.argumentCount > 2 {
             throw call.argumentError(3, "parameters go with an SQL query, not with a query key")
         }
-        self.init(description: key.description, tables: key.observedTables, asRows: key.valueIsRows,
-                  columns: nil, fetch: { db in try key.fetch(db) })
+        self.init(kind: .key, description: key.description, tables: key.observedTables)
     }
 
     /// A string is SQL when its first word starts an SQL statement (no

@@ -117,6 +117,7 @@ final class RepositoryStatements {
         case .rows: status = opsh_sql_fast_query(state, executor.route)
         case .value: status = opsh_sql_fast_value(state, executor.route)
         case .changes: status = opsh_sql_fast_exec(state, executor.route)
+        case .column: status = opsh_sql_fast_column(state, executor.route)
         }
         if status >= 0 { return status }
         if status == OPSH_RAISE {

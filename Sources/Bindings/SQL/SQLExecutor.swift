@@ -19,6 +19,8 @@ final class SQLExecutor {
         case value
         /// Changes count and last insert rowid.
         case changes
+        /// The first column of every row, as an array (a key's id list).
+        case column
     }
 
     let session: SessionDatabase
@@ -133,6 +135,18 @@ final class SQLExecutor {
             }
             guard code == SQLITE_DONE else { throw failure(connection, entry) }
             lua_pushnil(state)
+            return 1
+        case .column:
+            lua_createtable(state, 0, 0)
+            var count: lua_Integer = 0
+            var code = sqlite3_step(statement)
+            while code == SQLITE_ROW, sqlite3_column_count(statement) > 0 {
+                opsh_sql_push_column(state, statement, 0)
+                count += 1
+                lua_rawseti(state, -2, count)
+                code = sqlite3_step(statement)
+            }
+            guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
             return 1
         case .rows:
             let shapeIndex = rowShapes.push(for: entry, state: state)

@@ -109,3 +109,9 @@ int opsh_getref(lua_State *L, int ref);
 void opsh_openlibs(lua_State *L, int sandbox);
 /// `where` of a level as luaL_where gives it ("file:line:").
 void opsh_where(lua_State *L, int level);
+
+/// `equal(a, b)`: whether two values are equal as data — equal scalars,
+/// or tables with the same keys and equal values at each, recursively
+/// (metatables ignored). A value fetched again is a new table every time;
+/// this is how a watch tells whether it changed.
+int opsh_lua_data_equal(lua_State *L);

@@ -95,6 +95,8 @@ int opsh_sql_fast_exec(lua_State *L, void *route);
 int opsh_sql_fast_first(lua_State *L, void *route);
 int opsh_sql_fast_value(lua_State *L, void *route);
 int opsh_sql_fast_query(lua_State *L, void *route);
+/// The first column of every row, as an array (query keys' id lists).
+int opsh_sql_fast_column(lua_State *L, void *route);
 
 /// Pushes the iterator of a db.rows loop over `*statement` (the cursor
 /// owns it; the iterator finalizes it and sets it to NULL at the end).
