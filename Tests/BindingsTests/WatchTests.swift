@@ -114,12 +114,12 @@ import Store
     @Test func sqlWatchObservesTheTablesItReads() throws {
         let found = try WatchSource.inspect(
             sql: "SELECT b.id, s.name FROM builds b JOIN schemes s ON s.id = b.schemeId WHERE b.status = ?",
-            arguments: ["running"], database: test.session.database)
+            arguments: .positional([.text("running")]), database: test.session.database)
         #expect(found.tables == ["builds", "schemes"])
         #expect(found.columns == ["id", "name"])
         // Through a view: the tables under it.
         _ = try test.sqlite3("CREATE VIEW running AS SELECT id FROM builds WHERE status = 'running'")
-        #expect(try WatchSource.inspect(sql: "SELECT * FROM running", arguments: [], database: test.session.database).tables
+        #expect(try WatchSource.inspect(sql: "SELECT * FROM running", arguments: .positional([]), database: test.session.database).tables
             .contains("builds"))
     }
 

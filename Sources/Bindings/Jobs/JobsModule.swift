@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import Jobs
 import LuaRuntime
 import Store
@@ -303,40 +302,27 @@ final class JobsModule {
 
     private func list(_ call: LuaCall) throws -> Int32 {
         let options = try Self.options(call, 1, allowed: ["status", "scheme", "project", "limit"])
-        var conditions: [String] = []
-        var arguments: [any DatabaseValueConvertible] = []
+        var status: BuildStatus?
         switch options["status"] {
         case nil: break
         case let .string(text)? where BuildStatus(rawValue: text) != nil:
-            conditions.append("builds.status = ?")
-            arguments.append(text)
+            status = BuildStatus(rawValue: text)
         case let value?:
             let shown = value.stringValue.map { "'\($0)'" } ?? value.typeName
             throw call.argumentError(1, "option 'status' must be one of \(BuildStatus.allCases.map(\.rawValue).joined(separator: ", ")), got \(shown)")
         }
-        for (option, column) in [("scheme", "builds.schemeId"), ("project", "schemes.projectBundleIdentifier")] {
+        var named: [String: String] = [:]
+        for option in ["scheme", "project"] {
             switch options[option] {
             case nil: break
-            case let .string(text)?:
-                conditions.append("\(column) = ?")
-                arguments.append(text)
+            case let .string(text)?: named[option] = text
             case let value?:
                 throw call.argumentError(1, "option '\(option)' must be a string, got \(value.typeName)")
             }
         }
         let limit = try Self.integer(call, 1, options, "limit", minimum: 0) ?? 100
-        arguments.append(limit)
-        let sql = """
-            SELECT builds.* FROM builds JOIN schemes ON schemes.id = builds.schemeId
-            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
-            ORDER BY builds.createdAt DESC, builds.buildNumber DESC LIMIT ?
-            """
-        let (rows, columns) = try session.database.unsafeRead { db in
-            (try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)),
-             try db.columns(in: "builds").map(\.name))
-        }
-        push(.array(rows.map(StoreValue.init)), call, columns: columns)
-        return 1
+        return try run(BuildJobStatements.list(status: status, schemeId: named["scheme"], projectId: named["project"],
+                                               limit: Int(clamping: limit)), call)
     }
 
     private func logs(_ call: LuaCall) throws -> Int32 {
@@ -375,24 +361,13 @@ final class JobsModule {
 
     private func crashLogs(_ call: LuaCall) throws -> Int32 {
         let id = try Self.buildId(call, 1)
-        let (rows, columns) = try session.database.read { db in
-            guard try session.store.builds.records.get(db, id) != nil else { throw JobError.unknownBuild(id) }
-            return (try Row.fetchAll(db, sql: "SELECT * FROM crashLogs WHERE buildId = ? ORDER BY createdAt", arguments: [id]),
-                    try db.columns(in: "crashLogs").map(\.name))
-        }
-        push(.array(rows.map(StoreValue.init)), call, columns: columns)
-        return 1
+        try requireBuild(id, call)
+        return try run(BuildJobStatements.crashLogs(build: id), call)
     }
 
     private func stale(_ call: LuaCall) throws -> Int32 {
         try refuseInTransaction("stale")
-        let ids = try manager.staleBuilds().map(\.id)
-        let (rows, columns) = try session.database.unsafeRead { db in
-            (try ids.compactMap { try Row.fetchOne(db, sql: "SELECT * FROM builds WHERE id = ?", arguments: [$0]) },
-             try db.columns(in: "builds").map(\.name))
-        }
-        push(.array(rows.map(StoreValue.init)), call, columns: columns)
-        return 1
+        return try run(BuildJobStatements.builds(ids: try manager.staleBuilds().map(\.id)), call)
     }
 
     // MARK: - Helpers
@@ -401,14 +376,33 @@ final class JobsModule {
         StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state).push(value, asRows: true, columns: columns)
     }
 
+    /// Runs a read of Store's on the `db` module's machinery (cached, stepped
+    /// in C, rows built once into Lua tables) and pushes its value.
+    private func run(_ statement: QueryStatement, _ call: LuaCall) throws -> Int32 {
+        // The job manager's threads write through the store's own writer,
+        // which the read connection's shared snapshot (up to 50 ms) does
+        // not know of: a build just created or ended must be seen.
+        session.releaseReadSnapshot()
+        let shape: SQLExecutor.ResultShape = switch statement.shape {
+        case .row: .first
+        case .rows: .rows
+        case .ids: .column
+        }
+        return try session.repositoryStatements.run(statement.sql, statement.arguments, shape: shape, call: call)
+    }
+
+    /// Refuses an id without a build.
+    private func requireBuild(_ id: String, _ call: LuaCall) throws {
+        _ = try run(BuildJobStatements.build(id), call)
+        defer { lua_settop(call.state, 0) }
+        if lua_type(call.state, -1) == LUA_TNIL { throw JobError.unknownBuild(id) }
+    }
+
     /// Pushes a build's row as `query(key.build(id))` gives it.
     private func pushBuild(_ id: String, _ call: LuaCall) throws -> Int32 {
-        let row = try session.database.unsafeRead { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM builds WHERE id = ?", arguments: [id])
-        }
-        guard let row else { throw JobError.unknownBuild(id) }
-        push(StoreValue(row), call)
-        return 1
+        let results = try run(BuildJobStatements.build(id), call)
+        if lua_type(call.state, -1) == LUA_TNIL { throw JobError.unknownBuild(id) }
+        return results
     }
 
     private func checkInterrupt() throws {

@@ -1,8 +1,6 @@
 import CLuaShim
 import Foundation
-import GRDB
 import Synchronization
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -329,60 +327,43 @@ extension WatchSource {
 
     /// Positional parameters from argument `first` on, or one table of
     /// named ones.
-    static func arguments(_ call: LuaCall, from first: Int32) throws -> StatementArguments {
-        guard call.argumentCount >= first else { return StatementArguments() }
+    static func arguments(_ call: LuaCall, from first: Int32) throws -> QueryArguments {
+        guard call.argumentCount >= first else { return .positional([]) }
         if call.argumentCount == first, call.type(first) == .table {
-            var named: [String: (any DatabaseValueConvertible)?] = [:]
+            var named: [String: StoreValue] = [:]
             for (name, value) in try call.table(first) {
-                named[name] = try databaseValue(value, call: call, index: first)
+                named[name] = try parameter(value, call: call, index: first)
             }
-            return StatementArguments(named)
+            return .named(named)
         }
-        var values: [(any DatabaseValueConvertible)?] = []
+        var values: [StoreValue] = []
         for index in first...call.argumentCount {
-            values.append(try databaseValue(try call.value(index), call: call, index: index))
+            values.append(try parameter(try call.value(index), call: call, index: index))
         }
-        return StatementArguments(values)
+        return .positional(values)
     }
 
-    private static func databaseValue(_ value: LuaValue, call: LuaCall, index: Int32) throws -> DatabaseValue {
+    private static func parameter(_ value: LuaValue, call: LuaCall, index: Int32) throws -> StoreValue {
         switch value {
         case .nil: return .null
-        case let .boolean(flag): return flag.databaseValue
-        case let .integer(number): return number.databaseValue
-        case let .number(number): return number.databaseValue
-        case let .string(text): return text.databaseValue
-        case let .bytes(bytes): return Data(bytes).databaseValue
+        case let .boolean(flag): return .integer(flag ? 1 : 0)
+        case let .integer(number): return .integer(number)
+        case let .number(number): return .real(number)
+        case let .string(text): return .text(text)
+        case let .bytes(bytes): return .blob(bytes)
         default:
             throw call.argumentError(index, "SQL parameter expected (nil, boolean, number or string), got \(value.typeName)")
         }
     }
 
-    /// Prepares `sql` to check it and learn its columns and the tables it
-    /// reads (through SQLite's authorizer, as GRDB's region).
-    static func inspect(sql: String, arguments: StatementArguments, database: SessionDatabase) throws
-        -> (columns: [String], tables: Set<String>)
-    {
+    /// Checks `sql` (one query, these arguments) and learns the tables it reads.
+    static func inspect(sql: String, arguments: QueryArguments, database: SessionDatabase) throws -> QueryInspection {
         do {
-            return try database.unsafeRead { db in
-                let statement = try db.makeStatement(sql: sql)
-                try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
-                guard statement.isReadonly, sqlite3_stmt_isexplain(statement.sqliteStatement) == 0 else {
-                    throw LuaCallError.message("watch observes queries only (SELECT …): \(sql)")
-                }
-                try statement.validateArguments(arguments)
-                let region = statement.databaseRegion
-                var tables: Set<String> = []
-                if !region.isFullDatabase {
-                    for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
-                    where region.isModified(byEventsOfKind: .insert(tableName: table)) {
-                        tables.insert(table)
-                    }
-                }
-                return (statement.columnNames, tables)
-            }
-        } catch let error as DatabaseError {
-            throw LuaCallError.message("\(error.message ?? "\(error.resultCode)") in watch(\(sql))")
+            return try database.inspectQuery(sql, arguments: arguments)
+        } catch QueryInspectionError.notAQuery {
+            throw LuaCallError.message("watch observes queries only (SELECT …): \(sql)")
+        } catch let QueryInspectionError.refused(message) {
+            throw LuaCallError.message("\(message) in watch(\(sql))")
         }
     }
 }

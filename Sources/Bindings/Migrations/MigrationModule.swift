@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import GRDBSQLite
 import LuaRuntime
 import Store

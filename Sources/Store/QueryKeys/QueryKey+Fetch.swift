@@ -4,15 +4,7 @@ extension QueryKey {
     /// Fetches the key's current value: a row (an object) or `.null` for
     /// single-row keys, an array of ids or rows for list keys.
     public func fetch(_ db: Database) throws -> StoreValue {
-        if let statement = try statement() {
-            let cached = try db.cachedStatement(sql: statement.sql)
-            let arguments = StatementArguments(statement.arguments)
-            switch statement.shape {
-            case .row: return try Row.fetchOne(cached, arguments: arguments).map(StoreValue.init) ?? .null
-            case .rows: return .array(try Row.fetchAll(cached, arguments: arguments).map(StoreValue.init))
-            case .ids: return .array(try DatabaseValue.fetchAll(cached, arguments: arguments).map(StoreValue.init))
-            }
-        }
+        if let statement = try statement() { return try statement.fetch(db) }
         switch self {
         case .projectVersionStrings:
             let rows = try Row.fetchAll(db, sql: """

@@ -1,7 +1,10 @@
 import GRDB
 
-/// A query key that is one SQL statement: what it selects, with which
-/// values, and how its rows make the key's value.
+/// A read that is one SQL statement — a query key's, or one of the
+/// reads `jobs.*` makes (``BuildJobStatements``): what it selects, with
+/// which values, and how its rows make the value. Store owns the SQL; a
+/// caller with a statement cache of its own (the Lua bindings' fast path)
+/// runs exactly this.
 public struct QueryStatement: Sendable, Equatable {
     public enum Shape: Sendable {
         /// The first row, or nothing (`build.{id}`).
@@ -14,6 +17,12 @@ public struct QueryStatement: Sendable, Equatable {
     public let sql: String
     public let arguments: [DatabaseValue]
     public let shape: Shape
+
+    public init(sql: String, arguments: [DatabaseValue], shape: Shape) {
+        self.sql = sql
+        self.arguments = arguments
+        self.shape = shape
+    }
 }
 
 extension QueryKey {

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import TextCodec
 
 // The queries of the job runner (Sources/Jobs): conditional status changes
 // that stay correct when several opsh processes share the database, the
@@ -157,5 +158,71 @@ extension BuildRepository {
     /// The builds whose status is running, oldest first.
     public func running(_ db: Database) throws -> [BuildRecord] {
         try BuildRecord.fetchAll(db, sql: "SELECT * FROM builds WHERE status = 'running' ORDER BY startDate, createdAt")
+    }
+}
+
+/// The reads of `jobs.*` as statements: the Lua bindings run them on the
+/// `db` module's machinery (rows built once, into Lua tables), Swift
+/// callers through ``QueryStatement/fetch(_:)``.
+public enum BuildJobStatements {
+    /// One build's row, or nothing.
+    public static func build(_ id: String) -> QueryStatement {
+        .init(sql: "SELECT * FROM builds WHERE id = ?", arguments: [id.databaseValue], shape: .row)
+    }
+
+    /// Builds, newest first, at most `limit`, optionally of one status,
+    /// scheme (id) or project (bundle identifier).
+    public static func list(status: BuildStatus? = nil, schemeId: String? = nil, projectId: String? = nil,
+                            limit: Int) -> QueryStatement {
+        var conditions: [String] = []
+        var arguments: [DatabaseValue] = []
+        if let status {
+            conditions.append("builds.status = ?")
+            arguments.append(status.rawValue.databaseValue)
+        }
+        if let schemeId {
+            conditions.append("builds.schemeId = ?")
+            arguments.append(schemeId.databaseValue)
+        }
+        if let projectId {
+            conditions.append("schemes.projectBundleIdentifier = ?")
+            arguments.append(projectId.databaseValue)
+        }
+        arguments.append(max(0, limit).databaseValue)
+        return .init(sql: """
+            SELECT builds.* FROM builds JOIN schemes ON schemes.id = builds.schemeId
+            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+            ORDER BY builds.createdAt DESC, builds.buildNumber DESC LIMIT ?
+            """, arguments: arguments, shape: .rows)
+    }
+
+    /// A build's crash logs, oldest first.
+    public static func crashLogs(build id: String) -> QueryStatement {
+        .init(sql: "SELECT * FROM crashLogs WHERE buildId = ? ORDER BY createdAt", arguments: [id.databaseValue],
+              shape: .rows)
+    }
+
+    /// The rows of the builds `ids`, oldest first (ids without a row are
+    /// left out). One statement whatever the count: the ids travel as one
+    /// JSON array.
+    public static func builds(ids: [String]) -> QueryStatement {
+        let list = "[" + ids.map(JSONString.quoted).joined(separator: ",") + "]"
+        return .init(sql: """
+            SELECT * FROM builds WHERE id IN (SELECT value FROM json_each(?)) ORDER BY createdAt, buildNumber
+            """, arguments: [list.databaseValue], shape: .rows)
+    }
+}
+
+extension QueryStatement {
+    /// Runs the statement on `db` for a Swift caller: `.row` gives the row
+    /// or `.null`, `.rows` an array of rows, `.ids` an array of values.
+    public func fetch(_ db: Database) throws -> StoreValue {
+        let cached = try db.cachedStatement(sql: sql)
+        let arguments = StatementArguments(self.arguments)
+        switch shape {
+        case .row: return try Row.fetchOne(cached, arguments: arguments).map(StoreValue.init) ?? .null
+        case .rows: return .array(try Row.fetchAll(cached, arguments: arguments).map(StoreValue.init))
+        case .ids: return .array(try DatabaseValue.fetchAll(cached, arguments: arguments).map(StoreValue.init))
+        }
     }
 }

@@ -64,3 +64,18 @@ extension StoreValue {
         self = .object(row.columnNames.map { name in Field(name, StoreValue(row[name] as DatabaseValue)) })
     }
 }
+
+extension StoreValue {
+    /// The value as an SQL argument; arrays and objects are not arguments
+    /// (callers read only scalars into arguments) and bind as NULL.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case let .integer(number): number.databaseValue
+        case let .real(number): number.databaseValue
+        case let .text(text): text.databaseValue
+        case let .blob(bytes): Data(bytes).databaseValue
+        case .array, .object: .null
+        }
+    }
+}
