@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 
@@ -37,7 +36,7 @@ enum MaintenanceModule {
         runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
         runtime.register("checkpoint") { call in try checkpoint(call, database: database, store: store) }
         runtime.register("check") { call in
-            let report = try database.read { db in try Store.check(db) }
+            let report = try database.check()
             let stack = call.stack
             lua_createtable(call.state, 0, 3)
             stack.push(.boolean(report.isOK))
@@ -58,15 +57,8 @@ enum MaintenanceModule {
             return 1
         }
         runtime.register("stats") { call in
-            let (statistics, bytes) = try database.read { db -> (DatabaseStatistics, [String: Int64]) in
-                let statistics = try store.statistics(db)
-                // Bytes per table where SQLite has the dbstat table.
-                var bytes: [String: Int64] = [:]
-                if let rows = try? Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name") {
-                    for row in rows { bytes[row["name"]] = row["bytes"] }
-                }
-                return (statistics, bytes)
-            }
+            let statistics = try database.statistics()
+            let bytes = statistics.tableBytes
             let stack = call.stack
             lua_createtable(call.state, 0, 10)
             func set(_ name: String, _ value: LuaValue) {
@@ -171,9 +163,8 @@ enum MaintenanceModule {
     /// `checkpoint([mode])`: "passive" (the default: waits for nobody),
     /// "full", "restart" or "truncate" (empties the -wal file).
     static func checkpoint(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
-        let modes: [String: Database.CheckpointMode] = ["passive": .passive, "full": .full, "restart": .restart, "truncate": .truncate]
         let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
-        guard let mode = modes[name] else {
+        guard let mode = CheckpointMode(rawValue: name) else {
             throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
         }
         guard try outsideTransaction("checkpoint", database: database, detail: "would copy the WAL into the database file") else {

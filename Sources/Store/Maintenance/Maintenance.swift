@@ -32,6 +32,9 @@ public struct DatabaseStatistics: Sendable, Hashable {
     public var rowCounts: [(table: String, rows: Int)]
     /// Applied migrations, oldest first.
     public var migrations: [String]
+    /// Bytes on disk per table and index, where SQLite has the `dbstat`
+    /// table (empty elsewhere).
+    public var tableBytes: [String: Int64] = [:]
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.path == rhs.path && lhs.fileSize == rhs.fileSize && lhs.walSize == rhs.walSize
@@ -54,14 +57,35 @@ public struct MaintenanceProgress: Sendable, Hashable {
     public var fraction: Double { total == 0 ? 1 : Double(completed) / Double(total) }
 }
 
+/// How far a checkpoint goes (SQLite's modes, by their names).
+public enum CheckpointMode: String, Sendable, CaseIterable {
+    /// Never waits for anyone.
+    case passive
+    /// Waits for writers, then copies every frame.
+    case full
+    /// As `full`, then waits for readers so the next writer starts the WAL over.
+    case restart
+    /// As `restart`, then empties the `-wal` file.
+    case truncate
+
+    var grdbMode: Database.CheckpointMode {
+        switch self {
+        case .passive: .passive
+        case .full: .full
+        case .restart: .restart
+        case .truncate: .truncate
+        }
+    }
+}
+
 extension Store {
     /// Copies the WAL's committed pages into the database file
     /// (`sqlite3_wal_checkpoint_v2`). `passive` never waits for anyone;
     /// `truncate` waits (the busy timeout) for readers and writers, then
     /// empties the `-wal` file.
-    public func checkpoint(_ mode: Database.CheckpointMode = .passive) throws -> (walFrames: Int, checkpointedFrames: Int) {
+    public func checkpoint(_ mode: CheckpointMode = .passive) throws -> (walFrames: Int, checkpointedFrames: Int) {
         try writer.writeWithoutTransaction { db in
-            let result = try db.checkpoint(mode)
+            let result = try db.checkpoint(mode.grdbMode)
             return (result.walFrameCount, result.checkpointedFrameCount)
         }
     }
@@ -115,8 +139,18 @@ extension Store {
                 pageCount: try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 freePageCount: try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
                 rowCounts: counts,
-                migrations: migrations)
+                migrations: migrations,
+                tableBytes: Self.tableBytes(db))
         }
+    }
+
+    /// Bytes per table from `dbstat`, or nothing where it is not compiled in.
+    private static func tableBytes(_ db: Database) -> [String: Int64] {
+        var bytes: [String: Int64] = [:]
+        if let rows = try? Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name") {
+            for row in rows { bytes[row["name"]] = row["bytes"] }
+        }
+        return bytes
     }
 
     static func fileSize(_ path: String) -> Int64 {

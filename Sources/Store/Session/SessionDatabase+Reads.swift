@@ -65,3 +65,16 @@ extension SessionDatabase {
         }
     }
 }
+
+extension SessionDatabase {
+    /// `Store.check` where the session reads (its transaction's connection
+    /// inside one, so it sees the transaction's own writes).
+    public func check() throws -> IntegrityReport {
+        try read { db in try Store.check(db) }
+    }
+
+    /// `Store.statistics` where the session reads.
+    public func statistics() throws -> DatabaseStatistics {
+        try read { db in try store.statistics(db) }
+    }
+}
