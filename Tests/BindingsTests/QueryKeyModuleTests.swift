@@ -101,6 +101,28 @@ import Store
         #expect(try test.run("return query(key.projects.versionStrings)") == [["com.example.app": ["1.2.0", "1.3.0"]]])
         // Missing: nil.
         #expect(try test.run("return query(key.build('nope')), #query(key.model('m').usage)") == [nil, 0])
+        #expect(try test.run("return query(key.project('nope').detail), query(key.config('nope'))") == [nil, nil])
+    }
+
+    /// `config.{id}` is the configuration's row with its parts after its
+    /// columns (analytics, storage, the policies), as `fetch` makes it for
+    /// Swift: printers list them in that order, and a part that is missing
+    /// reads as nil.
+    @Test func theConfigurationKeyIsItsRowWithItsParts() throws {
+        try test.run("""
+            config.save{ base_url = "https://api.example.com",
+                         routing_policies = { { id = 'p1', name = 'long prompts', priority = 2 }, { id = 'p2', name = 'cheap', priority = 5 } } }
+            """)
+        let found = try test.run("""
+            local c = query(key.config)
+            local columns = getmetatable(c).columns
+            return c.base_url, type(c.analytics), #c.routing_policies, c.routing_policies[1].id,
+              getmetatable(c.routing_policies).__name, columns[#columns - 2], columns[#columns - 1], columns[#columns]
+            """)
+        #expect(found == ["https://api.example.com", "table", 2, "p2", "opsh.rows", "analytics", "storage", "routing_policies"])
+        let swift = try test.session.store.client.read { db in try QueryKey.configuration("default").fetch(db) }
+        #expect(swift["routing_policies"]?.arrayValue?.count == 2)
+        #expect(swift["analytics"] != nil)
     }
 
     @Test func queryInsideATransactionSeesItsOwnWrites() throws {

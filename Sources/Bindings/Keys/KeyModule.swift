@@ -72,21 +72,12 @@ enum KeyModule {
         let database = session.database
         let rowShapes = session.sql.rowShapes
         let statements = session.repositoryStatements
+        let plans = QueryPlanRunner(statements: session.repositoryStatements, rowShapes: session.sql.rowShapes)
         runtime.register("query") { call in
-            let key = try queryKey(call, 1)
-            // A key that is one statement runs on the db module's machinery
-            // (cached, stepped in C, rows built once into Lua tables).
-            if let statement = try key.statement() {
-                let shape: SQLExecutor.ResultShape = switch statement.shape {
-                case .row: .first
-                case .rows: .rows
-                case .ids: .column
-                }
-                return try statements.run(statement.sql, statement.arguments, shape: shape, call: call)
-            }
-            let value = try database.read { db in try key.fetch(db) }
-            StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
-            return 1
+            // Every key runs on the db module's machinery (cached, stepped
+            // in C, rows built once into Lua tables); the aggregates as
+            // several statements assembled in Lua.
+            try plans.push(try queryKey(call, 1).plan(), call: call)
         }
     }
 
