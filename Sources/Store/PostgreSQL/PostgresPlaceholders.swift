@@ -1,0 +1,281 @@
+/// Rewrites the placeholders opsh's SQL is written with — SQLite's `?`,
+/// `?NNN` and `:name` — into PostgreSQL's `$1 … $n`, so that a script's
+/// `db.query("… WHERE id = ?", id)` runs unchanged on both engines.
+///
+/// PostgreSQL's lexical rules decide what is a placeholder. Nothing is
+/// rewritten inside
+/// - string constants: `'…'` with `''` (a backslash is an ordinary
+///   character: `standard_conforming_strings` is on, PostgreSQL's default),
+///   `E'…'` with backslash escapes, `U&'…'`, `B'…'`, `X'…'`;
+/// - quoted identifiers: `"…"` with `""`;
+/// - dollar quotes: `$$…$$`, `$tag$…$tag$` (a function body);
+/// - comments: `-- …` to the end of the line, and `/* … */`, which nest.
+///
+/// Outside them:
+/// - `?` is the next placeholder (one more than the largest number given so
+///   far, as SQLite numbers them), `?NNN` is placeholder NNN;
+/// - `:name` is a named placeholder (the same name is the same
+///   placeholder), but `::` is a cast (`x::int`) and a name must start with
+///   a letter or `_` (`a[1:2]` is a slice);
+/// - `?|` and `?&` are operators (jsonb's "any key", "all keys"; geometry's
+///   `?|`, `?||`), and `??` is a literal `?` (jsonb's "key exists", written
+///   twice as JDBC has it; also `??-`, `??#`, `??-|` for geometry's
+///   `?-`, `?#`, `?-|`);
+/// - `$1 … $n` are PostgreSQL's own placeholders, kept as they are; a
+///   statement may not mix them with `?` or `:name`.
+public struct PostgresPlaceholders: Sendable, Equatable {
+    /// What each `$k` is, for k = 1…n. Numbers are SQLite's: values given
+    /// by position bind `$k` to the k-th value whatever its spelling, as
+    /// SQLite binds them; a table of values binds each `:name` by name.
+    public enum Source: Sendable, Equatable {
+        /// `?` or `?k`.
+        case position(Int)
+        /// `:name` (the name without the `:`).
+        case name(String)
+    }
+
+    /// The statement with `$1 … $n`.
+    public let sql: String
+    /// `sources[k - 1]` binds `$k`.
+    public let sources: [Source]
+
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        /// `$n` beside `?` or `:name`: the numbers would collide.
+        case mixed(sql: String)
+        /// `?0`, or a number beyond PostgreSQL's 65,535 parameters.
+        case badNumber(String, sql: String)
+
+        public var description: String {
+            switch self {
+            case let .mixed(sql):
+                "a statement uses either PostgreSQL's $1…$n or opsh's ? and :name placeholders, not both: \(sql)"
+            case let .badNumber(text, sql):
+                "placeholder \(text) is out of range (1…65535): \(sql)"
+            }
+        }
+    }
+
+    /// PostgreSQL's limit on a statement's parameters.
+    static let maximum = 65_535
+
+    /// Rewrites `sql`; a statement without placeholders comes back as it is.
+    public init(rewriting sql: String) throws {
+        var scanner = Scanner(Array(sql.utf8))
+        try self.init(scanner.rewrite(original: sql))
+    }
+
+    private init(_ result: (String, [Source])) {
+        sql = result.0
+        sources = result.1
+    }
+}
+
+private struct Scanner {
+    let bytes: [UInt8]
+    var index = 0
+    var output: [UInt8] = []
+    var sources: [PostgresPlaceholders.Source] = []
+    /// `:name` → its number.
+    var names: [String: Int] = [:]
+    var sawNative = false
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        output.reserveCapacity(bytes.count + 8)
+    }
+
+    func peek(_ offset: Int = 0) -> UInt8? {
+        let position = index + offset
+        return position < bytes.count ? bytes[position] : nil
+    }
+
+    static func isNameStart(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || byte == UInt8(ascii: "_") || byte >= 0x80
+    }
+
+    static func isNamePart(_ byte: UInt8) -> Bool { isNameStart(byte) || isDigit(byte) || byte == UInt8(ascii: "$") }
+    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// Copies bytes up to and including the end of what starts here.
+    mutating func copy(through end: Int) {
+        let stop = min(end, bytes.count)
+        output.append(contentsOf: bytes[index..<stop])
+        index = stop
+    }
+
+    mutating func rewrite(original: String) throws -> (String, [PostgresPlaceholders.Source]) {
+        while let byte = peek() {
+            switch byte {
+            case UInt8(ascii: "'"):
+                // E'…' (or e'…') allows backslash escapes; the prefix letter
+                // was copied as part of a word just before.
+                let escapes = index > 0 && (bytes[index - 1] == UInt8(ascii: "E") || bytes[index - 1] == UInt8(ascii: "e"))
+                    && (index < 2 || !Self.isNamePart(bytes[index - 2]))
+                copy(through: endOfQuoted(from: index, quote: byte, backslashEscapes: escapes))
+            case UInt8(ascii: "\""):
+                copy(through: endOfQuoted(from: index, quote: byte, backslashEscapes: false))
+            case UInt8(ascii: "-") where peek(1) == UInt8(ascii: "-"):
+                var end = index + 2
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\n") { end += 1 }
+                copy(through: end)
+            case UInt8(ascii: "/") where peek(1) == UInt8(ascii: "*"):
+                copy(through: endOfBlockComment(from: index))
+            case UInt8(ascii: "$"):
+                try dollar()
+            case UInt8(ascii: "?"):
+                try question(original: original)
+            case UInt8(ascii: ":"):
+                colon()
+            default:
+                if Self.isNameStart(byte) {
+                    // A whole word: a `$` or quote inside it belongs to it.
+                    var end = index + 1
+                    while end < bytes.count, Self.isNamePart(bytes[end]) { end += 1 }
+                    copy(through: end)
+                } else {
+                    output.append(byte)
+                    index += 1
+                }
+            }
+        }
+        if sawNative && !sources.isEmpty { throw PostgresPlaceholders.Failure.mixed(sql: original) }
+        return (String(decoding: output, as: UTF8.self), sources)
+    }
+
+    /// One past the closing quote (the end of the text when unclosed: the
+    /// server then reports it).
+    func endOfQuoted(from start: Int, quote: UInt8, backslashEscapes: Bool) -> Int {
+        var position = start + 1
+        while position < bytes.count {
+            let byte = bytes[position]
+            if backslashEscapes && byte == UInt8(ascii: "\\") {
+                position += 2
+                continue
+            }
+            if byte == quote {
+                if position + 1 < bytes.count, bytes[position + 1] == quote {
+                    position += 2
+                    continue
+                }
+                return position + 1
+            }
+            position += 1
+        }
+        return bytes.count
+    }
+
+    /// One past the `*/` that closes the comment at `start`, nesting.
+    func endOfBlockComment(from start: Int) -> Int {
+        var depth = 0
+        var position = start
+        while position + 1 < bytes.count {
+            if bytes[position] == UInt8(ascii: "/"), bytes[position + 1] == UInt8(ascii: "*") {
+                depth += 1
+                position += 2
+            } else if bytes[position] == UInt8(ascii: "*"), bytes[position + 1] == UInt8(ascii: "/") {
+                depth -= 1
+                position += 2
+                if depth == 0 { return position }
+            } else {
+                position += 1
+            }
+        }
+        return bytes.count
+    }
+
+    /// `$n` (PostgreSQL's placeholder), `$tag$…$tag$`, or a lone `$`.
+    mutating func dollar() throws {
+        if let next = peek(1), Self.isDigit(next) {
+            sawNative = true
+            var end = index + 1
+            while end < bytes.count, Self.isDigit(bytes[end]) { end += 1 }
+            copy(through: end)
+            return
+        }
+        // A tag: empty, or a name without `$`.
+        var end = index + 1
+        if end < bytes.count, Self.isNameStart(bytes[end]) {
+            end += 1
+            while end < bytes.count, Self.isNameStart(bytes[end]) || Self.isDigit(bytes[end]) { end += 1 }
+        }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "$") else {
+            output.append(UInt8(ascii: "$"))
+            index += 1
+            return
+        }
+        let tag = Array(bytes[index...end])
+        var position = end + 1
+        while position + tag.count <= bytes.count {
+            if bytes[position] == UInt8(ascii: "$"), Array(bytes[position..<(position + tag.count)]) == tag {
+                copy(through: position + tag.count)
+                return
+            }
+            position += 1
+        }
+        copy(through: bytes.count)
+    }
+
+    mutating func question(original: String) throws {
+        switch peek(1) {
+        case UInt8(ascii: "?"):
+            // `??` is one literal `?`.
+            output.append(UInt8(ascii: "?"))
+            index += 2
+            return
+        case UInt8(ascii: "|"), UInt8(ascii: "&"):
+            output.append(UInt8(ascii: "?"))
+            index += 1
+            return
+        default:
+            break
+        }
+        var end = index + 1
+        while end < bytes.count, Self.isDigit(bytes[end]) { end += 1 }
+        let number: Int
+        if end > index + 1 {
+            let text = String(decoding: bytes[index..<end], as: UTF8.self)
+            guard let given = Int(text.dropFirst()), given >= 1, given <= PostgresPlaceholders.maximum else {
+                throw PostgresPlaceholders.Failure.badNumber(text, sql: original)
+            }
+            number = given
+            while sources.count < number { sources.append(.position(sources.count + 1)) }
+        } else {
+            // SQLite: one more than the largest number so far.
+            number = sources.count + 1
+            guard number <= PostgresPlaceholders.maximum else {
+                throw PostgresPlaceholders.Failure.badNumber("?", sql: original)
+            }
+            sources.append(.position(number))
+        }
+        output.append(contentsOf: Array("$\(number)".utf8))
+        index = end
+    }
+
+    /// `:name`, or `::` (a cast), or a lone `:`.
+    mutating func colon() {
+        if peek(1) == UInt8(ascii: ":") {
+            output.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: ":")])
+            index += 2
+            return
+        }
+        guard let next = peek(1), Self.isNameStart(next) else {
+            output.append(UInt8(ascii: ":"))
+            index += 1
+            return
+        }
+        var end = index + 2
+        while end < bytes.count, Self.isNameStart(bytes[end]) || Self.isDigit(bytes[end]) { end += 1 }
+        let name = String(decoding: bytes[(index + 1)..<end], as: UTF8.self)
+        let number: Int
+        if let known = names[name] {
+            number = known
+        } else {
+            sources.append(.name(name))
+            number = sources.count
+            names[name] = number
+        }
+        output.append(contentsOf: Array("$\(number)".utf8))
+        index = end
+    }
+}

@@ -1,0 +1,81 @@
+import Testing
+@testable import Store
+
+/// SQLite's placeholders become PostgreSQL's `$n` outside strings,
+/// identifiers, dollar quotes and comments; casts and jsonb's operators stay.
+@Suite struct PostgresPlaceholdersTests {
+    static let rewritten: [(String, String, [PostgresPlaceholders.Source])] = [
+        ("SELECT * FROM builds WHERE id = ?", "SELECT * FROM builds WHERE id = $1", [.position(1)]),
+        ("UPDATE t SET a = ?, b = ? WHERE c = ?", "UPDATE t SET a = $1, b = $2 WHERE c = $3",
+         [.position(1), .position(2), .position(3)]),
+        // SQLite's numbering: ?NNN, and ? after it is one more than the largest.
+        ("SELECT ?2, ?1, ?", "SELECT $2, $1, $3", [.position(1), .position(2), .position(3)]),
+        // Names: the same name is the same placeholder.
+        ("SELECT * FROM p WHERE a = :id OR b = :id AND c = :other_1", "SELECT * FROM p WHERE a = $1 OR b = $1 AND c = $2",
+         [.name("id"), .name("other_1")]),
+        ("SELECT ?, :a, ?", "SELECT $1, $2, $3", [.position(1), .name("a"), .position(3)]),
+        // Nothing inside strings, E'' escapes, identifiers, dollar quotes, comments.
+        ("SELECT '?', 'it''s :x ?', ?", "SELECT '?', 'it''s :x ?', $1", [.position(1)]),
+        (#"SELECT 'a\', ?"#, #"SELECT 'a\', $1"#, [.position(1)]),
+        (#"SELECT E'a\'?', ?"#, #"SELECT E'a\'?', $1"#, [.position(1)]),
+        (#"SELECT e'\\', ?"#, #"SELECT e'\\', $1"#, [.position(1)]),
+        ("SELECT \"we?ird\"\"col:x\" FROM t WHERE x = ?", "SELECT \"we?ird\"\"col:x\" FROM t WHERE x = $1", [.position(1)]),
+        ("SELECT $$ ? :x $$, $fn$ it's ? $$ :y $fn$, ?", "SELECT $$ ? :x $$, $fn$ it's ? $$ :y $fn$, $1", [.position(1)]),
+        ("SELECT 1 -- what ? :x\n, ?", "SELECT 1 -- what ? :x\n, $1", [.position(1)]),
+        ("SELECT /* a /* nested ? */ still :x */ ?", "SELECT /* a /* nested ? */ still :x */ $1", [.position(1)]),
+        // Casts, slices and operators stay.
+        ("SELECT ?::int, x::text FROM t", "SELECT $1::int, x::text FROM t", [.position(1)]),
+        ("SELECT a[1:2] FROM t WHERE b = :b", "SELECT a[1:2] FROM t WHERE b = $1", [.name("b")]),
+        ("SELECT * FROM t WHERE doc ?| array['a'] AND doc ?& ? AND doc ?? 'k'",
+         "SELECT * FROM t WHERE doc ?| array['a'] AND doc ?& $1 AND doc ? 'k'", [.position(1)]),
+        ("SELECT a$b, ?", "SELECT a$b, $1", [.position(1)]),
+        ("SELECT U&'d\\0061t?', ?", "SELECT U&'d\\0061t?', $1", [.position(1)]),
+        // Multi-byte text passes through.
+        ("SELECT 'é ?', ? AS ünï", "SELECT 'é ?', $1 AS ünï", [.position(1)]),
+        // Unclosed: the rest is left for the server to refuse.
+        ("SELECT ?, 'open ?", "SELECT $1, 'open ?", [.position(1)]),
+    ]
+
+    @Test(arguments: rewritten)
+    func rewritesOutsideLiteralsAndComments(_ sql: String, _ expected: String, _ sources: [PostgresPlaceholders.Source]) throws {
+        let result = try PostgresPlaceholders(rewriting: sql)
+        #expect(result.sql == expected)
+        #expect(result.sources == sources)
+    }
+
+    @Test func postgresOwnPlaceholdersStayAndCannotBeMixed() throws {
+        let native = try PostgresPlaceholders(rewriting: "SELECT $1, $2 FROM t")
+        #expect(native.sql == "SELECT $1, $2 FROM t")
+        #expect(native.sources.isEmpty)
+        #expect(throws: PostgresPlaceholders.Failure.mixed(sql: "SELECT $1, ?")) {
+            try PostgresPlaceholders(rewriting: "SELECT $1, ?")
+        }
+        // Inside a string a `$1` is text, so `?` is fine beside it.
+        #expect(try PostgresPlaceholders(rewriting: "SELECT '$1', ?").sql == "SELECT '$1', $1")
+    }
+
+    @Test func numbersOutOfRangeAreRefusedWithTheStatement() {
+        #expect(throws: PostgresPlaceholders.Failure.badNumber("?0", sql: "SELECT ?0")) {
+            try PostgresPlaceholders(rewriting: "SELECT ?0")
+        }
+        #expect(throws: PostgresPlaceholders.Failure.badNumber("?70000", sql: "SELECT ?70000")) {
+            try PostgresPlaceholders(rewriting: "SELECT ?70000")
+        }
+        #expect("\(PostgresPlaceholders.Failure.badNumber("?0", sql: "SELECT ?0"))" == "placeholder ?0 is out of range (1…65535): SELECT ?0")
+    }
+
+    /// Text without placeholders comes back byte for byte, whatever it
+    /// holds: random mixes of the lexical pieces above.
+    @Test func textWithoutPlaceholdersIsUnchanged() throws {
+        let pieces = ["SELECT", " ", "'a''b'", "\"c\"\"d\"", "$$x$$", "$t$ y $t$", "-- c\n", "/* /* n */ */", "x::int",
+                      "a[1:2]", "doc ?| k", "doc ?& k", "é", "E'\\''", "1", "(", ")", ",", "\n"]
+        var generator = SeededGenerator(seed: 7)
+        for _ in 0..<2000 {
+            let count = Int.random(in: 1...12, using: &generator)
+            let sql = (0..<count).map { _ in pieces.randomElement(using: &generator)! }.joined(separator: " ")
+            let result = try PostgresPlaceholders(rewriting: sql)
+            #expect(result.sql == sql)
+            #expect(result.sources.isEmpty)
+        }
+    }
+}
