@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 import Synchronization
@@ -48,20 +47,18 @@ final class BuildFollower: @unchecked Sendable {
         var deleted = false
     }
 
-    /// The next lines, in one snapshot with the build's status: a build
-    /// seen ended with no line after the cursor has no line left to come
-    /// (the runner writes its last lines before it ends the build).
-    func nextPage(_ store: Store, _ db: Database) throws -> Page {
-        let lines = try store.buildLogs.lines(db, build: buildId, after: cursor, limit: Self.pageSize,
-                                              includeDebug: includeDebug)
-        var page = Page(texts: lines.map { Self.text($0.record) })
-        if let last = lines.last { cursor = last.cursor }
-        guard let build = try store.builds.records.get(db, buildId) else {
+    /// The next lines, read by `read(cursor, limit)` in one snapshot with
+    /// the build's status.
+    func nextPage(_ read: (_ after: Int64, _ limit: Int) throws -> BuildLogPage) throws -> Page {
+        let found = try read(cursor, Self.pageSize)
+        var page = Page(texts: found.lines.map { Self.text($0.record) })
+        if let last = found.lines.last { cursor = last.cursor }
+        guard let build = found.build else {
             page.ended = "build \(buildId) was deleted"
             page.deleted = true
             return page
         }
-        if lines.isEmpty, build.status.isFinished { page.ended = Self.summary(build) }
+        if found.lines.isEmpty, build.status.isFinished { page.ended = Self.summary(build) }
         return page
     }
 
@@ -86,7 +83,9 @@ final class BuildFollower: @unchecked Sendable {
             var failures = 0
             while !isStopped {
                 do {
-                    let page = try store.client.read { db in try nextPage(store, db) }
+                    let page = try nextPage { after, limit in
+                        try store.logPage(build: buildId, after: after, limit: limit, includeDebug: includeDebug)
+                    }
                     failures = 0
                     if !page.texts.isEmpty { events.post(subscription, FollowEvent.lines(page.texts)) }
                     if let ended = page.ended {

@@ -250,10 +250,12 @@ final class JobsModule {
     /// Prints the log on the calling thread until the build ends; returns
     /// its final row.
     private func followHere(_ follower: BuildFollower, _ call: LuaCall) throws -> Int32 {
-        let store = session.store
         while true {
             try checkInterrupt()
-            let page = try session.database.read { db in try follower.nextPage(store, db) }
+            let page = try follower.nextPage { after, limit in
+                try session.database.logPage(build: follower.buildId, after: after, limit: limit,
+                                             includeDebug: follower.includeDebug)
+            }
             for text in page.texts {
                 _ = try call.call(follower.printer!, [.string(text)])
             }

@@ -69,9 +69,6 @@ enum KeyModule {
         lua_setmetatable(runtime.state, -2)
         stack.pop()
 
-        let database = session.database
-        let rowShapes = session.sql.rowShapes
-        let statements = session.repositoryStatements
         let plans = QueryPlanRunner(statements: session.repositoryStatements, rowShapes: session.sql.rowShapes)
         runtime.register("query") { call in
             // Every key runs on the db module's machinery (cached, stepped

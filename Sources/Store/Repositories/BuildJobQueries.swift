@@ -226,3 +226,32 @@ extension QueryStatement {
         }
     }
 }
+
+/// Lines of a build's log after a cursor, and the build as it is in the
+/// same snapshot (nil once deleted): a build seen ended with no line after
+/// the cursor has no line left to come (the runner writes its last lines
+/// before it ends the build).
+public struct BuildLogPage: Sendable {
+    public var lines: [BuildLogLine]
+    public var build: BuildRecord?
+}
+
+extension Store {
+    /// A page of `buildId`'s log after `cursor`, read through the store.
+    public func logPage(build buildId: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> BuildLogPage {
+        try client.read { db in try logPage(db, build: buildId, after: cursor, limit: limit, includeDebug: includeDebug) }
+    }
+
+    func logPage(_ db: Database, build buildId: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> BuildLogPage {
+        BuildLogPage(lines: try buildLogs.lines(db, build: buildId, after: cursor, limit: limit, includeDebug: includeDebug),
+                     build: try builds.records.get(db, buildId))
+    }
+}
+
+extension SessionDatabase {
+    /// A page of `buildId`'s log where the session reads (inside its
+    /// transaction, with the transaction's own writes).
+    public func logPage(build buildId: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> BuildLogPage {
+        try read { db in try store.logPage(db, build: buildId, after: cursor, limit: limit, includeDebug: includeDebug) }
+    }
+}
