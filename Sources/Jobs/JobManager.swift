@@ -193,10 +193,30 @@ public final class JobManager: @unchecked Sendable {
                 run.cancel()
                 return true
             }
+            if let cancelled = try cancelHeldElsewhere(id) { return cancelled }
             throw JobError.runByAnotherProcess(id: id, host: build.runnerHost ?? "?", pid: build.runnerPid ?? 0)
         case .succeeded, .failed, .cancelled:
             return false
         }
+    }
+
+    /// Cancels a build another job manager runs and heartbeats (an `opsh
+    /// runner`, another shell): it is recorded `cancelled` here, only while
+    /// that holder still has it, and its holder stops the build's processes
+    /// at its next heartbeat (``beat()``). Nil when nobody heartbeats it
+    /// (a build started before 004_runners): it cannot be told.
+    private func cancelHeldElsewhere(_ id: String) throws -> Bool? {
+        guard let lease = try store.client.read({ db in try store.builds.lease(db, id) }),
+              let holderId = lease.runnerId, lease.heartbeatAt != nil, let interval = lease.heartbeatInterval else { return nil }
+        let now = Date()
+        let note = "cancelled by pid \(runner.pid) on \(runner.host); its runner (pid \(lease.runnerPid ?? 0) on \(lease.runnerHost ?? "?")) stops the build at its next heartbeat (every \(LeaseVerdict.seconds(interval)))"
+        let cancelled = try store.client.write { db -> Bool in
+            guard try store.builds.finish(db, id, status: .cancelled, heldBy: holderId, at: now) else { return false }
+            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: .warning, category: "runner", content: note, createdAt: now)])
+            return true
+        }
+        if cancelled { changed(id) }
+        return cancelled
     }
 
     /// Cancels every build this manager has queued or running; `reason`
@@ -425,7 +445,13 @@ public final class JobManager: @unchecked Sendable {
         for id in handled.subtracting(held) {
             // Ended meanwhile (still ours), or taken back (someone else's, or queued for anyone).
             guard let lease = try? store.client.read({ db in try store.builds.lease(db, id) }) else { continue }
-            if lease.runnerId == holder.id { continue }
+            if lease.runnerId == holder.id {
+                // Ended by its own run, or from another opsh (jobs.cancel there) while it runs here: stop it.
+                guard lease.status.isFinished, let run = condition.withLock({ active[id] }), !run.isRecordingEnd else { continue }
+                notice("build \(id) was \(lease.status.rawValue) from another opsh: stopping its run here")
+                run.cancel(reason: "it was \(lease.status.rawValue) from another opsh")
+                continue
+            }
             let (wasWaiting, run) = condition.withLock { () -> (Bool, BuildRun?) in
                 let wasWaiting = waiting.contains(id)
                 waiting.removeAll { $0 == id }

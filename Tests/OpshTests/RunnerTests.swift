@@ -208,6 +208,29 @@ final class RunnerSandbox: @unchecked Sendable {
         #expect(line.hasSuffix(": opsh runner pid \(runner.pid) on \(hostName()) was stopped (SIGTERM)"), "\(line)")
     }
 
+    @Test func jobsCancelInAShellStopsABuildARunnerRunsAtItsNextHeartbeat() throws {
+        let fixture = try RunnerSandbox()
+        let pidFile = fixture.root + "/build.pid"
+        let scheme = try fixture.scheme("Endless", "echo $$ > '\(pidFile)'; echo started; while true; do sleep 0.02; done")
+        let build = try #require(try fixture.enqueue(scheme).first)
+        let runner = try fixture.startRunner(["--heartbeat", "0.3"])
+        #expect(try waitUntil(20) { try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'started'") == "1" })
+        let buildPid = try #require(pid_t(waitForFile(pidFile) ?? ""))
+        #expect(try fixture.lua("return jobs.cancel(...)", [build]) == ["true"])
+        #expect(try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "cancelled")
+        // The runner stops the build's processes at its next heartbeat.
+        let stopped = waitUntil(5) { kill(buildPid, 0) != 0 }
+        #expect(stopped, "the build's process still runs")
+        #expect(try waitUntil(5) { try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content LIKE 'build cancelled (SIGTERM)%from another opsh'") == "1" })
+        kill(runner.pid, SIGTERM)
+        let result = runner.finish()
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("build \(build) was cancelled from another opsh: stopping its run here"), "\(result.stderr)")
+        let note = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)' AND category = 'runner'")
+        #expect(note.hasPrefix("cancelled by pid ") && note.contains("its runner (pid \(runner.pid) on \(hostName())) stops the build at its next heartbeat (every 0.3 s)"), "\(note)")
+        #expect(try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "cancelled")
+    }
+
     @Test func jobsStartInAShellAndARunnerNeverBothRunOneBuild() throws {
         let fixture = try RunnerSandbox()
         let scheme = try fixture.scheme("Append", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")

@@ -22,6 +22,8 @@ final class BuildRun: @unchecked Sendable {
     private var cancelReason: String?
     /// Its build was taken back from this manager: stop, record nothing.
     private var abandoned = false
+    /// Its end is being recorded: a finished status in the database is its own.
+    private var recordingEnd = false
     /// The build's process group while it can be signalled (not reaped).
     private var buildGroup: pid_t?
     /// The git process of the checkout, while it runs.
@@ -89,6 +91,9 @@ final class BuildRun: @unchecked Sendable {
     }
 
     private var isCancelled: Bool { condition.withLock { cancelRequested } }
+
+    /// Whether this run is recording its end (its row may say so already).
+    var isRecordingEnd: Bool { condition.withLock { recordingEnd } }
 
     // MARK: - The run
 
@@ -260,7 +265,8 @@ final class BuildRun: @unchecked Sendable {
     private func finish(_ outcome: Outcome, sink: LogSink, started: Date) {
         let elapsed = String(format: "%.2f s", Date().timeIntervalSince(started))
         let (cancelled, killed, reason, abandoned) = condition.withLock {
-            (cancelRequested, cancelledWithKill, cancelReason, self.abandoned)
+            recordingEnd = true
+            return (cancelRequested, cancelledWithKill, cancelReason, self.abandoned)
         }
         if abandoned {
             sink.note("stopped here: pid \(manager.runner.pid) on \(manager.runner.host) lost this build (its heartbeat lapsed and it was taken back); this run's end is not recorded",

@@ -37,6 +37,11 @@ public final class QueueRunner: @unchecked Sendable {
         case claimed(BuildRecord)
         case finished(BuildRecord)
         case tookBack(buildId: String, note: String, failed: Bool)
+        /// What the job manager tells the operator (a build stopped here
+        /// because it was cancelled elsewhere or taken back).
+        case notice(String)
+        /// Something failed (the database locked past its busy timeout);
+        /// the runner goes on and tries again.
         case problem(String)
     }
 
@@ -65,7 +70,7 @@ public final class QueueRunner: @unchecked Sendable {
             // A slot is free: look at the queue now.
             condition.withLock { condition.broadcast() }
         }
-        jobs.onNotice = { report(.problem($0)) }
+        jobs.onNotice = { report(.notice($0)) }
         manager = JobManager(store: store, configuration: jobs)
     }
 

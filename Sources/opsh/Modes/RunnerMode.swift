@@ -131,6 +131,8 @@ struct RunnerLog: Sendable {
             line("build \(build.id) \(build.status.rawValue)\(code)\(took)")
         case let .tookBack(id, note, failed):
             line("build \(id) \(failed ? "marked failed" : "requeued"): \(note)")
+        case let .notice(message):
+            line(message)
         case let .problem(message):
             line("problem: \(message)")
         }
