@@ -233,19 +233,22 @@ final class RunnerSandbox: @unchecked Sendable {
 
     @Test func jobsStartInAShellAndARunnerNeverBothRunOneBuild() throws {
         let fixture = try RunnerSandbox()
-        let scheme = try fixture.scheme("Append", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")
-        let runner = try fixture.startRunner(["--concurrency", "4", "--heartbeat", "0.3"])
-        // Ten builds started in the script (held from their creation), and
-        // ten created and then started, which the runner may claim first.
+        let scheme = try fixture.scheme("Append", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'; sleep 0.2")
+        let runner = try fixture.startRunner(["--concurrency", "1", "--heartbeat", "0.3"])
+        // Ten builds queued for anyone, which the script then starts one by
+        // one while the runner claims what it can; and ten started in the
+        // script from a scheme and version (held from their creation).
         let script = try fixture.sandbox.script("race.lua", """
             local scheme = ...
             local pid = io.open("/proc/self/stat"):read("l"):match("^(%d+)")
-            local mine, refused, started = {}, {}, {}
+            local queued, mine, refused, started = {}, {}, {}, {}
+            for i = 1, 10 do queued[i] = jobs.create{ scheme = scheme, version = "1.0.0" }.id end
+            os.execute("sleep 0.3")
             for i = 1, 10 do
               mine[#mine + 1] = jobs.start{ scheme = scheme, version = "1.0.0" }.id
-              local q = jobs.create{ scheme = scheme, version = "1.0.0" }
-              local ok, problem = pcall(jobs.start, q.id)
-              if ok then started[#started + 1] = q.id else refused[#refused + 1] = q.id .. " " .. tostring(problem) end
+              local ok, problem = pcall(jobs.start, queued[i])
+              if ok then started[#started + 1] = queued[i] else refused[#refused + 1] = queued[i] .. " " .. tostring(problem) end
+              os.execute("sleep 0.05")
             end
             for _, id in ipairs(mine) do jobs.wait(id, 30) end
             for _, id in ipairs(started) do jobs.wait(id, 30) end
@@ -269,6 +272,8 @@ final class RunnerSandbox: @unchecked Sendable {
         let started = lines.filter { $0.hasPrefix("started ") }.map { String($0.dropFirst(8)) }
         let refused = lines.filter { $0.hasPrefix("refused ") }
         #expect(mine.count == 10 && started.count + refused.count == 10, "\(race.stdout)")
+        // The race went both ways: the script started some, the runner claimed others first.
+        #expect(!started.isEmpty && !refused.isEmpty, "started \(started.count), refused \(refused.count)")
         // Every build ran exactly once.
         let ran = fixture.ranIds()
         #expect(ran.count == 20 && Set(ran).count == 20, "\(ran)")
