@@ -183,7 +183,8 @@ final class RunnerSandbox: @unchecked Sendable {
         let result = runner.finish()
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("SIGTERM: claiming no more builds; waiting for 1 running build(s) to finish"), "\(result.stderr)")
-        #expect(result.stderr.contains("build \(build) succeeded (exit code 0)"), "\(result.stderr)")
+        #expect(result.stderr.contains("claimed build \(build) (com.example.app Gated #1, version 1.0.0)"), "\(result.stderr)")
+        #expect(result.stderr.contains("build \(build) (com.example.app Gated #1) succeeded (exit code 0)"), "\(result.stderr)")
         #expect(result.stderr.contains("stopped (exit status 0)"), "\(result.stderr)")
         #expect(try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded")
         // Queued after the SIGTERM: left for other runners, held by nobody.

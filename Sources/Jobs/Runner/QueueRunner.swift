@@ -34,8 +34,9 @@ public final class QueueRunner: @unchecked Sendable {
 
     /// What a runner reports, one line each (its log on stderr).
     public enum Event: Sendable {
-        case claimed(BuildRecord)
-        case finished(BuildRecord)
+        /// A build and its scheme (`com.example.app Release`).
+        case claimed(BuildRecord, scheme: String)
+        case finished(BuildRecord, scheme: String)
         case tookBack(buildId: String, note: String, failed: Bool)
         /// What the job manager tells the operator (a build stopped here
         /// because it was cancelled elsewhere or taken back).
@@ -66,7 +67,7 @@ public final class QueueRunner: @unchecked Sendable {
         jobs.onStatusChange = { build in
             previous?(build)
             guard build.status.isFinished else { return }
-            report(.finished(build))
+            report(.finished(build, scheme: Self.describeScheme(store, build.schemeId)))
             // A slot is free: look at the queue now.
             condition.withLock { condition.broadcast() }
         }
@@ -128,7 +129,7 @@ public final class QueueRunner: @unchecked Sendable {
                 return
             }
             guard let build else { return }
-            report(.claimed(build))
+            report(.claimed(build, scheme: Self.describeScheme(store, build.schemeId)))
             do {
                 try manager.start(build.id)
             } catch {
@@ -138,6 +139,12 @@ public final class QueueRunner: @unchecked Sendable {
                 report(.problem("build \(build.id) cannot start and is marked failed: \(error)"))
             }
         }
+    }
+
+    /// `com.example.app Release`, for the log; the id when it cannot be read.
+    static func describeScheme(_ store: Store, _ id: String) -> String {
+        let scheme = try? store.client.read { db in try store.schemes.records.get(db, id) }
+        return scheme.map { "\($0.projectBundleIdentifier) \($0.name)" } ?? "scheme \(id)"
     }
 
     // MARK: - Taking back

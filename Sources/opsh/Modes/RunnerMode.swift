@@ -122,13 +122,13 @@ struct RunnerLog: Sendable {
 
     func write(_ event: QueueRunner.Event) {
         switch event {
-        case let .claimed(build):
-            if !quiet { line("claimed build \(build.id) (scheme \(build.schemeId) #\(build.buildNumber), version \(build.versionString))") }
-        case let .finished(build):
+        case let .claimed(build, scheme):
+            if !quiet { line("claimed build \(build.id) (\(scheme) #\(build.buildNumber), version \(build.versionString))") }
+        case let .finished(build, scheme):
             guard !quiet else { return }
             let took = zip(build.startDate, build.endDate).map { String(format: " in %.1f s", $1.timeIntervalSince($0)) } ?? ""
             let code = build.exitCode.map { " (exit code \($0))" } ?? ""
-            line("build \(build.id) \(build.status.rawValue)\(code)\(took)")
+            line("build \(build.id) (\(scheme) #\(build.buildNumber)) \(build.status.rawValue)\(code)\(took)")
         case let .tookBack(id, note, failed):
             line("build \(id) \(failed ? "marked failed" : "requeued"): \(note)")
         case let .notice(message):
