@@ -291,6 +291,25 @@ final class RunnerSandbox: @unchecked Sendable {
         }
     }
 
+    @Test func aRunnerWithSchemesRunsOnlyTheirBuildsByNameOrId() throws {
+        let fixture = try RunnerSandbox()
+        let release = try fixture.scheme("Release", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")
+        let nightly = try fixture.scheme("Nightly", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")
+        let other = try fixture.scheme("Other", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")
+        let wanted = try fixture.enqueue(release, count: 2) + fixture.enqueue(nightly, count: 2)
+        let left = try fixture.enqueue(other, count: 2)
+        let runner = try fixture.startRunner(["--scheme", "Release", "--scheme", nightly, "--heartbeat", "0.3"])
+        let done = try waitUntil(20) { try fixture.sql("SELECT count(*) FROM builds WHERE status = 'succeeded'") == "4" }
+        kill(runner.pid, SIGTERM)
+        let result = runner.finish()
+        #expect(done && result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("schemes: Release, \(nightly)"), "\(result.stderr)")
+        #expect(Set(fixture.ranIds()) == Set(wanted))
+        for id in left {
+            #expect(try fixture.sql("SELECT status, runnerId IS NULL FROM builds WHERE id = '\(id)'") == "queued|1")
+        }
+    }
+
     @Test func usageErrorsAndADatabaseWithoutTheMigrationAreRefusedSayingWhy() throws {
         let fixture = try RunnerSandbox()
         for (arguments, message) in [
