@@ -68,7 +68,8 @@ public final class QueueRunner: @unchecked Sendable {
             previous?(build)
             guard build.status.isFinished else { return }
             report(.finished(build, scheme: Self.describeScheme(store, build.schemeId)))
-            // A slot is free: look at the queue now.
+            // Its slot frees as its run returns: the loop looks again now, and
+            // at the latest one idle poll later.
             condition.withLock { condition.broadcast() }
         }
         jobs.onNotice = { report(.notice($0)) }
