@@ -54,7 +54,15 @@ final class RunnerSandbox: @unchecked Sendable {
         try sandbox.start(opshExecutable, ["runner", "--db", sandbox.database] + options)
     }
 
-    func sql(_ statement: String) throws -> String { try sandbox.sqlite(statement) }
+    /// A statement through the sqlite3 CLI, waiting up to 5 s for a lock as
+    /// any reader beside the runners would: even in WAL mode a reader can
+    /// meet SQLITE_BUSY for a moment while another connection sets the WAL
+    /// up or recovers it (the CLI's own default is not to wait at all).
+    func sql(_ statement: String) throws -> String {
+        let result = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", sandbox.database, statement])
+        #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
 
     /// The ids the build commands appended, in order.
     func ranIds() -> [String] {
@@ -322,7 +330,7 @@ final class RunnerSandbox: @unchecked Sendable {
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.hasPrefix(message), "\(arguments): \(result.stderr)")
         }
-        try fixture.sandbox.sqlite("""
+        _ = try fixture.sql("""
             DELETE FROM grdb_migrations WHERE identifier = '004_runners';
             DROP INDEX builds_on_status_created; DROP INDEX builds_on_runner;
             ALTER TABLE builds DROP COLUMN runnerId; ALTER TABLE builds DROP COLUMN heartbeatAt;
