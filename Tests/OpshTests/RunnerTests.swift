@@ -122,7 +122,8 @@ final class RunnerSandbox: @unchecked Sendable {
             try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'started'") == "1"
         }
         #expect(started, "the build never logged 'started'")
-        let taker = try fixture.startRunner(["--heartbeat", "\(heartbeat)", "--max-attempts", "\(maxAttempts)"])
+        // Quiet: it says only its take-backs (and problems).
+        let taker = try fixture.startRunner(["--heartbeat", "\(heartbeat)", "--max-attempts", "\(maxAttempts)", "--quiet"])
         // B is up (it logged its start) before A dies: B must not have claimed the running build.
         #expect(try fixture.sql("SELECT runnerPid FROM builds WHERE id = '\(build)'") == "\(killed.pid)")
         kill(killed.pid, SIGKILL)
@@ -155,6 +156,8 @@ final class RunnerSandbox: @unchecked Sendable {
         #expect(note.contains("no heartbeat since") && note.contains("it beats every 0.4 s, stale after 3"), "\(note)")
         #expect(note.contains("requeued by runner pid \(taker.pid) on \(hostName()) (attempt 1 of 3 was lost"), "\(note)")
         #expect(takerResult.stderr.contains("build \(build) requeued: taken back from runner pid \(killed.pid)"), "\(takerResult.stderr)")
+        #expect(!takerResult.stderr.contains("claimed build") && !takerResult.stderr.contains("started: pid")
+                && !takerResult.stderr.contains("succeeded"), "--quiet said more: \(takerResult.stderr)")
         // Run again by the taker, as its second attempt.
         #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(build)'") == "\(taker.pid)|2")
         let log = try fixture.sql("SELECT level || ' ' || content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt, rowid")

@@ -31,7 +31,7 @@ struct RunnerCommand {
             runner, or marked failed once it was started --max-attempts times.
 
             One line per claim, finished build and take-back goes to stderr
-            (--quiet: only take-backs and problems).
+            (--quiet: only take-backs, builds it stopped and problems).
 
             SIGTERM (or SIGHUP): claim no more builds, let the running ones
             finish, then exit 0. A second SIGTERM, or SIGINT, cancels them

@@ -53,16 +53,16 @@ struct RunnerMode {
         let log = RunnerLog(quiet: options.quiet)
         let runner = QueueRunner(store: store, configuration: configuration) { log.write($0) }
         let identity = runner.manager.runner
-        log.line("started: pid \(identity.pid) on \(identity.host), database \(store.path ?? "?"), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
+        log.progress("started: pid \(identity.pid) on \(identity.host), database \(store.path ?? "?"), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
 
         let stop = RunnerStop()
         RunnerSignals.install { signal in
             switch stop.received(signal) {
             case .finishRunning:
-                log.line("\(RunnerStop.name(signal)): claiming no more builds; waiting for \(runner.manager.handledCount) running build(s) to finish (a second SIGTERM, or SIGINT, cancels them)")
+                log.progress("\(RunnerStop.name(signal)): claiming no more builds; waiting for \(runner.manager.handledCount) running build(s) to finish (a second SIGTERM, or SIGINT, cancels them)")
                 runner.stopClaiming()
             case .cancelRunning:
-                log.line("\(RunnerStop.name(signal)): cancelling \(runner.manager.handledCount) running build(s)")
+                log.progress("\(RunnerStop.name(signal)): cancelling \(runner.manager.handledCount) running build(s)")
                 runner.cancelRunning(reason: "opsh runner pid \(identity.pid) on \(identity.host) was stopped (\(RunnerStop.name(signal)))")
             case .nothingMore:
                 break
@@ -71,7 +71,7 @@ struct RunnerMode {
         runner.run()
         _ = try? store.checkpoint(.passive)
         let status = stop.exitStatus
-        log.line("stopped (exit status \(status.rawValue))")
+        log.progress("stopped (exit status \(status.rawValue))")
         exit(status.rawValue)
     }
 }
@@ -136,6 +136,12 @@ struct RunnerLog: Sendable {
         case let .problem(message):
             line("problem: \(message)")
         }
+    }
+
+    /// A line about the runner itself (started, stopping, stopped): not
+    /// with --quiet, which keeps take-backs, notices and problems.
+    func progress(_ text: String) {
+        if !quiet { line(text) }
     }
 
     func line(_ text: String) {
