@@ -97,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "opsh",
             dependencies: [
-                "Shell", "Bindings", "LuaRuntime", "Store",
+                "Shell", "Bindings", "LuaRuntime", "Store", "Jobs",
             ]),
 
         // MARK: Benchmarks (scripts/bench)

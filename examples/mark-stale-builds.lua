@@ -1,12 +1,15 @@
 -- mark-stale-builds.lua — builds left "running" by a dead runner become failed.
 --
 -- When: every few minutes or hourly from cron, and after a crash or reboot of
--- a build machine. A build is stale when it is `running` but the process
--- that ran it (runnerHost, runnerPid, runnerStartedAt) no longer exists on
--- this host; each such build is marked `failed` with an error log line
--- saying why (jobs.markStale). Builds of other hosts are left alone (this
--- machine cannot tell whether their runner lives): run the script on each
--- build host.
+-- a build machine. A build is stale when it is `running` but its runner
+-- missed three heartbeats (heartbeatAt, on any host), or the process that
+-- ran it (runnerHost, runnerPid, runnerStartedAt) no longer exists on this
+-- host; each such build is marked `failed` with an error log line saying why
+-- (jobs.markStale). Builds of other hosts without a heartbeat (started
+-- before migration 004_runners) are left alone (this machine cannot tell
+-- whether their runner lives): run the script on each build host.
+-- Where `opsh runner`s run, they take stale builds back themselves (and
+-- requeue them); this script is for builds started by shells and scripts.
 -- Running builds with no runner recorded cannot be judged either; those
 -- started more than MAX_AGE ago (default 24h) are reported on stderr and the
 -- exit status says so; nothing is changed for them.
@@ -51,8 +54,8 @@ end
 
 -- The stale builds. jobs.stale() is refused in a dry run (the job manager
 -- writes outside the dry run's transaction), so a dry run asks the same
--- question here: is the runner's process on this host gone, or is its pid
--- now another process (a different start time)?
+-- question here: did the runner miss three heartbeats, or is its process on
+-- this host gone, or is its pid now another process (a different start time)?
 local function readFile(path)
   local file = io.open(path, "r")
   if not file then return nil end
@@ -76,12 +79,22 @@ local function runnerAlive(build)
   return math.abs(boot + ticks / 100 - build.runnerStartedAt) < 1
 end
 
+-- Heartbeats exist from migration 004_runners on.
+local HEARTBEATS = db.value("SELECT count(*) FROM pragma_table_info('builds') WHERE name = 'heartbeatAt'") == 1
+
+local function heartbeatLapsed(build)
+  if not HEARTBEATS then return false end
+  local beat = db.first("SELECT heartbeatAt, heartbeatInterval FROM builds WHERE id = ?", build.id)
+  return beat ~= nil and beat.heartbeatAt ~= nil and beat.heartbeatInterval ~= nil
+    and beat.heartbeatAt + 3 * beat.heartbeatInterval < os.time()
+end
+
 local stale
 if DRY_RUN then
   stale = {}
   for build in db.rows([[SELECT * FROM builds WHERE status = 'running' AND runnerHost IS NOT NULL
                          AND runnerPid IS NOT NULL AND runnerStartedAt IS NOT NULL ORDER BY startDate, id]]) do
-    if not runnerAlive(build) then stale[#stale + 1] = build end
+    if heartbeatLapsed(build) or not runnerAlive(build) then stale[#stale + 1] = build end
   end
 else
   stale = jobs.stale()
@@ -96,7 +109,8 @@ for _, build in ipairs(stale) do
     local now = os.time()
     builds.update(build.id, { status = "failed", endDate = now })
     logs.insert{ buildId = build.id, level = "error", category = "build", createdAt = now,
-                 content = "marked failed as stale: " .. REASON .. " (runner pid " .. build.runnerPid .. " on " .. build.runnerHost .. " is gone)" }
+                 content = "marked failed as stale: " .. REASON .. " (runner pid " .. build.runnerPid .. " on " .. build.runnerHost
+                   .. (heartbeatLapsed(build) and ": no heartbeat for three periods)" or " is gone)") }
     print("would mark failed: " .. text)
     marked = marked + 1
   else

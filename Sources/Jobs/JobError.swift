@@ -11,6 +11,9 @@ public enum JobError: Error, Equatable, Sendable, CustomStringConvertible {
     case notQueued(id: String, status: BuildStatus)
     /// `start` of a build this manager already runs or has queued.
     case alreadyStarted(String)
+    /// `start` of a queued build another job manager holds (an `opsh
+    /// runner` claimed it, or another opsh started it).
+    case heldByAnother(id: String, host: String, pid: Int)
     /// `delete` of a running build.
     case buildIsRunning(String)
     /// `cancel` of a build another process runs.
@@ -39,6 +42,8 @@ public enum JobError: Error, Equatable, Sendable, CustomStringConvertible {
             return "build \(id) is \(status.rawValue), not queued; only a queued build can be started"
         case let .alreadyStarted(id):
             return "build \(id) is already started"
+        case let .heldByAnother(id, host, pid):
+            return "build \(id) was claimed first by pid \(pid) on \(host) (an opsh runner, or another opsh), which runs it; jobs.follow shows its log"
         case let .buildIsRunning(id):
             return "build \(id) is running; cancel it first"
         case let .runByAnotherProcess(id, host, pid):

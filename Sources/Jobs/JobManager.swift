@@ -13,6 +13,12 @@ import Store
 /// ``Configuration/maxConcurrentJobs`` at once, the others wait in FIFO
 /// order and stay `queued` until they run.
 ///
+/// Every build it starts is held in the database first (``BuildHolder``,
+/// `Store/Repositories/BuildQueueQueries`): a queued build it waits to run
+/// is reserved for it, so no `opsh runner` takes it, and the builds it
+/// holds get a heartbeat every ``Configuration/heartbeatInterval``
+/// (ARCHITECTURE.md, "Build runners and the queue").
+///
 /// ```swift
 /// let jobs = JobManager(store: store)
 /// let build = try jobs.run(scheme: schemeId, version: "1.4.0")
@@ -52,6 +58,12 @@ public final class JobManager: @unchecked Sendable {
         /// Called (on a job thread) with the build's row whenever a build
         /// this manager handles changes status.
         public var onStatusChange: (@Sendable (BuildRecord) -> Void)?
+        /// How often the builds this manager holds get a heartbeat; they
+        /// are stale after three missed ones.
+        public var heartbeatInterval: TimeInterval = 10
+        /// Where messages for the operator go (a heartbeat that could not
+        /// be written, a build taken back from this manager); nil: stderr.
+        public var onNotice: (@Sendable (String) -> Void)?
 
         public init() {}
     }
@@ -62,16 +74,22 @@ public final class JobManager: @unchecked Sendable {
     public let workspaceRoot: String
     /// This process, recorded on the builds it runs.
     public let runner: RunnerIdentity
+    /// This manager as the holder of its builds in the database.
+    public let holder: BuildHolder
 
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var waiting: [String] = []
     private var active: [String: BuildRun] = [:]
+    private var heartbeat: Heartbeat?
 
     public init(store: Store, configuration: Configuration = Configuration()) {
         self.store = store
         self.configuration = configuration
-        self.runner = RunnerIdentity.current
+        let runner = RunnerIdentity.current
+        self.runner = runner
+        self.holder = BuildHolder(id: UUID().uuidString.lowercased(), host: runner.host, pid: runner.pid,
+                                  startedAt: runner.startedAt, heartbeatInterval: configuration.heartbeatInterval)
         if let root = configuration.workspaceRoot {
             workspaceRoot = root
         } else if let path = store.path {
@@ -79,6 +97,10 @@ public final class JobManager: @unchecked Sendable {
         } else {
             workspaceRoot = NSTemporaryDirectory() + "opsh-workspaces-\(getpid())"
         }
+    }
+
+    deinit {
+        heartbeat?.stop()
     }
 
     /// Where the workspace of a build is.
@@ -91,35 +113,53 @@ public final class JobManager: @unchecked Sendable {
     /// Records a queued build of `scheme` at `version` (a tag, branch or
     /// commit) with the scheme's next build number. Refuses a scheme without
     /// a build command and a project without a repository.
-    public func create(scheme schemeId: String, version: String) throws -> BuildRecord {
+    ///
+    /// - parameter reserved: hold it for this manager in the same
+    ///   transaction (``run(scheme:version:)``), so that no runner takes it
+    ///   before ``start(_:)``; otherwise it waits for whoever starts or
+    ///   claims it first (`jobs.enqueue`).
+    public func create(scheme schemeId: String, version: String, reserved: Bool = false) throws -> BuildRecord {
         guard !version.isEmpty, !version.hasPrefix("-"), !version.contains(where: \.isNewline) else {
             throw JobError.invalidVersion(version)
         }
         return try store.client.write { db in
             _ = try Self.runnable(store, db, scheme: schemeId)
-            return try store.builds.create(db, scheme: schemeId, version: version)
+            let build = try store.builds.create(db, scheme: schemeId, version: version)
+            if reserved { _ = try store.builds.reserve(db, build.id, for: holder) }
+            return build
         }
     }
 
-    /// Starts a queued build: it runs as soon as a slot is free.
+    /// Starts a queued build: it runs as soon as a slot is free. The build
+    /// is held for this manager first, in one conditional statement: a
+    /// build a runner (or another opsh) holds is refused, saying who.
     @discardableResult
     public func start(_ id: String) throws -> BuildRecord {
         if isHandling(id) { throw JobError.alreadyStarted(id) }
         let build = try get(id)
         guard build.status == .queued else { throw JobError.notQueued(id: id, status: build.status) }
         _ = try store.client.read { db in try Self.runnable(store, db, scheme: build.schemeId) }
+        let held = try store.client.write { db -> BuildLease? in
+            try store.builds.reserve(db, id, for: holder) ? nil : try store.builds.lease(db, id)
+        }
+        if let held {
+            if held.status != .queued { throw JobError.notQueued(id: id, status: held.status) }
+            throw JobError.heldByAnother(id: id, host: held.runnerHost ?? "?", pid: held.runnerPid ?? 0)
+        }
         try condition.withLock {
             guard active[id] == nil, !waiting.contains(id) else { throw JobError.alreadyStarted(id) }
             waiting.append(id)
+            startHeartbeat()
         }
         pump()
         return build
     }
 
-    /// ``create(scheme:version:)`` then ``start(_:)``.
+    /// ``create(scheme:version:reserved:)`` (held for this manager) then
+    /// ``start(_:)``.
     @discardableResult
     public func run(scheme schemeId: String, version: String) throws -> BuildRecord {
-        let build = try create(scheme: schemeId, version: version)
+        let build = try create(scheme: schemeId, version: version, reserved: true)
         try start(build.id)
         return build
     }
@@ -153,16 +193,43 @@ public final class JobManager: @unchecked Sendable {
                 run.cancel()
                 return true
             }
+            if let cancelled = try cancelHeldElsewhere(id) { return cancelled }
             throw JobError.runByAnotherProcess(id: id, host: build.runnerHost ?? "?", pid: build.runnerPid ?? 0)
         case .succeeded, .failed, .cancelled:
             return false
         }
     }
 
-    /// Cancels every build this manager has queued or running.
-    public func cancelAll() {
-        let ids = condition.withLock { waiting + Array(active.keys) }
+    /// Cancels a build another job manager runs and heartbeats (an `opsh
+    /// runner`, another shell): it is recorded `cancelled` here, only while
+    /// that holder still has it, and its holder stops the build's processes
+    /// at its next heartbeat (``beat()``). Nil when nobody heartbeats it
+    /// (a build started before 004_runners): it cannot be told.
+    private func cancelHeldElsewhere(_ id: String) throws -> Bool? {
+        guard let lease = try store.client.read({ db in try store.builds.lease(db, id) }),
+              let holderId = lease.runnerId, lease.heartbeatAt != nil, let interval = lease.heartbeatInterval else { return nil }
+        let now = Date()
+        let note = "cancelled by pid \(runner.pid) on \(runner.host); its runner (pid \(lease.runnerPid ?? 0) on \(lease.runnerHost ?? "?")) stops the build at its next heartbeat (every \(LeaseVerdict.seconds(interval)))"
+        let cancelled = try store.client.write { db -> Bool in
+            guard try store.builds.finish(db, id, status: .cancelled, heldBy: holderId, at: now) else { return false }
+            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: .warning, category: "runner", content: note, createdAt: now)])
+            return true
+        }
+        if cancelled { changed(id) }
+        return cancelled
+    }
+
+    /// Cancels every build this manager has queued or running; `reason`
+    /// goes into each running build's log line.
+    public func cancelAll(reason: String? = nil) {
+        let (ids, runs) = condition.withLock { (waiting, Array(active.values)) }
+        for run in runs { run.cancel(reason: reason) }
         for id in ids { _ = try? cancel(id) }
+    }
+
+    /// How many builds this manager has waiting or running.
+    public var handledCount: Int {
+        condition.withLock { waiting.count + active.count }
     }
 
     /// Deletes a build with its logs, crash logs and workspace. A running
@@ -263,15 +330,15 @@ public final class JobManager: @unchecked Sendable {
     // MARK: - Stale builds
 
     /// Builds left `running` by a runner that is gone (an opsh that
-    /// crashed or was killed): their recorded pid no longer runs, or runs
-    /// a process started at another time. Builds without a recorded runner
-    /// cannot be judged and are not listed.
+    /// crashed or was killed): it missed three heartbeats, or, on this
+    /// host, its recorded pid no longer runs or runs a process started at
+    /// another time (``LeaseVerdict``). Builds without a heartbeat or a
+    /// runner of this host cannot be judged and are not listed.
     public func staleBuilds() throws -> [BuildRecord] {
-        let running = try store.client.read { db in try store.builds.running(db) }
-        return running.filter { build in
-            guard let identity = Self.identity(of: build), !isHandling(build.id) else { return false }
-            return !identity.isAlive
-        }
+        let now = Date()
+        let leases = try store.client.read { db in try store.builds.runningLeases(db) }
+        let stale = leases.filter { !isHandling($0.buildId) && LeaseVerdict(lease: $0, now: now).isStale }
+        return try store.client.read { db in try stale.compactMap { try store.builds.records.get(db, $0.buildId) } }
     }
 
     /// Ends a stale build as `failed`, with a log line saying why. A build
@@ -279,17 +346,15 @@ public final class JobManager: @unchecked Sendable {
     /// runs is refused (cancel it).
     @discardableResult
     public func markStale(_ id: String, reason: String, force: Bool = false) throws -> BuildRecord {
-        let build = try get(id)
-        guard build.status == .running else { throw JobError.notRunning(id: id, status: build.status) }
+        guard let lease = try store.client.read({ db in try store.builds.lease(db, id) }) else { throw JobError.unknownBuild(id) }
+        guard lease.status == .running else { throw JobError.notRunning(id: id, status: lease.status) }
         if isHandling(id) { throw JobError.buildIsRunning(id) }
-        let identity = Self.identity(of: build)
-        if let identity, identity.isAlive, !force {
+        let now = Date()
+        let verdict = LeaseVerdict(lease: lease, now: now)
+        if let identity = verdict.identity, !verdict.isStale, !force {
             throw JobError.runnerAlive(id: id, host: identity.host, pid: identity.pid)
         }
-        let runnerText = identity.map { runner in
-            "runner pid \(runner.pid) on \(runner.host)\(runner.isAlive ? " (still alive)" : " is gone")"
-        } ?? "no runner recorded"
-        let now = Date()
+        let runnerText = verdict.description
         try store.client.write { db in
             guard try store.builds.finish(db, id, status: .failed, at: now) else {
                 throw JobError.notRunning(id: id, status: try store.builds.records.get(db, id)?.status ?? .failed)
@@ -301,11 +366,6 @@ public final class JobManager: @unchecked Sendable {
         let ended = try get(id)
         configuration.onStatusChange?(ended)
         return ended
-    }
-
-    static func identity(of build: BuildRecord) -> RunnerIdentity? {
-        guard let host = build.runnerHost, let pid = build.runnerPid, let started = build.runnerStartedAt else { return nil }
-        return RunnerIdentity(host: host, pid: pid, startedAt: started.timeIntervalSince1970)
     }
 
     // MARK: - For the runs
@@ -344,6 +404,64 @@ public final class JobManager: @unchecked Sendable {
     func changed(_ id: String) {
         guard let onStatusChange = configuration.onStatusChange, let build = try? get(id) else { return }
         onStatusChange(build)
+    }
+
+    /// Says something to the operator (``Configuration/onNotice``, else stderr).
+    func notice(_ message: String) {
+        if let onNotice = configuration.onNotice {
+            onNotice(message)
+        } else {
+            FileHandle.standardError.write(Data("opsh: \(message)\n".utf8))
+        }
+    }
+
+    // MARK: - Heartbeat
+
+    /// Starts the heartbeat thread, once (lock held).
+    private func startHeartbeat() {
+        guard heartbeat == nil else { return }
+        heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { [weak self] in self?.beat() }
+    }
+
+    /// Stops the heartbeat thread (the builds this manager holds then go
+    /// stale after three intervals). For a runner that exits.
+    public func stopHeartbeat() {
+        condition.withLock { heartbeat }?.stop()
+    }
+
+    /// One heartbeat for every build this manager holds; a build it no
+    /// longer holds (taken back after its heartbeat lapsed) is stopped here.
+    private func beat() {
+        let handled = condition.withLock { Set(waiting).union(active.keys) }
+        guard !handled.isEmpty else { return }
+        let held: Set<String>?
+        do {
+            held = try store.client.write { db in try store.builds.heartbeat(db, for: holder) }
+        } catch {
+            notice("cannot record the heartbeat of \(handled.count) build(s) (tried again in \(LeaseVerdict.seconds(configuration.heartbeatInterval))): \(error)")
+            return
+        }
+        guard let held else { return }
+        for id in handled.subtracting(held) {
+            // Ended meanwhile (still ours), or taken back (someone else's, or queued for anyone).
+            guard let lease = try? store.client.read({ db in try store.builds.lease(db, id) }) else { continue }
+            if lease.runnerId == holder.id {
+                // Ended by its own run, or from another opsh (jobs.cancel there) while it runs here: stop it.
+                guard lease.status.isFinished, let run = condition.withLock({ active[id] }), !run.isRecordingEnd else { continue }
+                notice("build \(id) was \(lease.status.rawValue) from another opsh: stopping its run here")
+                run.cancel(reason: "it was \(lease.status.rawValue) from another opsh")
+                continue
+            }
+            let (wasWaiting, run) = condition.withLock { () -> (Bool, BuildRun?) in
+                let wasWaiting = waiting.contains(id)
+                waiting.removeAll { $0 == id }
+                condition.broadcast()
+                return (wasWaiting, active[id])
+            }
+            guard wasWaiting || run != nil else { continue }
+            notice("build \(id) was taken back from this opsh (its heartbeat lapsed); it is \(lease.status.rawValue) now\(run != nil ? ": stopping its run here" : "")")
+            run?.abandon()
+        }
     }
 
     /// A run has ended: free its slot and start the next waiting build.

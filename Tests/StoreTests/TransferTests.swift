@@ -208,7 +208,7 @@ import TextCodec
         ("missing field", { $0.replacingOccurrences(of: "\"versionString\": \"1.1.0\", ", with: "") },
          "builds[3]: missing field 'versionString'"),
         ("unknown field", { $0.replacingOccurrences(of: "\"versionString\": \"1.1.0\"", with: "\"versionString\": \"1.1.0\", \"colour\": 1") },
-         "builds[3]: unknown field 'colour' (columns: id, schemeId, versionString, buildNumber, status, createdAt, startDate, endDate, exitCode, progress, commitHash, runnerHost, runnerPid, runnerStartedAt)"),
+         "builds[3]: unknown field 'colour' (columns: id, schemeId, versionString, buildNumber, status, createdAt, startDate, endDate, exitCode, progress, commitHash, runnerHost, runnerPid, runnerStartedAt, runnerId, heartbeatAt, heartbeatInterval, attempts)"),
         ("wrong type", { $0.replacingOccurrences(of: "\"buildNumber\": 2", with: "\"buildNumber\": \"2\"") },
          "builds[3]: field 'buildNumber': integer expected, got string"),
         ("float for an integer", { $0.replacingOccurrences(of: "\"exitCode\": -9", with: "\"exitCode\": -9.5") },

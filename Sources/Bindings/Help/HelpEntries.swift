@@ -166,8 +166,9 @@ enum HelpEntries {
     ]
 
     static let others: [HelpEntry] = [
-        HelpEntry(module: "jobs", name: "create", signature: "jobs.create{scheme=, version=} → row", summary: "A queued build."),
-        HelpEntry(module: "jobs", name: "start", signature: "jobs.start(id | {scheme=, version=}) → row", summary: "Starts a build (creating it from a scheme and version)."),
+        HelpEntry(module: "jobs", name: "create", signature: "jobs.create{scheme=, version=} → row", summary: "A queued build: this opsh starts it with jobs.start, unless an `opsh runner` claims it first."),
+        HelpEntry(module: "jobs", name: "enqueue", signature: "jobs.enqueue{scheme=, version=} → row", summary: "A queued build for the `opsh runner`s to claim and run (builds.create and jobs.create queue for them too)."),
+        HelpEntry(module: "jobs", name: "start", signature: "jobs.start(id | {scheme=, version=}) → row", summary: "Runs a build in this opsh (creating it from a scheme and version, held so no runner takes it); refused, saying who, for a build a runner claimed."),
         HelpEntry(module: "jobs", name: "cancel", signature: "jobs.cancel(id) → boolean", summary: "Cancels a build; false when it had ended."),
         HelpEntry(module: "jobs", name: "delete", signature: "jobs.delete(id)", summary: "Deletes a build with its logs, crash logs and workspace."),
         HelpEntry(module: "jobs", name: "wait", signature: "jobs.wait(id [, timeout]) → row", summary: "Waits for a build to end; its final row."),
@@ -176,7 +177,7 @@ enum HelpEntries {
         HelpEntry(module: "jobs", name: "list", signature: "jobs.list{status=, scheme=, project=, limit=} → rows", summary: "Builds, newest first."),
         HelpEntry(module: "jobs", name: "logs", signature: "jobs.logs(id [, {tail=, debug=, after=}]) → rows", summary: "A build's log rows, oldest first."),
         HelpEntry(module: "jobs", name: "crashLogs", signature: "jobs.crashLogs(id) → rows", summary: "A build's crash logs."),
-        HelpEntry(module: "jobs", name: "stale", signature: "jobs.stale() → rows", summary: "Running builds whose runner is gone."),
+        HelpEntry(module: "jobs", name: "stale", signature: "jobs.stale() → rows", summary: "Running builds whose runner is gone: three heartbeats missed, or its process gone on this host."),
         HelpEntry(module: "jobs", name: "markStale", signature: "jobs.markStale(id, reason)", summary: "Marks a stale build failed."),
         HelpEntry(module: "jobs", name: "configure", signature: "jobs.configure{concurrency=, grace=, workspaces=}", summary: "Settings of the job manager (before the first build)."),
         HelpEntry(module: "git", name: "versions", signature: "git.versions(pathOrURL) → rows, skipped", summary: "Tags that are semantic versions, oldest first."),

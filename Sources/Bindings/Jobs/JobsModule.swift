@@ -12,6 +12,7 @@ import Store
 /// local h = jobs.follow(b.id, { background = true })  -- returns at once; lines appear at the prompt
 /// local done = jobs.wait(b.id, 600)     -- the final row; raises after 600 s or on Ctrl-C
 /// local q = jobs.create{ scheme = schemeId, version = "main" }; jobs.start(q.id)
+/// jobs.enqueue{ scheme = schemeId, version = "1.4.0" }  -- queued for `opsh runner`s; a build row
 /// jobs.cancel(id)                       -- true, or false when it had ended already
 /// jobs.delete(id)                       -- with its logs, crash logs and workspace
 /// jobs.list{ status = "running", scheme = schemeId, project = "com.example.app", limit = 10 }
@@ -81,6 +82,7 @@ final class JobsModule {
         let module = try JobsModule(session: session)
         session.runtime.register(module: "jobs", [
             "create": { call in try module.create(call) },
+            "enqueue": { call in try module.enqueue(call) },
             "start": { call in try module.start(call) },
             "cancel": { call in try module.cancel(call) },
             "delete": { call in try module.delete(call) },
@@ -119,6 +121,16 @@ final class JobsModule {
     private func create(_ call: LuaCall) throws -> Int32 {
         let (scheme, version) = try Self.spec(call, 1)
         try refuseInTransaction("create")
+        let build = try manager.create(scheme: scheme, version: version)
+        return try pushBuild(build.id, call)
+    }
+
+    /// A queued build for the runners (`opsh runner`): what `create` does,
+    /// under the name that says who runs it. The checks are the same (a
+    /// scheme with a build command, a project with a repository).
+    private func enqueue(_ call: LuaCall) throws -> Int32 {
+        let (scheme, version) = try Self.spec(call, 1)
+        try refuseInTransaction("enqueue")
         let build = try manager.create(scheme: scheme, version: version)
         return try pushBuild(build.id, call)
     }

@@ -48,7 +48,9 @@ final class LogSink: @unchecked Sendable {
         self.buildId = buildId
         self.store = store
         self.limits = limits
-        self.idPrefix = buildId + "-"
+        // One prefix per run: a build taken back and run again (README,
+        // "Build runners") writes lines beside its earlier run's.
+        self.idPrefix = buildId + "-" + UUID().uuidString.prefix(8).lowercased() + "-"
         let thread = Thread { [self] in flushLoop() }
         thread.name = "opsh.job.\(buildId).logs"
         thread.start()

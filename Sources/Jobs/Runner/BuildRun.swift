@@ -18,6 +18,12 @@ final class BuildRun: @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var cancelRequested = false
+    /// Why it was cancelled, for its log line (nil: at the user's request).
+    private var cancelReason: String?
+    /// Its build was taken back from this manager: stop, record nothing.
+    private var abandoned = false
+    /// Its end is being recorded: a finished status in the database is its own.
+    private var recordingEnd = false
     /// The build's process group while it can be signalled (not reaped).
     private var buildGroup: pid_t?
     /// The git process of the checkout, while it runs.
@@ -42,12 +48,22 @@ final class BuildRun: @unchecked Sendable {
 
     /// Stops the build: SIGTERM to its process group now, SIGKILL after
     /// the grace period if it is still there.
-    func cancel() {
+    func cancel(reason: String? = nil) {
         condition.lock()
         defer { condition.unlock() }
         guard !cancelRequested else { return }
         cancelRequested = true
+        cancelReason = reason
         signalForCancel()
+    }
+
+    /// Stops a run whose build this manager no longer holds (another
+    /// runner took it back after this manager's heartbeat lapsed): its
+    /// processes are stopped as by a cancel, and its end is not recorded
+    /// (the build's row belongs to its next run).
+    func abandon() {
+        condition.withLock { abandoned = true }
+        cancel(reason: "this opsh no longer holds the build")
     }
 
     /// Called with the lock held, at cancel or when a process appears
@@ -76,9 +92,14 @@ final class BuildRun: @unchecked Sendable {
 
     private var isCancelled: Bool { condition.withLock { cancelRequested } }
 
+    /// Whether this run is recording its end (its row may say so already).
+    var isRecordingEnd: Bool { condition.withLock { recordingEnd } }
+
     // MARK: - The run
 
     private func run() {
+        // Taken back before it started: the build is someone else's now.
+        if condition.withLock({ abandoned }) { return }
         guard !isCancelled else {
             manager.endQueued(buildId, status: .cancelled, note: "cancelled before it started")
             return
@@ -90,17 +111,14 @@ final class BuildRun: @unchecked Sendable {
             manager.endQueued(buildId, status: .failed, note: "cannot start: \(error)")
             return
         }
-        let runner = manager.runner
         let claimed: Bool
         do {
-            claimed = try store.client.write { db in
-                try store.builds.claim(db, buildId, runnerHost: runner.host, runnerPid: runner.pid,
-                                       runnerStartedAt: Date(timeIntervalSince1970: runner.startedAt))
-            }
+            claimed = try store.client.write { db in try store.builds.claim(db, buildId, for: manager.holder) }
         } catch {
+            manager.notice("cannot start build \(buildId): \(error)")
             return
         }
-        // Cancelled, deleted or taken by another opsh meanwhile.
+        // Cancelled, deleted or taken back meanwhile.
         guard claimed else { return }
         manager.changed(buildId)
 
@@ -246,7 +264,16 @@ final class BuildRun: @unchecked Sendable {
 
     private func finish(_ outcome: Outcome, sink: LogSink, started: Date) {
         let elapsed = String(format: "%.2f s", Date().timeIntervalSince(started))
-        let (cancelled, killed) = condition.withLock { (cancelRequested, cancelledWithKill) }
+        let (cancelled, killed, reason, abandoned) = condition.withLock {
+            recordingEnd = true
+            return (cancelRequested, cancelledWithKill, cancelReason, self.abandoned)
+        }
+        if abandoned {
+            sink.note("stopped here: pid \(manager.runner.pid) on \(manager.runner.host) lost this build (its heartbeat lapsed and it was taken back); this run's end is not recorded",
+                      level: .warning)
+            sink.close()
+            return
+        }
         var status: BuildStatus
         var exitCode: Int?
         var crash: CrashLogRecord?
@@ -263,7 +290,8 @@ final class BuildRun: @unchecked Sendable {
                 let how = killed
                     ? "SIGKILL after the \(configuration.cancelGracePeriod) s grace period"
                     : "SIGTERM"
-                sink.note("build cancelled (\(how)): \(termination) after \(elapsed)", level: .warning)
+                sink.note("build cancelled (\(how)): \(termination) after \(elapsed)\(reason.map { ": \($0)" } ?? "")",
+                          level: .warning)
             } else {
                 switch termination {
                 case .exited(0):
@@ -296,7 +324,8 @@ final class BuildRun: @unchecked Sendable {
             do {
                 try store.client.write { db in
                     if let crash { try store.crashLogs.records.insert(db, crash) }
-                    _ = try store.builds.finish(db, buildId, status: status, exitCode: exitCode, progress: progress)
+                    _ = try store.builds.finish(db, buildId, status: status, exitCode: exitCode, progress: progress,
+                                                heldBy: manager.holder.id)
                 }
                 break
             } catch {

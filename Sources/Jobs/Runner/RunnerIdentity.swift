@@ -48,7 +48,8 @@ public struct RunnerIdentity: Sendable, Hashable {
               let close = stat.lastIndex(of: ")") else { return nil }
         // Fields after "(comm)": state is field 3; starttime is field 22.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 19, let ticks = Double(fields[19]) else { return nil }
+        // A zombie has ended (its parent has not reaped it yet).
+        guard fields.count > 19, fields[0] != "Z", fields[0] != "X", let ticks = Double(fields[19]) else { return nil }
         return bootTime + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 

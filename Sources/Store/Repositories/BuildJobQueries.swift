@@ -5,7 +5,8 @@ import TextCodec
 
 // The queries of the job runner (Sources/Jobs): conditional status changes
 // that stay correct when several opsh processes share the database, the
-// batched log insert, and "log lines after cursor X" for followers.
+// batched log insert, and "log lines after cursor X" for followers. Who
+// holds a build (claims, heartbeats, taking back) is BuildQueueQueries.
 
 /// One line of build output and its cursor: pass the cursor of the last
 /// line seen to ``BuildLogRepository/lines(_:build:after:limit:includeDebug:)``
@@ -120,27 +121,20 @@ extension BuildLogRepository {
 }
 
 extension BuildRepository {
-    /// Moves a build from queued to running for the runner `runner`;
-    /// false when it is no longer queued (cancelled or taken meanwhile).
-    public func claim(_ db: Database, _ id: String, runnerHost: String, runnerPid: Int, runnerStartedAt: Date,
-                      at date: Date = Date()) throws -> Bool {
-        try db.execute(sql: """
-            UPDATE builds SET status = 'running', startDate = ?, endDate = NULL, exitCode = NULL, progress = 0,
-                              runnerHost = ?, runnerPid = ?, runnerStartedAt = ?
-            WHERE id = ? AND status = 'queued'
-            """, arguments: [date.timeIntervalSince1970, runnerHost, runnerPid, runnerStartedAt.timeIntervalSince1970, id])
-        return db.changesCount > 0
-    }
-
     /// Ends a build that is queued or running; false when it had ended
-    /// already (its row is then unchanged).
+    /// already (its row is then unchanged). With `holder`, only while that
+    /// job manager still holds it (BuildQueueQueries): a run whose build
+    /// was taken back from it must not end the build's next run.
     public func finish(_ db: Database, _ id: String, status: BuildStatus, exitCode: Int? = nil,
-                       progress: Double? = nil, at date: Date = Date()) throws -> Bool {
+                       progress: Double? = nil, heldBy holder: String? = nil, at date: Date = Date()) throws -> Bool {
         precondition(status.isFinished, "finish needs a final status")
+        let held = try holder != nil && queueColumnsExist(db) ? " AND runnerId = ?" : ""
+        var arguments: StatementArguments = [status.rawValue, date.timeIntervalSince1970, exitCode, progress, id]
+        if !held.isEmpty { arguments += [holder] }
         try db.execute(sql: """
             UPDATE builds SET status = ?, endDate = ?, exitCode = ?, progress = coalesce(?, progress)
-            WHERE id = ? AND status IN ('queued', 'running')
-            """, arguments: [status.rawValue, date.timeIntervalSince1970, exitCode, progress, id])
+            WHERE id = ? AND status IN ('queued', 'running')\(held)
+            """, arguments: arguments)
         return db.changesCount > 0
     }
 
@@ -153,11 +147,6 @@ extension BuildRepository {
     /// Records the commit a build checked out.
     public func setCommit(_ db: Database, _ id: String, _ commit: String) throws {
         try db.execute(sql: "UPDATE builds SET commitHash = ? WHERE id = ?", arguments: [commit, id])
-    }
-
-    /// The builds whose status is running, oldest first.
-    public func running(_ db: Database) throws -> [BuildRecord] {
-        try BuildRecord.fetchAll(db, sql: "SELECT * FROM builds WHERE status = 'running' ORDER BY startDate, createdAt")
     }
 }
 

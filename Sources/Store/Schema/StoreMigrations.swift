@@ -10,6 +10,7 @@ public enum StoreMigrations {
         Migration001InitialSchema.identifier,
         Migration002Indexes.identifier,
         Migration003Audit.identifier,
+        Migration004Runners.identifier,
     ]
 
     /// A migrator with the built-in migrations registered.
@@ -22,6 +23,7 @@ public enum StoreMigrations {
         migrator.registerMigration(Migration001InitialSchema.identifier, migrate: Migration001InitialSchema.migrate)
         migrator.registerMigration(Migration002Indexes.identifier, migrate: Migration002Indexes.migrate)
         migrator.registerMigration(Migration003Audit.identifier, migrate: Migration003Audit.migrate)
+        migrator.registerMigration(Migration004Runners.identifier, migrate: Migration004Runners.migrate)
         return migrator
     }
 }

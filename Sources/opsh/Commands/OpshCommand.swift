@@ -11,6 +11,7 @@ enum OpshCommand {
             opsh run [options] FILE [ARG…] run a script (FILE - reads stdin)
             opsh migrate [options]         apply the migrations the database lacks
             opsh runs [options] [--overdue] recent runs; scripts that missed their period
+            opsh runner [options]          claim queued builds and run them, until SIGTERM
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -21,7 +22,8 @@ enum OpshCommand {
         subcommands: [("shell (default)", "The interactive shell, or one chunk with -e."),
                       ("run", "Run a Lua script against the database."),
                       ("migrate", "Apply the built-in migrations the database lacks."),
-                      ("runs", "Recent script runs from the audit trail; --overdue for missed ones.")])
+                      ("runs", "Recent script runs from the audit trail; --overdue for missed ones."),
+                      ("runner", "Claim queued builds from the database and run them, until SIGTERM.")])
 
     /// Parses the command line and runs the mode it names; prints help
     /// and exits 0, or throws a ``UsageError``.
@@ -39,6 +41,9 @@ enum OpshCommand {
         case "runs":
             guard let command = try RunsCommand(parsing: words.dropFirst()) else { printHelp(RunsCommand.help) }
             command.run()
+        case "runner":
+            guard let command = try RunnerCommand(parsing: words.dropFirst()) else { printHelp(RunnerCommand.help) }
+            command.run()
         case "help":
             switch words.dropFirst().first {
             case nil: printHelp(help)
@@ -46,7 +51,8 @@ enum OpshCommand {
             case "shell": printHelp(ShellCommand.help)
             case "migrate": printHelp(MigrateCommand.help)
             case "runs": printHelp(RunsCommand.help)
-            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs)", command: help)
+            case "runner": printHelp(RunnerCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner)", command: help)
             }
         case "-h", "--help":
             printHelp(help)
@@ -61,6 +67,10 @@ enum OpshCommand {
             }
             if let runsWords = optionsThen("runs", words) {
                 guard let command = try RunsCommand(parsing: runsWords) else { printHelp(RunsCommand.help) }
+                command.run()
+            }
+            if let runnerWords = optionsThen("runner", words) {
+                guard let command = try RunnerCommand(parsing: runnerWords) else { printHelp(RunnerCommand.help) }
                 command.run()
             }
             guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }

@@ -1,0 +1,185 @@
+import Foundation
+import Store
+
+/// `opsh runner`'s loop: claims queued builds from the shared database
+/// while it has free slots, runs them with a ``JobManager`` (which
+/// heartbeats them), and each heartbeat period takes back the builds whose
+/// holder stopped heartbeating (README, "Build runners"; ARCHITECTURE.md,
+/// "Build runners and the queue").
+///
+/// It polls the queue with a read (no lock) and takes the write lock only
+/// to claim, one short statement per build. ``stopClaiming()`` lets the
+/// running builds finish; ``cancelRunning(reason:)`` cancels them; ``run()``
+/// returns once it stopped claiming and its builds ended.
+public final class QueueRunner: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// How many builds run at once.
+        public var concurrency = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        /// How often this runner's builds get a heartbeat and stale builds
+        /// are looked for; a build is stale after three missed heartbeats.
+        public var heartbeatInterval: TimeInterval = 10
+        /// Only builds of these schemes (ids or names); nil: every scheme.
+        public var schemes: [String]?
+        /// How many times a build is started before a take-back marks it
+        /// failed instead of requeueing it.
+        public var maxAttempts = 3
+        /// Everything else about running builds (workspaces, grace, shell).
+        public var jobs = JobManager.Configuration()
+
+        /// How long an idle runner waits before looking at the queue again.
+        public var idlePoll: TimeInterval { min(1, heartbeatInterval / 2) }
+
+        public init() {}
+    }
+
+    /// What a runner reports, one line each (its log on stderr).
+    public enum Event: Sendable {
+        /// A build and its scheme (`com.example.app Release`).
+        case claimed(BuildRecord, scheme: String)
+        case finished(BuildRecord, scheme: String)
+        case tookBack(buildId: String, note: String, failed: Bool)
+        /// What the job manager tells the operator (a build stopped here
+        /// because it was cancelled elsewhere or taken back).
+        case notice(String)
+        /// Something failed (the database locked past its busy timeout);
+        /// the runner goes on and tries again.
+        case problem(String)
+    }
+
+    public let store: Store
+    public let configuration: Configuration
+    public let manager: JobManager
+    private let report: @Sendable (Event) -> Void
+
+    private let condition = NSCondition()
+    // Guarded by `condition`:
+    private var claiming = true
+
+    public init(store: Store, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
+        self.store = store
+        self.configuration = configuration
+        self.report = report
+        var jobs = configuration.jobs
+        jobs.maxConcurrentJobs = configuration.concurrency
+        jobs.heartbeatInterval = configuration.heartbeatInterval
+        let condition = self.condition
+        let previous = jobs.onStatusChange
+        jobs.onStatusChange = { build in
+            previous?(build)
+            guard build.status.isFinished else { return }
+            report(.finished(build, scheme: Self.describeScheme(store, build.schemeId)))
+            // Its slot frees as its run returns: the loop looks again now, and
+            // at the latest one idle poll later.
+            condition.withLock { condition.broadcast() }
+        }
+        jobs.onNotice = { report(.notice($0)) }
+        manager = JobManager(store: store, configuration: jobs)
+    }
+
+    /// Claims and runs builds until ``stopClaiming()`` and the builds it
+    /// runs have ended. Problems with the database (locked past the busy
+    /// timeout, a full disk) are reported and tried again next period: a
+    /// runner outlives a busy backend.
+    public func run() {
+        var nextSweep = Date()
+        while true {
+            let stillClaiming = condition.withLock { claiming }
+            if Date() >= nextSweep {
+                takeBackStaleBuilds()
+                nextSweep = Date().addingTimeInterval(configuration.heartbeatInterval)
+            }
+            if stillClaiming {
+                claimWhileSlotsAreFree()
+            } else if manager.handledCount == 0 {
+                manager.stopHeartbeat()
+                return
+            }
+            condition.withLock {
+                let wake = min(nextSweep, Date().addingTimeInterval(configuration.idlePoll))
+                if claiming == stillClaiming { _ = condition.wait(until: wake) }
+            }
+        }
+    }
+
+    /// Claims no more builds; ``run()`` returns when the running ones end.
+    public func stopClaiming() {
+        condition.withLock {
+            claiming = false
+            condition.broadcast()
+        }
+    }
+
+    /// Stops claiming and cancels the running builds (`reason` in their log).
+    public func cancelRunning(reason: String) {
+        stopClaiming()
+        manager.cancelAll(reason: reason)
+    }
+
+    // MARK: - Claiming
+
+    private func claimWhileSlotsAreFree() {
+        while condition.withLock({ claiming }), manager.handledCount < configuration.concurrency {
+            let build: BuildRecord?
+            do {
+                let schemes = configuration.schemes
+                // A read first: an idle runner never takes the write lock.
+                guard try store.client.read({ db in try store.builds.hasClaimable(db, schemes: schemes) }) else { return }
+                build = try store.client.write { db in try store.builds.reserveNext(db, for: manager.holder, schemes: schemes) }
+            } catch {
+                report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(error)"))
+                return
+            }
+            guard let build else { return }
+            report(.claimed(build, scheme: Self.describeScheme(store, build.schemeId)))
+            do {
+                try manager.start(build.id)
+            } catch {
+                // It cannot run (its scheme lost its command, its project its
+                // repository): ended here rather than claimed again forever.
+                manager.endQueued(build.id, status: .failed, note: "cannot start: \(error)")
+                report(.problem("build \(build.id) cannot start and is marked failed: \(error)"))
+            }
+        }
+    }
+
+    /// `com.example.app Release`, for the log; the id when it cannot be read.
+    static func describeScheme(_ store: Store, _ id: String) -> String {
+        let scheme = try? store.client.read { db in try store.schemes.records.get(db, id) }
+        return scheme.map { "\($0.projectBundleIdentifier) \($0.name)" } ?? "scheme \(id)"
+    }
+
+    // MARK: - Taking back
+
+    /// Every running build whose holder missed three heartbeats is
+    /// requeued, or marked failed once it has used its attempts, with a log
+    /// line saying which and why. Judged by the heartbeat alone, never by a
+    /// pid (LeaseVerdict says why).
+    private func takeBackStaleBuilds() {
+        let now = Date()
+        let leases: [BuildLease]
+        do {
+            leases = try store.client.read { db in try store.builds.expiredLeases(db, at: now) }
+        } catch {
+            report(.problem("cannot look for stale builds: \(error)"))
+            return
+        }
+        for lease in leases where !manager.isHandling(lease.buildId) {
+            let verdict = LeaseVerdict(lease: lease, now: now)
+            let me = "runner pid \(manager.runner.pid) on \(manager.runner.host)"
+            let action: BuildTakeBack = lease.attempts >= configuration.maxAttempts ? .fail : .requeue
+            let note: String
+            switch action {
+            case .requeue:
+                note = "taken back from \(verdict.description); requeued by \(me) (attempt \(lease.attempts) of \(configuration.maxAttempts) was lost: the build did not fail, its runner stopped)"
+            case .fail:
+                note = "taken back from \(verdict.description); marked failed by \(me): it was started \(lease.attempts) time(s) and its runner stopped each time (at most \(configuration.maxAttempts) attempts), so the build itself may be what stops its runners"
+            }
+            do {
+                let took = try store.client.write { db in try store.builds.takeBack(db, lease, action, note: note, at: now) }
+                if took { report(.tookBack(buildId: lease.buildId, note: note, failed: action == .fail)) }
+            } catch {
+                report(.problem("cannot take back build \(lease.buildId): \(error)"))
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import GRDB
+
+/// "004_runners": what the build runners sharing one queue need on
+/// `builds` (README, "Build runners"; ARCHITECTURE.md, "Build runners and
+/// the queue").
+///
+/// - `runnerId`: the job manager that holds the build (one per `opsh
+///   runner`, one per shell or script that starts builds), beside the
+///   existing host, pid and start time that say which process it is.
+/// - `heartbeatAt`, `heartbeatInterval`: the holder refreshes
+///   `heartbeatAt` every `heartbeatInterval` seconds; a build whose
+///   heartbeat is older than three of its own intervals is stale on every
+///   machine (a pid means nothing on another host).
+/// - `attempts`: how many times a build was started; a runner requeues a
+///   stale build until it has used its attempts, then marks it failed.
+///
+/// The index serves the claim: the oldest queued build, in order.
+enum Migration004Runners {
+    static let identifier = "004_runners"
+
+    static func migrate(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE builds ADD COLUMN runnerId TEXT;
+            ALTER TABLE builds ADD COLUMN heartbeatAt REAL;
+            ALTER TABLE builds ADD COLUMN heartbeatInterval REAL CHECK (heartbeatInterval > 0);
+            ALTER TABLE builds ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0);
+            -- the claim: the oldest queued build
+            CREATE INDEX builds_on_status_created ON builds(status, createdAt, buildNumber);
+            -- a holder's heartbeat: the builds it holds
+            CREATE INDEX builds_on_runner ON builds(runnerId);
+            """)
+    }
+}

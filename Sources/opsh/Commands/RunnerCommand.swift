@@ -1,0 +1,92 @@
+/// `opsh runner`: a long-running process (for systemd or a container) that
+/// claims queued builds from the shared database and runs them (README,
+/// "Build runners").
+struct RunnerCommand {
+    static let concurrencyOption = OptionSpec(long: "concurrency", valueName: "n",
+                                              help: "How many builds this runner runs at once (default: the number of cores).")
+    static let heartbeatOption = OptionSpec(long: "heartbeat", valueName: "seconds",
+                                            help: "How often this runner records a heartbeat for its builds and looks for stale ones; another runner takes a build back after three missed heartbeats.",
+                                            defaultValue: "10")
+    static let schemeOption = OptionSpec(long: "scheme", valueName: "id-or-name",
+                                         help: "Run only builds of this scheme, given by id or by name (a name matches that scheme in every project); repeat for several. Default: every scheme.")
+    static let maxAttemptsOption = OptionSpec(long: "max-attempts", valueName: "n",
+                                              help: "How many times a build whose runner stopped is started before it is marked failed instead of requeued.",
+                                              defaultValue: "3")
+
+    static let help = CommandHelp(
+        name: "opsh runner",
+        abstract: "Claim queued builds from the database and run them, until SIGTERM.",
+        usage: "opsh runner [<options>] [--concurrency <n>] [--heartbeat <seconds>] [--scheme <id-or-name> …]",
+        discussion: """
+            Runs as jobs.start does (a fresh checkout under workspaces/ next
+            to the database, the scheme's command with /bin/sh -c, the log
+            into buildLogs), for every queued build nobody holds: those
+            queued by jobs.enqueue, jobs.create, builds.create or the backend.
+            Several runners, on one machine or several, share the queue; each
+            build is claimed by one of them in one short transaction.
+
+            Each running build records its runner (host, pid, start time) and
+            a heartbeat. A build whose runner missed three heartbeats is taken
+            back by another runner: requeued with a log line naming the lost
+            runner, or marked failed once it was started --max-attempts times.
+
+            One line per claim, finished build and take-back goes to stderr
+            (--quiet: only take-backs, builds it stopped and problems).
+
+            SIGTERM (or SIGHUP): claim no more builds, let the running ones
+            finish, then exit 0. A second SIGTERM, or SIGINT, cancels them
+            (status cancelled, with a log line) and exits 143 (130 for SIGINT).
+            Exit status 2: a bad option or an unknown --scheme; 3: the
+            database is unavailable or lacks migration 004_runners.
+            """,
+        options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
+            + [concurrencyOption, heartbeatOption, schemeOption, maxAttemptsOption])
+
+    var options = CommonOptions()
+    var concurrency: Int?
+    var heartbeat: Double = 10
+    var schemes: [String] = []
+    var maxAttempts = 3
+
+    /// Parses the words after `opsh runner`; nil for `--help`.
+    init?(parsing words: ArraySlice<String>) throws {
+        var scanner = ArgumentScanner(words, options: Self.help.options, command: Self.help)
+        while let item = try scanner.next() {
+            switch item {
+            case .help:
+                return nil
+            case let .option(spec, value):
+                let value = value ?? ""
+                switch spec.name {
+                case Self.concurrencyOption.name:
+                    guard let count = Int(value), count > 0 else {
+                        throw UsageError("'\(value)' is not a positive whole number for '--concurrency'", command: Self.help)
+                    }
+                    concurrency = count
+                case Self.heartbeatOption.name:
+                    guard let seconds = Double(value), seconds.isFinite, seconds >= 0.05 else {
+                        throw UsageError("'\(value)' is not a number of seconds (0.05 or more) for '--heartbeat'", command: Self.help)
+                    }
+                    heartbeat = seconds
+                case Self.schemeOption.name:
+                    guard !value.isEmpty else { throw UsageError("--scheme needs a scheme id or name; it was given an empty one", command: Self.help) }
+                    schemes.append(value)
+                case Self.maxAttemptsOption.name:
+                    guard let count = Int(value), count > 0 else {
+                        throw UsageError("'\(value)' is not a positive whole number for '--max-attempts'", command: Self.help)
+                    }
+                    maxAttempts = count
+                default:
+                    _ = try options.apply(spec, value: value, command: Self.help)
+                }
+            case let .operand(word):
+                throw UsageError("unexpected argument '\(word)'", command: Self.help)
+            }
+        }
+        try options.validate(command: Self.help)
+    }
+
+    func run() -> Never {
+        RunnerMode(command: self).run()
+    }
+}

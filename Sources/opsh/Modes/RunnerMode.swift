@@ -1,0 +1,156 @@
+import Foundation
+import GRDB
+import Jobs
+import Shell
+import Store
+
+/// `opsh runner`: opens the database, checks it can hold a queue
+/// (migration 004_runners) and that each `--scheme` names a scheme, then
+/// runs a ``QueueRunner`` until SIGTERM, logging one line per claim,
+/// finished build and take-back on stderr.
+struct RunnerMode {
+    let command: RunnerCommand
+
+    func run() -> Never {
+        let options = command.options
+        let launch = Launch(options: options)
+        let store: Store
+        do {
+            var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
+            // A runner on a database nobody made would wait for nothing.
+            storeOptions.createIfMissing = false
+            store = try Store.prepare(path: options.db, options: storeOptions)
+            try store.connect()
+            guard try store.client.read({ db in try store.builds.queueColumnsExist(db) }) else {
+                launch.fail(.databaseUnavailable, "this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
+            }
+            for scheme in command.schemes {
+                let known = try store.client.read { db in
+                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM schemes WHERE id = ?1 OR name = ?1)", arguments: [scheme]) ?? false
+                }
+                guard known else {
+                    throw UsageError("--scheme '\(scheme)': no scheme has that id or name", command: RunnerCommand.help)
+                }
+            }
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            exit(ExitStatus.usage.rawValue)
+        } catch {
+            launch.fail(.databaseUnavailable, "\(error)")
+        }
+
+        var configuration = QueueRunner.Configuration()
+        if let concurrency = command.concurrency { configuration.concurrency = concurrency }
+        configuration.heartbeatInterval = command.heartbeat
+        configuration.schemes = command.schemes.isEmpty ? nil : command.schemes
+        configuration.maxAttempts = command.maxAttempts
+        if let path = store.path {
+            // An absolute folder: a database named `--db ./x.sqlite` must not
+            // put builds in a path relative to wherever they run.
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("workspaces")
+            configuration.jobs.workspaceRoot = folder.standardizedFileURL.path
+        }
+        let log = RunnerLog(quiet: options.quiet)
+        let runner = QueueRunner(store: store, configuration: configuration) { log.write($0) }
+        let identity = runner.manager.runner
+        log.progress("started: pid \(identity.pid) on \(identity.host), database \(store.path ?? "?"), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
+
+        let stop = RunnerStop()
+        RunnerSignals.install { signal in
+            switch stop.received(signal) {
+            case .finishRunning:
+                log.progress("\(RunnerStop.name(signal)): claiming no more builds; waiting for \(runner.manager.handledCount) running build(s) to finish (a second SIGTERM, or SIGINT, cancels them)")
+                runner.stopClaiming()
+            case .cancelRunning:
+                log.progress("\(RunnerStop.name(signal)): cancelling \(runner.manager.handledCount) running build(s)")
+                runner.cancelRunning(reason: "opsh runner pid \(identity.pid) on \(identity.host) was stopped (\(RunnerStop.name(signal)))")
+            case .nothingMore:
+                break
+            }
+        }
+        runner.run()
+        _ = try? store.checkpoint(.passive)
+        let status = stop.exitStatus
+        log.progress("stopped (exit status \(status.rawValue))")
+        exit(status.rawValue)
+    }
+}
+
+/// What each signal does to a runner: the first SIGTERM (or SIGHUP) lets
+/// running builds finish; a second, or SIGINT, cancels them.
+final class RunnerStop: @unchecked Sendable {
+    enum Action { case finishRunning, cancelRunning, nothingMore }
+
+    private let lock = NSLock()
+    private var signals: [Int32] = []
+
+    func received(_ signal: Int32) -> Action {
+        lock.withLock {
+            signals.append(signal)
+            let cancels = signal == SIGINT || signals.count == 2
+            if cancels { return .cancelRunning }
+            return signals.count == 1 ? .finishRunning : .nothingMore
+        }
+    }
+
+    /// 0 after a stop that let the builds finish; 143 (130 for SIGINT,
+    /// 129 for SIGHUP) after one that cancelled them.
+    var exitStatus: ExitStatus {
+        lock.withLock {
+            guard signals.count >= 2 || signals.contains(SIGINT) else { return .success }
+            switch signals.last {
+            case SIGINT: return .interrupted
+            case SIGHUP: return .hangup
+            default: return .terminated
+            }
+        }
+    }
+
+    static func name(_ signal: Int32) -> String {
+        switch signal {
+        case SIGINT: return "SIGINT"
+        case SIGHUP: return "SIGHUP"
+        default: return "SIGTERM"
+        }
+    }
+}
+
+/// The runner's log on stderr: one line per event, with the UTC time, so
+/// that systemd's journal, a container's log and a file all read alike.
+struct RunnerLog: Sendable {
+    let quiet: Bool
+
+    func write(_ event: QueueRunner.Event) {
+        switch event {
+        case let .claimed(build, scheme):
+            if !quiet { line("claimed build \(build.id) (\(scheme) #\(build.buildNumber), version \(build.versionString))") }
+        case let .finished(build, scheme):
+            guard !quiet else { return }
+            let took = zip(build.startDate, build.endDate).map { String(format: " in %.1f s", $1.timeIntervalSince($0)) } ?? ""
+            let code = build.exitCode.map { " (exit code \($0))" } ?? ""
+            line("build \(build.id) (\(scheme) #\(build.buildNumber)) \(build.status.rawValue)\(code)\(took)")
+        case let .tookBack(id, note, failed):
+            line("build \(id) \(failed ? "marked failed" : "requeued"): \(note)")
+        case let .notice(message):
+            line(message)
+        case let .problem(message):
+            line("problem: \(message)")
+        }
+    }
+
+    /// A line about the runner itself (started, stopping, stopped): not
+    /// with --quiet, which keeps take-backs, notices and problems.
+    func progress(_ text: String) {
+        if !quiet { line(text) }
+    }
+
+    func line(_ text: String) {
+        let formatter = ISO8601DateFormatter()
+        Terminal.write("\(formatter.string(from: Date())) opsh runner: \(text)\n", to: 2)
+    }
+}
+
+private func zip(_ first: Date?, _ second: Date?) -> (Date, Date)? {
+    guard let first, let second else { return nil }
+    return (first, second)
+}
