@@ -103,9 +103,34 @@ public final class JobManager: @unchecked Sendable {
         heartbeat?.stop()
     }
 
-    /// Where the workspace of a build is.
+    /// Where the workspace of a build's first run is.
     public func workspacePath(_ id: String) -> String {
         workspaceRoot + "/" + id
+    }
+
+    /// Where a run of build `id` checks out: ``workspacePath(_:)`` for its
+    /// first run; for a later one (a runner took the build back after its
+    /// runner stopped) the first of `<id>.attempt-2`, `-3`, … that does not
+    /// exist. A runner killed with SIGKILL cannot stop its build's
+    /// processes, and they may still write in the folder of that attempt:
+    /// the new checkout must not share it.
+    func freshWorkspacePath(_ id: String) -> String {
+        let first = workspacePath(id)
+        guard FileManager.default.fileExists(atPath: first) else { return first }
+        var attempt = 2
+        while FileManager.default.fileExists(atPath: "\(first).attempt-\(attempt)") { attempt += 1 }
+        return "\(first).attempt-\(attempt)"
+    }
+
+    /// The workspaces of every run of build `id` that exist.
+    public func workspacePaths(_ id: String) -> [String] {
+        let first = workspacePath(id)
+        let prefix = id + ".attempt-"
+        let later = ((try? FileManager.default.contentsOfDirectory(atPath: workspaceRoot)) ?? [])
+            .filter { $0.hasPrefix(prefix) && Int($0.dropFirst(prefix.count)) != nil }
+            .sorted { Int($0.dropFirst(prefix.count))! < Int($1.dropFirst(prefix.count))! }
+            .map { workspaceRoot + "/" + $0 }
+        return (FileManager.default.fileExists(atPath: first) ? [first] : []) + later
     }
 
     // MARK: - Life of a build
@@ -242,7 +267,7 @@ public final class JobManager: @unchecked Sendable {
         let build = try get(id)
         if build.status == .running { throw JobError.buildIsRunning(id) }
         try store.client.write { db in _ = try store.builds.delete(db, id) }
-        try configuration.git.removeWorkspace(workspacePath(id))
+        for workspace in workspacePaths(id) { try configuration.git.removeWorkspace(workspace) }
     }
 
     /// Blocks until the build has ended and returns its final row.

@@ -111,7 +111,7 @@ final class RunnerSandbox: @unchecked Sendable {
         let attempts = fixture.root + "/attempts.txt"
         // The first attempt sleeps (its pid, which leads its process group, is recorded); a second ends at once.
         let scheme = try fixture.scheme("Long", """
-            echo "$$" >> '\(attempts)'
+            echo "$$ $PWD" >> '\(attempts)'
             if [ "$(wc -l < '\(attempts)')" -eq 1 ]; then echo started; exec sleep 50; fi
             echo second attempt
             """)
@@ -134,7 +134,8 @@ final class RunnerSandbox: @unchecked Sendable {
         let tookBackIn = Date().timeIntervalSince(killedAt)
         #expect(tookBack, "no runner took the build back")
         // The killed runner's build command is still there (a SIGKILL cannot stop it): end it.
-        if let first = (try? String(contentsOfFile: attempts, encoding: .utf8))?.split(separator: "\n").first, let pid = pid_t(first) {
+        if let first = (try? String(contentsOfFile: attempts, encoding: .utf8))?.split(separator: "\n").first,
+           let pid = first.split(separator: " ").first.flatMap({ pid_t($0) }) {
             kill(-pid, SIGKILL)
         }
         return (fixture, build, killed, taker, tookBackIn)
@@ -162,6 +163,11 @@ final class RunnerSandbox: @unchecked Sendable {
         #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(build)'") == "\(taker.pid)|2")
         let log = try fixture.sql("SELECT level || ' ' || content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt, rowid")
         #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'second attempt'") == "1", "\(log)\n\(takerResult.stderr)")
+        // The second attempt checked out into a folder of its own: the
+        // killed runner's processes may still write in the first.
+        let folders = try String(contentsOfFile: fixture.root + "/attempts.txt", encoding: .utf8)
+            .split(separator: "\n").map { $0.split(separator: " ", maxSplits: 1).last.map(String.init) ?? "" }
+        #expect(folders.count == 2 && folders[0].hasSuffix("/\(build)") && folders[1] == folders[0] + ".attempt-2", "\(folders)")
     }
 
     @Test func aBuildThatUsedItsAttemptsIsMarkedFailedSayingWhy() throws {

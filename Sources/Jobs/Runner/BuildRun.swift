@@ -31,6 +31,10 @@ final class BuildRun: @unchecked Sendable {
     private var readersRunning = 0
     private var abandonReaders = false
     private var cancelledWithKill = false
+    /// Where this run checked out (a later attempt of a build checks out
+    /// into a folder of its own: JobManager.freshWorkspacePath). The run's
+    /// thread only.
+    private var workspace: String?
 
     init(buildId: String, manager: JobManager) {
         self.buildId = buildId
@@ -139,7 +143,8 @@ final class BuildRun: @unchecked Sendable {
 
     private func execute(_ plan: JobManager.Plan, sink: LogSink) -> Outcome {
         // Checkout.
-        let workspace = manager.workspacePath(buildId)
+        let workspace = manager.freshWorkspacePath(buildId)
+        self.workspace = workspace
         sink.note("checking out '\(plan.build.versionString)' of \(plan.repository) into \(workspace)")
         let checkout: Workspace
         do {
@@ -336,7 +341,7 @@ final class BuildRun: @unchecked Sendable {
             }
         }
         if configuration.removeWorkspaceWhenDone {
-            try? configuration.git.removeWorkspace(manager.workspacePath(buildId))
+            if let workspace { try? configuration.git.removeWorkspace(workspace) }
         }
         manager.changed(buildId)
     }
