@@ -1,0 +1,52 @@
+import Foundation
+
+/// A real PostgreSQL server for the tests: one throwaway cluster per test
+/// process, made by `scripts/pg-server start` in a temporary folder the
+/// first time a test asks for it (a Unix socket there, no TCP), and
+/// stopped and removed when the process exits. `scripts/setup` installs
+/// the server, so `./scripts/test` (and CI) runs these tests everywhere.
+public final class PostgresServer: Sendable {
+    /// The folder that holds the cluster and its socket.
+    public let directory: String
+    /// `postgresql://ROLE@/opsh?host=DIR`.
+    public let url: String
+    let psql: String
+
+    /// The server of this test process, started at first use.
+    public static func shared() throws -> PostgresServer {
+        try started.get()
+    }
+
+    private static let started: Result<PostgresServer, any Error> = Result { try PostgresServer() }
+
+    static let script: String = {
+        // Tests/TestSupport/PostgresServer.swift → the repository's scripts/.
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/pg-server").path
+    }()
+
+    private init() throws {
+        // Short: a socket's path has at most 107 bytes.
+        let folder = "/tmp/opsh-pg-\(getpid())"
+        directory = folder
+        url = try sh("'\(Self.script)' start '\(folder)'")
+            .split(separator: "\n").last.map(String.init) ?? ""
+        guard url.hasPrefix("postgresql://") else { throw ShellError(script: "scripts/pg-server start", output: url) }
+        let found = try sh("ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1")
+        psql = found.isEmpty ? "psql" : found
+        atexit {
+            _ = try? sh("'\(PostgresServer.script)' stop '/tmp/opsh-pg-\(getpid())'")
+        }
+    }
+
+    /// Runs SQL through `psql` (another process, a real client) in database
+    /// `opsh`, stopping at the first error: its output, unaligned, tuples
+    /// only, fields separated by `|`. Throws with psql's message.
+    @discardableResult
+    public func sql(_ text: String) throws -> String {
+        let result = try ChildProcess.start(psql, ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", text],
+                                            environment: ProcessInfo.processInfo.environment).finish()
+        guard result.status == 0 else { throw ShellError(script: "psql -c \(text)", output: result.stderr) }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
