@@ -402,7 +402,7 @@ final class JobsModule {
         case .rows: .rows
         case .ids: .column
         }
-        return try session.repositoryStatements.run(statement.sql, statement.arguments, shape: shape, call: call)
+        return try session.repositoryStatements.run(statement.sql, statement.values, shape: shape, call: call)
     }
 
     /// Refuses an id without a build.

@@ -31,7 +31,7 @@ struct QueryPlanRunner {
         case .rows: .rows
         case .ids: .column
         }
-        return try statements.run(statement.sql, statement.arguments, shape: shape, call: call)
+        return try statements.run(statement.sql, statement.values, shape: shape, call: call)
     }
 
     /// Runs `plan` and keeps its value in the registry: the slot (Self.nilSlot for nil).

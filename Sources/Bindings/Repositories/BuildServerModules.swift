@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 
@@ -26,67 +25,60 @@ enum BuildServerModules {
 
         // projects
         var projects = RecordTableFunctions(context: context, records: store.projects.records)
-        projects.derive = { fields in
+        projects.table.derive = { fields in
             if fields["displayName"] == nil, let name = fields["name"] { fields["displayName"] = name }
         }
         var projectFunctions = projects.standard
         projectFunctions["delete"] = { [projects] call in
             try projects.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.projects.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
+                try store.projects.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         runtime.register(module: "projects", projectFunctions)
 
         // schemes
         var schemes = RecordTableFunctions(context: context, records: store.schemes.records)
-        schemes.generatedKey = true
+        schemes.table.generatedKey = true
         var schemeFunctions = schemes.standard
         schemeFunctions["list"] = { [schemes] call in
             guard lua_type(call.state, 1) == LUA_TSTRING else { return try schemes.list(call) }
             let project = try call.string(1)
-            let (found, columns) = try context.read("schemes") { db in
-                (try store.schemes.list(db, project: project), try schemes.spec(db).names)
-            }
-            return try schemes.pushRows(found, columns: columns, call: call)
+            return try schemes.pushRecords({ db in try store.schemes.list(db, project: project) }, call: call)
         }
         schemeFunctions["delete"] = { [schemes] call in
             try schemes.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.schemes.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
+                try store.schemes.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         runtime.register(module: "schemes", schemeFunctions)
 
         // builds
         var builds = RecordTableFunctions(context: context, records: store.builds.records)
-        builds.generatedKey = true
+        builds.table.generatedKey = true
         var buildFunctions = builds.standard
         buildFunctions["create"] = { [builds] call in
             let scheme = try call.string(1)
             let version = try call.string(2)
-            let (record, columns) = try context.write("builds") { db in
-                (try store.builds.create(db, scheme: scheme, version: version), try builds.spec(db).names)
-            }
-            return try builds.pushRow(record, columns: columns, call: call)
+            let build = try context.write("builds") { db in try store.builds.create(db, scheme: scheme, version: version) }
+            return try builds.pushRow(key: .text(build.id), call: call)
         }
         buildFunctions["latest"] = { [builds] call in
             let project = try call.string(1)
             let limit = try call.optionalInteger(2) ?? 10
             guard limit >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(limit)") }
-            let (found, columns) = try context.read("builds") { db in
-                (try store.builds.latest(db, project: project, limit: Int(clamping: limit)), try builds.spec(db).names)
-            }
-            return try builds.pushRows(found, columns: columns, call: call)
+            return try builds.pushRecords({ db in try store.builds.latest(db, project: project, limit: Int(clamping: limit)) },
+                                          call: call)
         }
         buildFunctions["delete"] = { [builds] call in
             try builds.delete(call, options: []) { db, key, _ in
-                try store.builds.delete(db, String.fromDatabaseValue(key) ?? "")
+                try store.builds.delete(db, key.textValue ?? "")
             }
         }
         runtime.register(module: "builds", buildFunctions)
 
         // logs
         var logs = RecordTableFunctions(context: context, records: store.buildLogs.records)
-        logs.generatedKey = true
+        logs.table.generatedKey = true
         var logFunctions = logs.standard
         logFunctions["tail"] = { [logs] call in
             let build = try call.string(1)
@@ -94,17 +86,15 @@ enum BuildServerModules {
             guard count >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(count)") }
             let flags = try context.reader(call).flags(argument: 3, allowed: ["debug"])
             let includeDebug = flags["debug"] ?? true
-            let (found, columns) = try context.read("buildLogs") { db in
-                (try store.buildLogs.tail(db, build: build, count: Int(clamping: count), includeDebug: includeDebug),
-                 try logs.spec(db).names)
-            }
-            return try logs.pushRows(found, columns: columns, call: call)
+            return try logs.pushRecords({ db in
+                try store.buildLogs.tail(db, build: build, count: Int(clamping: count), includeDebug: includeDebug)
+            }, call: call)
         }
         runtime.register(module: "logs", logFunctions)
 
         // crashes
         var crashes = RecordTableFunctions(context: context, records: store.crashLogs.records)
-        crashes.generatedKey = true
+        crashes.table.generatedKey = true
         runtime.register(module: "crashes", crashes.standard)
     }
 }

@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 import TextCodec
@@ -111,15 +110,16 @@ enum ConfigModule {
                 throw StoreError.unknownColumn(table: "configuration", column: name, known: spec.names + nested)
             }
             let fields = try reader.fields(argument: 1, spec: spec, skipping: Set(nested))
-            var changes = ConfigurationChanges(id: fields["id"].flatMap(String.fromDatabaseValue) ?? "default", row: fields)
-            changes.routingPolicies = try policies(reader: reader, call: call, spec: try TableSpec.load(
-                db, table: "routing_policies", primaryKey: "id", jsonColumns: ["conditions"]))
-            changes.analytics = try nestedFields("analytics", spec: try TableSpec.load(
-                db, table: "analytics_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["enabled"]),
-                reader: reader, call: call)
-            changes.storage = try nestedFields("storage", spec: try TableSpec.load(
-                db, table: "storage_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["auto_cleanup"]),
-                reader: reader, call: call)
+            let changes = ConfigurationChanges(
+                id: fields["id"]?.textValue ?? "default", fields: fields,
+                routingPolicies: try policies(reader: reader, call: call, spec: try TableSpec.load(
+                    db, table: "routing_policies", primaryKey: "id", jsonColumns: ["conditions"])),
+                analytics: try nestedFields("analytics", spec: try TableSpec.load(
+                    db, table: "analytics_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["enabled"]),
+                    reader: reader, call: call),
+                storage: try nestedFields("storage", spec: try TableSpec.load(
+                    db, table: "storage_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["auto_cleanup"]),
+                    reader: reader, call: call))
             do {
                 return try repository.merge(db, changes)
             } catch let error as ConfigurationMergeError {
@@ -132,7 +132,7 @@ enum ConfigModule {
 
     /// The `routing_policies` list of the argument (each policy's fields),
     /// nil when absent.
-    private static func policies(reader: LuaRowReader, call: LuaCall, spec: TableSpec) throws -> [[String: DatabaseValue]]? {
+    private static func policies(reader: LuaRowReader, call: LuaCall, spec: TableSpec) throws -> [[String: StoreValue]]? {
         let state = call.state
         reader.pushField("routing_policies", of: 1)
         defer { opsh_pop(state, 1) }
@@ -141,7 +141,7 @@ enum ConfigModule {
         guard lua_type(state, policiesIndex) == LUA_TTABLE else {
             throw call.argumentError(1, "field 'routing_policies': table expected, got \(LuaStack(state).typeName(at: policiesIndex))")
         }
-        var policies: [[String: DatabaseValue]] = []
+        var policies: [[String: StoreValue]] = []
         for position in 0..<Int64(lua_rawlen(state, policiesIndex)) {
             lua_rawgeti(state, policiesIndex, position + 1)
             defer { opsh_pop(state, 1) }
@@ -156,7 +156,7 @@ enum ConfigModule {
 
     /// The fields of `analytics` / `storage` in the argument, nil when absent.
     private static func nestedFields(_ name: String, spec: TableSpec, reader: LuaRowReader,
-                                     call: LuaCall) throws -> [String: DatabaseValue]? {
+                                     call: LuaCall) throws -> [String: StoreValue]? {
         let state = call.state
         reader.pushField(name, of: 1)
         defer { opsh_pop(state, 1) }

@@ -1,9 +1,9 @@
 import CLuaShim
 import CSQLBridge
 import Foundation
-import GRDB
 import GRDBSQLite
 import LuaRuntime
+import Store
 
 /// The repositories' reads on the `db` module's own machinery (issue "One
 /// data path"): a statement prepared once and cached on the connection
@@ -94,7 +94,7 @@ final class RepositoryStatements {
     private var rowByKey: [String: String] = [:]
 
     /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
-    func row(of table: String, keyColumn: String, key: DatabaseValue, call: LuaCall) throws -> Int32 {
+    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
         let sql: String
         if let known = rowByKey[table] {
             sql = known
@@ -105,7 +105,7 @@ final class RepositoryStatements {
         return try run(sql, [key], shape: .first, call: call)
     }
 
-    func run(_ sql: String, _ arguments: [DatabaseValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
+    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
         let state = call.state
         lua_settop(state, 0)
         pushText(sql, state)
@@ -141,15 +141,15 @@ final class RepositoryStatements {
     }
 
     /// A bound value as Lua passes it to `db` (NULL as nil).
-    static func push(_ value: DatabaseValue, _ state: OpaquePointer) {
-        switch value.storage {
-        case .null: lua_pushnil(state)
-        case let .int64(number): lua_pushinteger(state, lua_Integer(number))
-        case let .double(number): lua_pushnumber(state, number)
-        case let .string(text): LuaStack(state).push(text)
-        case let .blob(data):
-            data.withUnsafeBytes { bytes in
-                _ = lua_pushlstring(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+    static func push(_ value: StoreValue, _ state: OpaquePointer) {
+        switch value {
+        case .null, .array, .object: lua_pushnil(state)
+        case let .integer(number): lua_pushinteger(state, lua_Integer(number))
+        case let .real(number): lua_pushnumber(state, number)
+        case let .text(text): LuaStack(state).push(text)
+        case let .blob(bytes):
+            bytes.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
             }
         }
     }

@@ -1,6 +1,5 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
 
@@ -32,15 +31,12 @@ enum SDKRepositoryModules {
         var modelFunctions = models.standard
         modelFunctions["delete"] = { [models] call in
             try models.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.models.delete(db, String.fromDatabaseValue(key) ?? "", cascade: flags["cascade"] == true)
+                try store.models.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         modelFunctions["usage"] = { [usage] call in
             let model = try call.string(1)
-            let (found, columns) = try context.read("model_usage_stats") { db in
-                (try store.models.usage(db, model: model), try usage.spec(db).names)
-            }
-            return try usage.pushRows(found, columns: columns, call: call)
+            return try usage.pushRecords({ db in try store.models.usage(db, model: model) }, call: call)
         }
         modelFunctions["recordUsage"] = { call in
             let model = try call.string(1)
@@ -69,9 +65,6 @@ enum SDKRepositoryModules {
             let cost = try number("cost") ?? 0
             let latency = try number("latencyMs") ?? 0
             try context.write("model_usage_stats") { db in
-                guard try store.models.records.get(db, model) != nil else {
-                    throw StoreError.notFound(table: "model_metadata", key: model)
-                }
                 try store.models.recordUsage(db, model: model, at: date, tokens: Int(tokens), cost: cost,
                                              latencyMs: latency, failed: failed)
             }
@@ -81,33 +74,25 @@ enum SDKRepositoryModules {
 
         // sessions
         var sessions = RecordTableFunctions(context: context, records: store.sessions.records)
-        sessions.generatedKey = true
+        sessions.table.generatedKey = true
         var generations = RecordTableFunctions(context: context, records: store.sessions.generations)
-        generations.generatedKey = true
+        generations.table.generatedKey = true
         var sessionFunctions = sessions.standard
         sessionFunctions["generations"] = { [generations] call in
             let id = try call.string(1)
-            let (found, columns) = try context.read("generations") { db in
-                (try store.sessions.generations(db, session: id), try generations.spec(db).names)
-            }
-            return try generations.pushRows(found, columns: columns, call: call)
+            return try generations.pushRecords({ db in try store.sessions.generations(db, session: id) }, call: call)
         }
         sessionFunctions["addGeneration"] = { [generations] call in
             let reader = context.reader(call)
             guard lua_type(call.state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
-            let (record, columns) = try context.write("generations") { db -> (GenerationRecord, [String]) in
-                let spec = try generations.spec(db)
-                var fields = try reader.fields(argument: 1, spec: spec)
-                if fields["sequence_number"] == nil, let session = fields["session_id"] {
-                    let next = (try Int.fetchOne(db, sql: "SELECT max(sequence_number) FROM generations WHERE session_id = ?",
-                                                 arguments: [session]) ?? 0) + 1
-                    fields["sequence_number"] = next.databaseValue
+            let spec = try generations.cachedSpec()
+            let fields = try reader.fields(argument: 1, spec: spec)
+            let added = try call.naming(argument: 1) {
+                try context.write("generations") { db in
+                    try store.sessions.addGeneration(db, fields: fields, table: generations.table, spec: spec)
                 }
-                let complete = try generations.newRowFields(db, fields, spec: spec, call: call, argument: 1)
-                let record = try store.sessions.generations.makeRecord(db, fields: complete)
-                return (try store.sessions.addGeneration(db, record), spec.names)
             }
-            return try generations.pushRow(record, columns: columns, call: call)
+            return try generations.pushRow(key: .text(added.id), call: call)
         }
         runtime.register(module: "sessions", sessionFunctions)
 
@@ -127,50 +112,45 @@ enum SDKRepositoryModules {
         runtime.register(module: "telemetry", telemetryFunctions)
     }
 
-    /// `telemetry.insertMany(rows)`: one transaction, the core's batched
-    /// insert (through GRDB during a dry run, so the rows are counted).
+    /// `telemetry.insertMany(rows)`: the rows read and checked first, then
+    /// one transaction with the core's batched insert (row by row while a
+    /// dry run or a shell chunk counts changes).
     static func insertMany(_ call: LuaCall, context: RepositoryContext, telemetry: RecordTableFunctions<TelemetryRecord>,
                            store: Store) throws -> Int32 {
         let state = call.state
         guard lua_type(state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
         let reader = context.reader(call)
         let count = lua_rawlen(state, 1)
-        let inserted = try context.write("telemetry") { db -> Int in
-            let spec = try telemetry.spec(db)
-            var events: [TelemetryRepository.Event] = []
-            events.reserveCapacity(Int(count))
-            let now = Date()
-            for position in 0..<Int64(count) {
-                lua_rawgeti(state, 1, position + 1)
-                defer { opsh_pop(state, 1) }
-                let prefix = "[\(position + 1)]."
-                guard lua_type(state, -1) == LUA_TTABLE, !context.markers.isNull(state, -1) else {
-                    throw call.argumentError(1, "element \(position + 1): table expected, got \(LuaStack(state).typeName(at: -1))")
-                }
-                let fields = try reader.fields(at: -1, argument: 1, spec: spec, prefix: prefix)
-                if let id = fields["id"], !id.isNull {
-                    throw call.argumentError(1, "field '\(prefix)id': ids are given by the database")
-                }
-                guard let event = fields["event"].flatMap(String.fromDatabaseValue) else {
-                    throw call.argumentError(1, "missing field '\(prefix)event' (telemetry needs: event)")
-                }
-                var item = TelemetryRepository.Event(event: event, properties: fields["properties"].flatMap(String.fromDatabaseValue),
-                                                     sessionId: fields["session_id"].flatMap(String.fromDatabaseValue), createdAt: now)
-                if let date = fields["created_at"].flatMap(Double.fromDatabaseValue) { item.createdAt = date }
-                events.append(item)
+        let spec = try telemetry.cachedSpec()
+        var events: [TelemetryRepository.Event] = []
+        events.reserveCapacity(Int(count))
+        let now = Date()
+        for position in 0..<Int64(count) {
+            lua_rawgeti(state, 1, position + 1)
+            defer { opsh_pop(state, 1) }
+            let prefix = "[\(position + 1)]."
+            guard lua_type(state, -1) == LUA_TTABLE, !context.markers.isNull(state, -1) else {
+                throw call.argumentError(1, "element \(position + 1): table expected, got \(LuaStack(state).typeName(at: -1))")
             }
-            // Counted (a dry run, a chunk): through GRDB, whose observer counts.
-            if context.database.isCountingChanges {
-                for event in events {
-                    var record = TelemetryRecord(event: event.event, properties: event.properties.map(JSONText.init),
-                                                 sessionId: event.sessionId, createdAt: Date(timeIntervalSince1970: event.createdAt))
-                    try record.insert(db)
-                }
-            } else {
-                try store.telemetry.insertBatch(db, events)
+            let fields = try reader.fields(at: -1, argument: 1, spec: spec, prefix: prefix)
+            if let id = fields["id"], id != .null {
+                throw call.argumentError(1, "field '\(prefix)id': ids are given by the database")
             }
-            return events.count
+            guard let event = fields["event"]?.textValue else {
+                throw call.argumentError(1, "missing field '\(prefix)event' (telemetry needs: event)")
+            }
+            var item = TelemetryRepository.Event(event: event, properties: fields["properties"]?.textValue,
+                                                 sessionId: fields["session_id"]?.textValue, createdAt: now)
+            switch fields["created_at"] {
+            case let .real(date)?: item.createdAt = date
+            case let .integer(date)?: item.createdAt = Double(date)
+            default: break
+            }
+            events.append(item)
         }
+        let counted = context.database.isCountingChanges
+        try context.write("telemetry") { db in try store.telemetry.insert(db, events, counted: counted) }
+        let inserted = events.count
         return call.results(.integer(Int64(inserted)))
     }
 }

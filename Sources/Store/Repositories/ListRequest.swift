@@ -100,11 +100,11 @@ extension ListRequest {
     /// count(*)` when `counting`) with its arguments in order: for callers
     /// that run it on a statement cache of their own (the Lua bindings).
     /// Unknown columns are refused as ``RecordRepository/list(_:_:)`` does.
-    public func selectSQL(table: String, columns: [String], counting: Bool = false) throws -> (sql: String, arguments: [DatabaseValue]) {
+    public func selectSQL(table: String, columns: [String], counting: Bool = false) throws -> (sql: String, arguments: [StoreValue]) {
         let (whereSQL, whereValues) = try whereParts(table: table, columns: columns)
-        if counting { return ("SELECT count(*) FROM " + quoteIdentifier(table) + whereSQL, whereValues) }
+        if counting { return ("SELECT count(*) FROM " + quoteIdentifier(table) + whereSQL, whereValues.map(StoreValue.init)) }
         let (tailSQL, tailValues) = try tailParts(table: table, columns: columns)
-        return ("SELECT * FROM " + quoteIdentifier(table) + whereSQL + tailSQL, whereValues + tailValues)
+        return ("SELECT * FROM " + quoteIdentifier(table) + whereSQL + tailSQL, (whereValues + tailValues).map(StoreValue.init))
     }
 
     private func whereParts(table: String, columns: [String]) throws -> (sql: String, arguments: [DatabaseValue]) {

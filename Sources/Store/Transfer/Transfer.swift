@@ -44,20 +44,20 @@ public enum Transfer {
         case project, model
 
         /// Its tables, parents before children.
-        var tables: [TableSpec] {
+        var tables: [TransferTableSpec] {
             switch self {
             case .project:
                 return [
-                    TableSpec(ProjectRecord.self, key: ["bundleIdentifier"]),
-                    TableSpec(SchemeRecord.self, key: ["id"], parent: ("projectBundleIdentifier", "projects")),
-                    TableSpec(BuildRecord.self, key: ["id"], parent: ("schemeId", "schemes")),
-                    TableSpec(BuildLogRecord.self, key: ["id"], parent: ("buildId", "builds")),
-                    TableSpec(CrashLogRecord.self, key: ["incidentIdentifier"], parent: ("buildId", "builds")),
+                    TransferTableSpec(ProjectRecord.self, key: ["bundleIdentifier"]),
+                    TransferTableSpec(SchemeRecord.self, key: ["id"], parent: ("projectBundleIdentifier", "projects")),
+                    TransferTableSpec(BuildRecord.self, key: ["id"], parent: ("schemeId", "schemes")),
+                    TransferTableSpec(BuildLogRecord.self, key: ["id"], parent: ("buildId", "builds")),
+                    TransferTableSpec(CrashLogRecord.self, key: ["incidentIdentifier"], parent: ("buildId", "builds")),
                 ]
             case .model:
                 return [
-                    TableSpec(ModelMetadataRecord.self, key: ["id"]),
-                    TableSpec(ModelUsageStatRecord.self, key: ["model_id", "day"], parent: ("model_id", "model_metadata"),
+                    TransferTableSpec(ModelMetadataRecord.self, key: ["id"]),
+                    TransferTableSpec(ModelUsageStatRecord.self, key: ["model_id", "day"], parent: ("model_id", "model_metadata"),
                               surrogateKey: "id"),
                 ]
             }
@@ -259,7 +259,7 @@ public enum Transfer {
 
     /// One row to write, checked.
     struct PlannedRow {
-        let table: TableSpec
+        let table: TransferTableSpec
         let fields: [(String, DatabaseValue)]
         let keyValues: [DatabaseValue]
         /// The existing row with the same key (its surrogate id, if any).
@@ -437,7 +437,7 @@ public enum Transfer {
 
 /// How one table travels: its identity key, its parent in the aggregate,
 /// and the record type that checks its rows.
-struct TableSpec: @unchecked Sendable {
+struct TransferTableSpec: @unchecked Sendable {
     let name: String
     /// The columns that identify a row across databases.
     let key: [String]

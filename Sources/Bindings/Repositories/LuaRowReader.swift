@@ -1,84 +1,7 @@
 import CLuaShim
 import Foundation
-import GRDB
 import LuaRuntime
 import Store
-
-/// What the bindings need to know of one column to turn a Lua value into
-/// what the table stores.
-struct ColumnSpec {
-    enum Kind {
-        case text, integer, real, boolean, json
-    }
-
-    let name: String
-    let kind: Kind
-    let notNull: Bool
-    let defaultSQL: String?
-    let isPrimaryKey: Bool
-
-    /// What a type error says was expected.
-    var expected: String {
-        switch kind {
-        case .text: return "string"
-        case .integer, .real: return "number"
-        case .boolean: return "boolean"
-        case .json: return "table or JSON text"
-        }
-    }
-}
-
-/// The columns of a table as the schema has them now (read at each call,
-/// so that a Lua migration that adds a column is seen at once).
-struct TableSpec {
-    let table: String
-    let columns: [ColumnSpec]
-    let foreignKeys: [ForeignKeyInfo]
-
-    var names: [String] { columns.map(\.name) }
-
-    func column(_ name: String) -> ColumnSpec? {
-        columns.first { $0.name == name }
-    }
-
-    static func load(_ db: Database, table: String, primaryKey: String, jsonColumns: [String],
-                     booleans: Set<String> = []) throws -> TableSpec {
-        let columns = try db.columns(in: table).map { info -> ColumnSpec in
-            let declared = info.type.uppercased()
-            let kind: ColumnSpec.Kind
-            if jsonColumns.contains(info.name) { kind = .json }
-            else if booleans.contains(info.name) { kind = .boolean }
-            else if declared.contains("INT") { kind = .integer }
-            else if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") { kind = .real }
-            else { kind = .text }
-            return ColumnSpec(name: info.name, kind: kind, notNull: info.isNotNull, defaultSQL: info.defaultValueSQL,
-                              isPrimaryKey: info.name == primaryKey)
-        }
-        return TableSpec(table: table, columns: columns, foreignKeys: try db.foreignKeys(on: table))
-    }
-
-    /// Refuses values whose foreign key points at nothing, naming the row
-    /// that is missing (SQLite only says "FOREIGN KEY constraint failed").
-    func checkReferences(_ db: Database, _ fields: [String: DatabaseValue]) throws {
-        for key in foreignKeys where key.mapping.count == 1 {
-            let (origin, destination) = key.mapping[0]
-            guard let value = fields[origin], !value.isNull else { continue }
-            let exists = try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM \(quoted(key.destinationTable)) WHERE \(quoted(destination)) = ?)
-                """, arguments: [value]) ?? false
-            if !exists {
-                throw LuaCallError.message("no row in \(key.destinationTable) with key \(Self.show(value)) (\(table).\(origin) refers to it)")
-            }
-        }
-    }
-
-    static func show(_ value: DatabaseValue) -> String {
-        switch value.storage {
-        case .string(let text): return text
-        default: return value.description
-        }
-    }
-}
 
 func quoted(_ identifier: String) -> String {
     guard identifier.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + identifier + "\"" }
@@ -119,7 +42,7 @@ struct LuaRowReader {
 
     /// The fields of the row table at argument `argument`, converted for
     /// the columns of `spec`; unknown names are refused.
-    func fields(argument: Int32, spec: TableSpec, skipping: Set<String> = []) throws -> [String: DatabaseValue] {
+    func fields(argument: Int32, spec: TableSpec, skipping: Set<String> = []) throws -> [String: StoreValue] {
         guard lua_type(state, argument) == LUA_TTABLE, !markers.isNull(state, argument) else {
             throw call.typeError(argument, expected: "table")
         }
@@ -129,9 +52,9 @@ struct LuaRowReader {
     /// The fields of the table at stack `index` (an argument or a nested
     /// table); `prefix` names where it is in messages (`routing_policies[2].`).
     func fields(at index: Int32, argument: Int32, spec: TableSpec, skipping: Set<String> = [],
-                prefix: String) throws -> [String: DatabaseValue] {
+                prefix: String) throws -> [String: StoreValue] {
         let absolute = lua_absindex(state, index)
-        var result: [String: DatabaseValue] = [:]
+        var result: [String: StoreValue] = [:]
         for name in try fieldNames(at: absolute, argument: argument) where !skipping.contains(name) {
             guard let column = spec.column(name) else {
                 throw StoreError.unknownColumn(table: spec.table, column: prefix + name, known: spec.names)
@@ -144,7 +67,7 @@ struct LuaRowReader {
     }
 
     /// One field's value for its column.
-    func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> DatabaseValue {
+    func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> StoreValue {
         let field = "field '\(prefix)\(column.name)'"
         func typeError() -> LuaCallError {
             call.argumentError(argument, "\(field): \(column.expected) expected, got \(LuaStack(state).typeName(at: index))")
@@ -162,7 +85,7 @@ struct LuaRowReader {
             guard let text = String(validating: bytes, as: UTF8.self) else {
                 throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
             }
-            return text.databaseValue
+            return .text(text)
         case .integer:
             guard type == LUA_TNUMBER else { throw typeError() }
             var isInteger: Int32 = 0
@@ -170,22 +93,22 @@ struct LuaRowReader {
             guard isInteger != 0 else {
                 throw call.argumentError(argument, "\(field): number has no integer representation")
             }
-            return integer.databaseValue
+            return .integer(integer)
         case .real:
             guard type == LUA_TNUMBER else { throw typeError() }
             let number = opsh_tonumber(state, index, nil)
             guard number.isFinite else {
                 throw call.argumentError(argument, "\(field): a finite number expected, got \(number)")
             }
-            return number.databaseValue
+            return .real(number)
         case .boolean:
-            if type == LUA_TBOOLEAN { return (lua_toboolean(state, index) != 0).databaseValue }
+            if type == LUA_TBOOLEAN { return .integer(lua_toboolean(state, index) != 0 ? 1 : 0) }
             guard type == LUA_TNUMBER, lua_isinteger(state, index) != 0 else { throw typeError() }
             let integer = opsh_tointeger(state, index, nil)
             guard integer == 0 || integer == 1 else {
                 throw call.argumentError(argument, "\(field): boolean expected, got number \(integer)")
             }
-            return (integer == 1).databaseValue
+            return .integer(integer)
         case .json:
             let text: String
             if type == LUA_TSTRING {
@@ -209,27 +132,27 @@ struct LuaRowReader {
             if column.defaultSQL == "'[]'", type == LUA_TTABLE ? shape != "[" : shape == "{" {
                 throw call.argumentError(argument, "\(field): a list expected (e.g. { \"linux\" }), got \(type == LUA_TSTRING ? "the text '\(text.prefix(40))'" : "a table with named fields")")
             }
-            return text.databaseValue
+            return .text(text)
         }
     }
 
     /// A primary-key argument.
-    func key(argument: Int32, spec: TableSpec) throws -> DatabaseValue {
+    func key(argument: Int32, spec: TableSpec) throws -> StoreValue {
         let column = spec.columns.first(where: \.isPrimaryKey)
         if column?.kind == .integer {
-            return try call.integer(argument).databaseValue
+            return .integer(try call.integer(argument))
         }
         guard lua_type(state, argument) == LUA_TSTRING || lua_type(state, argument) == LUA_TNUMBER else {
             throw call.typeError(argument, expected: "string")
         }
-        return try call.string(argument).databaseValue
+        return .text(try call.string(argument))
     }
 
     /// A plain value for a filter on a column of `kind` (when known): a
     /// number column takes a number, or a duration (`"1d"`, `"30m"`) meaning
     /// that long ago, as `telemetry.cleanup{ olderThan = }` does; any other
     /// string there would silently match nothing, so it is refused.
-    func filterValue(at index: Int32, path: String, argument: Int32, kind: ColumnSpec.Kind? = nil) throws -> DatabaseValue {
+    func filterValue(at index: Int32, path: String, argument: Int32, kind: ColumnSpec.Kind? = nil) throws -> StoreValue {
         if markers.isNull(state, index) { return .null }
         switch lua_type(state, index) {
         case LUA_TSTRING:
@@ -239,14 +162,14 @@ struct LuaRowReader {
                     throw call.argumentError(argument, "\(path): a number expected (dates are seconds since 1970; a duration such as \"1d\" or \"30m\" means that long ago), got '\(text)'")
                 }
                 let ago = Date().timeIntervalSince1970 - seconds
-                return kind == .integer ? Int64(ago).databaseValue : ago.databaseValue
+                return kind == .integer ? .integer(Int64(ago)) : .real(ago)
             }
-            return text.databaseValue
+            return .text(text)
         case LUA_TNUMBER:
-            if lua_isinteger(state, index) != 0 { return opsh_tointeger(state, index, nil).databaseValue }
-            return opsh_tonumber(state, index, nil).databaseValue
+            if lua_isinteger(state, index) != 0 { return .integer(opsh_tointeger(state, index, nil)) }
+            return .real(opsh_tonumber(state, index, nil))
         case LUA_TBOOLEAN:
-            return (lua_toboolean(state, index) != 0).databaseValue
+            return .integer(lua_toboolean(state, index) != 0 ? 1 : 0)
         default:
             throw call.argumentError(argument, "\(path): a string, number, boolean or db.NULL expected, got \(LuaStack(state).typeName(at: index))")
         }
@@ -304,24 +227,24 @@ struct LuaRowReader {
             let top = lua_gettop(state)
             let path = "where.\(column)"
             let kind = spec?.column(column)?.kind
-            func filterValue(at index: Int32, path: String, argument: Int32) throws -> DatabaseValue {
+            func filterValue(at index: Int32, path: String, argument: Int32) throws -> StoreValue {
                 try self.filterValue(at: index, path: path, argument: argument, kind: kind)
             }
             guard lua_type(state, top) == LUA_TTABLE, !markers.isNull(state, top) else {
                 let value = try filterValue(at: top, path: path, argument: argument)
-                filters.append(ColumnFilter(column, value.isNull ? .isNull : .equal, value.isNull ? [] : [value]))
+                filters.append(ColumnFilter(column, value == .null ? .isNull : .equal, storeValues: value == .null ? [] : [value]))
                 continue
             }
             let length = lua_rawlen(state, top)
             if length > 0 {
                 // An array: IN.
-                var values: [DatabaseValue] = []
+                var values: [StoreValue] = []
                 for position in 1...Int64(length) {
                     lua_rawgeti(state, top, position)
                     defer { opsh_pop(state, 1) }
                     values.append(try filterValue(at: lua_gettop(state), path: "\(path)[\(position)]", argument: argument))
                 }
-                filters.append(ColumnFilter(column, .in, values))
+                filters.append(ColumnFilter(column, .in, storeValues: values))
                 continue
             }
             let names = try fieldNames(at: top, argument: argument)
@@ -335,12 +258,12 @@ struct LuaRowReader {
                 pushField(name, of: top)
                 defer { opsh_pop(state, 1) }
                 let value = try filterValue(at: lua_gettop(state), path: "\(path).\(name)", argument: argument)
-                if value.isNull, op == .equal || op == .notEqual {
-                    filters.append(ColumnFilter(column, op == .equal ? .isNull : .isNotNull, []))
-                } else if value.isNull {
+                if value == .null, op == .equal || op == .notEqual {
+                    filters.append(ColumnFilter(column, op == .equal ? .isNull : .isNotNull, storeValues: []))
+                } else if value == .null {
                     throw call.argumentError(argument, "\(path).\(name): NULL cannot be compared with \(name) (use eq or ne)")
                 } else {
-                    filters.append(ColumnFilter(column, op, [value]))
+                    filters.append(ColumnFilter(column, op, storeValues: [value]))
                 }
             }
         }

@@ -1,0 +1,150 @@
+import Foundation
+import GRDB
+
+/// A field a caller gave that a table refuses (a required field missing,
+/// the key changed by an update): the caller names its argument
+/// (`bad argument #1 to 'insert' (missing field 'name' …)`).
+public struct FieldError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public var description: String { message }
+}
+
+/// One table's rules for rows that callers write field by field (the Lua
+/// repositories' `insert`, `update`, `upsert`, `delete`): what a new row
+/// gets when a field is left out, what an update may not change, and the
+/// references checked with a message naming the missing row. One cached
+/// statement per write; the caller reads the row back on its own fast
+/// path (ARCHITECTURE.md, "One data path").
+///
+/// Every method takes the ``StoreDatabase`` of the caller's
+/// ``SessionDatabase/write(_:_:)`` or ``SessionDatabase/read(_:_:)``, so
+/// that a call's statements are atomic and see the session's transaction.
+public struct RecordTable<Record: StoreRecord> {
+    public let records: RecordRepository<Record>
+    /// Text primary keys that `insert` generates when absent.
+    public var generatedKey = false
+    /// Fills fields from others before defaults (`displayName` = `name`).
+    public var derive: @Sendable (inout [String: StoreValue]) -> Void = { _ in }
+
+    public static var dateColumnsSetOnInsert: Set<String> { ["createdAt", "created_at", "updated_at", "updatedAt"] }
+    public static var dateColumnsSetOnUpdate: Set<String> { ["updated_at", "updatedAt"] }
+
+    public init(_ records: RecordRepository<Record>) {
+        self.records = records
+    }
+
+    public var table: String { records.tableName }
+    public var keyColumn: String { Record.primaryKeyColumns[0] }
+
+    /// The table's columns as the schema has them now.
+    public func spec(_ database: StoreDatabase) throws -> TableSpec {
+        try TableSpec.load(database.db, table: table, primaryKey: keyColumn, jsonColumns: Record.jsonColumns)
+    }
+
+    // MARK: Rows out
+
+    /// A record as a row object, its columns in `columns`' order.
+    public func row(_ record: Record, columns: [String]) throws -> StoreValue {
+        let values = try record.databaseDictionary
+        return .object(columns.map { StoreValue.Field($0, StoreValue(values[$0] ?? .null)) })
+    }
+
+    /// Records as rows, in the table's column order now.
+    public func rows(_ found: [Record], _ database: StoreDatabase) throws -> [StoreValue] {
+        let columns = try spec(database).names
+        return try found.map { try row($0, columns: columns) }
+    }
+
+    // MARK: Writes
+
+    /// The fields of a new row, with what the caller left out filled in:
+    /// a generated key, the creation dates = now, the schema's defaults.
+    /// Throws ``FieldError`` naming a required field left out, and
+    /// refuses a reference to a missing row.
+    public func newRowFields(_ database: StoreDatabase, _ given: [String: StoreValue],
+                             spec: TableSpec) throws -> [String: StoreValue] {
+        let db = database.db
+        var fields = given
+        derive(&fields)
+        let now = Date().timeIntervalSince1970
+        var missing: [String] = []
+        for column in spec.columns where fields[column.name] == nil {
+            if column.isPrimaryKey {
+                if column.kind == .integer { continue }  // the rowid
+                if generatedKey { fields[column.name] = .text(makeIdentifier()); continue }
+            }
+            if Self.dateColumnsSetOnInsert.contains(column.name) {
+                fields[column.name] = .real(now)
+            } else if let sql = column.defaultSQL {
+                fields[column.name] = StoreValue(try DatabaseValue.fetchOne(db.cachedStatement(sql: "SELECT \(sql)")) ?? .null)
+            } else if column.notNull {
+                missing.append(column.name)
+            }
+        }
+        if let first = missing.first {
+            let required = spec.columns.filter { $0.notNull && $0.defaultSQL == nil && !Self.dateColumnsSetOnInsert.contains($0.name)
+                && !($0.isPrimaryKey && (generatedKey || $0.kind == .integer)) }.map(\.name)
+            throw FieldError(message: "missing field '\(first)' (\(table) needs: \(required.joined(separator: ", ")))")
+        }
+        try spec.checkReferences(db, fields)
+        return fields
+    }
+
+    /// Inserts a new row with one cached INSERT; returns its key (the
+    /// rowid where the key is the table's integer primary key).
+    public func insert(_ database: StoreDatabase, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
+        let complete = try newRowFields(database, fields, spec: spec)
+        let rowid = try records.insertColumns(database.db, complete.mapValues(\.databaseValue), columns: spec.names)
+        return complete[keyColumn] ?? .integer(rowid)
+    }
+
+    /// The columns an update writes: `fields` without the key (which
+    /// cannot change: ``FieldError``), and `updated_at` = now where the
+    /// table has one.
+    public func changedColumns(key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws -> [String: StoreValue] {
+        var changes = fields
+        if let newKey = changes[keyColumn] {
+            guard newKey == key else {
+                throw FieldError(message: "field '\(keyColumn)' is the key of \(table) and cannot be changed by update")
+            }
+            changes[keyColumn] = nil
+        }
+        for column in spec.columns where Self.dateColumnsSetOnUpdate.contains(column.name) && changes[column.name] == nil {
+            changes[column.name] = .real(Date().timeIntervalSince1970)
+        }
+        return changes
+    }
+
+    /// Changes `fields` of the row with `key` with one cached UPDATE;
+    /// ``StoreError/notFound(table:key:)`` when there is no such row.
+    public func update(_ database: StoreDatabase, key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws {
+        let changes = try changedColumns(key: key, fields: fields, spec: spec)
+        try spec.checkReferences(database.db, changes)
+        guard try records.updateColumns(database.db, key.databaseValue, changes: changes.mapValues(\.databaseValue),
+                                        columns: spec.names) else {
+            throw StoreError.notFound(table: table, key: TableSpec.show(key))
+        }
+    }
+
+    /// Updates the row whose key `fields` gives when there is one, else
+    /// inserts; returns the row's key.
+    public func upsert(_ database: StoreDatabase, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
+        if let key = fields[keyColumn], try exists(database, key) {
+            try update(database, key: key, fields: fields, spec: spec)
+            return key
+        }
+        return try insert(database, fields, spec: spec)
+    }
+
+    /// Whether a row has this key.
+    public func exists(_ database: StoreDatabase, _ key: StoreValue) throws -> Bool {
+        try Bool.fetchOne(database.db.cachedStatement(sql: """
+            SELECT EXISTS (SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE \(keyColumn.quotedDatabaseIdentifier) = ?)
+            """), arguments: [key.databaseValue]) ?? false
+    }
+
+    /// Deletes the row with this key: true when a row went.
+    public func delete(_ database: StoreDatabase, _ key: StoreValue) throws -> Bool {
+        try records.delete(database.db, key.databaseValue)
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import GRDB
+
+// The repositories' operations for callers above the engine seam: each
+// takes the ``StoreDatabase`` of a ``SessionDatabase/read(_:_:)`` or
+// ``SessionDatabase/write(_:_:)`` and keys and fields as ``StoreValue``s,
+// never a GRDB type (ARCHITECTURE.md, "The engine seam"). The rules of the
+// aggregates (cascades, build numbers, a session's totals, the
+// configuration's merge) stay in the methods these forward to.
+
+extension ProjectRepository {
+    /// Deletes a project; with `cascade`, its schemes and builds too.
+    public func delete(_ database: StoreDatabase, _ bundleIdentifier: String, cascade: Bool) throws -> Bool {
+        try delete(database.db, bundleIdentifier, cascade: cascade)
+    }
+}
+
+extension SchemeRepository {
+    public func delete(_ database: StoreDatabase, _ id: String, cascade: Bool) throws -> Bool {
+        try delete(database.db, id, cascade: cascade)
+    }
+
+    public func list(_ database: StoreDatabase, project bundleIdentifier: String) throws -> [SchemeRecord] {
+        try list(database.db, project: bundleIdentifier)
+    }
+}
+
+extension BuildRepository {
+    /// A queued build of `scheme` with the scheme's next build number.
+    public func create(_ database: StoreDatabase, scheme schemeId: String, version: String) throws -> BuildRecord {
+        try create(database.db, scheme: schemeId, version: version)
+    }
+
+    public func latest(_ database: StoreDatabase, project bundleIdentifier: String, limit: Int) throws -> [BuildRecord] {
+        try latest(database.db, project: bundleIdentifier, limit: limit)
+    }
+
+    public func delete(_ database: StoreDatabase, _ id: String) throws -> Bool {
+        try delete(database.db, id)
+    }
+}
+
+extension BuildLogRepository {
+    public func tail(_ database: StoreDatabase, build buildId: String, count: Int, includeDebug: Bool) throws -> [BuildLogRecord] {
+        try tail(database.db, build: buildId, count: count, includeDebug: includeDebug)
+    }
+}
+
+extension ModelRepository {
+    public func delete(_ database: StoreDatabase, _ id: String, cascade: Bool) throws -> Bool {
+        try delete(database.db, id, cascade: cascade)
+    }
+
+    public func usage(_ database: StoreDatabase, model modelId: String) throws -> [ModelUsageStatRecord] {
+        try usage(database.db, model: modelId)
+    }
+
+    /// Adds one generation's figures to the model's usage of that UTC day;
+    /// ``StoreError/notFound(table:key:)`` for a model that does not exist.
+    public func recordUsage(_ database: StoreDatabase, model modelId: String, at date: Date,
+                            tokens: Int, cost: Double, latencyMs: Double, failed: Bool) throws {
+        guard try records.get(database.db, modelId) != nil else {
+            throw StoreError.notFound(table: "model_metadata", key: modelId)
+        }
+        try recordUsage(database.db, model: modelId, at: date, tokens: tokens, cost: cost, latencyMs: latencyMs, failed: failed)
+    }
+}
+
+extension SessionRepository {
+    public func generations(_ database: StoreDatabase, session sessionId: String) throws -> [GenerationRecord] {
+        try generations(database.db, session: sessionId)
+    }
+
+    /// Appends a generation given field by field: its `sequence_number`,
+    /// when left out, is the session's next; the rest as
+    /// ``RecordTable/newRowFields(_:_:spec:)`` fills a new row.
+    public func addGeneration(_ database: StoreDatabase, fields given: [String: StoreValue],
+                              table: RecordTable<GenerationRecord>, spec: TableSpec) throws -> GenerationRecord {
+        var fields = given
+        if fields["sequence_number"] == nil, let session = fields["session_id"] {
+            let last = try Int.fetchOne(database.db, sql: "SELECT max(sequence_number) FROM generations WHERE session_id = ?",
+                                        arguments: [session.databaseValue]) ?? 0
+            fields["sequence_number"] = .integer(Int64(last) + 1)
+        }
+        let complete = try table.newRowFields(database, fields, spec: spec)
+        let record = try generations.makeRecord(database.db, fields: complete.mapValues(\.databaseValue))
+        return try addGeneration(database.db, record)
+    }
+}
+
+extension TelemetryRepository {
+    public func countsByEvent(_ database: StoreDatabase, since: Date?) throws -> [(event: String, count: Int)] {
+        try countsByEvent(database.db, since: since)
+    }
+
+    /// Inserts events in the caller's transaction: the batched C path, or
+    /// with `counted` (a dry run, a shell chunk: ``SessionDatabase/isCountingChanges``)
+    /// row by row through GRDB, whose observer counts each row.
+    public func insert(_ database: StoreDatabase, _ events: [Event], counted: Bool) throws {
+        guard counted else { return try insertBatch(database.db, events) }
+        for event in events {
+            var record = TelemetryRecord(event: event.event, properties: event.properties.map(JSONText.init),
+                                         sessionId: event.sessionId, createdAt: Date(timeIntervalSince1970: event.createdAt))
+            try record.insert(database.db)
+        }
+    }
+}
+
+extension ConfigurationRepository {
+    public func stored(_ database: StoreDatabase, id: String) throws -> StoredConfiguration? {
+        try stored(database.db, id: id)
+    }
+
+    public func merge(_ database: StoreDatabase, _ changes: ConfigurationChanges) throws -> StoredConfiguration {
+        try merge(database.db, changes)
+    }
+}
+
+extension ConfigurationChanges {
+    /// Changes given as ``StoreValue``s (a Lua table's fields).
+    public init(id: String, fields: [String: StoreValue], routingPolicies: [[String: StoreValue]]?,
+                analytics: [String: StoreValue]?, storage: [String: StoreValue]?) {
+        self.init(id: id, row: fields.mapValues(\.databaseValue),
+                  routingPolicies: routingPolicies?.map { $0.mapValues(\.databaseValue) },
+                  analytics: analytics?.mapValues(\.databaseValue), storage: storage?.mapValues(\.databaseValue))
+    }
+}
+
+extension ColumnFilter {
+    /// A condition with ``StoreValue``s (a Lua filter's values).
+    public init(_ column: String, _ op: Operator, storeValues: [StoreValue]) {
+        self.init(column, op, storeValues.map(\.databaseValue))
+    }
+}
+
+extension AuditTrail {
+    public static func exists(_ database: StoreDatabase) throws -> Bool {
+        try exists(database.db)
+    }
+
+    public static func list(_ database: StoreDatabase, _ request: ListRequest) throws -> [AuditEntry] {
+        try list(database.db, request)
+    }
+
+    public static func prune(before cutoff: Double, _ database: StoreDatabase) throws -> Int {
+        try prune(before: cutoff, database.db)
+    }
+
+    public static func setRequiresReason(_ required: Bool, _ database: StoreDatabase) throws {
+        try setRequiresReason(required, database.db)
+    }
+}
+
+extension QueryStatement {
+    /// The arguments as ``StoreValue``s, for callers above the seam.
+    public var values: [StoreValue] { arguments.map(StoreValue.init) }
+}
