@@ -29,23 +29,23 @@ enum AnalyticsModule {
         session.runtime.register(module: "analytics", [
             "models": { call in
                 let options = try Options(call, allowed: ["since", "until"])
-                return push(try database.unsafeRead { db in try Analytics.models(db, period: options.period) }, call)
+                return push(try database.unsafeRead("analytics") { db in try Analytics.models(db, period: options.period) }, call)
             },
             "daily": { call in
                 let options = try Options(call, allowed: ["model", "since", "until"])
-                return push(try database.unsafeRead { db in
+                return push(try database.unsafeRead("analytics") { db in
                     try Analytics.daily(db, model: options.model, period: options.period)
                 }, call)
             },
             "usage": { call in
                 let options = try Options(call, allowed: ["model", "since", "until"])
-                return push(try database.unsafeRead { db in
+                return push(try database.unsafeRead("analytics") { db in
                     try Analytics.usage(db, model: options.model, period: options.period)
                 }, call)
             },
             "builds": { call in
                 let options = try Options(call, allowed: ["since", "until"])
-                return push(try database.unsafeRead { db in try Analytics.builds(db, period: options.period) }, call)
+                return push(try database.unsafeRead("analytics") { db in try Analytics.builds(db, period: options.period) }, call)
             },
         ])
         session.runtime.register("chart") { call in try chart(call) }

@@ -234,7 +234,7 @@ final class JobsModule {
         try refuseInTransaction("follow")
 
         // Where to start, and whether there is anything to follow.
-        let (build, cursor) = try session.database.unsafeRead { db -> (BuildRecord?, Int64) in
+        let (build, cursor) = try session.database.unsafeRead("buildLogs") { db -> (BuildRecord?, Int64) in
             guard let build = try session.store.builds.records.get(db, id) else { return (nil, 0) }
             guard let tail else { return (build, 0) }
             let last = try session.store.buildLogs.lastLines(db, build: id, count: Int(tail) + 1, includeDebug: includeDebug)
@@ -350,7 +350,7 @@ final class JobsModule {
             throw call.argumentError(2, "give either tail, or after and limit")
         }
         let store = session.store
-        let lines = try session.database.read { db -> [BuildLogLine] in
+        let lines = try session.database.read("buildLogs") { db -> [BuildLogLine] in
             guard try store.builds.records.get(db, id) != nil else { throw JobError.unknownBuild(id) }
             if after != nil || limit != nil {
                 return try store.buildLogs.lines(db, build: id, after: after ?? 0, limit: Int(limit ?? 1000),

@@ -47,7 +47,7 @@ final class MigrationModule {
     private func status(_ call: LuaCall) throws -> Int32 {
         let options = try Options(call, function: "status", allowTarget: false)
         let migrations = try load(folder: options.folder, call: call)
-        let statuses = try session.database.unsafeRead { db in
+        let statuses = try session.database.unsafeRead("grdb_migrations") { db in
             try ExternalMigrations.status(db, external: migrations.map(\.migration))
         }
         let rows = StoreValue.array(statuses.map { status in
@@ -74,7 +74,7 @@ final class MigrationModule {
         let migrations = try load(folder: options.folder, call: call)
         do {
             let applied = try ExternalMigrations.migrate(
-                session.store.writer, external: migrations.map(\.migration), upTo: options.target)
+                session.database, external: migrations.map(\.migration), upTo: options.target)
             return call.results(.array(applied.map { .string(Self.display($0)) }))
         } catch let error as ExternalMigrationError {
             throw LuaCallError.message(error.message)
@@ -183,8 +183,6 @@ final class MigrationModule {
                         try database.run(on: db) {
                             _ = try call.call(up, [.reference(dbModule)])
                         }
-                        // Lua's SQL ran on the connection, past GRDB.
-                        db.clearSchemaCache()
                     } catch let error as LuaError {
                         if case .interrupted = error.kind { throw error }
                         throw ExternalMigrationError("migration '\(id)' failed and was rolled back: \(error.message)")

@@ -1,5 +1,4 @@
 import Foundation
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -87,14 +86,7 @@ public final class OpshSession {
     /// longer than the limit ("string or blob too big"): a
     /// `randomblob(100000000)` never costs 100 MB before Lua could refuse it.
     private func limitValueLength(to limit: Int) {
-        let length = Int32(clamping: max(limit, 1024))
-        if let handle = readConnection?.handle { _ = sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, length) }
-        store.whenConnected { writer in
-            try? writer.writeWithoutTransaction { db in
-                _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length)
-            }
-        }
-        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, length) }
+        database.limitEveryConnection(.valueLength(max(limit, 1024)), readConnection: readConnection)
     }
 
     /// Every module of the Lua API, each in its own file.
@@ -131,13 +123,7 @@ public final class OpshSession {
     /// `jobs`, `backup`) raise an error, and SQL cannot ATTACH another file
     /// (nor `VACUUM INTO` one, which attaches).
     private func confine() throws {
-        if let handle = readConnection?.handle { _ = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0) }
-        store.whenConnected { writer in
-            writer.writeWithoutTransaction { db in
-                _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
-            }
-        }
-        database.addConnectionSetting { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0) }
+        database.limitEveryConnection(.attachedDatabases(0), readConnection: readConnection)
         try runtime.execute("""
             local function refused(name)
               return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end

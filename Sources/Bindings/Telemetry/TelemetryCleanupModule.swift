@@ -42,7 +42,7 @@ enum TelemetryCleanupModule {
         let cutoff: Double
         switch fields["olderThan"] ?? .nil {
         case .nil:
-            guard let days = try database.unsafeRead({ db in try TelemetryCleanup.retentionDays(db) }) else {
+            guard let days = try database.unsafeRead("storage_config", { db in try TelemetryCleanup.retentionDays(db) }) else {
                 throw LuaCallError.message("telemetry.cleanup: no olderThan given and the database has no storage configuration (storage_config) to take the retention from; pass one, e.g. olderThan = \"30d\"")
             }
             cutoff = Date().timeIntervalSince1970 - Double(days) * 86400
@@ -98,9 +98,7 @@ enum TelemetryCleanupModule {
         var callbackError: (any Error)?
         var batches = 0
         let report = try cleanup.run(
-            read: { body in try database.read(body) },
-            write: { body in try database.write(body) },
-            unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
+            on: database,
             shouldStop: { callbackError != nil || call.host.interruptRequested != nil },
             progress: { progress in
                 bar.update(completed: progress.completed, total: progress.total)

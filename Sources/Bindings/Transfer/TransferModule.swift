@@ -34,7 +34,7 @@ enum TransferModule {
                 case let .boolean(flag): logs = flag
                 case let value: throw call.argumentError(2, "logs: boolean expected, got \(value.typeName)")
                 }
-                let (text, summary) = try database.read { db in
+                let (text, summary) = try database.read("projects") { db in
                     try Transfer.exportProject(db, id, options: .init(logs: logs))
                 }
                 return try exportResults(call, text: text, summary: summary, file: options.file,
@@ -43,7 +43,7 @@ enum TransferModule {
             "model": { call in
                 let id = try call.string(1)
                 let options = try exportOptions(call, known: ["file", "overwrite"], sandbox: sandbox)
-                let (text, summary) = try database.read { db in try Transfer.exportModel(db, id) }
+                let (text, summary) = try database.read("model_metadata") { db in try Transfer.exportModel(db, id) }
                 return try exportResults(call, text: text, summary: summary, file: options.file,
                                          overwrite: options.fields["overwrite"], files: files)
             },
@@ -86,12 +86,7 @@ enum TransferModule {
             do {
                 // Read and checked first, without the write lock; written
                 // after, in one short transaction.
-                let prepared = try database.read { db in try Transfer.prepareImport(db, text) }
-                summary = try database.write { db in
-                    // Counted (a dry run, a chunk): GRDB's observer sees every row.
-                    try Transfer.apply(db, prepared, options: .init(replace: replace),
-                                       rowByRowObservers: database.isCountingChanges)
-                }
+                summary = try Transfer.importDocument(text, into: database, options: .init(replace: replace))
             } catch let TransferError.document(message) {
                 throw call.argumentError(1, message)
             } catch let error as TransferError {

@@ -32,7 +32,7 @@ extension SessionDatabase {
     private func naming<T>(_ table: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as DatabaseError {
+        } catch let error as DatabaseError where error.resultCode != .SQLITE_INTERRUPT {
             throw StoreError.refused(reason: Self.describe(error, table: table))
         }
     }

@@ -8,6 +8,13 @@ import GRDB
 // aggregates (cascades, build numbers, a session's totals, the
 // configuration's merge) stay in the methods these forward to.
 
+extension RecordRepository {
+    /// The row with this primary key, or nil.
+    public func get(_ database: StoreDatabase, _ key: String) throws -> Record? {
+        try get(database.db, key)
+    }
+}
+
 extension ProjectRepository {
     /// Deletes a project; with `cascade`, its schemes and builds too.
     public func delete(_ database: StoreDatabase, _ bundleIdentifier: String, cascade: Bool) throws -> Bool {
@@ -41,6 +48,15 @@ extension BuildRepository {
 }
 
 extension BuildLogRepository {
+    public func lastLines(_ database: StoreDatabase, build buildId: String, count: Int, includeDebug: Bool) throws -> [BuildLogLine] {
+        try lastLines(database.db, build: buildId, count: count, includeDebug: includeDebug)
+    }
+
+    public func lines(_ database: StoreDatabase, build buildId: String, after cursor: Int64, limit: Int,
+                      includeDebug: Bool) throws -> [BuildLogLine] {
+        try lines(database.db, build: buildId, after: cursor, limit: limit, includeDebug: includeDebug)
+    }
+
     public func tail(_ database: StoreDatabase, build buildId: String, count: Int, includeDebug: Bool) throws -> [BuildLogRecord] {
         try tail(database.db, build: buildId, count: count, includeDebug: includeDebug)
     }

@@ -13,9 +13,9 @@ public struct ExternalMigration: Sendable {
     /// Where it comes from (a file path), for messages.
     public var source: String
     /// Runs inside the migration's transaction.
-    public var migrate: @Sendable (Database) throws -> Void
+    public var migrate: @Sendable (StoreDatabase) throws -> Void
 
-    public init(name: String, checksum: String, source: String, migrate: @escaping @Sendable (Database) throws -> Void) {
+    public init(name: String, checksum: String, source: String, migrate: @escaping @Sendable (StoreDatabase) throws -> Void) {
         self.name = name
         self.checksum = checksum
         self.source = source
@@ -192,7 +192,7 @@ public enum ExternalMigrations {
             let checksum = migration.checksum
             let body = migration.migrate
             migrator.registerMigration(identifier) { db in
-                try body(db)
+                try body(StoreDatabase(db))
                 try db.execute(sql: """
                     CREATE TABLE IF NOT EXISTS \(checksumTable) (
                       identifier TEXT NOT NULL PRIMARY KEY,

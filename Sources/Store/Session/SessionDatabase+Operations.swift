@@ -1,0 +1,132 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+// The core's operations for callers above the engine seam (the Lua
+// bindings): each takes the session's database and runs its reads and
+// writes where the session runs them (its open transaction, else a
+// snapshot or a transaction of its own), so that no GRDB type crosses
+// the seam (ARCHITECTURE.md, "The engine seam").
+
+extension SessionDatabase {
+    /// Runs a read that needs no snapshot (``unsafeRead(_:)``), handing
+    /// `body` the opaque database; errors name `what`.
+    public func unsafeRead<T>(_ what: String, _ body: (StoreDatabase) throws -> T) throws -> T {
+        do {
+            return try unsafeRead { db in try body(StoreDatabase(db)) }
+        } catch let error as DatabaseError where error.resultCode != .SQLITE_INTERRUPT {
+            throw StoreError.refused(reason: Self.describe(error, table: what))
+        }
+    }
+
+    /// Runs `body` with the Lua thread's database calls on `database`, a
+    /// connection a migration holds in its transaction (``run(on:_:)``),
+    /// then forgets the schema it cached: the Lua code's SQL ran past GRDB.
+    public func run<T>(on database: StoreDatabase, _ body: () throws -> T) throws -> T {
+        let result = try run(on: database.db, body)
+        database.db.clearSchemaCache()
+        return result
+    }
+}
+
+extension Analytics {
+    public static func models(_ database: StoreDatabase, period: Period) throws -> Report {
+        try models(database.db, period: period)
+    }
+
+    public static func daily(_ database: StoreDatabase, model: String?, period: Period) throws -> Report {
+        try daily(database.db, model: model, period: period)
+    }
+
+    public static func usage(_ database: StoreDatabase, model: String?, period: Period) throws -> Report {
+        try usage(database.db, model: model, period: period)
+    }
+
+    public static func builds(_ database: StoreDatabase, period: Period) throws -> Report {
+        try builds(database.db, period: period)
+    }
+}
+
+extension Transfer {
+    public static func exportProject(_ database: StoreDatabase, _ bundleIdentifier: String,
+                                     options: ExportOptions) throws -> (text: String, summary: Summary) {
+        try exportProject(database.db, bundleIdentifier, options: options)
+    }
+
+    public static func exportModel(_ database: StoreDatabase, _ id: String) throws -> (text: String, summary: Summary) {
+        try exportModel(database.db, id)
+    }
+
+    /// Imports a document into the session's database: read and checked
+    /// first without the write lock, then written in one short write (row
+    /// by row while a dry run or a shell chunk counts changes).
+    public static func importDocument(_ text: String, into database: SessionDatabase,
+                                      options: ImportOptions) throws -> Summary {
+        let prepared = try database.read { db in try prepareImport(db, text) }
+        let counted = database.isCountingChanges
+        return try database.write { db in try apply(db, prepared, options: options, rowByRowObservers: counted) }
+    }
+}
+
+extension TelemetryCleanup {
+    public static func retentionDays(_ database: StoreDatabase) throws -> Int? {
+        try retentionDays(database.db)
+    }
+
+    /// Runs the cleanup on the session's database: its batches as the
+    /// session's writes, checkpoints between them on the store's writer
+    /// outside any transaction.
+    public func run(on database: SessionDatabase, shouldStop: () -> Bool,
+                    progress: (MaintenanceProgress) -> Void) throws -> Report {
+        try run(read: { body in try database.read(body) },
+                write: { body in try database.write(body) },
+                unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
+                shouldStop: shouldStop, progress: progress)
+    }
+}
+
+extension ExternalMigrations {
+    public static func status(_ database: StoreDatabase, external: [ExternalMigration]) throws -> [Status] {
+        try status(database.db, external: external)
+    }
+
+    /// Applies the pending migrations up to `target` on the session's
+    /// store, each in a transaction of its own.
+    public static func migrate(_ database: SessionDatabase, external: [ExternalMigration],
+                               upTo target: String?) throws -> [String] {
+        try migrate(try database.store.writer, external: external, upTo: target)
+    }
+}
+
+/// A limit every connection of a session carries (SQLite's
+/// `sqlite3_limit`): the engine, not a look at the SQL, refuses past it.
+public enum ConnectionLimit: Sendable {
+    /// The longest string or BLOB a statement may make, in bytes: under a
+    /// memory limit, `randomblob(100000000)` is refused before it costs
+    /// 100 MB ("string or blob too big").
+    case valueLength(Int)
+    /// How many databases a connection may ATTACH (0 under `--sandbox`:
+    /// no ATTACH, no `VACUUM INTO`, which attaches).
+    case attachedDatabases(Int)
+
+    fileprivate func apply(to connection: OpaquePointer?) {
+        switch self {
+        case let .valueLength(bytes): _ = sqlite3_limit(connection, SQLITE_LIMIT_LENGTH, Int32(clamping: bytes))
+        case let .attachedDatabases(count): _ = sqlite3_limit(connection, SQLITE_LIMIT_ATTACHED, Int32(clamping: count))
+        }
+    }
+}
+
+extension SessionDatabase {
+    /// Sets `limit` on every connection the session reads or writes
+    /// through: `readConnection`, the store's writer (now or when it
+    /// opens), and the session's own writer for scopes (now and when it
+    /// opens).
+    public func limitEveryConnection(_ limit: ConnectionLimit, readConnection: ReadConnection?) {
+        if let handle = readConnection?.handle { limit.apply(to: handle) }
+        store.whenConnected { writer in
+            try? writer.writeWithoutTransaction { db in limit.apply(to: db.sqliteConnection) }
+        }
+        addConnectionSetting { db in limit.apply(to: db.sqliteConnection) }
+    }
+}
