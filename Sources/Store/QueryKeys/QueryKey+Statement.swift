@@ -15,14 +15,19 @@ public struct QueryStatement: Sendable, Equatable {
         case ids
     }
     public let sql: String
-    public let arguments: [DatabaseValue]
+    /// The arguments as callers above the engine seam bind them (the Lua
+    /// fast path pushes them as they are).
+    public let values: [StoreValue]
     public let shape: Shape
 
     public init(sql: String, arguments: [DatabaseValue], shape: Shape) {
         self.sql = sql
-        self.arguments = arguments
+        self.values = arguments.map(StoreValue.init)
         self.shape = shape
     }
+
+    /// The arguments as GRDB binds them (Store's own fetch).
+    var arguments: [DatabaseValue] { values.map(\.databaseValue) }
 }
 
 extension QueryKey {

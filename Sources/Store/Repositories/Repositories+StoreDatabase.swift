@@ -166,8 +166,3 @@ extension AuditTrail {
         try setRequiresReason(required, database.db)
     }
 }
-
-extension QueryStatement {
-    /// The arguments as ``StoreValue``s, for callers above the seam.
-    public var values: [StoreValue] { arguments.map(StoreValue.init) }
-}
