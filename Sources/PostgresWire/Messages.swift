@@ -107,7 +107,7 @@ enum Frontend {
         append("P", to: &buffer) {
             $0.appendCString(name)
             $0.appendCString(sql)
-            $0.appendInt16(Int16(parameterTypes.count))
+            $0.appendInt16(Int16(truncatingIfNeeded: parameterTypes.count))  // read as UInt16
             for oid in parameterTypes { $0.appendInt32(Int32(bitPattern: oid)) }
         }
     }
@@ -127,11 +127,11 @@ enum Frontend {
         append("B", to: &buffer) {
             $0.append(0)  // the unnamed portal
             $0.appendCString(name)
-            $0.appendInt16(Int16(parameters.count))
+            $0.appendInt16(Int16(truncatingIfNeeded: parameters.count))  // read as UInt16
             for parameter in parameters { $0.appendInt16(parameter.parameterFormat) }
-            $0.appendInt16(Int16(parameters.count))
+            $0.appendInt16(Int16(truncatingIfNeeded: parameters.count))
             for parameter in parameters { parameter.encodeParameter(into: &$0) }
-            $0.appendInt16(Int16(resultFormats.count))
+            $0.appendInt16(Int16(truncatingIfNeeded: resultFormats.count))
             for format in resultFormats { $0.appendInt16(format) }
         }
     }

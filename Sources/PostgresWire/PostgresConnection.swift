@@ -227,6 +227,9 @@ public final class PostgresConnection {
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws -> PostgresResult {
         try checkUsable(sql)
+        guard parameters.count <= 65_535 else {
+            throw PostgresClientError.unsupported("\(parameters.count) parameters: the protocol carries at most 65,535 per statement")
+        }
         let key = StatementKey(sql: sql, parameterTypes: parameters.map(\.parameterTypeOID))
         if let statement = statements[key] {
             do {

@@ -175,6 +175,16 @@ func connect() throws -> PostgresConnection {
         #expect(try connection.query("SELECT count(*) FROM c").scalar == .integer(0))
     }
 
+    @Test func tooManyParametersAreRefusedBeforeSending() throws {
+        let connection = try connect()
+        let many = [PostgresValue](repeating: .integer(1), count: 65_536)
+        #expect { try connection.query("SELECT 1", many) } throws: { "\($0)".contains("at most 65,535") }
+        // Control: the most the protocol carries reach the server, which counts them.
+        let placeholders = (1...65_535).map { "$\($0)" }.joined(separator: ",")
+        let sum = "SELECT sum(x)::int8 FROM unnest(ARRAY[\(placeholders)]::int8[]) x"
+        #expect(try connection.query(sum, Array(many.dropLast())).scalar == .integer(65_535))
+    }
+
     @Test func closedConnectionSaysSo() throws {
         let connection = try connect()
         connection.close()
