@@ -7,6 +7,7 @@
 //   LuaRuntime    generic Swift ⇄ Lua bridge
 //   Store | Git | Jobs   the Swift core
 //   TextCodec     JSON and terminal text widths (under Store, Bindings, Shell)
+//   PostgresWire  PostgreSQL's wire protocol, synchronous, no dependencies
 //   CLua, CLuaShim, CReadline   system libraries and the C shim
 //   CSQLBridge    the db module's hot path in C (under Bindings)
 //   CSpawn        GNU extensions for child processes (under Git)
@@ -61,6 +62,12 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
 
+        // PostgreSQL's frontend/backend protocol v3, synchronous, over a
+        // blocking socket: no dependencies (ARCHITECTURE.md, "PostgreSQL:
+        // the client library").
+        .target(
+            name: "PostgresWire"),
+
         // GNU spawn/pipe extensions Swift's Glibc module does not import.
         .target(
             name: "CSpawn"),
@@ -111,6 +118,7 @@ let package = Package(
         // generators, the opsh test folder and the pseudo-terminal.
         .target(name: "TestSupport", dependencies: ["CSpawn"], path: "Tests/TestSupport"),
         .testTarget(name: "TextCodecTests", dependencies: ["TextCodec", "TestSupport"]),
+        .testTarget(name: "PostgresWireTests", dependencies: ["PostgresWire", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TextCodec", "TestSupport"]),
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
         .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),

@@ -1,0 +1,84 @@
+import Glibc
+
+/// The bytes read from the server and not yet consumed, cut into messages.
+///
+/// One buffer, allocated once and grown only for a message larger than it
+/// (a wide row, a large bytea): reading 200,000 rows does not allocate per
+/// row. A message's body is handed out as a pointer into this buffer, valid
+/// until the next read: callers decode it before they ask for the next
+/// message.
+final class Inbox {
+    private var storage: UnsafeMutableRawPointer
+    private var capacity: Int
+    private var start = 0
+    private var end = 0
+
+    init(capacity: Int = 65_536) {
+        self.capacity = capacity
+        storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// The next complete message already in the buffer, or nil when more
+    /// bytes must be read first.
+    func nextFrame() throws -> (type: UInt8, body: UnsafeRawBufferPointer)? {
+        guard end - start >= 5 else { return nil }
+        let header = storage + start
+        let length = Int(header.load(fromByteOffset: 1, as: UInt8.self)) << 24
+            | Int(header.load(fromByteOffset: 2, as: UInt8.self)) << 16
+            | Int(header.load(fromByteOffset: 3, as: UInt8.self)) << 8
+            | Int(header.load(fromByteOffset: 4, as: UInt8.self))
+        guard length >= 4 else {
+            throw PostgresClientError.protocolViolation("a message of type \(header.load(as: UInt8.self)) claims a length of \(length)")
+        }
+        guard end - start >= 1 + length else {
+            reserve(1 + length)
+            return nil
+        }
+        let type = header.load(as: UInt8.self)
+        let body = UnsafeRawBufferPointer(start: header + 5, count: length - 4)
+        start += 1 + length
+        if start == end {
+            // Empty: the next read starts at the front. The body just handed
+            // out stays intact until that read.
+            start = 0
+            end = 0
+        }
+        return (type, body)
+    }
+
+    /// Makes room for a message of `total` bytes from `start`: moves the
+    /// unread bytes to the front, and grows the buffer if it is too small.
+    private func reserve(_ total: Int) {
+        if total > capacity {
+            let larger = UnsafeMutableRawPointer.allocate(byteCount: max(total, capacity * 2), alignment: 8)
+            larger.copyMemory(from: storage + start, byteCount: end - start)
+            storage.deallocate()
+            storage = larger
+            capacity = max(total, capacity * 2)
+            end -= start
+            start = 0
+        } else if capacity - start < total {
+            memmove(storage, storage + start, end - start)
+            end -= start
+            start = 0
+        }
+    }
+
+    /// Reads once from `socket` (blocking until something arrives).
+    func fill(from socket: Socket) throws {
+        if end == capacity {
+            if start > 0 {
+                memmove(storage, storage + start, end - start)
+                end -= start
+                start = 0
+            } else {
+                reserve(capacity + 1)
+            }
+        }
+        end += try socket.receive(into: UnsafeMutableRawBufferPointer(start: storage + end, count: capacity - end))
+    }
+
+    var isEmpty: Bool { start == end }
+}

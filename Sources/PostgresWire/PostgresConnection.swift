@@ -1,0 +1,589 @@
+/// The state of the session's transaction, as the server reports it in every
+/// ReadyForQuery.
+public enum PostgresTransactionStatus: Character, Sendable {
+    /// Not in a transaction block: each statement commits on its own.
+    case idle = "I"
+    /// In a transaction block (after BEGIN).
+    case inTransaction = "T"
+    /// In a failed transaction block: every statement is refused (25P02)
+    /// until ROLLBACK, or ROLLBACK TO a savepoint set before the failure.
+    case failed = "E"
+}
+
+/// One connection to a PostgreSQL server, used from one thread at a time.
+///
+/// Opening it connects (Unix socket or TCP), starts the session (role,
+/// database, `application_name`, `client_encoding` UTF8, `DateStyle` ISO)
+/// and logs in (trust, cleartext password, md5 or SCRAM-SHA-256). Then:
+///
+///     let connection = try PostgresConnection(url: "postgresql://alice@/opsh?host=/tmp/pg")
+///     let result = try connection.query("SELECT id, name FROM builds WHERE id = $1", [.integer(42)])
+///     for row in result.rows { print(row[0], row[1]) }
+///     try connection.simpleQuery("BEGIN; SET LOCAL statement_timeout = '5s'")
+///
+/// **Calls block.** Every call writes its messages and reads until the
+/// server is ready for the next query; nothing runs in the background and
+/// nothing is initialised before the first connection is opened. To stop a
+/// query that runs too long, call ``PostgresCanceller/cancel()`` (from
+/// ``canceller``) on another thread: the query fails with SQLSTATE `57014`
+/// and the connection goes on.
+///
+/// **Statements are prepared once.** ``query(_:_:)`` prepares each SQL text
+/// as a named statement the first time (Parse, Describe: one round trip),
+/// and afterwards only binds and executes it (one round trip). A statement
+/// whose result columns changed under it (an ALTER TABLE; the server's
+/// `0A000` "cached plan must not change result type") is prepared again and
+/// run again transparently when no transaction block was open; inside one,
+/// the transaction is already failed, so the error is thrown (with a hint)
+/// and the statement is prepared again on its next run, after the ROLLBACK.
+///
+/// **Errors keep the connection.** A statement's ``PostgresError`` is
+/// thrown after the server's ReadyForQuery: the next call works. A broken
+/// socket or a protocol violation closes the connection
+/// (``PostgresClientError/connectionClosed(_:)`` from then on).
+///
+/// **What arrives on the side is kept, not printed**: notices
+/// (``takeNotices()``), notifications from LISTEN (``waitForNotification(timeout:)``),
+/// and parameter changes (``serverParameters``).
+///
+/// Not done: TLS (a URL whose `sslmode` requires it is refused), GSSAPI
+/// and SSPI logins, COPY FROM STDIN (refused with the server's error
+/// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
+/// results fetched in portions (every row of a result is read into memory).
+public final class PostgresConnection {
+    /// What the connection was opened with.
+    public let url: PostgresURL
+    /// The server's run-time parameters: `server_version`, `TimeZone`,
+    /// `integer_datetimes`, `standard_conforming_strings`, … as reported at
+    /// start-up and whenever they change.
+    public private(set) var serverParameters: [String: String] = [:]
+    /// The server process serving this connection (`pg_backend_pid()`).
+    public private(set) var processID: Int32 = 0
+    private var secretKey: Int32 = 0
+    /// The transaction state after the last call.
+    public private(set) var transactionStatus: PostgresTransactionStatus = .idle
+    /// Statements kept prepared on the server; past this many the least
+    /// recently used one is closed. 0 turns the cache off: each query is
+    /// parsed again as the unnamed statement (two round trips a query).
+    public var statementCacheCapacity = 256 {
+        didSet { evictStatements(keeping: statementCacheCapacity) }
+    }
+
+    private var socket: Socket?
+    private let inbox = Inbox()
+    private var outbox: [UInt8] = []
+    private var notices: [PostgresNotice] = []
+    private var notifications: [PostgresNotification] = []
+    private var statements: [StatementKey: PreparedStatement] = [:]
+    private var statementCounter = 0
+    private var useCounter: UInt64 = 0
+
+    /// Opens a connection: see ``PostgresURL`` for the syntax.
+    public convenience init(url: String) throws {
+        try self.init(url: try PostgresURL(url))
+    }
+
+    public init(url: PostgresURL) throws {
+        self.url = url
+        let deadline = monotonicSeconds() + url.connectTimeout
+        let socket = try Socket.connect(to: url.endpoint, timeout: url.connectTimeout)
+        self.socket = socket
+        do {
+            try startUp(deadline: deadline)
+        } catch {
+            socket.close()
+            self.socket = nil
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Whether the connection can still be used.
+    public var isOpen: Bool { socket != nil }
+
+    /// The server's version string (`server_version`, e.g. `15.18 (Debian 15.18-0+deb12u1)`).
+    public var serverVersion: String? { serverParameters["server_version"] }
+
+    /// What another thread needs to cancel this connection's running query.
+    public var canceller: PostgresCanceller {
+        PostgresCanceller(endpoint: url.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout)
+    }
+
+    /// Cancels the running query: ``PostgresCanceller/cancel()`` on
+    /// ``canceller``. Call it from another thread than the one waiting in
+    /// the query (this object is not shared between threads; a canceller is).
+    public func cancel() throws {
+        try canceller.cancel()
+    }
+
+    /// Says goodbye (Terminate) and closes the socket. Safe to repeat.
+    public func close() {
+        guard let socket else { return }
+        var goodbye: [UInt8] = []
+        Frontend.terminate(into: &goodbye)
+        try? socket.send(goodbye)
+        socket.close()
+        self.socket = nil
+        statements.removeAll()
+    }
+
+    /// The notices received since the last call, oldest first.
+    public func takeNotices() -> [PostgresNotice] {
+        defer { notices.removeAll() }
+        return notices
+    }
+
+    /// How many statements are prepared on the server now.
+    public var preparedStatementCount: Int { statements.count }
+
+    // MARK: Start-up and login
+
+    private func startUp(deadline: Double) throws {
+        guard let socket else { return }
+        try socket.send(Frontend.startup([
+            ("user", url.user),
+            ("database", url.database),
+            ("application_name", url.applicationName),
+            ("client_encoding", "UTF8"),
+            ("DateStyle", "ISO"),
+        ]))
+        var scram: SCRAMSHA256Client? = nil
+        func requirePassword(_ method: String) throws -> String {
+            guard let password = url.password else {
+                throw PostgresClientError.authentication(
+                    "the server asks role \"\(url.user)\" for a password (\(method)) and the URL has none (postgresql://USER:PASSWORD@…, or ?password=)")
+            }
+            return password
+        }
+        while true {
+            guard let (type, body) = try readFrame(deadline: deadline) else {
+                throw PostgresClientError.connectionFailed("\(url.endpoint): no answer to the start-up message within \(formatSeconds(url.connectTimeout)) seconds")
+            }
+            if try handleAsynchronous(type, body) { continue }
+            var reader = BodyReader(body)
+            switch type {
+            case Backend.authentication:
+                let code = try reader.int32()
+                outbox.removeAll(keepingCapacity: true)
+                switch code {
+                case 0:
+                    break
+                case 3:
+                    Frontend.password(try requirePassword("password"), into: &outbox)
+                case 5:
+                    let salt = Array(try reader.take(4))
+                    Frontend.password(md5PasswordResponse(user: url.user, password: try requirePassword("md5"), salt: salt), into: &outbox)
+                case 10:
+                    var mechanisms: [String] = []
+                    while reader.remaining > 1 { mechanisms.append(try reader.cString()) }
+                    guard mechanisms.contains(SCRAMSHA256Client.mechanism) else {
+                        throw PostgresClientError.unsupported("the server offers SASL mechanisms \(mechanisms.joined(separator: ", ")); this client speaks SCRAM-SHA-256 without channel binding")
+                    }
+                    let client = SCRAMSHA256Client(password: try requirePassword("scram-sha-256"))
+                    Frontend.saslInitialResponse(mechanism: SCRAMSHA256Client.mechanism, data: client.clientFirstMessage, into: &outbox)
+                    scram = client
+                case 11:
+                    guard scram != nil else { throw PostgresClientError.protocolViolation("SASL continue before SASL start") }
+                    Frontend.saslResponse(try scram!.clientFinalMessage(serverFirst: reader.rest()), into: &outbox)
+                case 12:
+                    guard let client = scram else { throw PostgresClientError.protocolViolation("SASL final before SASL start") }
+                    try client.verify(serverFinal: reader.rest())
+                default:
+                    throw PostgresClientError.unsupported(
+                        "the server asks for \(unsupportedAuthenticationName(code)) authentication; this client speaks trust, password, md5 and scram-sha-256 (change the pg_hba.conf line for this role)")
+                }
+                if !outbox.isEmpty { try socket.send(outbox) }
+            case Backend.backendKeyData:
+                processID = try reader.int32()
+                secretKey = try reader.int32()
+            case Backend.negotiateProtocolVersion:
+                break  // the server speaks an older 3.x minor: nothing this client uses
+            case Backend.errorResponse:
+                throw PostgresError(fields: try Backend.fields(body), sql: nil)
+            case Backend.readyForQuery:
+                transactionStatus = PostgresTransactionStatus(rawValue: Character(Unicode.Scalar(try reader.byte()))) ?? .idle
+                return
+            default:
+                throw PostgresClientError.protocolViolation("unexpected message \(Character(Unicode.Scalar(type))) during start-up")
+            }
+        }
+    }
+
+    // MARK: Queries
+
+    /// Runs one statement with parameters `$1`, `$2`, … through the extended
+    /// protocol, preparing it on the server the first time its SQL text
+    /// (with these kinds of parameters) is seen.
+    ///
+    /// - Parameters:
+    ///   - sql: One statement, its parameters written `$1`, `$2`, ….
+    ///   - parameters: Their values (see ``PostgresValue`` for the types
+    ///     they take on the server).
+    /// - Returns: The columns (names, type OIDs) and every row; the command
+    ///   tag tells how many rows an INSERT, UPDATE or DELETE touched.
+    /// - Throws: ``PostgresError`` for what the server refused (the
+    ///   connection stays usable), ``PostgresClientError`` for the rest.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws -> PostgresResult {
+        try checkUsable(sql)
+        guard parameters.count <= 65_535 else {
+            throw PostgresClientError.unsupported("\(parameters.count) parameters: the protocol carries at most 65,535 per statement")
+        }
+        let key = StatementKey(sql: sql, parameterTypes: parameters.map(\.parameterTypeOID))
+        if let statement = statements[key] {
+            do {
+                return try execute(statement, sql: sql, parameters: parameters)
+            } catch var error as PostgresError where error.code == "0A000" || error.code == "26000" {
+                // The prepared statement went stale: its result changed
+                // (ALTER TABLE) or it was deallocated (DISCARD ALL). Forget
+                // it; run it again now only if nothing else was lost.
+                forget(key)
+                guard transactionStatus == .idle else {
+                    if error.hint == nil {
+                        error.hint = "The statement is prepared again when it next runs; roll back the transaction first."
+                    }
+                    throw error
+                }
+            }
+        }
+        let statement = try prepare(key)
+        return try execute(statement, sql: sql, parameters: parameters)
+    }
+
+    /// Runs one or more statements separated by `;` through the simple
+    /// protocol: no parameters, results in text (decoded by type as
+    /// ``PostgresValue`` says), one result per statement. What BEGIN,
+    /// SAVEPOINT, SET and scripts of DDL need.
+    ///
+    /// Several statements without an explicit BEGIN run as one implicit
+    /// transaction: if one fails, none of them took effect.
+    @discardableResult
+    public func simpleQuery(_ sql: String) throws -> [PostgresResult] {
+        try checkUsable(sql)
+        return try exchange {
+            outbox.removeAll(keepingCapacity: true)
+            Frontend.query(sql, into: &outbox)
+            // Queued Closes wait for the next extended cycle: they need a Sync.
+            try send(includingCloses: false)
+            var results: [PostgresResult] = []
+            var columns: [PostgresColumn] = []
+            var binary: [Bool] = []
+            var rows: [[PostgresValue]] = []
+            var failure: [Character: String]? = nil
+            while true {
+                let (type, body) = try nextMessage()
+                switch type {
+                case Backend.rowDescription:
+                    columns = try Backend.rowDescription(body)
+                    binary = Array(repeating: false, count: columns.count)
+                    rows = []
+                case Backend.dataRow:
+                    rows.append(try Backend.dataRow(body, columns: columns, binary: binary))
+                case Backend.commandComplete:
+                    var reader = BodyReader(body)
+                    results.append(PostgresResult(columns: columns, rows: rows, commandTag: try reader.cString()))
+                    columns = []; binary = []; rows = []
+                case Backend.emptyQueryResponse:
+                    results.append(PostgresResult(columns: [], rows: [], commandTag: ""))
+                case Backend.errorResponse:
+                    failure = try Backend.fields(body)
+                default:
+                    if try handleCopy(type, extended: false) { continue }
+                    if try finishCycle(type, body) {
+                        if let failure { throw PostgresError(fields: failure, sql: sql) }
+                        return results
+                    }
+                }
+            }
+        }
+    }
+
+    private func checkUsable(_ sql: String) throws {
+        guard socket != nil else { throw PostgresClientError.connectionClosed("it was closed (open a new connection)") }
+        if sql.utf8.contains(0) {
+            throw PostgresClientError.unsupported("the SQL text contains a NUL character, which the protocol cannot carry")
+        }
+    }
+
+    // MARK: Prepared statements
+
+    private struct StatementKey: Hashable {
+        var sql: String
+        var parameterTypes: [UInt32]
+    }
+
+    private final class PreparedStatement {
+        let name: String
+        let columns: [PostgresColumn]
+        let resultFormats: [Int16]
+        let binary: [Bool]
+        var lastUse: UInt64 = 0
+
+        init(name: String, columns: [PostgresColumn]) {
+            self.name = name
+            self.columns = columns
+            binary = columns.map { PostgresType.prefersBinary($0.typeOID) }
+            resultFormats = binary.map { $0 ? 1 : 0 }
+        }
+    }
+
+    /// Parse and Describe, then Sync: the statement's result columns, which
+    /// decide the formats Bind asks for.
+    private func prepare(_ key: StatementKey) throws -> PreparedStatement {
+        let cached = statementCacheCapacity > 0
+        var name = ""
+        if cached {
+            statementCounter += 1
+            name = "opsh_\(statementCounter)"
+        }
+        return try exchange {
+            outbox.removeAll(keepingCapacity: true)
+            if cached { queueEviction(keeping: statementCacheCapacity - 1) }
+            Frontend.parse(name: name, sql: key.sql, parameterTypes: key.parameterTypes, into: &outbox)
+            Frontend.describeStatement(name, into: &outbox)
+            Frontend.sync(into: &outbox)
+            try send()
+            var columns: [PostgresColumn] = []
+            var failure: [Character: String]? = nil
+            while true {
+                let (type, body) = try nextMessage()
+                switch type {
+                case Backend.parseComplete, Backend.closeComplete, Backend.parameterDescription, Backend.noData:
+                    break
+                case Backend.rowDescription:
+                    columns = try Backend.rowDescription(body)
+                case Backend.errorResponse:
+                    failure = try Backend.fields(body)
+                default:
+                    if try finishCycle(type, body) {
+                        if let failure { throw PostgresError(fields: failure, sql: key.sql) }
+                        let statement = PreparedStatement(name: name, columns: columns)
+                        if cached { statements[key] = statement }
+                        return statement
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bind, Execute, Sync: one round trip.
+    private func execute(_ statement: PreparedStatement, sql: String, parameters: [PostgresValue]) throws -> PostgresResult {
+        useCounter += 1
+        statement.lastUse = useCounter
+        return try exchange {
+            outbox.removeAll(keepingCapacity: true)
+            Frontend.bind(statement: statement.name, parameters: parameters, resultFormats: statement.resultFormats, into: &outbox)
+            Frontend.execute(into: &outbox)
+            Frontend.sync(into: &outbox)
+            try send()
+            var rows: [[PostgresValue]] = []
+            var tag = ""
+            var failure: [Character: String]? = nil
+            while true {
+                let (type, body) = try nextMessage()
+                switch type {
+                case Backend.dataRow:
+                    rows.append(try Backend.dataRow(body, columns: statement.columns, binary: statement.binary))
+                case Backend.bindComplete, Backend.closeComplete, Backend.emptyQueryResponse, Backend.portalSuspended:
+                    break
+                case Backend.commandComplete:
+                    var reader = BodyReader(body)
+                    tag = try reader.cString()
+                case Backend.errorResponse:
+                    failure = try Backend.fields(body)
+                default:
+                    if try handleCopy(type, extended: true) { continue }
+                    if try finishCycle(type, body) {
+                        if let failure { throw PostgresError(fields: failure, sql: sql) }
+                        return PostgresResult(columns: statement.columns, rows: rows, commandTag: tag)
+                    }
+                }
+            }
+        }
+    }
+
+    private func forget(_ key: StatementKey) {
+        guard let statement = statements.removeValue(forKey: key) else { return }
+        // Closing a statement the server no longer has is not an error.
+        Frontend.closeStatement(statement.name, into: &pendingCloses)
+    }
+
+    private var pendingCloses: [UInt8] = []
+
+    /// Queues Close messages for the least recently used statements until
+    /// at most `keeping` remain; they go out with the next Parse.
+    private func queueEviction(keeping: Int) {
+        while statements.count > max(keeping, 0) {
+            guard let (key, _) = statements.min(by: { $0.value.lastUse < $1.value.lastUse }) else { break }
+            forget(key)
+        }
+        outbox += pendingCloses
+        pendingCloses.removeAll()
+    }
+
+    private func evictStatements(keeping: Int) {
+        while statements.count > max(keeping, 0) {
+            guard let (key, _) = statements.min(by: { $0.value.lastUse < $1.value.lastUse }) else { break }
+            forget(key)
+        }
+    }
+
+    // MARK: The exchange
+
+    /// Runs one request/response cycle; a client-side failure in the middle
+    /// (socket, protocol) leaves the connection in an unknown state, so it
+    /// is closed.
+    private func exchange<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PostgresClientError {
+            socket?.close()
+            socket = nil
+            statements.removeAll()
+            throw error
+        }
+    }
+
+    private func send(includingCloses: Bool = true) throws {
+        guard let socket else { throw PostgresClientError.connectionClosed("it was closed") }
+        if includingCloses, !pendingCloses.isEmpty {
+            outbox = pendingCloses + outbox
+            pendingCloses.removeAll()
+        }
+        try socket.send(outbox)
+    }
+
+    /// COPY started by a statement: FROM STDIN is refused (CopyFail, and a
+    /// Sync again in the extended protocol, since the server ignores the
+    /// Sync it received during the copy); TO STDOUT's data is dropped.
+    private func handleCopy(_ type: UInt8, extended: Bool) throws -> Bool {
+        switch type {
+        case Backend.copyInResponse:
+            outbox.removeAll(keepingCapacity: true)
+            Frontend.copyFail("COPY FROM STDIN is not supported by opsh's PostgreSQL client", into: &outbox)
+            if extended { Frontend.sync(into: &outbox) }
+            try send(includingCloses: false)
+            return true
+        case Backend.copyOutResponse, Backend.copyData, Backend.copyDone:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// ReadyForQuery ends a cycle (true); anything else here is unexpected.
+    private func finishCycle(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
+        guard type == Backend.readyForQuery else {
+            throw PostgresClientError.protocolViolation("unexpected message \(Character(Unicode.Scalar(type)))")
+        }
+        var reader = BodyReader(body)
+        let status = Character(Unicode.Scalar(try reader.byte()))
+        guard let value = PostgresTransactionStatus(rawValue: status) else {
+            throw PostgresClientError.protocolViolation("unknown transaction status \(status)")
+        }
+        transactionStatus = value
+        return true
+    }
+
+    /// The next message that is not a notice, a notification or a parameter
+    /// change (those are kept as they pass). Its body is valid until the
+    /// next call.
+    private func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
+        while true {
+            guard let (type, body) = try readFrame(deadline: nil) else { continue }
+            if try handleAsynchronous(type, body) { continue }
+            return (type, body)
+        }
+    }
+
+    /// The next frame of any type; nil if `deadline` (monotonic seconds)
+    /// passed first.
+    private func readFrame(deadline: Double?) throws -> (UInt8, UnsafeRawBufferPointer)? {
+        while true {
+            if let frame = try inbox.nextFrame() { return frame }
+            guard let socket else { throw PostgresClientError.connectionClosed("it was closed") }
+            if let deadline {
+                let left = deadline - monotonicSeconds()
+                guard left > 0, try socket.poll(timeout: left) else { return nil }
+            }
+            try inbox.fill(from: socket)
+        }
+    }
+
+    /// Messages that can arrive at any time. True when `type` was one.
+    /// A FATAL error (the server is ending this session: shut down,
+    /// terminated by an administrator) closes the connection and is thrown.
+    private func handleAsynchronous(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
+        switch type {
+        case Backend.noticeResponse:
+            notices.append(PostgresNotice(fields: try Backend.fields(body)))
+            return true
+        case Backend.notificationResponse:
+            var reader = BodyReader(body)
+            let pid = try reader.int32()
+            let channel = try reader.cString()
+            let payload = try reader.cString()
+            notifications.append(PostgresNotification(channel: channel, payload: payload, processID: pid))
+            return true
+        case Backend.parameterStatus:
+            var reader = BodyReader(body)
+            let name = try reader.cString()
+            serverParameters[name] = try reader.cString()
+            return true
+        case Backend.errorResponse:
+            let fields = try Backend.fields(body)
+            let severity = fields["V"] ?? fields["S"] ?? ""
+            if severity == "FATAL" || severity == "PANIC" {
+                socket?.close()
+                socket = nil
+                statements.removeAll()
+                throw PostgresError(fields: fields, sql: nil)
+            }
+            // An ordinary error belongs to the cycle: the caller's switch
+            // records it. Put it back by reporting "not asynchronous".
+            return false
+        default:
+            return false
+        }
+    }
+
+    // MARK: Notifications
+
+    /// Notifications already received and not yet returned.
+    public var pendingNotificationCount: Int { notifications.count }
+
+    /// Returns the oldest notification received on a channel this session
+    /// LISTENs to, waiting up to `timeout` seconds for one to arrive; nil
+    /// when none came.
+    ///
+    /// It only reads: it sends no query, so the session never sits in a
+    /// transaction while waiting (a listener holding a transaction open
+    /// keeps the server's notification queue from being cleaned up, and
+    /// the queue filling up makes every NOTIFY's commit fail). Notifications
+    /// that arrive during other calls are queued and returned first.
+    /// Call it outside a transaction block: inside one, the server holds
+    /// notifications back until the block ends.
+    public func waitForNotification(timeout: Double) throws -> PostgresNotification? {
+        if !notifications.isEmpty { return notifications.removeFirst() }
+        guard socket != nil else { throw PostgresClientError.connectionClosed("it was closed") }
+        let deadline = monotonicSeconds() + max(timeout, 0)
+        return try exchange {
+            while notifications.isEmpty {
+                guard let (type, body) = try readFrame(deadline: deadline) else { return nil }
+                guard try handleAsynchronous(type, body) else {
+                    throw PostgresClientError.protocolViolation("unexpected message \(Character(Unicode.Scalar(type))) while idle")
+                }
+            }
+            return notifications.removeFirst()
+        }
+    }
+}
+
+/// A NOTIFY received on a LISTENed channel.
+public struct PostgresNotification: Sendable, Equatable {
+    public var channel: String
+    public var payload: String
+    /// The server process of the session that sent it.
+    public var processID: Int32
+}
