@@ -30,7 +30,7 @@ public final class PostgresSession {
         "projects", "schemes", "builds", "logs", "crashes", "models", "sessions", "telemetry", "config",
         "jobs", "migrate", "git", "analytics", "export", "audit",
     ]
-    public static let missingFunctions = ["backup", "check", "stats", "vacuum", "import", "undo"]
+    public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -50,6 +50,7 @@ public final class PostgresSession {
         KeyModule.installBuilder(runtime: runtime)
         installQuery()
         try WatchModule.install(in: self)
+        PostgresMaintenanceModule.install(in: self)
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }
