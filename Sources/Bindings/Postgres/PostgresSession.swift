@@ -20,7 +20,7 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "projects", "schemes", "builds", "logs", "crashes", "models", "sessions", "telemetry", "config",
+        "config",
         "key", "query", "watch", "jobs", "migrate", "git", "analytics", "export", "audit", "opsh",
     ]
     public static let missingFunctions = ["backup", "check", "stats", "vacuum", "import", "undo"]
@@ -39,6 +39,7 @@ public final class PostgresSession {
         PostgresDatabaseModule.install(in: self)
         JSONModule.install(runtime: runtime, markers: markers)
         HelpModule.install(runtime: runtime)
+        PostgresRepositoryModules.install(in: self)
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }
