@@ -112,15 +112,16 @@ import Store
     }
 
     @Test func sqlWatchObservesTheTablesItReads() throws {
-        let found = try WatchSource.inspect(
-            sql: "SELECT b.id, s.name FROM builds b JOIN schemes s ON s.id = b.schemeId WHERE b.status = ?",
-            arguments: .positional([.text("running")]), database: test.session.database)
+        let found = try test.session.database.inspectQuery(
+            "SELECT b.id, s.name FROM builds b JOIN schemes s ON s.id = b.schemeId WHERE b.status = ?",
+            arguments: .positional([.text("running")]))
         #expect(found.tables == ["builds", "schemes"])
         #expect(found.columns == ["id", "name"])
+        #expect(try test.session.tablesRead(by: "SELECT * FROM builds WHERE id = ?", arguments: .positional([.text("b1")]))
+                == ["builds"])
         // Through a view: the tables under it.
         _ = try test.sqlite3("CREATE VIEW running AS SELECT id FROM builds WHERE status = 'running'")
-        #expect(try WatchSource.inspect(sql: "SELECT * FROM running", arguments: .positional([]), database: test.session.database).tables
-            .contains("builds"))
+        #expect(try test.session.tablesRead(by: "SELECT * FROM running", arguments: .positional([])).contains("builds"))
     }
 
     @Test func aWatchStartedInsideATransactionSeesTheCommit() throws {

@@ -202,4 +202,19 @@ import Testing
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("jobs.list is not available on PostgreSQL yet"), "\(missing.stderr)")
     }
+
+    /// Commands that have no PostgreSQL engine yet refuse a PostgreSQL URL
+    /// instead of making an SQLite file under that name.
+    @Test func commandsWithoutAPostgresEngineRefuseItsURL() throws {
+        let url = try server.makeDatabase()
+        let migrate = try opsh(url, ["migrate", "--create"])
+        #expect(migrate.status == 3)
+        #expect(migrate.stderr.contains("this is a PostgreSQL database, and this command runs on SQLite only so far"), "\(migrate.stderr)")
+        let made = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).filter { $0.contains("postgres") }
+        #expect(made.isEmpty, "\(made)")
+        #expect(try server.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", url: url) == "0")
+        // Control: the same command on an SQLite path works.
+        let onSQLite = try sandbox.opsh(["migrate", "--db", sandbox.database, "--create"], database: false)
+        #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
+    }
 }

@@ -21,7 +21,18 @@ enum KeyModule {
     static let typeName = "opsh.key"
 
     static func install(in session: OpshSession) {
-        let runtime = session.runtime
+        installBuilder(runtime: session.runtime)
+        let plans = QueryPlanRunner(statements: session.repositoryStatements, rowShapes: session.sql.rowShapes)
+        session.runtime.register("query") { call in
+            // Every key runs on the db module's machinery (cached, stepped
+            // in C, rows built once into Lua tables); the aggregates as
+            // several statements assembled in Lua.
+            try plans.push(try queryKey(call, 1).plan(), call: call)
+        }
+    }
+
+    /// The `key` builder and `key.parse`: no database, the same on every engine.
+    static func installBuilder(runtime: LuaRuntime) {
         let push = pushNode
         // Each first word of the grammar: a function when an id follows it
         // (`key.project(id)`), a key object otherwise (`key.projects`, `key.config`).
@@ -68,14 +79,6 @@ enum KeyModule {
         stack.setField("__index", at: -2)
         lua_setmetatable(runtime.state, -2)
         stack.pop()
-
-        let plans = QueryPlanRunner(statements: session.repositoryStatements, rowShapes: session.sql.rowShapes)
-        runtime.register("query") { call in
-            // Every key runs on the db module's machinery (cached, stepped
-            // in C, rows built once into Lua tables); the aggregates as
-            // several statements assembled in Lua.
-            try plans.push(try queryKey(call, 1).plan(), call: call)
-        }
     }
 
     // MARK: Arguments

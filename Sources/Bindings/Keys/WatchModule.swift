@@ -32,7 +32,7 @@ import Store
 final class WatchModule {
     static let typeName = "opsh.watch"
 
-    unowned let session: OpshSession
+    unowned let session: any WatchHost
     /// The `opsh.wait` call delivering events now: callbacks run on its
     /// Lua thread (a coroutine's, maybe) rather than the main one.
     private var deliveringCall: LuaCall?
@@ -50,7 +50,7 @@ final class WatchModule {
     /// Live watches by subscription id.
     fileprivate(set) var live: [Int: Watch] = [:]
 
-    private init(session: OpshSession) throws {
+    private init(session: any WatchHost) throws {
         self.session = session
         let runtime = session.runtime
         let made = try runtime.execute("""
@@ -91,7 +91,7 @@ final class WatchModule {
         self.keyQuery = keyQuery
     }
 
-    static func install(in session: OpshSession) throws {
+    static func install(in session: any WatchHost) throws {
         let module = try WatchModule(session: session)
         let runtime = session.runtime
         runtime.register("watch") { call in try module.watch(call) }
@@ -136,7 +136,7 @@ final class WatchModule {
 
     private func watch(_ call: LuaCall) throws -> Int32 {
         let callback = try call.function(2)
-        let source = try WatchSource(call: call, database: session.database)
+        let source = try WatchSource(call: call, host: session)
         // The state's fetch calls `query(key)` or `db.query(sql, …)` with
         // the call's own values (a key object, a db.blob stay what they are).
         lua_createtable(call.state, 0, 3)
@@ -155,17 +155,17 @@ final class WatchModule {
         _ = try call.call(start, arguments)
         let watch = Watch(module: self, description: source.description, state: state)
         // The subscription owns the watch until cancel() removes it.
-        let id = session.subscribe { event in
+        let id = session.subscriptions.subscribe { event in
             guard event is WatchEvent else { return }
             try watch.deliverChange()
         }
         live[id] = watch
         watch.subscription = id
         watch.callback = callback
-        let events = session.events
+        let events = session.subscriptions.events
         let signal = watch.signal
         do {
-            watch.observation = try session.store.client.observeTables(source.tables) {
+            watch.observation = try session.observe(source.tables) {
                 // One event until it is delivered, however many commits.
                 if signal.raise() { events.post(id, WatchEvent.changed) }
             }
@@ -200,8 +200,8 @@ final class WatchModule {
         if let timeout, !(timeout >= 0) {
             throw call.argumentError(1, "a number of seconds >= 0 expected")
         }
-        if session.database.isInTransaction {
-            throw LuaCallError.message("opsh.wait cannot wait inside \(session.database.openTransactionName): the database would stay locked for every other writer")
+        if let transaction = session.openTransactionForWait {
+            throw LuaCallError.message("opsh.wait cannot wait inside \(transaction): the database would stay locked for every other writer")
         }
         let runtime = session.runtime
         let previous = deliveringCall
@@ -213,15 +213,15 @@ final class WatchModule {
             if let reason = runtime.interruptRequested {
                 throw LuaCallError.message(reason == .timeout ? "timed out" : "interrupted")
             }
-            for error in try session.deliverEvents() {
+            for error in try session.subscriptions.deliver() {
                 failures.append(.string(error.message))
                 FileHandle.standardError.write(Data("opsh: watch callback failed: \(error.message)\n".utf8))
             }
-            if !session.hasSubscriptions { return call.results(true, .array(failures)) }
+            if session.subscriptions.isEmpty { return call.results(true, .array(failures)) }
             let remaining = deadline.map { $0.timeIntervalSinceNow }
             if let remaining, remaining <= 0 { return call.results(false, .array(failures)) }
             session.releaseReadSnapshot()
-            _ = session.events.wait(timeout: remaining, shouldStop: { runtime.interruptRequested != nil })
+            _ = session.subscriptions.events.wait(timeout: remaining, shouldStop: { runtime.interruptRequested != nil })
         }
     }
 }
@@ -253,7 +253,7 @@ final class Watch {
     weak var module: WatchModule?
     /// Weak: the watches still in the Lua state are collected when the
     /// session closes it, after the session is gone.
-    weak var session: OpshSession?
+    weak var session: (any WatchHost)?
     let description: String
     /// `{ description, fetch, last }` in Lua: the last value the callback
     /// saw (the value at `watch` time first). Nil for the metatable's probe.
@@ -279,7 +279,7 @@ final class Watch {
         observation = nil
         callback = nil
         if let subscription {
-            session?.unsubscribe(subscription)
+            session?.subscriptions.unsubscribe(subscription)
             module?.live[subscription] = nil
         }
         subscription = nil
@@ -303,11 +303,10 @@ struct WatchSource {
 }
 
 extension WatchSource {
-    init(call: LuaCall, database: SessionDatabase) throws {
+    init(call: LuaCall, host: any WatchHost) throws {
         if call.type(1) == .string, let sql = call.stack.string(at: 1), Self.isSQL(sql) {
             let arguments = try Self.arguments(call, from: 3)
-            let found = try Self.inspect(sql: sql, arguments: arguments, database: database)
-            self.init(kind: .sql, description: sql, tables: found.tables)
+            self.init(kind: .sql, description: sql, tables: try host.tablesRead(by: sql, arguments: arguments))
             return
         }
         let key = try KeyModule.queryKey(call, 1)
@@ -353,17 +352,6 @@ extension WatchSource {
         case let .bytes(bytes): return .blob(bytes)
         default:
             throw call.argumentError(index, "SQL parameter expected (nil, boolean, number or string), got \(value.typeName)")
-        }
-    }
-
-    /// Checks `sql` (one query, these arguments) and learns the tables it reads.
-    static func inspect(sql: String, arguments: QueryArguments, database: SessionDatabase) throws -> QueryInspection {
-        do {
-            return try database.inspectQuery(sql, arguments: arguments)
-        } catch QueryInspectionError.notAQuery {
-            throw LuaCallError.message("watch observes queries only (SELECT …): \(sql)")
-        } catch let QueryInspectionError.refused(message) {
-            throw LuaCallError.message("\(message) in watch(\(sql))")
         }
     }
 }

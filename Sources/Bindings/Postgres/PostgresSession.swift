@@ -17,11 +17,14 @@ public final class PostgresSession {
     public let database: PostgresDatabase
     let markers: SQLMarkers
     let rowShapes: RowShapes
+    let subscriptions = Subscriptions()
+    /// Hears commits for `watch`: started by the first watch.
+    private lazy var listener = PostgresChangeListener(url: database.url)
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
         "config",
-        "key", "query", "watch", "jobs", "migrate", "git", "analytics", "export", "audit", "opsh",
+        "jobs", "migrate", "git", "analytics", "export", "audit",
     ]
     public static let missingFunctions = ["backup", "check", "stats", "vacuum", "import", "undo"]
 
@@ -39,9 +42,24 @@ public final class PostgresSession {
         PostgresDatabaseModule.install(in: self)
         JSONModule.install(runtime: runtime, markers: markers)
         HelpModule.install(runtime: runtime)
+        KeyModule.installBuilder(runtime: runtime)
+        installQuery()
+        try WatchModule.install(in: self)
         PostgresRepositoryModules.install(in: self)
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
+    }
+
+    /// `query(key)`: the key's statements on the server, assembled as on SQLite.
+    private func installQuery() {
+        let database = database
+        let rowShapes = rowShapes
+        runtime.register("query") { call in
+            let key = try KeyModule.queryKey(call, 1)
+            let value = try key.plan().fetch { try database.fetch($0) }
+            StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
+            return 1
+        }
     }
 
     private func refuseMissingModules() throws {
@@ -52,7 +70,7 @@ public final class PostgresSession {
               error(name .. " is not available on PostgreSQL yet: use db.query, db.exec and db.transaction", 3)
             end
             for _, name in ipairs({ \(modules) }) do
-              _G[name] = setmetatable({}, {
+              _G[name] = setmetatable(_G[name] or {}, {
                 __index = function(_, key) missing(name .. "." .. tostring(key)) end,
                 __call = function() missing(name) end,
               })
@@ -61,5 +79,31 @@ public final class PostgresSession {
               _G[name] = function() missing(name) end
             end
             """, chunkName: "=(opsh)")
+    }
+}
+
+extension PostgresSession: WatchHost {
+    var openTransactionForWait: String? {
+        database.isInTransaction ? "db.transaction" : nil
+    }
+
+    /// Nothing to end: each statement reads the latest commits.
+    func releaseReadSnapshot() {}
+
+    func tablesRead(by sql: String, arguments: QueryArguments) throws -> Set<String> {
+        switch arguments {
+        case let .positional(values): try database.tablesRead(by: sql, .positional(values))
+        case let .named(values): try database.tablesRead(by: sql, .table(positional: [], named: values))
+        }
+    }
+
+    func observe(_ tables: Set<String>, onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable {
+        try listener.observe(tables, onChange: onChange)
+    }
+
+    /// Runs the events queued for the Lua thread (watch callbacks).
+    @discardableResult
+    public func deliverEvents() throws -> [LuaError] {
+        try subscriptions.deliver()
     }
 }

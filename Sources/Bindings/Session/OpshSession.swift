@@ -31,7 +31,8 @@ public final class OpshSession {
     public let runtime: LuaRuntime
     public let store: Store
     public let database: SessionDatabase
-    public let events = EventQueue()
+    let subscriptions = Subscriptions()
+    public var events: EventQueue { subscriptions.events }
     public let options: Options
     let sql: SQLExecutor
     /// The repositories' statements on the `db` module's machinery.
@@ -39,8 +40,6 @@ public final class OpshSession {
     private let readConnection: ReadConnection?
     /// Subscriptions (watches, followed jobs): what to do with their
     /// events on the Lua thread.
-    var subscriptions: [Int: (Any & Sendable) throws -> Void] = [:]
-    private var nextSubscription = 1
 
     public init(store: Store, options: Options = Options()) throws {
         self.store = store
@@ -147,14 +146,11 @@ public final class OpshSession {
     /// Registers what to do with the events posted for a new subscription
     /// id; returns the id.
     func subscribe(_ handler: @escaping (Any & Sendable) throws -> Void) -> Int {
-        let id = nextSubscription
-        nextSubscription += 1
-        subscriptions[id] = handler
-        return id
+        subscriptions.subscribe(handler)
     }
 
     func unsubscribe(_ id: Int) {
-        subscriptions[id] = nil
+        subscriptions.unsubscribe(id)
     }
 
     /// Whether anything (a watch, a followed job) may still post events.
@@ -165,19 +161,7 @@ public final class OpshSession {
     /// callback does not stop the others; an interrupt is thrown.
     @discardableResult
     public func deliverEvents() throws -> [LuaError] {
-        var errors: [LuaError] = []
-        for (id, value) in events.drain() {
-            guard let handler = subscriptions[id] else { continue }
-            do {
-                try handler(value)
-            } catch let error as LuaError {
-                if case .interrupted = error.kind { throw error }
-                errors.append(error)
-            } catch {
-                errors.append(LuaError(kind: .runtime, message: String(describing: error)))
-            }
-        }
-        return errors
+        try subscriptions.deliver()
     }
 }
 

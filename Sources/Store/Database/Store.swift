@@ -110,6 +110,11 @@ public final class Store: Sendable {
     ///   ``connect()`` throw those.
     public static func prepare(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
+        // A PostgreSQL URL is not a file name: never an SQLite file made
+        // under that name by a command that has no PostgreSQL engine yet.
+        if resolved.contains("postgresql://") || resolved.contains("postgres://") {
+            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, and this command runs on SQLite only so far: `opsh run` and `opsh -e` run scripts on PostgreSQL")
+        }
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
         // Refused here rather than at the first write, with the reason.
         let readOnlyFileSystem = ReadOnlyFileSystem.holds(resolved)

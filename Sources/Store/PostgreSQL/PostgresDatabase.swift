@@ -385,6 +385,7 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case inTransaction(String)
     case statement(String)
     case endedTransaction(String)
+    case notAQuery(String)
 
     public var description: String {
         switch self {
@@ -398,6 +399,10 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             "\(what) cannot run inside a transaction"
         case let .statement(message):
             message
+        case let .notAQuery(sql):
+            "watch observes queries only (SELECT …): \(sql)"
+        case let .notAQuery(sql):
+            "watch observes queries only (SELECT …): \(sql)"
         case let .endedTransaction(sql):
             "the statement ended the transaction db.transaction opened (COMMIT and ROLLBACK belong to db.transaction): \(sql)"
         }

@@ -89,24 +89,31 @@ extension QueryKey {
 extension QueryPlan {
     /// Runs the plan on `db` for a Swift caller.
     public func fetch(_ db: Database) throws -> StoreValue {
+        try fetch { try $0.fetch(db) }
+    }
+
+    /// The plan's value, each statement run by `run` (an engine's own
+    /// fetch: GRDB's on SQLite, ``PostgresDatabase/fetch(_:)``), the parts
+    /// assembled the same way on every engine.
+    public func fetch(running run: (QueryStatement) throws -> StoreValue) throws -> StoreValue {
         switch self {
         case .statement(let statement):
-            return try statement.fetch(db)
+            return try run(statement)
         case .object(let parts):
             var fields: [StoreValue.Field] = []
             for part in parts {
-                let value = try part.plan.fetch(db)
+                let value = try part.plan.fetch(running: run)
                 if fields.isEmpty, value == .null { return .null }
                 fields.append(.init(part.name, value))
             }
             return .object(fields)
         case let .extendedRow(statement, parts):
-            guard case .object(var fields) = try statement.fetch(db) else { return .null }
-            for part in parts { fields.append(.init(part.name, try part.plan.fetch(db))) }
+            guard case .object(var fields) = try run(statement) else { return .null }
+            for part in parts { fields.append(.init(part.name, try part.plan.fetch(running: run))) }
             return .object(fields)
         case .pairs(let statement), .groups(let statement):
             var fields: [StoreValue.Field] = []
-            for row in try statement.fetch(db).arrayValue ?? [] {
+            for row in try run(statement).arrayValue ?? [] {
                 guard let name = row["name"]?.textValue, let value = row["value"] else { continue }
                 if case .groups = self {
                     if let last = fields.indices.last, fields[last].name == name, case .array(var values) = fields[last].value {
