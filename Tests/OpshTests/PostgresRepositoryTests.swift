@@ -97,12 +97,15 @@ import Testing
             local s2 = schemes.insert{ projectBundleIdentifier = "com.example.c", name = "Nightly" }
             builds.create(s2.id, "2.0.0")
             print(schemes.delete(s2.id, { cascade = true }), builds.count())
+            projects.insert{ bundleIdentifier = "n", name = "5", gitRepositoryURL = "/n" }
+            print("number on a text column", projects.count{ where = { name = 5 } }, projects.count{ where = { name = { 5, 6 } } })
             """)
         #expect(output.contains("com.example.app\tApp\tnumber\ttrue\n"), "\(output)")
         #expect(output.contains("1\t2\tqueued\t0.0\tnil\n"), "\(output)")
         #expect(output.contains("content=two level=info\ncategory=build content=three level=error\n"), "\(output)")
         #expect(output.contains("project com.example.app has 2 build(s); delete them first or pass cascade = true"), "\(output)")
         #expect(output.contains("true\t0\t0\t0\t0\n"), "\(output)")
+        #expect(output.contains("number on a text column\t1\t1\n"), "\(output)")
     }
 
     @Test func theSDKsRepositoriesPrintTheSameOnBothEngines() throws {
