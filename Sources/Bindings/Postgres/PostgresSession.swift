@@ -18,6 +18,10 @@ public final class PostgresSession {
     let markers: SQLMarkers
     let rowShapes: RowShapes
     let subscriptions = Subscriptions()
+    /// Where watch callbacks wait for the Lua thread (the shell polls it).
+    public var events: EventQueue { subscriptions.events }
+    /// `--sandbox`: no files, no processes.
+    public let sandbox: Bool
     /// Hears commits for `watch`: started by the first watch.
     private lazy var listener = PostgresChangeListener(url: database.url)
 
@@ -30,6 +34,7 @@ public final class PostgresSession {
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
+        self.sandbox = sandbox
         runtime = try LuaRuntime(options: .init(sandbox: sandbox))
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")
@@ -84,7 +89,7 @@ public final class PostgresSession {
 
 extension PostgresSession: WatchHost {
     var openTransactionForWait: String? {
-        database.isInTransaction ? "db.transaction" : nil
+        database.isInTransaction ? "the open transaction (a db.transaction, or a shell chunk on PostgreSQL)" : nil
     }
 
     /// Nothing to end: each statement reads the latest commits.

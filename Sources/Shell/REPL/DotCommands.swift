@@ -73,6 +73,10 @@ extension REPL {
                 console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
         case ".confirm":
+            guard let chunks else {
+                console.error(".confirm is not available on this database: a chunk commits when it ends")
+                break
+            }
             switch argument {
             case "off": chunks.confirmThreshold = nil
             case let text? where Int(text).map({ $0 >= 0 }) == true: chunks.confirmThreshold = Int(text)
@@ -81,7 +85,7 @@ extension REPL {
             }
         case ".locks":
             // Who holds locks on the database now (/proc/locks).
-            if let path = session.store.path {
+            if let path = session.databaseFilePath {
                 print(LockHolders.sentence(for: path).map { "locks " + $0 } ?? "no other process holds a lock on \(path)")
             }
         case ".rows":
@@ -93,7 +97,7 @@ extension REPL {
             }
             if runner.resultsFile == nil { runner.printer.maximumRows = rowLimit }
         case ".output":
-            if argument != nil && argument != "stdout" && session.options.sandbox {
+            if argument != nil && argument != "stdout" && session.isSandboxed {
                 console.error(".output FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)")
                 break
             }
@@ -103,7 +107,7 @@ extension REPL {
                 console.error("usage: .read FILE")
                 break
             }
-            if session.options.sandbox {
+            if session.isSandboxed {
                 console.error(".read is refused in the sandbox: it has no files (run opsh without --sandbox to read one)")
                 break
             }
@@ -115,7 +119,7 @@ extension REPL {
             timed {
                 do {
                     let code = try ChunkRunner.readScript(path)
-                    try chunks.run(code: ".read \(argument)") {
+                    try runChunk(code: ".read \(argument)") {
                         try runner.run(code, chunkName: "@\(path)")
                     }
                 } catch {

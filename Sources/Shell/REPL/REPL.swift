@@ -40,7 +40,7 @@ public final class REPL {
         }
     }
 
-    let session: OpshSession
+    let session: any ShellHost
     let configuration: Configuration
     let console: Console
     var runner: ChunkRunner
@@ -53,8 +53,12 @@ public final class REPL {
     var outputFiles: Set<String> = []
     let catalog: DatabaseCatalog
     var timer = false
-    /// Each chunk one transaction: confirmation and undo().
-    public let chunks: ChunkTransactions
+    /// SQLite: each chunk one transaction begun at its first write,
+    /// confirmation and undo(). Nil on another engine, whose chunks run
+    /// through ``runChunkElsewhere``.
+    public let chunks: ChunkTransactions?
+    /// A chunk's run on an engine without ``ChunkTransactions``.
+    public var runChunkElsewhere: (_ body: () throws -> Void) throws -> Void = { try $0() }
 
     private let editor = LineEditor()
     private var history: History!
@@ -64,7 +68,7 @@ public final class REPL {
     private let idleSignals: (read: Int32, write: Int32)
     private var watcher: SignalWatcher?
 
-    public init(session: OpshSession, configuration: Configuration) {
+    public init(session: any ShellHost, configuration: Configuration) {
         self.session = session
         self.configuration = configuration
         self.console = configuration.console
@@ -72,11 +76,16 @@ public final class REPL {
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
         catalog = DatabaseCatalog(runtime: session.runtime)
-        chunks = ChunkTransactions(session: session, console: configuration.console)
-        chunks.dryRunCopy = configuration.dryRunCopy
-        chunks.dryRunReplay = configuration.dryRunReplay
-        chunks.changeLimit = configuration.maxChanges
-        session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
+        if let sqlite = session as? OpshSession {
+            let chunks = ChunkTransactions(session: sqlite, console: configuration.console)
+            chunks.dryRunCopy = configuration.dryRunCopy
+            chunks.dryRunReplay = configuration.dryRunReplay
+            chunks.changeLimit = configuration.maxChanges
+            session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
+            self.chunks = chunks
+        } else {
+            chunks = nil
+        }
         var ends: [Int32] = [0, 0]
         pipe(&ends)
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -117,7 +126,7 @@ public final class REPL {
         editor.show(prompt: configuration.prompt)
         loop: while true {
             var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: session.events.wakeDescriptor, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: session.eventQueue.wakeDescriptor, events: Int16(POLLIN), revents: 0),
                                pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0)]
             if poll(&descriptors, 3, -1) < 0 {
                 if errno == EINTR { continue }
@@ -185,7 +194,7 @@ public final class REPL {
             pending = ""
             // Writes would go to a file nobody opens again: the session
             // refuses them (and says so); reads and backup() still work.
-            if let problem = session.store.replacedFileProblem, !warnedFileGone {
+            if let problem = session.writeProblem, !warnedFileGone {
                 warnedFileGone = true
                 console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
             }
@@ -194,7 +203,7 @@ public final class REPL {
             var failed = false
             timed {
                 do {
-                    try chunks.run(code: typed) { try runner.run(code, chunkName: "=stdin") }
+                    try runChunk(code: typed) { try runner.run(code, chunkName: "=stdin") }
                 } catch {
                     failed = true
                     report(error)
@@ -203,6 +212,12 @@ public final class REPL {
             configuration.afterChunk?(typed, startedAt, failed)
         }
         return true
+    }
+
+    /// Runs a chunk with the engine's rules for chunks.
+    func runChunk(code: String, _ body: () throws -> Void) throws {
+        if let chunks { return try chunks.run(code: code, body) }
+        try runChunkElsewhere(body)
     }
 
     func timed(_ body: () -> Void) {
@@ -250,13 +265,6 @@ public final class REPL {
         } else {
             console.error("\(error)")
         }
-        if let hint = session.store.missingMigrationHint(for: (error as? LuaError)?.message ?? "\(error)") {
-            console.error(hint)
-        }
-        // A write that gave up waiting: say who holds the lock.
-        if "\(error)".contains("database is locked") || (error as? LuaError)?.message.contains("database is locked") == true,
-           let path = session.store.path, let holders = LockHolders.sentence(for: path) {
-            console.error("the database's lock is \(holders) (.locks shows it again)")
-        }
+        for hint in session.hints(for: error) { console.error(hint) }
     }
 }

@@ -305,6 +305,19 @@ public final class PostgresDatabase {
         return result
     }
 
+    /// Runs a shell chunk as one transaction (a savepoint inside a dry
+    /// run's), each statement under a savepoint of its own; returns the rows
+    /// it changed, by table, from the server's counters.
+    public func chunk(_ body: () throws -> Void) throws -> ChangeSummary {
+        var changed = ChangeSummary()
+        try transaction {
+            let before = try transactionChanges()
+            try body()
+            changed = try transactionChanges().since(before)
+        }
+        return changed
+    }
+
     /// Runs `body` in one transaction that is rolled back at the end, and
     /// reports what it would have changed, table by table.
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
@@ -317,13 +330,18 @@ public final class PostgresDatabase {
             dryRunning = false
             if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
         }
+        let before = try transactionChanges()
         let result = try body()
-        return (result, try transactionChanges())
+        return (result, try transactionChanges().since(before))
     }
 
     public var isDryRun: Bool { dryRunning }
 
-    /// The rows the open transaction changed, by table.
+    /// The server's counts of rows changed, by table: the open
+    /// transaction's, plus those of earlier transactions the server process
+    /// has not yet added to its statistics (it does so when idle, at most
+    /// once a second). No flush happens inside a transaction, so the
+    /// difference of two readings in one transaction is what ran between.
     private func transactionChanges() throws -> ChangeSummary {
         let counts = try connection.query("""
             SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
@@ -406,5 +424,20 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case let .endedTransaction(sql):
             "the statement ended the transaction db.transaction opened (COMMIT and ROLLBACK belong to db.transaction): \(sql)"
         }
+    }
+}
+
+extension ChangeSummary {
+    /// What changed since `earlier` (a reading of the same counters).
+    func since(_ earlier: ChangeSummary) -> ChangeSummary {
+        var changed = ChangeSummary()
+        for (table, counts) in tables {
+            let before = earlier.tables[table] ?? TableChangeCounts()
+            let delta = TableChangeCounts(inserted: counts.inserted - before.inserted,
+                                          updated: counts.updated - before.updated,
+                                          deleted: counts.deleted - before.deleted)
+            if delta.inserted + delta.updated + delta.deleted > 0 { changed.tables[table] = delta }
+        }
+        return changed
     }
 }

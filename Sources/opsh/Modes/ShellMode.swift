@@ -8,6 +8,7 @@ struct ShellMode {
     let options: CommonOptions
 
     func run() -> Never {
+        if let url = PostgresBatchMode.url(options) { PostgresShellMode(options: options, url: url).run() }
         // --dry-run: the session works on a private copy (DryRunCopy).
         var copy: DryRunCopy?
         var copyNote: String?
@@ -77,7 +78,7 @@ struct ShellMode {
         var status: Int32 = 0
         if copy != nil || configuration.dryRunReplay {
             status = repl.run()
-            launch.console.raw(BatchMode.describe(repl.chunks.total))
+            launch.console.raw(BatchMode.describe(repl.chunks?.total ?? ChangeSummary()))
         } else if options.dryRun {
             do {
                 let (result, summary) = try session.database.dryRun { repl.run() }
