@@ -53,6 +53,10 @@ public final class PostgresSession {
         try WatchModule.install(in: self)
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
+        // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
+        runtime.register(module: "opsh", [
+            "dryRun": { [database] call in call.results(.boolean(database.isDryRun)) },
+        ])
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }
