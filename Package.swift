@@ -56,7 +56,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
-                "TextCodec", "CSQLiteStore",
+                "TextCodec", "CSQLiteStore", "PostgresWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The raw C API, for the few hot loops (batched inserts).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

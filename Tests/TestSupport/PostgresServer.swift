@@ -39,6 +39,28 @@ public final class PostgresServer: Sendable {
         }
     }
 
+    /// A new, empty database of its own for one test (tests run in
+    /// parallel on the one server): its URL.
+    public func makeDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        try sql("CREATE DATABASE \(name)")
+        return url(of: String(name))
+    }
+
+    /// The URL of database `name` on this server.
+    public func url(of name: String) -> String {
+        url.replacingOccurrences(of: "/opsh?", with: "/\(name)?")
+    }
+
+    /// Runs SQL through `psql` in the database at `url` (see ``sql(_:)``).
+    @discardableResult
+    public func sql(_ text: String, url: String) throws -> String {
+        let result = try ChildProcess.start(psql, ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", text],
+                                            environment: ProcessInfo.processInfo.environment).finish()
+        guard result.status == 0 else { throw ShellError(script: "psql -c \(text)", output: result.stderr) }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Runs SQL through `psql` (another process, a real client) in database
     /// `opsh`, stopping at the first error: its output, unaligned, tuples
     /// only, fields separated by `|`. Throws with psql's message.

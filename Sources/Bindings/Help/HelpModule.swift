@@ -15,7 +15,11 @@ import LuaRuntime
 /// session are listed (the descriptions are data: ``HelpEntries``).
 enum HelpModule {
     static func install(in session: OpshSession) {
-        session.runtime.register("help") { call in
+        install(runtime: session.runtime)
+    }
+
+    static func install(runtime: LuaRuntime) {
+        runtime.register("help") { call in
             let text = try describe(call)
             call.stack.pushGlobal("print")
             let print = call.stack.reference(at: -1)

@@ -29,9 +29,12 @@ enum JSONModule {
     static let nullKey = "opsh.NULL"
 
     static func install(in session: OpshSession) {
-        let runtime = session.runtime
+        install(runtime: session.runtime, markers: session.sql.markers)
+    }
+
+    /// Installs `json` in `runtime`, whose `db.NULL` is already set.
+    static func install(runtime: LuaRuntime, markers: SQLMarkers) {
         let state = runtime.state
-        let markers = session.sql.markers
         // db.NULL, kept where decoding finds it.
         lua_getglobal(state, "db")
         lua_getfield(state, -1, "NULL")

@@ -82,6 +82,40 @@ struct StoreValuePusher {
         dropShape(at: holder)
     }
 
+    /// Rows of values in `columns`' order (another engine's result), as
+    /// `db.query` returns them: one shape for every row, NULL columns absent.
+    func pushRows(columns: [String], rows: [[StoreValue]]) {
+        _ = lua_checkstack(state, 8)
+        let holder = shape(columns)
+        lua_createtable(state, Int32(clamping: rows.count), 0)
+        for (offset, row) in rows.enumerated() {
+            pushRow(columns: columns, values: row, holder: holder)
+            lua_rawseti(state, -2, lua_Integer(offset + 1))
+        }
+        lua_pushvalue(state, holder + 2)
+        lua_setmetatable(state, -2)
+        dropShape(at: holder)
+    }
+
+    /// One row of values in `columns`' order, as `db.first` returns it.
+    func pushRow(columns: [String], values: [StoreValue]) {
+        _ = lua_checkstack(state, 8)
+        let holder = shape(columns)
+        pushRow(columns: columns, values: values, holder: holder)
+        dropShape(at: holder)
+    }
+
+    private func pushRow(columns: [String], values: [StoreValue], holder: Int32) {
+        lua_createtable(state, 0, Int32(clamping: columns.count))
+        for (name, value) in zip(columns, values) where value != .null {
+            LuaStack(state).push(name)
+            push(value, asRows: true)
+            lua_rawset(state, -3)
+        }
+        lua_pushvalue(state, holder + 1)
+        lua_setmetatable(state, -2)
+    }
+
     private func pushTable(_ fields: [StoreValue.Field]) {
         lua_createtable(state, 0, Int32(clamping: fields.count))
         fill(fields)

@@ -81,6 +81,13 @@ struct BatchMode {
             launch.fail(.usage, "\(chunkName.dropFirst()): \(error)")
         }
 
+        if let url = PostgresBatchMode.url(options) {
+            var script: String?
+            if case let .file(path) = source { script = path }
+            if case .standardInput = source { script = "-" }
+            PostgresBatchMode(options: options, url: url)
+                .run(code: code, chunkName: chunkName, script: script, arguments: scriptArguments)
+        }
         let session = launch.openSession(interactive: false, requireReasonFromDatabase: reason == nil)
         // Connected already: a database this run created. Creating it is
         // not a use worth a row; what the run then commits is.

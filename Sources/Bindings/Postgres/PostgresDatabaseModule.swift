@@ -1,0 +1,161 @@
+import CLuaShim
+import CSQLBridge
+import Foundation
+import LuaRuntime
+import Store
+
+/// The `db` module on PostgreSQL: the API of the SQLite one
+/// (``DatabaseModule``), so that a script runs unchanged on both engines.
+///
+/// ```lua
+/// db.engine                                             --> "postgresql"
+/// local rows = db.query("SELECT id, status FROM builds WHERE status = ?", "running")
+/// local row  = db.first("SELECT * FROM projects WHERE bundleIdentifier = :id", { id = "com.example.app" })
+/// local n    = db.value("SELECT count(*) FROM telemetry")
+/// local changes = db.exec("UPDATE builds SET status = 'failed' WHERE id = ?", id)
+/// db.transaction(function()
+///   local ok, err = pcall(db.exec, "INSERT INTO nope VALUES (1)")  -- fails; the transaction goes on
+///   db.exec("INSERT INTO telemetry (event, created_at) VALUES (?, ?)", "x", os.time())
+/// end)
+/// ```
+///
+/// Differences from SQLite: `db.exec` returns the rows changed and no
+/// rowid (use `RETURNING id` with `db.value`); `db.rows` reads the whole
+/// result before the loop starts; `db.transaction`'s `maxChanges` is not
+/// there yet. Every statement is PostgreSQL's SQL: `?` and `:name`
+/// placeholders are rewritten into `$n`.
+enum PostgresDatabaseModule {
+    static func install(in session: PostgresSession) {
+        let database = session.database
+        let markers = session.markers
+        let rowShapes = session.rowShapes
+
+        func run(_ call: LuaCall) throws -> PostgresDatabase.Result {
+            let sql = try call.string(1)
+            let arguments = try Self.arguments(call, from: 2, markers: markers)
+            return try database.execute(sql, arguments)
+        }
+
+        session.runtime.register(module: "db", [
+            "query": { call in
+                let result = try run(call)
+                StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRows(columns: result.columns, rows: result.rows)
+                return 1
+            },
+            "first": { call in
+                let result = try run(call)
+                guard let row = result.rows.first else { return call.results(nil) }
+                StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRow(columns: result.columns, values: row)
+                return 1
+            },
+            "value": { call in
+                let result = try run(call)
+                guard let value = result.rows.first?.first else { return call.results(nil) }
+                StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: false)
+                return 1
+            },
+            "exec": { call in
+                let result = try run(call)
+                return call.results(.integer(Int64(result.changes ?? 0)))
+            },
+            "transaction": { call in
+                let body = try call.function(1)
+                if !call.isNoneOrNil(2) {
+                    throw call.argumentError(2, "options (maxChanges) are not available on PostgreSQL yet")
+                }
+                let results = try database.transaction {
+                    try call.call(body, [], results: LUA_MULTRET)
+                }
+                for value in results { call.stack.push(value) }
+                return Int32(results.count)
+            },
+            "inTransaction": { call in
+                call.results(.boolean(database.isInTransaction))
+            },
+            "blob": { call in
+                _ = try call.bytes(1)
+                lua_createtable(call.state, 1, 0)
+                lua_pushvalue(call.state, 1)
+                lua_rawseti(call.state, -2, 1)
+                lua_getfield(call.state, opsh_registryindex(), "opsh.blob")
+                lua_setmetatable(call.state, -2)
+                return 1
+            },
+        ])
+        session.runtime.stack.pushGlobal("db")
+        session.runtime.stack.push("postgresql")
+        session.runtime.stack.setField("engine", at: -2)
+        session.runtime.stack.pop()
+        // db.rows: the same loop as on SQLite, over a result read at once.
+        _ = try? session.runtime.execute("""
+            local query = db.query
+            function db.rows(sql, ...)
+              local rows, i = query(sql, ...), 0
+              return function() i = i + 1; return rows[i] end
+            end
+            """, chunkName: "=(db)")
+    }
+
+    /// A call's SQL values, by SQLite's rules: the values after the SQL,
+    /// or one table that gives `:name`s by name and `?`s by position.
+    static func arguments(_ call: LuaCall, from first: Int32, markers: SQLMarkers) throws -> PostgresDatabase.Arguments {
+        let state = call.state
+        let given = max(0, call.argumentCount - first + 1)
+        if given == 1, lua_type(state, first) == LUA_TTABLE, !markers.isMarker(state, first) {
+            var positional: [StoreValue] = []
+            var named: [String: StoreValue] = [:]
+            lua_pushnil(state)
+            while lua_next(state, first) != 0 {
+                defer { opsh_pop(state, 1) }
+                if lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) {
+                    named[name] = try value(call, lua_gettop(state), argument: first, markers: markers)
+                }
+            }
+            let length = lua_rawlen(state, first)
+            if length > 0 {
+                for position in 1...Int64(length) {
+                    lua_rawgeti(state, first, position)
+                    defer { opsh_pop(state, 1) }
+                    positional.append(try value(call, lua_gettop(state), argument: first, markers: markers))
+                }
+            }
+            return .table(positional: positional, named: named)
+        }
+        var values: [StoreValue] = []
+        if given > 0 {
+            for index in first...(first + given - 1) {
+                values.append(try value(call, index, argument: index, markers: markers))
+            }
+        }
+        return .positional(values)
+    }
+
+    static func value(_ call: LuaCall, _ index: Int32, argument: Int32, markers: SQLMarkers) throws -> StoreValue {
+        let state = call.state
+        switch lua_type(state, index) {
+        case LUA_TNIL, LUA_TNONE:
+            return .null
+        case LUA_TBOOLEAN:
+            return .integer(lua_toboolean(state, index) != 0 ? 1 : 0)
+        case LUA_TNUMBER:
+            if lua_isinteger(state, index) != 0 { return .integer(opsh_tointeger(state, index, nil)) }
+            return .real(opsh_tonumber(state, index, nil))
+        case LUA_TSTRING:
+            var length = 0
+            let bytes = opsh_tostring(state, index, &length)!
+            let buffer = UnsafeRawBufferPointer(start: bytes, count: length)
+            if opsh_utf8_valid(bytes, length) != 0 { return .text(String(decoding: buffer, as: UTF8.self)) }
+            return .blob([UInt8](buffer))
+        default:
+            if markers.isNull(state, index) { return .null }
+            if markers.isBlob(state, index) {
+                lua_rawgeti(state, index, 1)
+                defer { opsh_pop(state, 1) }
+                var length = 0
+                guard let bytes = opsh_tostring(state, -1, &length) else { return .null }
+                return .blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: length)))
+            }
+            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to an SQL parameter (encode tables with json.encode)")
+        }
+    }
+}

@@ -1,0 +1,395 @@
+import Foundation
+import PostgresWire
+
+/// A PostgreSQL database opened by opsh: one connection, driven from the
+/// Lua thread, with the session's rules on it — the same promises the
+/// SQLite session keeps (ARCHITECTURE.md, "PostgreSQL: the session").
+///
+/// - **Placeholders.** Statements are written as on SQLite (`?`, `?NNN`,
+///   `:name`); ``PostgresPlaceholders`` rewrites them into `$n`.
+/// - **Values.** Integers are 64-bit and exact, `bytea` comes back as
+///   bytes, NULL as ``StoreValue/null``, booleans as 1 and 0 (as SQLite
+///   gives them, so `if db.value("SELECT EXISTS …") == 1` runs on both);
+///   numeric, dates and JSON as their text.
+/// - **Names.** Rows are keyed by the schema's spelling (``PostgresNames``).
+/// - **Transactions.** ``transaction(_:)`` is `BEGIN`, nested ones are
+///   savepoints. Inside one, each statement runs under a savepoint of its
+///   own, so that a failed statement a script catches with `pcall` does
+///   not doom the transaction (psql's ON_ERROR_ROLLBACK).
+/// - **Read-only** is the server's: each statement outside a transaction
+///   runs in `BEGIN READ ONLY` and a savepoint (inside a subtransaction
+///   the server refuses `SET transaction_read_only = off`), and a
+///   transaction is `BEGIN READ ONLY`. No statement text is inspected.
+/// - **Dry run.** ``dryRun(_:)`` runs everything in one transaction that
+///   is rolled back, and reports each table's inserted, updated and deleted
+///   rows from the server's own counters (`pg_stat_xact_user_tables`).
+/// - **Cancel.** ``canceller`` stops the running statement on the server
+///   (Ctrl-C, `--timeout`): it fails with SQLSTATE 57014.
+public final class PostgresDatabase {
+    public struct Options: Sendable {
+        /// Every statement in a read-only transaction (`--read-only`).
+        public var readOnly = false
+        /// Create opsh's schema in an empty database (`--create`).
+        public var create = false
+
+        public init(readOnly: Bool = false, create: Bool = false) {
+            self.readOnly = readOnly
+            self.create = create
+        }
+    }
+
+    public let url: PostgresURL
+    public let options: Options
+    let connection: PostgresConnection
+    /// For another thread: cancels the statement that runs now.
+    public let canceller: PostgresCanceller
+
+    /// The built-in migrations this database has, by name.
+    public private(set) var appliedMigrations: [String] = []
+
+    /// Statements rewritten for PostgreSQL, by their text as written.
+    private var rewritten: [String: PostgresPlaceholders] = [:]
+    /// Open transactions and savepoints (0: none).
+    public private(set) var depth = 0
+    private var dryRunning = false
+
+    /// Connects and checks the schema: an empty database gets opsh's
+    /// schema with ``Options/create``; a database with tables but no opsh
+    /// schema is refused, and so is one a newer opsh migrated.
+    public init(url text: String, options: Options = Options()) throws {
+        url = try PostgresURL(text)
+        self.options = options
+        connection = try PostgresConnection(url: url)
+        canceller = connection.canceller
+        try prepareSchema()
+    }
+
+    deinit { connection.close() }
+
+    /// The URL without its password, for messages.
+    public var label: String { url.description }
+
+    /// The server's version (`15.18 (Debian …)`).
+    public var serverVersion: String { connection.serverVersion ?? "?" }
+
+    public var isInTransaction: Bool { depth > 0 }
+
+    // MARK: Schema
+
+    /// The built-in migrations the database lacks.
+    public var pendingMigrations: [String] {
+        PostgresMigrations.all.map(\.name).filter { !appliedMigrations.contains($0) }
+    }
+
+    private func prepareSchema() throws {
+        if try hasBookkeeping() {
+            appliedMigrations = try readApplied()
+        } else {
+            let tables = try connection.query(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").scalar
+            if case let .integer(count)? = tables, count > 0 {
+                throw PostgresStoreError.notOpsh(label, tables: Int(count))
+            }
+            guard options.create else { throw PostgresStoreError.empty(label) }
+            guard !options.readOnly else { throw PostgresStoreError.empty(label) }
+        }
+        let known = Set(PostgresMigrations.all.map(\.name))
+        let unknown = appliedMigrations.filter { !known.contains($0) && !$0.hasPrefix(Self.luaMigrationPrefix) }
+        if !unknown.isEmpty { throw PostgresStoreError.newerSchema(label, unknown: unknown) }
+        if options.create && !options.readOnly && appliedMigrations.isEmpty {
+            _ = try migrate()
+        }
+    }
+
+    /// Lua migrations' names carry this prefix, as on SQLite.
+    static let luaMigrationPrefix = "lua:"
+
+    private func hasBookkeeping() throws -> Bool {
+        try connection.query("SELECT to_regclass('opsh_migrations') IS NOT NULL").scalar == .bool(true)
+    }
+
+    private func readApplied() throws -> [String] {
+        try connection.query("SELECT identifier FROM opsh_migrations ORDER BY identifier").rows.compactMap {
+            if case let .text(name) = $0[0] { return name }
+            return nil
+        }
+    }
+
+    /// Applies the pending built-in migrations, each in a transaction of
+    /// its own, under an advisory lock: two opsh processes creating the
+    /// schema at once take turns, and the second finds it made.
+    @discardableResult
+    public func migrate() throws -> [String] {
+        guard depth == 0 else { throw PostgresStoreError.inTransaction("migrating") }
+        var applied: [String] = []
+        for (name, sql) in PostgresMigrations.all {
+            try connection.simpleQuery("BEGIN")
+            do {
+                _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
+                try connection.simpleQuery(PostgresMigrations.bookkeeping)
+                let done = try connection.query("SELECT 1 FROM opsh_migrations WHERE identifier = $1", [.text(name)])
+                if done.rows.isEmpty {
+                    try connection.simpleQuery(sql)
+                    _ = try connection.query("INSERT INTO opsh_migrations (identifier) VALUES ($1)", [.text(name)])
+                    applied.append(name)
+                }
+                try connection.simpleQuery("COMMIT")
+            } catch {
+                if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+                throw error
+            }
+        }
+        appliedMigrations = try readApplied()
+        return applied
+    }
+
+    /// The advisory lock of opsh's migrations ("opsh" in ASCII).
+    static let migrationLock: Int64 = 0x6F_70_73_68
+
+    // MARK: Statements
+
+    /// A statement's values: by position (`?`, `?2`), or a table that
+    /// gives `:name`s by name and `?`s by position.
+    public enum Arguments: Sendable {
+        case positional([StoreValue])
+        case table(positional: [StoreValue], named: [String: StoreValue])
+    }
+
+    /// What a statement returned.
+    public struct Result: Sendable {
+        /// Column names, keyed as rows are (``PostgresNames``).
+        public var columns: [String]
+        public var rows: [[StoreValue]]
+        /// Rows inserted, updated or deleted (nil for other statements).
+        public var changes: Int?
+    }
+
+    /// Runs one statement with the session's rules (see the type's
+    /// documentation). Errors quote the SQL and the SQLSTATE.
+    public func execute(_ sql: String, _ arguments: Arguments = .positional([])) throws -> Result {
+        let statement = try rewrite(sql)
+        let parameters = try bind(statement, arguments, sql: sql)
+        let result: PostgresResult
+        if depth > 0 {
+            result = try underSavepoint(statement.sql, parameters)
+        } else if options.readOnly {
+            result = try readOnly(statement.sql, parameters)
+        } else {
+            result = try connection.query(statement.sql, parameters)
+        }
+        return Self.convert(result)
+    }
+
+    private func rewrite(_ sql: String) throws -> PostgresPlaceholders {
+        if let known = rewritten[sql] { return known }
+        let statement: PostgresPlaceholders
+        do {
+            statement = try PostgresPlaceholders(rewriting: sql)
+        } catch let failure as PostgresPlaceholders.Failure {
+            throw PostgresStoreError.statement(failure.description)
+        }
+        if rewritten.count < 1024 { rewritten[sql] = statement }
+        return statement
+    }
+
+    private func bind(_ statement: PostgresPlaceholders, _ arguments: Arguments, sql: String) throws -> [PostgresValue] {
+        var positional: [StoreValue]
+        var named: [String: StoreValue] = [:]
+        switch arguments {
+        case let .positional(values): positional = values
+        case let .table(values, names): positional = values; named = names
+        }
+        // PostgreSQL's own $n: the values in order.
+        if statement.sources.isEmpty {
+            if case .table = arguments, !named.isEmpty {
+                throw PostgresStoreError.statement("a table of named values needs :name placeholders: \(sql)")
+            }
+            return positional.map(Self.parameter)
+        }
+        var parameters: [PostgresValue] = []
+        parameters.reserveCapacity(statement.sources.count)
+        for source in statement.sources {
+            switch source {
+            case let .position(index):
+                guard index <= positional.count else {
+                    if case .table = arguments {
+                        throw PostgresStoreError.statement("no value for parameter ?\(index) in the table of parameters (write NULL as db.NULL): \(sql)")
+                    }
+                    throw PostgresStoreError.statement("no value for parameter ?\(index): \(positional.count) given: \(sql)")
+                }
+                parameters.append(Self.parameter(positional[index - 1]))
+            case let .name(name):
+                guard let value = named[name] else {
+                    throw PostgresStoreError.statement("no value for parameter :\(name) in the table of parameters: \(sql)")
+                }
+                parameters.append(Self.parameter(value))
+            }
+        }
+        if case .positional = arguments {
+            let used = statement.sources.reduce(0) { if case let .position(k) = $1 { return max($0, k) } else { return $0 } }
+            if positional.count > used {
+                throw PostgresStoreError.statement("\(positional.count) values given for \(used) parameter(s): \(sql)")
+            }
+        }
+        return parameters
+    }
+
+    /// Inside a transaction: the statement under a savepoint of its own,
+    /// released when it succeeds and rolled back to when it fails, so the
+    /// transaction goes on.
+    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+        try connection.simpleQuery("SAVEPOINT opsh_statement")
+        let result: PostgresResult
+        do {
+            result = try connection.query(sql, parameters)
+        } catch let error as PostgresError {
+            if connection.transactionStatus == .failed {
+                try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+            }
+            throw error
+        }
+        guard connection.transactionStatus == .inTransaction else {
+            // The statement was a COMMIT or ROLLBACK of its own.
+            throw PostgresStoreError.endedTransaction(sql)
+        }
+        try connection.simpleQuery("RELEASE SAVEPOINT opsh_statement")
+        return result
+    }
+
+    /// `--read-only` outside a transaction: the statement in a read-only
+    /// transaction and a savepoint, then COMMIT.
+    private func readOnly(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+        try connection.simpleQuery("BEGIN READ ONLY; SAVEPOINT opsh_statement")
+        do {
+            let result = try connection.query(sql, parameters)
+            if connection.transactionStatus != .idle { try connection.simpleQuery("COMMIT") }
+            return result
+        } catch {
+            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+            throw error
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a transaction (a savepoint inside one): it commits
+    /// when `body` returns and rolls back when it throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        let savepoint = "opsh_\(depth + 1)"
+        if depth == 0 {
+            try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+        } else {
+            try connection.simpleQuery("SAVEPOINT \(savepoint)")
+        }
+        depth += 1
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            depth -= 1
+            if connection.transactionStatus != .idle {
+                try? connection.simpleQuery(depth == 0 ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+            }
+            throw error
+        }
+        depth -= 1
+        if depth == 0 {
+            try connection.simpleQuery("COMMIT")
+        } else {
+            try connection.simpleQuery("RELEASE SAVEPOINT \(savepoint)")
+        }
+        return result
+    }
+
+    /// Runs `body` in one transaction that is rolled back at the end, and
+    /// reports what it would have changed, table by table.
+    public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
+        guard depth == 0 else { throw PostgresStoreError.inTransaction("a dry run") }
+        try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+        depth = 1
+        dryRunning = true
+        defer {
+            depth = 0
+            dryRunning = false
+            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+        }
+        let result = try body()
+        return (result, try transactionChanges())
+    }
+
+    public var isDryRun: Bool { dryRunning }
+
+    /// The rows the open transaction changed, by table.
+    private func transactionChanges() throws -> ChangeSummary {
+        let counts = try connection.query("""
+            SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
+            WHERE n_tup_ins + n_tup_upd + n_tup_del > 0
+            """)
+        var summary = ChangeSummary()
+        for row in counts.rows {
+            guard case let .text(table) = row[0] else { continue }
+            var change = TableChangeCounts()
+            if case let .integer(n) = row[1] { change.inserted = Int(n) }
+            if case let .integer(n) = row[2] { change.updated = Int(n) }
+            if case let .integer(n) = row[3] { change.deleted = Int(n) }
+            summary.tables[PostgresNames.rowKey(table)] = change
+        }
+        return summary
+    }
+
+    // MARK: Values
+
+    static func parameter(_ value: StoreValue) -> PostgresValue {
+        switch value {
+        case .null, .array, .object: .null
+        case let .integer(number): .integer(number)
+        case let .real(number): .double(number)
+        case let .text(text): .text(text)
+        case let .blob(bytes): .bytes(bytes)
+        }
+    }
+
+    static func value(_ value: PostgresValue) -> StoreValue {
+        switch value {
+        case .null: .null
+        case let .integer(number): .integer(number)
+        case let .double(number): .real(number)
+        case let .text(text): .text(text)
+        case let .bytes(bytes): .blob(bytes)
+        case let .bool(flag): .integer(flag ? 1 : 0)
+        }
+    }
+
+    static func convert(_ result: PostgresResult) -> Result {
+        Result(columns: result.columns.map { PostgresNames.rowKey($0.name) },
+               rows: result.rows.map { $0.map(value) },
+               changes: result.affectedRows)
+    }
+}
+
+/// What opening or using a PostgreSQL database refuses.
+public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Sendable {
+    case notOpsh(String, tables: Int)
+    case empty(String)
+    case newerSchema(String, unknown: [String])
+    case inTransaction(String)
+    case statement(String)
+    case endedTransaction(String)
+
+    public var description: String {
+        switch self {
+        case let .notOpsh(label, tables):
+            "\(label) has \(tables) table(s) but no opsh schema (no opsh_migrations table); opsh creates its schema only in an empty database; nothing was changed"
+        case let .empty(label):
+            "\(label) has no opsh schema: pass --create to create it in this (empty) database; a read-only open never creates one"
+        case let .newerSchema(label, unknown):
+            "\(label) was migrated by a newer opsh (unknown migrations: \(unknown.joined(separator: ", "))); upgrade opsh to open it; nothing was changed"
+        case let .inTransaction(what):
+            "\(what) cannot run inside a transaction"
+        case let .statement(message):
+            message
+        case let .endedTransaction(sql):
+            "the statement ended the transaction db.transaction opened (COMMIT and ROLLBACK belong to db.transaction): \(sql)"
+        }
+    }
+}

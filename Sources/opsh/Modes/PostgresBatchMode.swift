@@ -1,0 +1,88 @@
+import Bindings
+import Foundation
+import LuaRuntime
+import Shell
+import Store
+
+/// `opsh run` and `opsh -e` on a PostgreSQL database (`--db
+/// postgresql://…` or `OPSH_DB`): the script's SQL runs on the server with
+/// the SQLite mode's exit codes, `--dry-run` (one transaction rolled back,
+/// with what it would have changed), `--read-only` (the server's
+/// read-only transactions), `--timeout` and Ctrl-C (the running statement
+/// cancelled on the server).
+struct PostgresBatchMode {
+    let options: CommonOptions
+    let url: String
+
+    /// Whether `--db` (else `OPSH_DB`) names a PostgreSQL database.
+    static func url(_ options: CommonOptions) -> String? {
+        let named = options.db ?? ProcessInfo.processInfo.environment["OPSH_DB"]
+        guard let named, named.hasPrefix("postgresql://") || named.hasPrefix("postgres://") else { return nil }
+        return named
+    }
+
+    func run(code: String, chunkName: String, script: String?, arguments scriptArguments: [String]) -> Never {
+        let launch = Launch(options: options)
+        let console = launch.console
+        if options.maxChanges != nil {
+            launch.fail(.usage, "--max-changes is not available on PostgreSQL yet; use --dry-run to see what a script would change")
+        }
+        let database: PostgresDatabase
+        do {
+            database = try PostgresDatabase(url: url, options: .init(readOnly: options.readOnly, create: options.create))
+        } catch {
+            launch.fail(.databaseUnavailable, "\(error)")
+        }
+        let session: PostgresSession
+        do {
+            session = try PostgresSession(database: database, sandbox: options.sandbox,
+                                          memoryLimit: options.memoryLimit.map { $0 << 20 })
+        } catch {
+            launch.fail(.databaseUnavailable, "cannot start a session on \(database.label): \(error)")
+        }
+        let runtime = session.runtime
+        if let script, script != "-" {
+            let folder = URL(fileURLWithPath: script).deletingLastPathComponent().path
+            runtime.prependModulePath(folder)
+            runtime.prependModulePath(folder + "/lua")
+        }
+        Launch.setArguments(runtime, script: script, arguments: scriptArguments)
+
+        // A signal or the deadline while no chunk runs ends the process at
+        // once: the server rolls back what a closed connection left open.
+        let watcher = SignalWatcher(runtime: runtime) { signal in
+            console.error("stopped by signal \(signal)")
+            _exit(128 + signal)
+        }
+        let deadline = options.timeout.map { seconds in
+            Deadline(seconds: seconds, runtime: runtime) {
+                console.error("timed out after \(seconds) s")
+                _exit(ExitStatus.timeout.rawValue)
+            }
+        }
+        let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
+        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        let arguments = scriptArguments.map { LuaValue.string($0) }
+        do {
+            if options.dryRun {
+                let (_, summary) = try database.dryRun {
+                    try runner.run(code, chunkName: chunkName, arguments: arguments)
+                }
+                deadline?.cancel()
+                console.raw(BatchMode.describe(summary))
+            } else {
+                try runner.run(code, chunkName: chunkName, arguments: arguments)
+                deadline?.cancel()
+            }
+        } catch {
+            deadline?.cancel()
+            let status = BatchMode.status(for: error, signal: watcher.received)
+            BatchMode.report(error, status: status, console: console, dryRun: options.dryRun)
+            exit(status.rawValue)
+        }
+        if !database.pendingMigrations.isEmpty {
+            console.warning("this database lacks migrations \(database.pendingMigrations.joined(separator: ", ")): opsh does not apply them on its own")
+        }
+        exit(ExitStatus.success.rawValue)
+    }
+}
