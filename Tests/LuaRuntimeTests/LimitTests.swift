@@ -59,6 +59,10 @@ import Testing
         #expect(lua.interrupt(.interrupted) == false)  // nothing runs: ignored
         interruptLater(lua, .terminated)
         _ = try? lua.execute("while true do end")
+        // The handler runs on the interrupting thread, which may still be
+        // inside it when the Lua thread has already stopped.
+        let deadline = Date().addingTimeInterval(5)
+        while lock.withLock({ seen.value.isEmpty }) && Date() < deadline { usleep(1000) }
         #expect(lock.withLock { seen.value } == [.terminated])
     }
 

@@ -39,6 +39,11 @@ public final class PostgresServer: Sendable {
         }
     }
 
+    /// A PostgreSQL program (`pg_restore`, `pg_dump`) of the server's version.
+    public func tool(_ name: String) -> String {
+        (psql as NSString).deletingLastPathComponent + "/" + name
+    }
+
     /// A new, empty database of its own for one test (tests run in
     /// parallel on the one server): its URL.
     public func makeDatabase() throws -> String {

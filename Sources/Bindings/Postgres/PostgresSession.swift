@@ -4,14 +4,15 @@ import LuaRuntime
 import Store
 
 /// One Lua state wired to a PostgreSQL database (`--db postgresql://…`):
-/// what `opsh run` and `opsh -e` run a script in there.
+/// what the shell, `opsh run` and `opsh -e` run a script in there.
 ///
-/// The `db` module runs on PostgreSQL with the same API as on SQLite
-/// (``PostgresDatabaseModule``); `json` and `help` are there too. The
-/// modules built on SQLite's session — the repositories, query keys,
-/// `watch`, `jobs`, `migrate`, maintenance, export and import, analytics,
-/// audit — are not yet on PostgreSQL: each of them raises an error saying
-/// so, rather than running on another database.
+/// These modules run on PostgreSQL with the same API as on SQLite: `db`
+/// (``PostgresDatabaseModule``), the repositories
+/// (``PostgresRepositoryModules``), `key`, `query` and `watch`, `backup`,
+/// `check`, `stats` and `telemetry.cleanup` (``PostgresMaintenanceModule``),
+/// `json` and `help`. The others (``missingModules``, ``missingFunctions``)
+/// are not on PostgreSQL yet: each raises an error saying so, rather than
+/// running on another database.
 public final class PostgresSession {
     public let runtime: LuaRuntime
     public let database: PostgresDatabase
@@ -27,10 +28,10 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "projects", "schemes", "builds", "logs", "crashes", "models", "sessions", "telemetry", "config",
+        "config",
         "jobs", "migrate", "git", "analytics", "export", "audit",
     ]
-    public static let missingFunctions = ["backup", "check", "stats", "vacuum", "import", "undo"]
+    public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -50,6 +51,8 @@ public final class PostgresSession {
         KeyModule.installBuilder(runtime: runtime)
         installQuery()
         try WatchModule.install(in: self)
+        PostgresRepositoryModules.install(in: self)
+        PostgresMaintenanceModule.install(in: self)
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }

@@ -17,83 +17,85 @@ import Store
 /// logs.tail(b.id, 20)                                    -- the last 20 lines, oldest first
 /// projects.delete("com.example.app", { cascade = true }) -- with its builds
 /// ```
+///
+/// The functions are the same on SQLite and PostgreSQL: they are written
+/// once over a ``RepositoryEngine`` and Store's rules.
 enum BuildServerModules {
     static func install(in session: OpshSession) {
-        let context = RepositoryContext(session: session)
-        let runtime = session.runtime
-        let store = session.store
+        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+    }
 
+    static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {
         // projects
-        var projects = RecordTableFunctions(context: context, records: store.projects.records)
+        var projects = RecordTableFunctions(context: context, records: RecordRepository<ProjectRecord>())
         projects.table.derive = { fields in
             if fields["displayName"] == nil, let name = fields["name"] { fields["displayName"] = name }
         }
         var projectFunctions = projects.standard
         projectFunctions["delete"] = { [projects] call in
             try projects.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.projects.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
+                try ProjectRepository().delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         runtime.register(module: "projects", projectFunctions)
 
         // schemes
-        var schemes = RecordTableFunctions(context: context, records: store.schemes.records)
+        var schemes = RecordTableFunctions(context: context, records: RecordRepository<SchemeRecord>())
         schemes.table.generatedKey = true
         var schemeFunctions = schemes.standard
         schemeFunctions["list"] = { [schemes] call in
             guard lua_type(call.state, 1) == LUA_TSTRING else { return try schemes.list(call) }
             let project = try call.string(1)
-            return try schemes.pushRecords({ db in try store.schemes.list(db, project: project) }, call: call)
+            return try schemes.pushList(SchemeRepository.listRequest(project: project), call: call)
         }
         schemeFunctions["delete"] = { [schemes] call in
             try schemes.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.schemes.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
+                try SchemeRepository().delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         runtime.register(module: "schemes", schemeFunctions)
 
         // builds
-        var builds = RecordTableFunctions(context: context, records: store.builds.records)
+        var builds = RecordTableFunctions(context: context, records: RecordRepository<BuildRecord>())
         builds.table.generatedKey = true
         var buildFunctions = builds.standard
         buildFunctions["create"] = { [builds] call in
             let scheme = try call.string(1)
             let version = try call.string(2)
-            let build = try context.write("builds") { db in try store.builds.create(db, scheme: scheme, version: version) }
-            return try builds.pushRow(key: .text(build.id), call: call)
+            let id = try context.write("builds") { db in try BuildRepository().create(db, scheme: scheme, version: version) }
+            return try builds.pushRow(key: .text(id), call: call)
         }
-        buildFunctions["latest"] = { [builds] call in
+        buildFunctions["latest"] = { call in
             let project = try call.string(1)
             let limit = try call.optionalInteger(2) ?? 10
             guard limit >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(limit)") }
-            return try builds.pushRecords({ db in try store.builds.latest(db, project: project, limit: Int(clamping: limit)) },
-                                          call: call)
+            let (sql, arguments) = BuildRepository.latestSQL(project: project, limit: Int(clamping: limit))
+            return try context.run(sql, arguments, shape: .rows, call: call)
         }
         buildFunctions["delete"] = { [builds] call in
             try builds.delete(call, options: []) { db, key, _ in
-                try store.builds.delete(db, key.textValue ?? "")
+                try BuildRepository().delete(db, key.textValue ?? "")
             }
         }
         runtime.register(module: "builds", buildFunctions)
 
         // logs
-        var logs = RecordTableFunctions(context: context, records: store.buildLogs.records)
+        var logs = RecordTableFunctions(context: context, records: RecordRepository<BuildLogRecord>())
         logs.table.generatedKey = true
         var logFunctions = logs.standard
-        logFunctions["tail"] = { [logs] call in
+        logFunctions["tail"] = { call in
             let build = try call.string(1)
             let count = try call.optionalInteger(2) ?? 20
             guard count >= 0 else { throw call.argumentError(2, "a count of 0 or more expected, got \(count)") }
             let flags = try context.reader(call).flags(argument: 3, allowed: ["debug"])
-            let includeDebug = flags["debug"] ?? true
-            return try logs.pushRecords({ db in
-                try store.buildLogs.tail(db, build: build, count: Int(clamping: count), includeDebug: includeDebug)
-            }, call: call)
+            let (sql, arguments) = BuildLogRepository.tailSQL(context.dialect, build: build, count: Int(clamping: count),
+                                                              includeDebug: flags["debug"] ?? true)
+            return try context.run(sql, arguments, shape: .rows, call: call)
         }
         runtime.register(module: "logs", logFunctions)
 
         // crashes
-        var crashes = RecordTableFunctions(context: context, records: store.crashLogs.records)
+        var crashes = RecordTableFunctions(context: context, records: RecordRepository<CrashLogRecord>())
         crashes.table.generatedKey = true
         runtime.register(module: "crashes", crashes.standard)
     }

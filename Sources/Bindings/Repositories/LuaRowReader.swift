@@ -166,10 +166,16 @@ struct LuaRowReader {
             }
             return .text(text)
         case LUA_TNUMBER:
-            if lua_isinteger(state, index) != 0 { return .integer(opsh_tointeger(state, index, nil)) }
+            if lua_isinteger(state, index) != 0 {
+                let number = opsh_tointeger(state, index, nil)
+                // A text column compares with text: SQLite's column affinity
+                // turns 5 into '5' itself; PostgreSQL has no text = bigint.
+                return kind == .text ? .text(String(number)) : .integer(number)
+            }
             return .real(opsh_tonumber(state, index, nil))
         case LUA_TBOOLEAN:
-            return .integer(lua_toboolean(state, index) != 0 ? 1 : 0)
+            let flag: Int64 = lua_toboolean(state, index) != 0 ? 1 : 0
+            return kind == .text ? .text(String(flag)) : .integer(flag)
         default:
             throw call.argumentError(argument, "\(path): a string, number, boolean or db.NULL expected, got \(LuaStack(state).typeName(at: index))")
         }

@@ -3,9 +3,45 @@ import Foundation
 import LuaRuntime
 import Store
 
-/// What the repository modules share: the session's database, the `db`
-/// markers and row shapes, and the statements that read rows back.
-struct RepositoryContext {
+/// What the repository modules need of an engine, so that their Lua
+/// functions (``RecordTableFunctions``, ``BuildServerModules``,
+/// ``SDKRepositoryModules``) are written once for SQLite and PostgreSQL:
+/// atomic calls over Store's ``RepositoryConnection`` (on which Store's
+/// rules run), the table's columns, and each engine's own way to run a
+/// read and push its rows (SQLite's statement cache and C path,
+/// ``RepositoryStatements``; PostgreSQL's ``PostgresDatabase/execute(_:_:)``).
+protocol RepositoryEngine {
+    associatedtype Connection: RepositoryConnection
+    var markers: SQLMarkers { get }
+    var dialect: SQLDialect { get }
+    func pusher(_ call: LuaCall) -> StoreValuePusher
+    /// Runs one call's writes atomically in Store; its errors name `table`.
+    func write<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
+    /// Runs one call's reads (on one snapshot where the engine has them).
+    func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
+    /// The table's columns as the schema has them now (cached).
+    func spec(_ table: String, load: (Connection) throws -> TableSpec) throws -> TableSpec
+    /// Runs a read and pushes what `db.first` (`.first`), `db.query`
+    /// (`.rows`) or `db.value` (`.value`) would.
+    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32
+    /// Inserts telemetry events in one atomic call (the engine's bulk path).
+    func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
+}
+
+extension RepositoryEngine {
+    func reader(_ call: LuaCall) -> LuaRowReader {
+        LuaRowReader(call: call, markers: markers)
+    }
+
+    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
+    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
+        try run(dialect.rowByKey(table: table, keyColumn: keyColumn), [key], shape: .first, call: call)
+    }
+}
+
+/// The SQLite session's engine: the session's database and the `db`
+/// module's statement cache and row shapes.
+struct RepositoryContext: RepositoryEngine {
     let database: SessionDatabase
     let markers: SQLMarkers
     let rowShapes: RowShapes
@@ -19,22 +55,39 @@ struct RepositoryContext {
         statements = session.repositoryStatements
     }
 
-    func reader(_ call: LuaCall) -> LuaRowReader {
-        LuaRowReader(call: call, markers: markers)
-    }
+    var dialect: SQLDialect { .sqlite }
 
     func pusher(_ call: LuaCall) -> StoreValuePusher {
         StoreValuePusher(rowShapes: rowShapes, state: call.state)
     }
 
-    /// Runs one call's writes atomically in Store; its errors name `table`.
     func write<T>(_ table: String, _ body: (StoreDatabase) throws -> T) throws -> T {
         try database.write(table, body)
     }
 
-    /// Runs one call's reads on one snapshot in Store; its errors name `table`.
     func read<T>(_ table: String, _ body: (StoreDatabase) throws -> T) throws -> T {
         try database.read(table, body)
+    }
+
+    /// Read again only after a schema change (``RepositoryStatements/spec(_:load:)``).
+    func spec(_ table: String, load: (StoreDatabase) throws -> TableSpec) throws -> TableSpec {
+        try statements.spec(table) { try read(table) { db in try load(db) } }
+    }
+
+    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
+        try statements.run(sql, arguments, shape: shape, call: call)
+    }
+
+    /// The table's row by key through the statement cache's fixed text.
+    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
+        try statements.row(of: table, keyColumn: keyColumn, key: key, call: call)
+    }
+
+    /// The batched C path, or row by row through GRDB while a dry run or
+    /// a shell chunk counts changes.
+    func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
+        let counted = database.isCountingChanges
+        try write("telemetry") { db in try TelemetryRepository().insert(db, events, counted: counted) }
     }
 }
 
@@ -64,11 +117,11 @@ extension LuaCall {
 /// Every function reads the Lua arguments into ``StoreValue``s, lets Store
 /// write, and reads the row back as `db.first` would (ARCHITECTURE.md,
 /// "One data path").
-struct RecordTableFunctions<Record: StoreRecord> {
-    let context: RepositoryContext
+struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
+    let context: Engine
     var table: RecordTable<Record>
 
-    init(context: RepositoryContext, records: RecordRepository<Record>) {
+    init(context: Engine, records: RecordRepository<Record>) {
         self.context = context
         self.table = RecordTable(records)
     }
@@ -77,7 +130,7 @@ struct RecordTableFunctions<Record: StoreRecord> {
 
     /// The table's columns, read again only after a schema change.
     func cachedSpec() throws -> TableSpec {
-        try context.statements.spec(name) { try context.read(name) { db in try table.spec(db) } }
+        try context.spec(name) { db in try table.spec(db) }
     }
 
     // MARK: Rows out
@@ -93,16 +146,17 @@ struct RecordTableFunctions<Record: StoreRecord> {
         return 1
     }
 
-    /// Records a repository operation returned, as rows in column order.
-    func pushRecords(_ read: (StoreDatabase) throws -> [Record], call: LuaCall) throws -> Int32 {
-        let columns = try cachedSpec().names
-        let rows = try context.read(name) { db in try read(db).map { try table.row($0, columns: columns) } }
-        return pushRows(rows, columns: columns, call: call)
+    /// The rows `request` selects, as `list` pushes them.
+    func pushList(_ request: ListRequest, counting: Bool = false, call: LuaCall) throws -> Int32 {
+        let spec = try cachedSpec()
+        let (sql, arguments) = try request.selectSQL(table: name, columns: spec.names, counting: counting,
+                                                     dialect: context.dialect, textColumns: spec.textColumns)
+        return try context.run(sql, arguments, shape: counting ? .value : .rows, call: call)
     }
 
     /// The row with `key`, read back as `get` reads it.
     func pushRow(key: StoreValue, call: LuaCall) throws -> Int32 {
-        try context.statements.row(of: name, keyColumn: table.keyColumn, key: key, call: call)
+        try context.row(of: name, keyColumn: table.keyColumn, key: key, call: call)
     }
 
     // MARK: Functions
@@ -127,15 +181,13 @@ struct RecordTableFunctions<Record: StoreRecord> {
     func list(_ call: LuaCall) throws -> Int32 {
         let spec = try cachedSpec()
         let request = try context.reader(call).listRequest(argument: 1, spec: spec)
-        let (sql, arguments) = try request.selectSQL(table: name, columns: spec.names)
-        return try context.statements.run(sql, arguments, shape: .rows, call: call)
+        return try pushList(request, call: call)
     }
 
     func count(_ call: LuaCall) throws -> Int32 {
         let spec = try cachedSpec()
         let request = try context.reader(call).listRequest(argument: 1, allowed: ["where"], spec: spec)
-        let (sql, arguments) = try request.selectSQL(table: name, columns: spec.names, counting: true)
-        return try context.statements.run(sql, arguments, shape: .value, call: call)
+        return try pushList(request, counting: true, call: call)
     }
 
     /// One cached INSERT, then the row as `get` reads it.
@@ -179,7 +231,7 @@ struct RecordTableFunctions<Record: StoreRecord> {
 
     /// `delete(id [, options])` with the core's own delete.
     func delete(_ call: LuaCall, options: [String],
-                _ body: (StoreDatabase, StoreValue, [String: Bool]) throws -> Bool) throws -> Int32 {
+                _ body: (Engine.Connection, StoreValue, [String: Bool]) throws -> Bool) throws -> Int32 {
         let reader = context.reader(call)
         let flags = try reader.flags(argument: 2, allowed: options)
         let key = try reader.key(argument: 1, spec: try cachedSpec())

@@ -99,7 +99,7 @@ final class RepositoryStatements {
         if let known = rowByKey[table] {
             sql = known
         } else {
-            sql = "SELECT * FROM \(quoted(table)) WHERE \(quoted(keyColumn)) = ?"
+            sql = SQLDialect.sqlite.rowByKey(table: table, keyColumn: keyColumn)
             rowByKey[table] = sql
         }
         return try run(sql, [key], shape: .first, call: call)

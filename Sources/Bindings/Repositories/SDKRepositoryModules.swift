@@ -21,22 +21,23 @@ import Store
 /// ```
 enum SDKRepositoryModules {
     static func install(in session: OpshSession) {
-        let context = RepositoryContext(session: session)
-        let runtime = session.runtime
-        let store = session.store
+        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+    }
+
+    static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {
 
         // models
-        let models = RecordTableFunctions(context: context, records: store.models.records)
-        let usage = RecordTableFunctions(context: context, records: store.models.usageStats)
+        let models = RecordTableFunctions(context: context, records: RecordRepository<ModelMetadataRecord>())
+        let usage = RecordTableFunctions(context: context, records: RecordRepository<ModelUsageStatRecord>())
         var modelFunctions = models.standard
         modelFunctions["delete"] = { [models] call in
             try models.delete(call, options: ["cascade"]) { db, key, flags in
-                try store.models.delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
+                try ModelRepository().delete(db, key.textValue ?? "", cascade: flags["cascade"] == true)
             }
         }
         modelFunctions["usage"] = { [usage] call in
             let model = try call.string(1)
-            return try usage.pushRecords({ db in try store.models.usage(db, model: model) }, call: call)
+            return try usage.pushList(ModelRepository.usageRequest(model: model), call: call)
         }
         modelFunctions["recordUsage"] = { call in
             let model = try call.string(1)
@@ -65,7 +66,7 @@ enum SDKRepositoryModules {
             let cost = try number("cost") ?? 0
             let latency = try number("latencyMs") ?? 0
             try context.write("model_usage_stats") { db in
-                try store.models.recordUsage(db, model: model, at: date, tokens: Int(tokens), cost: cost,
+                try ModelRepository().recordUsage(db, model: model, at: date, tokens: Int(tokens), cost: cost,
                                              latencyMs: latency, failed: failed)
             }
             return 0
@@ -73,14 +74,14 @@ enum SDKRepositoryModules {
         runtime.register(module: "models", modelFunctions)
 
         // sessions
-        var sessions = RecordTableFunctions(context: context, records: store.sessions.records)
+        var sessions = RecordTableFunctions(context: context, records: RecordRepository<GenerationSessionRecord>())
         sessions.table.generatedKey = true
-        var generations = RecordTableFunctions(context: context, records: store.sessions.generations)
+        var generations = RecordTableFunctions(context: context, records: RecordRepository<GenerationRecord>())
         generations.table.generatedKey = true
         var sessionFunctions = sessions.standard
         sessionFunctions["generations"] = { [generations] call in
             let id = try call.string(1)
-            return try generations.pushRecords({ db in try store.sessions.generations(db, session: id) }, call: call)
+            return try generations.pushList(SessionRepository.generationsRequest(session: id), call: call)
         }
         sessionFunctions["addGeneration"] = { [generations] call in
             let reader = context.reader(call)
@@ -89,22 +90,22 @@ enum SDKRepositoryModules {
             let fields = try reader.fields(argument: 1, spec: spec)
             let added = try call.naming(argument: 1) {
                 try context.write("generations") { db in
-                    try store.sessions.addGeneration(db, fields: fields, table: generations.table, spec: spec)
+                    try SessionRepository().addGeneration(db, fields: fields, table: generations.table, spec: spec)
                 }
             }
-            return try generations.pushRow(key: .text(added.id), call: call)
+            return try generations.pushRow(key: added, call: call)
         }
         runtime.register(module: "sessions", sessionFunctions)
 
         // telemetry
-        let telemetry = RecordTableFunctions(context: context, records: store.telemetry.records)
+        let telemetry = RecordTableFunctions(context: context, records: RecordRepository<TelemetryRecord>())
         var telemetryFunctions = telemetry.standard
         telemetryFunctions["insertMany"] = { [telemetry] call in
-            try insertMany(call, context: context, telemetry: telemetry, store: store)
+            try insertMany(call, context: context, telemetry: telemetry)
         }
         telemetryFunctions["counts"] = { call in
             let since = try call.optionalNumber(1).map { Date(timeIntervalSince1970: $0) }
-            let counts = try context.read("telemetry") { db in try store.telemetry.countsByEvent(db, since: since) }
+            let counts = try context.read("telemetry") { db in try TelemetryRepository().countsByEvent(db, since: since) }
             let rows = StoreValue.array(counts.map { .object([.init("event", .text($0.event)), .init("count", .integer(Int64($0.count)))]) })
             context.pusher(call).push(rows, asRows: true, columns: ["event", "count"])
             return 1
@@ -115,8 +116,8 @@ enum SDKRepositoryModules {
     /// `telemetry.insertMany(rows)`: the rows read and checked first, then
     /// one transaction with the core's batched insert (row by row while a
     /// dry run or a shell chunk counts changes).
-    static func insertMany(_ call: LuaCall, context: RepositoryContext, telemetry: RecordTableFunctions<TelemetryRecord>,
-                           store: Store) throws -> Int32 {
+    static func insertMany<Engine: RepositoryEngine>(_ call: LuaCall, context: Engine,
+                                                     telemetry: RecordTableFunctions<TelemetryRecord, Engine>) throws -> Int32 {
         let state = call.state
         guard lua_type(state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
         let reader = context.reader(call)
@@ -148,8 +149,7 @@ enum SDKRepositoryModules {
             }
             events.append(item)
         }
-        let counted = context.database.isCountingChanges
-        try context.write("telemetry") { db in try store.telemetry.insert(db, events, counted: counted) }
+        try context.insertTelemetry(events)
         let inserted = events.count
         return call.results(.integer(Int64(inserted)))
     }

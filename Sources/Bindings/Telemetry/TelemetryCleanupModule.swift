@@ -29,12 +29,22 @@ enum TelemetryCleanupModule {
     }
 
     static func cleanup(_ call: LuaCall, database: SessionDatabase) throws -> Int32 {
+        if database.isInTransaction && !database.isDryRun {
+            throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+        }
+        return try cleanup(call, isDryRun: database.isDryRun,
+                           retentionDays: { try database.unsafeRead("storage_config", { db in try TelemetryCleanup.retentionDays(db) }) },
+                           run: { cleanup, shouldStop, progress in try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) })
+    }
+
+    /// The engine-neutral part: the options read and checked, the progress
+    /// bar, `onBatch`, the interrupt's message and the result table; `run`
+    /// runs the batches on the session's engine.
+    static func cleanup(_ call: LuaCall, isDryRun: Bool, retentionDays: () throws -> Int?,
+                        run: (TelemetryCleanup, () -> Bool, (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report) throws -> Int32 {
         let fields = call.isNoneOrNil(1) ? [:] : try call.table(1)
         for name in fields.keys.sorted() where !optionNames.contains(name) {
             throw call.argumentError(1, "unknown option '\(name)' (options: \(optionNames.joined(separator: ", ")))")
-        }
-        if database.isInTransaction && !database.isDryRun {
-            throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
         }
 
         // olderThan: a duration ("30d") or a date (seconds since 1970);
@@ -42,7 +52,7 @@ enum TelemetryCleanupModule {
         let cutoff: Double
         switch fields["olderThan"] ?? .nil {
         case .nil:
-            guard let days = try database.unsafeRead("storage_config", { db in try TelemetryCleanup.retentionDays(db) }) else {
+            guard let days = try retentionDays() else {
                 throw LuaCallError.message("telemetry.cleanup: no olderThan given and the database has no storage configuration (storage_config) to take the retention from; pass one, e.g. olderThan = \"30d\"")
             }
             cutoff = Date().timeIntervalSince1970 - Double(days) * 86400
@@ -80,7 +90,7 @@ enum TelemetryCleanupModule {
             guard let text = value.stringValue else { throw call.argumentError(1, "event: a string expected, got \(value.typeName)") }
             event = text
         }
-        var dryRun = database.isDryRun
+        var dryRun = isDryRun
         switch fields["dryRun"] ?? .nil {
         case .nil: break
         case let .boolean(flag): dryRun = dryRun || flag
@@ -97,10 +107,10 @@ enum TelemetryCleanupModule {
         let bar = ProgressBar(label: "telemetry.cleanup", unit: "rows")
         var callbackError: (any Error)?
         var batches = 0
-        let report = try cleanup.run(
-            on: database,
-            shouldStop: { callbackError != nil || call.host.interruptRequested != nil },
-            progress: { progress in
+        let report = try run(
+            cleanup,
+            { callbackError != nil || call.host.interruptRequested != nil },
+            { progress in
                 bar.update(completed: progress.completed, total: progress.total)
                 guard let onBatch, progress.completed > 0 else { return }
                 batches += 1

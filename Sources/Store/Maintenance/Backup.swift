@@ -132,21 +132,26 @@ struct BackupTarget {
     let path: String
     let folder: String
     let overwrite: Bool
+    /// Whether a file is an earlier backup of this kind (only those are
+    /// replaced with `overwrite`).
+    var isEarlierBackup: (String) -> Bool = BackupTarget.isOpshDatabase
 
     static let temporaryMarker = ".opsh-backup-"
 
-    static func finalPath(for destination: String) -> String {
+    static func finalPath(for destination: String, suffix: String = "sqlite") -> String {
         var status = stat()
         guard stat(destination, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR else { return destination }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "'opsh-'yyyyMMdd'-'HHmmss'.sqlite'"
+        formatter.dateFormat = "'opsh-'yyyyMMdd'-'HHmmss'.\(suffix)'"
         return (destination as NSString).appendingPathComponent(formatter.string(from: Date()))
     }
 
-    init(destination: String, sourcePath: String?, overwrite: Bool) throws {
-        let path = Self.finalPath(for: destination)
+    init(destination: String, sourcePath: String?, overwrite: Bool, suffix: String = "sqlite",
+         isEarlierBackup: @escaping (String) -> Bool = BackupTarget.isOpshDatabase) throws {
+        self.isEarlierBackup = isEarlierBackup
+        let path = Self.finalPath(for: destination, suffix: suffix)
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
         self.folder = folder.isEmpty ? "." : folder
@@ -157,8 +162,8 @@ struct BackupTarget {
             guard overwrite else {
                 throw StoreError.refused(reason: "backup destination \(path) exists; choose another path (or a folder), or allow overwriting an earlier backup with { overwrite = true }")
             }
-            guard (existing.st_mode & S_IFMT) == S_IFREG, Self.isOpshDatabase(path) else {
-                throw StoreError.refused(reason: "backup will not overwrite \(path): it is not an earlier opsh backup (only a regular file holding an opsh database is replaced)")
+            guard (existing.st_mode & S_IFMT) == S_IFREG, isEarlierBackup(path) else {
+                throw StoreError.refused(reason: "backup will not overwrite \(path): it is not an earlier opsh backup (only a regular file holding an opsh backup is replaced)")
             }
         }
         try FileManager.default.createDirectory(atPath: self.folder, withIntermediateDirectories: true)
@@ -224,7 +229,7 @@ struct BackupTarget {
     func publish(_ temporary: String) throws {
         if link(temporary, path) != 0 {
             let code = errno
-            guard code == EEXIST, overwrite, Self.isOpshDatabase(path) else {
+            guard code == EEXIST, overwrite, isEarlierBackup(path) else {
                 throw code == EEXIST
                     ? StoreError.refused(reason: "backup destination \(path) appeared while the backup ran; the copy was not kept")
                     : BackupFileError(action: "create", path: path, code: code)

@@ -102,10 +102,11 @@ public struct TelemetryCleanup: Sendable {
         var id: Int64
     }
 
-    /// The filter shared by the count and the batches.
+    /// The filter shared by the count and the batches (SQL both engines run).
     struct Filter: Sendable {
         var sql: String
-        var arguments: StatementArguments
+        var values: [StoreValue]
+        var arguments: StatementArguments { StatementArguments(values.map(\.databaseValue)) }
     }
 
     /// Reads where `keep` draws the line; nil when it protects nothing or
@@ -127,18 +128,18 @@ public struct TelemetryCleanup: Sendable {
 
     func filter(boundary: Boundary?) -> Filter {
         var sql = "created_at < ?"
-        var arguments: StatementArguments = [options.cutoff]
+        var values: [StoreValue] = [.real(options.cutoff)]
         if let event = options.event {
             sql += " AND event = ?"
-            arguments += [event]
+            values.append(.text(event))
         }
         // Rows older than the cutoff are all older than a boundary at or
         // after it: only a boundary before the cutoff narrows the filter.
         if let boundary, boundary.createdAt < options.cutoff {
             sql += " AND created_at <= ? AND (created_at < ? OR id < ?)"
-            arguments += [boundary.createdAt, boundary.createdAt, boundary.id]
+            values += [.real(boundary.createdAt), .real(boundary.createdAt), .integer(boundary.id)]
         }
-        return Filter(sql: sql, arguments: arguments)
+        return Filter(sql: sql, values: values)
     }
 
     /// How many rows the cleanup would delete now.

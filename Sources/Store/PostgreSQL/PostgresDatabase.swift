@@ -52,6 +52,9 @@ public final class PostgresDatabase {
     /// Open transactions and savepoints (0: none).
     public private(set) var depth = 0
     private var dryRunning = false
+    /// The repositories' view of each table (``tableSpec(_:primaryKey:jsonColumns:booleans:)``),
+    /// forgotten when a statement changes the schema.
+    var tableSpecs: [String: TableSpec] = [:]
 
     /// Connects and checks the schema: an empty database gets opsh's
     /// schema with ``Options/create``; a database with tables but no opsh
@@ -177,6 +180,7 @@ public final class PostgresDatabase {
         } else {
             result = try connection.query(statement.sql, parameters)
         }
+        if !tableSpecs.isEmpty, Self.changesSchema(result.commandTag) { tableSpecs = [:] }
         return Self.convert(result)
     }
 
@@ -353,6 +357,12 @@ public final class PostgresDatabase {
             summary.tables[PostgresNames.rowKey(table)] = change
         }
         return summary
+    }
+
+    /// Whether a statement's command tag says it changed the schema
+    /// (a Lua migration's `ALTER TABLE … ADD COLUMN`).
+    static func changesSchema(_ tag: String) -> Bool {
+        tag.hasPrefix("ALTER") || tag.hasPrefix("CREATE") || tag.hasPrefix("DROP") || tag.hasPrefix("COMMENT")
     }
 
     // MARK: Values

@@ -99,27 +99,49 @@ public struct ModelRepository: Sendable {
     /// (its sessions, and their generations, go with it). Returns whether
     /// there was one.
     public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
-        try records.delete(db, id, children: ("generation_sessions", "model_id", "session"), owner: "model", cascade: cascade)
+        try delete(StoreDatabase(db), id, cascade: cascade)
+    }
+
+    public func delete(_ database: some RepositoryConnection, _ id: String, cascade: Bool = false) throws -> Bool {
+        try records.delete(database, id, children: ("generation_sessions", "model_id", "session"), owner: "model", cascade: cascade)
     }
 
     /// Adds one generation's figures to a model's usage of that UTC day.
     public func recordUsage(_ db: Database, model modelId: String, at date: Date = Date(),
                             tokens: Int, cost: Double, latencyMs: Double, failed: Bool = false) throws {
-        try db.execute(sql: """
+        try recordUsage(StoreDatabase(db), model: modelId, at: date, tokens: tokens, cost: cost, latencyMs: latencyMs, failed: failed)
+    }
+
+    /// Adds one generation's figures to the model's usage of that UTC day;
+    /// ``StoreError/notFound(table:key:)`` for a model that does not exist.
+    public func recordUsage(_ database: some RepositoryConnection, model modelId: String, at date: Date = Date(),
+                            tokens: Int, cost: Double, latencyMs: Double, failed: Bool = false) throws {
+        guard try database.exists("SELECT 1 FROM model_metadata WHERE id = ?", [.text(modelId)]) else {
+            throw StoreError.notFound(table: "model_metadata", key: modelId)
+        }
+        // The target's columns are named with the table (`excluded.` is the
+        // new row's): PostgreSQL would find a bare name ambiguous.
+        try database.execute("""
             INSERT INTO model_usage_stats (model_id, day, generation_count, total_tokens, total_cost, total_latency_ms, error_count)
             VALUES (?, ?, 1, ?, ?, ?, ?)
             ON CONFLICT (model_id, day) DO UPDATE SET
-                generation_count = generation_count + 1,
-                total_tokens = total_tokens + excluded.total_tokens,
-                total_cost = total_cost + excluded.total_cost,
-                total_latency_ms = total_latency_ms + excluded.total_latency_ms,
-                error_count = error_count + excluded.error_count
-            """, arguments: [modelId, Self.day(of: date), tokens, cost, latencyMs, failed ? 1 : 0])
+                generation_count = model_usage_stats.generation_count + 1,
+                total_tokens = model_usage_stats.total_tokens + excluded.total_tokens,
+                total_cost = model_usage_stats.total_cost + excluded.total_cost,
+                total_latency_ms = model_usage_stats.total_latency_ms + excluded.total_latency_ms,
+                error_count = model_usage_stats.error_count + excluded.error_count
+            """, [.text(modelId), .text(Self.day(of: date)), .integer(Int64(tokens)), .real(cost), .real(latencyMs),
+                  .integer(failed ? 1 : 0)])
     }
 
     /// A model's usage, one row per day, oldest first.
     public func usage(_ db: Database, model modelId: String) throws -> [ModelUsageStatRecord] {
-        try usageStats.list(db, ListRequest(filters: [ColumnFilter("model_id", .equal, modelId)], order: [ColumnOrder("day")]))
+        try usageStats.list(db, Self.usageRequest(model: modelId))
+    }
+
+    /// Which rows ``usage(_:model:)`` returns.
+    public static func usageRequest(model modelId: String) -> ListRequest {
+        ListRequest(filters: [ColumnFilter("model_id", .equal, modelId)], order: [ColumnOrder("day")])
     }
 
     /// `YYYY-MM-DD` of a date in UTC.
@@ -154,21 +176,59 @@ public struct SessionRepository: Sendable {
     /// transaction.
     @discardableResult
     public func addGeneration(_ db: Database, _ generation: GenerationRecord) throws -> GenerationRecord {
-        let session = try records.require(db, generation.sessionId)
-        let inserted = try generations.insert(db, generation)
-        let tokens = generation.promptTokens + generation.completionTokens
-        try db.execute(sql: """
+        let fields = try generation.databaseDictionary.mapValues(StoreValue.init)
+        try append(StoreDatabase(db), fields, columns: Array(fields.keys))
+        return generation
+    }
+
+    /// Appends a generation given field by field: its `sequence_number`,
+    /// when left out, is the session's next; the rest as
+    /// ``RecordTable/newRowFields(_:_:spec:)`` fills a new row. Returns its id.
+    public func addGeneration(_ database: some RepositoryConnection, fields given: [String: StoreValue],
+                              table: RecordTable<GenerationRecord>, spec: TableSpec) throws -> StoreValue {
+        var fields = given
+        if fields["sequence_number"] == nil, let session = fields["session_id"] {
+            let last = try database.integer("SELECT max(sequence_number) FROM generations WHERE session_id = ?", [session]) ?? 0
+            fields["sequence_number"] = .integer(last + 1)
+        }
+        let complete = try table.newRowFields(database, fields, spec: spec)
+        try append(database, complete, columns: spec.names)
+        return complete["id"] ?? .null
+    }
+
+    /// The rule of a new generation, on either engine: the row, its
+    /// session's totals, its model's usage of the day.
+    func append(_ database: some RepositoryConnection, _ generation: [String: StoreValue], columns: [String]) throws {
+        let sessionId = generation["session_id"] ?? .null
+        guard let model = try database.value("SELECT model_id FROM generation_sessions WHERE id = ?", [sessionId]),
+              case let .text(modelId) = model else {
+            throw StoreError.notFound(table: records.tableName, key: TableSpec.show(sessionId))
+        }
+        try generations.insertColumns(database, generation, columns: columns)
+        func number(_ name: String) -> Double {
+            switch generation[name] {
+            case let .integer(value)?: Double(value)
+            case let .real(value)?: value
+            default: 0
+            }
+        }
+        let tokens = Int(number("prompt_tokens") + number("completion_tokens"))
+        let createdAt = number("created_at")
+        try database.execute("""
             UPDATE generation_sessions SET total_tokens = total_tokens + ?, total_cost = total_cost + ?, updated_at = ?
             WHERE id = ?
-            """, arguments: [tokens, generation.cost, generation.createdAt.timeIntervalSince1970, session.id])
-        try ModelRepository().recordUsage(db, model: session.modelId, at: generation.createdAt, tokens: tokens,
-                                          cost: generation.cost, latencyMs: generation.latencyMs)
-        return inserted
+            """, [.integer(Int64(tokens)), .real(number("cost")), .real(createdAt), sessionId])
+        try ModelRepository().recordUsage(database, model: modelId, at: Date(timeIntervalSince1970: createdAt), tokens: tokens,
+                                          cost: number("cost"), latencyMs: number("latency_ms"))
     }
 
     /// A session's generations in sequence.
     public func generations(_ db: Database, session sessionId: String) throws -> [GenerationRecord] {
-        try generations.list(db, ListRequest(filters: [ColumnFilter("session_id", .equal, sessionId)],
-                                             order: [ColumnOrder("sequence_number")]))
+        try generations.list(db, Self.generationsRequest(session: sessionId))
+    }
+
+    /// Which rows ``generations(_:session:)`` returns.
+    public static func generationsRequest(session sessionId: String) -> ListRequest {
+        ListRequest(filters: [ColumnFilter("session_id", .equal, sessionId)], order: [ColumnOrder("sequence_number")])
     }
 }

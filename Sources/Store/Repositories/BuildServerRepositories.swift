@@ -11,20 +11,27 @@ public struct ProjectRepository: Sendable {
     /// and crash logs) go too.
     @discardableResult
     public func delete(_ db: Database, _ bundleIdentifier: String, cascade: Bool = false) throws -> Bool {
-        let buildCount = try Int.fetchOne(db, sql: """
+        try delete(StoreDatabase(db), bundleIdentifier, cascade: cascade)
+    }
+
+    /// ``delete(_:_:cascade:)-(Database,_,_)`` on either engine: the cascade's order
+    /// (builds, then the project, whose schemes go by ON DELETE CASCADE).
+    @discardableResult
+    public func delete(_ database: some RepositoryConnection, _ bundleIdentifier: String, cascade: Bool = false) throws -> Bool {
+        let buildCount = try database.integer("""
             SELECT count(*) FROM builds JOIN schemes ON schemes.id = builds.schemeId
             WHERE schemes.projectBundleIdentifier = ?
-            """, arguments: [bundleIdentifier]) ?? 0
+            """, [.text(bundleIdentifier)]) ?? 0
         if buildCount > 0 {
             guard cascade else {
                 throw StoreError.refused(reason: "project \(bundleIdentifier) has \(buildCount) build(s); delete them first or pass cascade = true")
             }
-            try db.execute(sql: """
+            try database.execute("""
                 DELETE FROM builds WHERE schemeId IN
                     (SELECT id FROM schemes WHERE projectBundleIdentifier = ?)
-                """, arguments: [bundleIdentifier])
+                """, [.text(bundleIdentifier)])
         }
-        return try records.delete(db, bundleIdentifier)
+        return try records.delete(database, .text(bundleIdentifier))
     }
 }
 
@@ -36,13 +43,23 @@ public struct SchemeRepository: Sendable {
     /// Deletes a scheme; one with builds only with `cascade` (its builds,
     /// and their logs, go with it). Returns whether there was one.
     public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
-        try records.delete(db, id, children: ("builds", "schemeId", "build"), owner: "scheme", cascade: cascade)
+        try delete(StoreDatabase(db), id, cascade: cascade)
+    }
+
+    public func delete(_ database: some RepositoryConnection, _ id: String, cascade: Bool = false) throws -> Bool {
+        try records.delete(database, id, children: ("builds", "schemeId", "build"), owner: "scheme", cascade: cascade)
     }
 
     /// A project's schemes in their order.
     public func list(_ db: Database, project bundleIdentifier: String) throws -> [SchemeRecord] {
-        try records.list(db, ListRequest(filters: [ColumnFilter("projectBundleIdentifier", .equal, bundleIdentifier)],
-                                         order: [ColumnOrder("order"), ColumnOrder("name")]))
+        try records.list(db, Self.listRequest(project: bundleIdentifier))
+    }
+
+    /// Which rows ``list(_:project:)`` returns (for callers that run the
+    /// request on their own engine).
+    public static func listRequest(project bundleIdentifier: String) -> ListRequest {
+        ListRequest(filters: [ColumnFilter("projectBundleIdentifier", .equal, bundleIdentifier)],
+                    order: [ColumnOrder("order"), ColumnOrder("name")])
     }
 }
 
@@ -55,37 +72,63 @@ public struct BuildRepository: Sendable {
     /// highest so far (numbers are never reused, even after deletes of
     /// older builds).
     public func nextBuildNumber(_ db: Database, scheme schemeId: String) throws -> Int {
-        (try Int.fetchOne(db, sql: "SELECT max(buildNumber) FROM builds WHERE schemeId = ?", arguments: [schemeId]) ?? 0) + 1
+        try nextBuildNumber(StoreDatabase(db), scheme: schemeId)
+    }
+
+    public func nextBuildNumber(_ database: some RepositoryConnection, scheme schemeId: String) throws -> Int {
+        Int(try database.integer("SELECT max(buildNumber) FROM builds WHERE schemeId = ?", [.text(schemeId)]) ?? 0) + 1
     }
 
     /// Inserts a queued build of `schemeId` at `version` with the next
     /// build number.
     public func create(_ db: Database, scheme schemeId: String, version: String, at date: Date = Date()) throws -> BuildRecord {
-        guard try SchemeRepository().records.get(db, schemeId) != nil else {
+        try records.require(db, try create(StoreDatabase(db), scheme: schemeId, version: version, at: date))
+    }
+
+    /// ``create(_:scheme:version:at:)-(Database,_,_,_)`` on either engine: the new build's id.
+    public func create(_ database: some RepositoryConnection, scheme schemeId: String, version: String,
+                       at date: Date = Date()) throws -> String {
+        guard try database.exists("SELECT 1 FROM schemes WHERE id = ?", [.text(schemeId)]) else {
             throw StoreError.notFound(table: "schemes", key: schemeId)
         }
-        let build = BuildRecord(schemeId: schemeId, versionString: version,
-                                buildNumber: try nextBuildNumber(db, scheme: schemeId), createdAt: date)
-        return try records.insert(db, build)
+        let id = makeIdentifier()
+        let fields: [String: StoreValue] = [
+            "id": .text(id), "schemeId": .text(schemeId), "versionString": .text(version),
+            "buildNumber": .integer(Int64(try nextBuildNumber(database, scheme: schemeId))),
+            "status": .text(BuildStatus.queued.rawValue), "createdAt": .real(date.timeIntervalSince1970), "progress": .real(0),
+        ]
+        try records.insertColumns(database, fields, columns: Array(fields.keys))
+        return id
     }
 
     /// A project's most recent builds, newest first.
     public func latest(_ db: Database, project bundleIdentifier: String, limit: Int) throws -> [BuildRecord] {
-        try BuildRecord.fetchAll(db, sql: """
+        let (sql, arguments) = Self.latestSQL(project: bundleIdentifier, limit: limit)
+        return try BuildRecord.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+    }
+
+    /// ``latest(_:project:limit:)``'s statement, the same on both engines.
+    public static func latestSQL(project bundleIdentifier: String, limit: Int) -> (sql: String, arguments: [StoreValue]) {
+        ("""
             SELECT builds.* FROM builds JOIN schemes ON schemes.id = builds.schemeId
             WHERE schemes.projectBundleIdentifier = ?
             ORDER BY builds.createdAt DESC, builds.buildNumber DESC LIMIT ?
-            """, arguments: [bundleIdentifier, limit])
+            """, [.text(bundleIdentifier), .integer(Int64(limit))])
     }
 
     /// Deletes a build with its logs and crash logs; a running build is
     /// refused.
     @discardableResult
     public func delete(_ db: Database, _ id: String) throws -> Bool {
-        if let build = try records.get(db, id), build.status == .running {
+        try delete(StoreDatabase(db), id)
+    }
+
+    @discardableResult
+    public func delete(_ database: some RepositoryConnection, _ id: String) throws -> Bool {
+        if try database.value("SELECT status FROM builds WHERE id = ?", [.text(id)]) == .text(BuildStatus.running.rawValue) {
             throw StoreError.refused(reason: "build \(id) is running; cancel it first")
         }
-        return try records.delete(db, id)
+        return try records.delete(database, .text(id))
     }
 }
 
@@ -111,11 +154,21 @@ public struct BuildLogRepository: Sendable {
 
     /// The last `count` lines of a build, oldest first.
     public func tail(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogRecord] {
-        try BuildLogRecord.fetchAll(db, sql: """
-            SELECT * FROM (SELECT * FROM buildLogs WHERE buildId = ? AND (? OR level <> 'debug')
-                           ORDER BY createdAt DESC, rowid DESC LIMIT ?)
-            ORDER BY createdAt, rowid
-            """, arguments: [buildId, includeDebug, count])
+        let (sql, arguments) = Self.tailSQL(.sqlite, build: buildId, count: count, includeDebug: includeDebug)
+        return try BuildLogRecord.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+    }
+
+    /// ``tail(_:build:count:includeDebug:)``'s statement in `dialect`:
+    /// lines written at the same time keep the order they were written in.
+    public static func tailSQL(_ dialect: SQLDialect, build buildId: String, count: Int,
+                               includeDebug: Bool) -> (sql: String, arguments: [StoreValue]) {
+        let order = dialect.insertionOrder
+        return ("""
+            SELECT * FROM buildLogs WHERE \(order) IN
+                (SELECT \(order) FROM buildLogs WHERE buildId = ? AND (? = 1 OR level <> 'debug')
+                 ORDER BY createdAt DESC, \(order) DESC LIMIT ?)
+            ORDER BY createdAt, \(order)
+            """, [.text(buildId), .integer(includeDebug ? 1 : 0), .integer(Int64(count))])
     }
 }
 

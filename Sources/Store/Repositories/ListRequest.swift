@@ -98,27 +98,30 @@ extension ListRequest {
 
     /// `SELECT * FROM table WHERE … ORDER BY … LIMIT …` (or `SELECT
     /// count(*)` when `counting`) with its arguments in order: for callers
-    /// that run it on a statement cache of their own (the Lua bindings).
+    /// that run it on a statement cache of their own (the Lua bindings),
+    /// in either engine's `dialect` (`textColumns`: the columns that hold
+    /// text, which PostgreSQL orders by their bytes as SQLite does).
     /// Unknown columns are refused as ``RecordRepository/list(_:_:)`` does.
-    public func selectSQL(table: String, columns: [String], counting: Bool = false) throws -> (sql: String, arguments: [StoreValue]) {
-        let (whereSQL, whereValues) = try whereParts(table: table, columns: columns)
-        if counting { return ("SELECT count(*) FROM " + quoteIdentifier(table) + whereSQL, whereValues.map(StoreValue.init)) }
-        let (tailSQL, tailValues) = try tailParts(table: table, columns: columns)
-        return ("SELECT * FROM " + quoteIdentifier(table) + whereSQL + tailSQL, (whereValues + tailValues).map(StoreValue.init))
+    public func selectSQL(table: String, columns: [String], counting: Bool = false, dialect: SQLDialect = .sqlite,
+                          textColumns: Set<String> = []) throws -> (sql: String, arguments: [StoreValue]) {
+        let (whereSQL, whereValues) = try whereParts(table: table, columns: columns, dialect: dialect)
+        if counting { return ("SELECT count(*) FROM " + dialect.quote(table) + whereSQL, whereValues.map(StoreValue.init)) }
+        let (tailSQL, tailValues) = try tailParts(table: table, columns: columns, dialect: dialect, textColumns: textColumns)
+        return ("SELECT * FROM " + dialect.quote(table) + whereSQL + tailSQL, (whereValues + tailValues).map(StoreValue.init))
     }
 
-    private func whereParts(table: String, columns: [String]) throws -> (sql: String, arguments: [DatabaseValue]) {
+    private func whereParts(table: String, columns: [String], dialect: SQLDialect = .sqlite) throws -> (sql: String, arguments: [DatabaseValue]) {
         var terms: [String] = []
         var arguments: [DatabaseValue] = []
         for filter in filters {
             try checkColumn(filter.column, table: table, columns: columns)
-            let column = quoteIdentifier(filter.column)
+            let column = dialect.quote(filter.column)
             switch filter.op {
             case .isNull, .isNotNull:
                 terms.append("\(column) \(filter.op.rawValue)")
             case .in:
                 if filter.values.isEmpty {
-                    terms.append("0")
+                    terms.append(dialect.never)
                 } else {
                     terms.append("\(column) IN (\(Array(repeating: "?", count: filter.values.count).joined(separator: ", ")))")
                     arguments += filter.values
@@ -132,7 +135,7 @@ extension ListRequest {
                     // `= NULL` is never true in SQL; say what is meant.
                     terms.append(filter.op == .notEqual ? "\(column) IS NOT NULL" : "\(column) IS NULL")
                 } else {
-                    terms.append("\(column) \(filter.op.rawValue) ?")
+                    terms.append("\(column) \(filter.op == .like ? dialect.like : filter.op.rawValue) ?")
                     arguments.append(filter.values[0])
                 }
             }
@@ -141,20 +144,22 @@ extension ListRequest {
     }
 
     /// The ORDER BY / LIMIT / OFFSET tail.
-    private func tailParts(table: String, columns: [String]) throws -> (sql: String, arguments: [DatabaseValue]) {
+    private func tailParts(table: String, columns: [String], dialect: SQLDialect = .sqlite,
+                           textColumns: Set<String> = []) throws -> (sql: String, arguments: [DatabaseValue]) {
         var sql = ""
         var arguments: [DatabaseValue] = []
         if !order.isEmpty {
             for term in order { try checkColumn(term.column, table: table, columns: columns) }
-            sql += " ORDER BY " + order.map { quoteIdentifier($0.column) + ($0.descending ? " DESC" : "") }
-                .joined(separator: ", ")
+            sql += " ORDER BY " + order.map {
+                dialect.orderTerm($0.column, descending: $0.descending, isText: textColumns.contains($0.column))
+            }.joined(separator: ", ")
         }
         if let limit {
             sql += " LIMIT ?"
             arguments.append(limit.databaseValue)
         }
         if let offset {
-            if limit == nil { sql += " LIMIT -1" }
+            if limit == nil { sql += dialect.noLimit }
             sql += " OFFSET ?"
             arguments.append(offset.databaseValue)
         }

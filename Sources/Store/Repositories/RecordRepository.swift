@@ -95,60 +95,66 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
         return record
     }
 
+    /// `SELECT * FROM table WHERE key = ?`: the row as `get` reads it.
+    public func rowSQL(_ dialect: SQLDialect) -> String {
+        dialect.rowByKey(table: tableName, keyColumn: Record.primaryKeyColumns[0])
+    }
+
     /// Changes the `changes` columns of the row with `key` with one cached
     /// UPDATE, without reading the row first: the columns the table does
     /// not have and words outside a column's allowed values are refused as
-    /// ``makeRecord(_:fields:)`` refuses them, and SQLite's constraints
+    /// ``makeRecord(_:fields:)`` refuses them, and the engine's constraints
     /// check the rest. Returns whether there was such a row.
-    public func updateColumns(_ db: Database, _ key: DatabaseValue, changes: [String: DatabaseValue],
+    public func updateColumns(_ database: some RepositoryConnection, _ key: StoreValue, changes: [String: StoreValue],
                               columns: [String]) throws -> Bool {
         try validate(changes, columns: columns)
-        try validateJSON(db, changes)
+        try validateJSON(database, changes)
+        let dialect = database.dialect
+        let table = dialect.quote(tableName)
+        let keyColumn = dialect.quote(Record.primaryKeyColumns[0])
         let names = changes.keys.sorted()
         guard !names.isEmpty else {
-            return try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?)"),
-                                     arguments: [key]) ?? false
+            return try database.exists("SELECT 1 FROM \(table) WHERE \(keyColumn) = ?", [key])
         }
-        let assignments = names.map { quoteIdentifier($0) + " = ?" }.joined(separator: ", ")
-        let statement = try db.cachedStatement(sql: "UPDATE \(quoteIdentifier(tableName)) SET \(assignments) WHERE \(primaryKeyColumn) = ?")
-        try statement.execute(arguments: StatementArguments(names.map { changes[$0]! } + [key]))
-        return db.changesCount > 0
+        let assignments = names.map { dialect.quote($0) + " = ?" }.joined(separator: ", ")
+        return try database.execute("UPDATE \(table) SET \(assignments) WHERE \(keyColumn) = ?",
+                                    names.map { changes[$0]! } + [key]) > 0
     }
 
     /// Inserts a row of column values with one cached INSERT (columns the
     /// table does not have and words outside the allowed values refused);
-    /// returns its rowid.
+    /// returns the integer key the database gave it (SQLite's rowid).
     @discardableResult
-    public func insertColumns(_ db: Database, _ fields: [String: DatabaseValue], columns: [String]) throws -> Int64 {
+    public func insertColumns(_ database: some RepositoryConnection, _ fields: [String: StoreValue],
+                              columns: [String]) throws -> Int64? {
         try validate(fields, columns: columns)
-        try validateJSON(db, fields)
+        try validateJSON(database, fields)
+        let dialect = database.dialect
         let names = fields.keys.sorted()
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO \(quoteIdentifier(tableName)) (\(names.map(quoteIdentifier).joined(separator: ", "))) \
+        return try database.insert("""
+            INSERT INTO \(dialect.quote(tableName)) (\(names.map(dialect.quote).joined(separator: ", "))) \
             VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-            """)
-        try statement.execute(arguments: StatementArguments(names.map { fields[$0]! }))
-        return db.lastInsertedRowID
+            """, names.map { fields[$0]! }, keyColumn: Record.primaryKeyColumns[0])
     }
 
-    /// Invalid JSON in a JSON column, named before SQLite's CHECK
+    /// Invalid JSON in a JSON column, named before the engine's CHECK
     /// constraint would refuse it more tersely (as a record's `willSave`).
-    private func validateJSON(_ db: Database, _ fields: [String: DatabaseValue]) throws {
+    private func validateJSON(_ database: some RepositoryConnection, _ fields: [String: StoreValue]) throws {
         for column in Record.jsonColumns {
-            guard let value = fields[column], case .string(let text) = value.storage else { continue }
-            if try !JSONText.isValid(text, in: db) {
+            guard let value = fields[column], case .text(let text) = value else { continue }
+            if try !database.isValidJSON(text) {
                 throw StoreError.invalidValue(table: tableName, column: column, reason: "not valid JSON: \(Record.excerpt(text))")
             }
         }
     }
 
     /// Unknown columns, and words that are none of a column's allowed ones.
-    private func validate(_ fields: [String: DatabaseValue], columns: [String]) throws {
+    private func validate(_ fields: [String: StoreValue], columns: [String]) throws {
         for column in fields.keys.sorted() where !columns.contains(column) {
             throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
         }
         for (column, allowed) in Record.allowedValues {
-            guard let value = fields[column], !value.isNull else { continue }
+            guard let value = fields[column]?.databaseValue, !value.isNull else { continue }
             let text = String.fromDatabaseValue(value)
             if text.map({ !allowed.contains($0) }) ?? true {
                 throw StoreError.invalidValue(table: tableName, column: column,
@@ -168,32 +174,40 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     /// Deletes the row with this key; returns whether there was one.
     @discardableResult
     public func delete(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Bool {
-        try db.execute(sql: "DELETE FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?", arguments: [key])
-        return db.changesCount > 0
+        try delete(StoreDatabase(db), StoreValue(key.databaseValue))
+    }
+
+    /// Deletes the row with this key; returns whether there was one.
+    @discardableResult
+    public func delete(_ database: some RepositoryConnection, _ key: StoreValue) throws -> Bool {
+        let dialect = database.dialect
+        return try database.execute("DELETE FROM \(dialect.quote(tableName)) WHERE \(dialect.quote(Record.primaryKeyColumns[0])) = ?",
+                                    [key]) > 0
     }
 
     /// Deletes the row with `key` and, with `cascade`, the rows of
     /// `children` that point at it (their own children go by the schema's
     /// ON DELETE CASCADE); without it a row that has children is refused,
     /// naming how many. Returns whether there was such a row.
-    public func delete(_ db: Database, _ key: String, children: (table: String, column: String, noun: String),
+    public func delete(_ database: some RepositoryConnection, _ key: String, children: (table: String, column: String, noun: String),
                        owner: String, cascade: Bool) throws -> Bool {
-        let table = quoteIdentifier(children.table)
-        let column = quoteIdentifier(children.column)
-        let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE \(column) = ?", arguments: [key]) ?? 0
+        let dialect = database.dialect
+        let table = dialect.quote(children.table)
+        let column = dialect.quote(children.column)
+        let count = try database.integer("SELECT count(*) FROM \(table) WHERE \(column) = ?", [.text(key)]) ?? 0
         if count > 0 {
             guard cascade else {
                 throw StoreError.refused(reason: "\(owner) \(key) has \(count) \(children.noun)(s); delete them first or pass cascade = true")
             }
-            try db.execute(sql: "DELETE FROM \(table) WHERE \(column) = ?", arguments: [key])
+            try database.execute("DELETE FROM \(table) WHERE \(column) = ?", [.text(key)])
         }
-        return try delete(db, key)
+        return try delete(database, .text(key))
     }
 
     /// Builds a record from column values (a Lua row, an imported JSON
     /// object), refusing columns the table does not have.
     public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
-        try validate(fields, columns: try columns(db))
+        try validate(fields.mapValues(StoreValue.init), columns: try columns(db))
         let row = Row(fields)
         do {
             return try Record(row: row)

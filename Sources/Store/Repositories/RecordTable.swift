@@ -1,5 +1,5 @@
-import Foundation
 import GRDB
+import Foundation
 
 /// A field a caller gave that a table refuses (a required field missing,
 /// the key changed by an update): the caller names its argument
@@ -16,9 +16,12 @@ public struct FieldError: Error, CustomStringConvertible, Sendable {
 /// statement per write; the caller reads the row back on its own fast
 /// path (ARCHITECTURE.md, "One data path").
 ///
-/// Every method takes the ``StoreDatabase`` of the caller's
-/// ``SessionDatabase/write(_:_:)`` or ``SessionDatabase/read(_:_:)``, so
-/// that a call's statements are atomic and see the session's transaction.
+/// Every method takes the ``RepositoryConnection`` of the caller's
+/// atomic write or read — SQLite's ``StoreDatabase`` from
+/// ``SessionDatabase/write(_:_:)`` or ``SessionDatabase/read(_:_:)``, or a
+/// ``PostgresDatabase`` inside ``PostgresDatabase/write(_:_:)`` — so that
+/// a call's statements are atomic and see the session's transaction, and
+/// the rules are the same on both engines.
 public struct RecordTable<Record: StoreRecord> {
     public let records: RecordRepository<Record>
     /// Text primary keys that `insert` generates when absent.
@@ -37,8 +40,8 @@ public struct RecordTable<Record: StoreRecord> {
     public var keyColumn: String { Record.primaryKeyColumns[0] }
 
     /// The table's columns as the schema has them now.
-    public func spec(_ database: StoreDatabase) throws -> TableSpec {
-        try TableSpec.load(database.db, table: table, primaryKey: keyColumn, jsonColumns: Record.jsonColumns)
+    public func spec(_ database: some RepositoryConnection) throws -> TableSpec {
+        try database.tableSpec(table, primaryKey: keyColumn, jsonColumns: Record.jsonColumns, booleans: [])
     }
 
     // MARK: Rows out
@@ -61,9 +64,8 @@ public struct RecordTable<Record: StoreRecord> {
     /// a generated key, the creation dates = now, the schema's defaults.
     /// Throws ``FieldError`` naming a required field left out, and
     /// refuses a reference to a missing row.
-    public func newRowFields(_ database: StoreDatabase, _ given: [String: StoreValue],
+    public func newRowFields(_ database: some RepositoryConnection, _ given: [String: StoreValue],
                              spec: TableSpec) throws -> [String: StoreValue] {
-        let db = database.db
         var fields = given
         derive(&fields)
         let now = Date().timeIntervalSince1970
@@ -76,7 +78,7 @@ public struct RecordTable<Record: StoreRecord> {
             if Self.dateColumnsSetOnInsert.contains(column.name) {
                 fields[column.name] = .real(now)
             } else if let sql = column.defaultSQL {
-                fields[column.name] = StoreValue(try DatabaseValue.fetchOne(db.cachedStatement(sql: "SELECT \(sql)")) ?? .null)
+                fields[column.name] = try database.value("SELECT \(sql)") ?? .null
             } else if column.notNull {
                 missing.append(column.name)
             }
@@ -86,16 +88,16 @@ public struct RecordTable<Record: StoreRecord> {
                 && !($0.isPrimaryKey && (generatedKey || $0.kind == .integer)) }.map(\.name)
             throw FieldError(message: "missing field '\(first)' (\(table) needs: \(required.joined(separator: ", ")))")
         }
-        try spec.checkReferences(db, fields)
+        try spec.checkReferences(database, fields)
         return fields
     }
 
     /// Inserts a new row with one cached INSERT; returns its key (the
     /// rowid where the key is the table's integer primary key).
-    public func insert(_ database: StoreDatabase, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
+    public func insert(_ database: some RepositoryConnection, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
         let complete = try newRowFields(database, fields, spec: spec)
-        let rowid = try records.insertColumns(database.db, complete.mapValues(\.databaseValue), columns: spec.names)
-        return complete[keyColumn] ?? .integer(rowid)
+        let rowid = try records.insertColumns(database, complete, columns: spec.names)
+        return complete[keyColumn] ?? rowid.map(StoreValue.integer) ?? .null
     }
 
     /// The columns an update writes: `fields` without the key (which
@@ -117,18 +119,17 @@ public struct RecordTable<Record: StoreRecord> {
 
     /// Changes `fields` of the row with `key` with one cached UPDATE;
     /// ``StoreError/notFound(table:key:)`` when there is no such row.
-    public func update(_ database: StoreDatabase, key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws {
+    public func update(_ database: some RepositoryConnection, key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws {
         let changes = try changedColumns(key: key, fields: fields, spec: spec)
-        try spec.checkReferences(database.db, changes)
-        guard try records.updateColumns(database.db, key.databaseValue, changes: changes.mapValues(\.databaseValue),
-                                        columns: spec.names) else {
+        try spec.checkReferences(database, changes)
+        guard try records.updateColumns(database, key, changes: changes, columns: spec.names) else {
             throw StoreError.notFound(table: table, key: TableSpec.show(key))
         }
     }
 
     /// Updates the row whose key `fields` gives when there is one, else
     /// inserts; returns the row's key.
-    public func upsert(_ database: StoreDatabase, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
+    public func upsert(_ database: some RepositoryConnection, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
         if let key = fields[keyColumn], try exists(database, key) {
             try update(database, key: key, fields: fields, spec: spec)
             return key
@@ -137,14 +138,13 @@ public struct RecordTable<Record: StoreRecord> {
     }
 
     /// Whether a row has this key.
-    public func exists(_ database: StoreDatabase, _ key: StoreValue) throws -> Bool {
-        try Bool.fetchOne(database.db.cachedStatement(sql: """
-            SELECT EXISTS (SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE \(keyColumn.quotedDatabaseIdentifier) = ?)
-            """), arguments: [key.databaseValue]) ?? false
+    public func exists(_ database: some RepositoryConnection, _ key: StoreValue) throws -> Bool {
+        let dialect = database.dialect
+        return try database.exists("SELECT 1 FROM \(dialect.quote(table)) WHERE \(dialect.quote(keyColumn)) = ?", [key])
     }
 
     /// Deletes the row with this key: true when a row went.
-    public func delete(_ database: StoreDatabase, _ key: StoreValue) throws -> Bool {
-        try records.delete(database.db, key.databaseValue)
+    public func delete(_ database: some RepositoryConnection, _ key: StoreValue) throws -> Bool {
+        try records.delete(database, key)
     }
 }

@@ -15,35 +15,15 @@ extension RecordRepository {
     }
 }
 
-extension ProjectRepository {
-    /// Deletes a project; with `cascade`, its schemes and builds too.
-    public func delete(_ database: StoreDatabase, _ bundleIdentifier: String, cascade: Bool) throws -> Bool {
-        try delete(database.db, bundleIdentifier, cascade: cascade)
-    }
-}
-
 extension SchemeRepository {
-    public func delete(_ database: StoreDatabase, _ id: String, cascade: Bool) throws -> Bool {
-        try delete(database.db, id, cascade: cascade)
-    }
-
     public func list(_ database: StoreDatabase, project bundleIdentifier: String) throws -> [SchemeRecord] {
         try list(database.db, project: bundleIdentifier)
     }
 }
 
 extension BuildRepository {
-    /// A queued build of `scheme` with the scheme's next build number.
-    public func create(_ database: StoreDatabase, scheme schemeId: String, version: String) throws -> BuildRecord {
-        try create(database.db, scheme: schemeId, version: version)
-    }
-
     public func latest(_ database: StoreDatabase, project bundleIdentifier: String, limit: Int) throws -> [BuildRecord] {
         try latest(database.db, project: bundleIdentifier, limit: limit)
-    }
-
-    public func delete(_ database: StoreDatabase, _ id: String) throws -> Bool {
-        try delete(database.db, id)
     }
 }
 
@@ -63,22 +43,8 @@ extension BuildLogRepository {
 }
 
 extension ModelRepository {
-    public func delete(_ database: StoreDatabase, _ id: String, cascade: Bool) throws -> Bool {
-        try delete(database.db, id, cascade: cascade)
-    }
-
     public func usage(_ database: StoreDatabase, model modelId: String) throws -> [ModelUsageStatRecord] {
         try usage(database.db, model: modelId)
-    }
-
-    /// Adds one generation's figures to the model's usage of that UTC day;
-    /// ``StoreError/notFound(table:key:)`` for a model that does not exist.
-    public func recordUsage(_ database: StoreDatabase, model modelId: String, at date: Date,
-                            tokens: Int, cost: Double, latencyMs: Double, failed: Bool) throws {
-        guard try records.get(database.db, modelId) != nil else {
-            throw StoreError.notFound(table: "model_metadata", key: modelId)
-        }
-        try recordUsage(database.db, model: modelId, at: date, tokens: tokens, cost: cost, latencyMs: latencyMs, failed: failed)
     }
 }
 
@@ -86,29 +52,9 @@ extension SessionRepository {
     public func generations(_ database: StoreDatabase, session sessionId: String) throws -> [GenerationRecord] {
         try generations(database.db, session: sessionId)
     }
-
-    /// Appends a generation given field by field: its `sequence_number`,
-    /// when left out, is the session's next; the rest as
-    /// ``RecordTable/newRowFields(_:_:spec:)`` fills a new row.
-    public func addGeneration(_ database: StoreDatabase, fields given: [String: StoreValue],
-                              table: RecordTable<GenerationRecord>, spec: TableSpec) throws -> GenerationRecord {
-        var fields = given
-        if fields["sequence_number"] == nil, let session = fields["session_id"] {
-            let last = try Int.fetchOne(database.db, sql: "SELECT max(sequence_number) FROM generations WHERE session_id = ?",
-                                        arguments: [session.databaseValue]) ?? 0
-            fields["sequence_number"] = .integer(Int64(last) + 1)
-        }
-        let complete = try table.newRowFields(database, fields, spec: spec)
-        let record = try generations.makeRecord(database.db, fields: complete.mapValues(\.databaseValue))
-        return try addGeneration(database.db, record)
-    }
 }
 
 extension TelemetryRepository {
-    public func countsByEvent(_ database: StoreDatabase, since: Date?) throws -> [(event: String, count: Int)] {
-        try countsByEvent(database.db, since: since)
-    }
-
     /// Inserts events in the caller's transaction: the batched C path, or
     /// with `counted` (a dry run, a shell chunk: ``SessionDatabase/isCountingChanges``)
     /// row by row through GRDB, whose observer counts each row.

@@ -50,15 +50,8 @@ public struct TableSpec: Sendable {
     static func load(_ db: Database, table: String, primaryKey: String, jsonColumns: [String],
                      booleans: Set<String> = []) throws -> TableSpec {
         let columns = try db.columns(in: table).map { info -> ColumnSpec in
-            let declared = info.type.uppercased()
-            let kind: ColumnSpec.Kind
-            if jsonColumns.contains(info.name) { kind = .json }
-            else if booleans.contains(info.name) { kind = .boolean }
-            else if declared.contains("INT") { kind = .integer }
-            else if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") { kind = .real }
-            else { kind = .text }
-            return ColumnSpec(name: info.name, kind: kind, notNull: info.isNotNull, defaultSQL: info.defaultValueSQL,
-                              isPrimaryKey: info.name == primaryKey)
+            ColumnSpec(name: info.name, kind: kind(of: info.name, declared: info.type, jsonColumns: jsonColumns, booleans: booleans),
+                       notNull: info.isNotNull, defaultSQL: info.defaultValueSQL, isPrimaryKey: info.name == primaryKey)
         }
         let references = try db.foreignKeys(on: table).filter { $0.mapping.count == 1 }.map {
             (column: $0.mapping[0].origin, table: $0.destinationTable, key: $0.mapping[0].destination)
@@ -66,19 +59,35 @@ public struct TableSpec: Sendable {
         return TableSpec(table: table, columns: columns, references: references)
     }
 
+    /// A column's kind: JSON columns and boolean columns as named, the
+    /// rest by their declared type's affinity (SQLite's rules, which read
+    /// PostgreSQL's `bigint` and `double precision` the same way).
+    static func kind(of name: String, declared type: String, jsonColumns: [String], booleans: Set<String>) -> ColumnSpec.Kind {
+        let declared = type.uppercased()
+        if jsonColumns.contains(name) { return .json }
+        if booleans.contains(name) { return .boolean }
+        if declared.contains("INT") { return .integer }
+        if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") { return .real }
+        return .text
+    }
+
     /// Refuses values whose foreign key points at nothing, naming the row
     /// that is missing (SQLite only says "FOREIGN KEY constraint failed").
-    func checkReferences(_ db: Database, _ fields: [String: StoreValue]) throws {
+    func checkReferences(_ database: some RepositoryConnection, _ fields: [String: StoreValue]) throws {
+        let dialect = database.dialect
         for reference in references {
             guard let value = fields[reference.column], value != .null else { continue }
-            let exists = try Bool.fetchOne(db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM \(reference.table.quotedDatabaseIdentifier) \
-                WHERE \(reference.key.quotedDatabaseIdentifier) = ?)
-                """), arguments: [value.databaseValue]) ?? false
+            let exists = try database.exists(
+                "SELECT 1 FROM \(dialect.quote(reference.table)) WHERE \(dialect.quote(reference.key)) = ?", [value])
             if !exists {
                 throw StoreError.refused(reason: "no row in \(reference.table) with key \(Self.show(value)) (\(table).\(reference.column) refers to it)")
             }
         }
+    }
+
+    /// The columns that hold text (what PostgreSQL orders by their bytes).
+    public var textColumns: Set<String> {
+        Set(columns.filter { $0.kind == .text || $0.kind == .json }.map(\.name))
     }
 
     /// A key as messages show it: text as it is.

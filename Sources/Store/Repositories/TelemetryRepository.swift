@@ -59,11 +59,53 @@ public struct TelemetryRepository: Sendable {
 
     /// Event counts by name, most frequent first.
     public func countsByEvent(_ db: Database, since: Date? = nil) throws -> [(event: String, count: Int)] {
-        try Row.fetchAll(db, sql: """
+        try countsByEvent(StoreDatabase(db), since: since)
+    }
+
+    public func countsByEvent(_ database: some RepositoryConnection, since: Date? = nil) throws -> [(event: String, count: Int)] {
+        let event = database.dialect.orderTerm("event", descending: false, isText: true)
+        return try database.fetch("""
             SELECT event, count(*) AS count FROM telemetry WHERE created_at >= ?
-            GROUP BY event ORDER BY count DESC, event
-            """, arguments: [since?.timeIntervalSince1970 ?? -Double.infinity])
-            .map { ($0["event"], $0["count"]) }
+            GROUP BY event ORDER BY count DESC, \(event)
+            """, [.real(since?.timeIntervalSince1970 ?? -Double.infinity)]).rows.map { row in
+                guard row.count == 2, case let .text(name) = row[0], case let .integer(count) = row[1] else {
+                    return (event: "", count: 0)
+                }
+                return (event: name, count: Int(count))
+            }
+    }
+
+    /// Inserts events with multi-row INSERTs (on an engine without
+    /// SQLite's C path: PostgreSQL), in the caller's transaction. Invalid
+    /// JSON properties are named as ``insertBatch(_:_:)`` names them.
+    public func insertRows(_ database: some RepositoryConnection, _ events: [Event]) throws {
+        // 4 values a row, well under the 65,535 parameters of a statement.
+        let batch = 1000
+        var start = 0
+        while start < events.count {
+            let slice = events[start..<min(start + batch, events.count)]
+            let sql = "INSERT INTO telemetry (event, properties, session_id, created_at) VALUES "
+                + Array(repeating: "(?, ?, ?, ?)", count: slice.count).joined(separator: ", ")
+            var arguments: [StoreValue] = []
+            arguments.reserveCapacity(slice.count * 4)
+            for event in slice {
+                arguments += [.text(event.event), event.properties.map(StoreValue.text) ?? .null,
+                              event.sessionId.map(StoreValue.text) ?? .null, .real(event.createdAt)]
+            }
+            do {
+                try database.execute(sql, arguments)
+            } catch {
+                // The CHECK refused a row: name it as SQLite's path does.
+                for event in slice {
+                    if let properties = event.properties, try !database.isValidJSON(properties) {
+                        throw StoreError.invalidValue(table: "telemetry", column: "properties",
+                                                      reason: "not valid JSON: \(TelemetryRecord.excerpt(properties))")
+                    }
+                }
+                throw error
+            }
+            start += batch
+        }
     }
 
     private func bindText(_ handle: OpaquePointer, _ index: Int32, _ text: String) {

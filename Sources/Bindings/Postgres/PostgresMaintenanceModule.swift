@@ -1,0 +1,133 @@
+import CLuaShim
+import Foundation
+import Git
+import LuaRuntime
+import Store
+
+/// Maintenance on PostgreSQL: `backup(path)` through `pg_dump` (a clear
+/// error where it is not installed), `check()` and `stats()` with what the
+/// server offers, and `telemetry.cleanup{ … }` in key-range batches.
+///
+/// ```lua
+/// backup("/var/backups/opsh/")          -- opsh-YYYYMMDD-HHMMSS.dump, pg_dump's custom format
+/// check()                               -- { ok = true, problems = {} }
+/// stats().rows.telemetry, stats().databaseBytes
+/// telemetry.cleanup{ olderThan = "30d" }
+/// ```
+enum PostgresMaintenanceModule {
+    static func install(in session: PostgresSession) {
+        let database = session.database
+        let rowShapes = session.rowShapes
+        let sandbox = session.sandbox
+        let runtime = session.runtime
+        runtime.register("check") { call in
+            let report = try database.check()
+            return call.results(.table(["ok": .boolean(report.isOK),
+                                        "problems": .array(report.problems.map(LuaValue.string)),
+                                        "foreignKeys": .array([])]))
+        }
+        runtime.register("stats") { call in
+            let statistics = try database.statistics()
+            let stack = call.stack
+            lua_createtable(call.state, 0, 7)
+            func set(_ name: String, _ value: LuaValue) {
+                stack.push(value)
+                stack.setField(name, at: -2)
+            }
+            set("engine", .string("postgresql"))
+            set("database", .string(statistics.database))
+            set("serverVersion", .string(statistics.serverVersion))
+            set("databaseBytes", .integer(statistics.databaseBytes))
+            set("migrations", .array(statistics.migrations.map(LuaValue.string)))
+            var counts: [LuaValue: LuaValue] = [:]
+            for entry in statistics.tables { counts[.string(entry.table)] = .integer(entry.rows) }
+            set("rows", .table(counts))
+            StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRows(
+                columns: ["table", "rows", "bytes"],
+                rows: statistics.tables.map { [.text($0.table), .integer($0.rows), .integer($0.bytes)] })
+            stack.setField("tables", at: -2)
+            return 1
+        }
+        runtime.register("backup") { call in try backup(call, database: database, sandbox: sandbox) }
+        runtime.register(module: "telemetry", [
+            "cleanup": { call in
+                if database.isInTransaction && !database.isDryRun {
+                    throw LuaCallError.message("telemetry.cleanup cannot run inside a transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+                }
+                return try TelemetryCleanupModule.cleanup(
+                    call, isDryRun: database.isDryRun,
+                    retentionDays: {
+                        try database.execute("""
+                            SELECT telemetry_retention_days FROM storage_config
+                            ORDER BY configuration_id = 'default' DESC, configuration_id LIMIT 1
+                            """).rows.first?.first?.integerValue.map(Int.init)
+                    },
+                    run: { cleanup, shouldStop, progress in try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) })
+            },
+        ])
+    }
+
+    static func backup(_ call: LuaCall, database: PostgresDatabase, sandbox: Bool) throws -> Int32 {
+        if sandbox { throw LuaCallError.message("backup is not available in --sandbox (no files or processes)") }
+        let path = (try call.string(1) as NSString).expandingTildeInPath
+        if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
+        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
+        for name in options.keys.sorted() where name != "overwrite" {
+            throw call.argumentError(2, "unknown option '\(name)' (options: overwrite)")
+        }
+        var overwrite = false
+        switch options["overwrite"] ?? .nil {
+        case .nil: break
+        case let .boolean(flag): overwrite = flag
+        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
+        }
+        if overwrite && database.options.readOnly {
+            throw LuaCallError.message("backup: --read-only deletes and overwrites nothing (overwrite = true replaces an earlier backup); run without --read-only to allow it")
+        }
+        if database.isDryRun {
+            FileHandle.standardError.write(Data("opsh: dry run: backup skipped (would dump the database to \(path))\n".utf8))
+            return call.results(.table(["path": .string(path), "dryRun": true]))
+        }
+        guard let pgDump = PostgresDatabase.pgDumpPath else {
+            throw LuaCallError.message("backup on PostgreSQL runs pg_dump, which is not installed here (Debian: postgresql-client); nothing was written")
+        }
+        let started = Date()
+        let result = try database.backup(to: path, overwrite: overwrite) { temporary in
+            // The connection through libpq's variables, not the command
+            // line: other users see a process's arguments, not its environment.
+            let url = database.url
+            var connection = ["PGHOST": url.host, "PGPORT": String(url.port), "PGUSER": url.user,
+                              "PGDATABASE": url.database, "PGSSLMODE": url.sslMode.rawValue]
+            if let password = url.password { connection["PGPASSWORD"] = password }
+            try run(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection: connection)
+        }
+        return call.results(.table([
+            "path": .string(result.path),
+            "bytes": .integer(MaintenanceModule.fileSize(result.path)),
+            "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
+        ]))
+    }
+
+    /// Runs a tool to its end; throws with what it wrote on stderr.
+    static func run(_ executable: String, _ arguments: [String], connection: [String: String]) throws {
+        var environment = ProcessInfo.processInfo.environment.merging(connection) { $1 }
+        environment["PGCONNECT_TIMEOUT"] = environment["PGCONNECT_TIMEOUT"] ?? "10"
+        let child = try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment)
+        var output = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for descriptor in [child.standardOutput, child.standardError] where descriptor >= 0 {
+            while true {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count > 0 { if descriptor == child.standardError { output += buffer[0..<count] }; continue }
+                if count < 0 && errno == EINTR { continue }
+                break
+            }
+            close(descriptor)
+        }
+        let ended = Subprocess.reap(child.pid)
+        guard ended.exitCode == 0 else {
+            let message = String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw LuaCallError.message("backup: \((executable as NSString).lastPathComponent) failed (\(ended)): \(message); nothing was kept")
+        }
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import PostgresWire
+
+// Maintenance on PostgreSQL: what the server offers for `check()`,
+// `stats()` and `backup()` (through `pg_dump`), and the telemetry
+// retention cleanup in key-range batches (PostgreSQL has no
+// `DELETE … LIMIT`).
+
+extension PostgresDatabase {
+    /// What `check()` reports on PostgreSQL: the server keeps pages and
+    /// foreign keys whole itself, so what is worth looking at is what an
+    /// interrupted operation can leave behind — indexes left invalid by a
+    /// failed `CREATE INDEX CONCURRENTLY`, constraints added `NOT VALID`
+    /// and never validated — and migrations the database lacks.
+    public struct Check: Sendable {
+        public var problems: [String]
+        public var isOK: Bool { problems.isEmpty }
+    }
+
+    public func check() throws -> Check {
+        var problems: [String] = []
+        for row in try execute("""
+            SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready) ORDER BY 1
+            """).rows {
+            problems.append("index \(row[0].textValue ?? "?") is not valid (a failed CREATE INDEX CONCURRENTLY?): REINDEX it")
+        }
+        for row in try execute("""
+            SELECT conrelid::regclass::text, conname FROM pg_constraint
+            WHERE connamespace = current_schema()::regnamespace AND NOT convalidated ORDER BY 1, 2
+            """).rows {
+            problems.append("constraint \(row[1].textValue ?? "?") on \(row[0].textValue ?? "?") is not validated: ALTER TABLE … VALIDATE CONSTRAINT")
+        }
+        if !pendingMigrations.isEmpty {
+            problems.append("migrations \(pendingMigrations.joined(separator: ", ")) are not applied")
+        }
+        return Check(problems: problems)
+    }
+
+    /// What `stats()` reports on PostgreSQL.
+    public struct Statistics: Sendable {
+        public var database: String
+        public var serverVersion: String
+        /// `pg_database_size`: the whole database on disk.
+        public var databaseBytes: Int64
+        /// opsh's tables: exact rows and bytes on disk with indexes and TOAST.
+        public var tables: [(table: String, rows: Int64, bytes: Int64)]
+        public var migrations: [String]
+    }
+
+    public func statistics() throws -> Statistics {
+        let size = try execute("SELECT pg_database_size(current_database())").rows.first?.first?.integerValue ?? 0
+        var tables: [(table: String, rows: Int64, bytes: Int64)] = []
+        let names = try execute("""
+            SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename
+            """).rows.compactMap { $0.first?.textValue }
+        for name in names {
+            let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let row = try execute("SELECT (SELECT count(*) FROM \(quoted)), pg_total_relation_size(?::regclass)", .positional([.text(quoted)]))
+                .rows.first ?? []
+            tables.append((PostgresNames.rowKey(name), row.first?.integerValue ?? 0, row.dropFirst().first?.integerValue ?? 0))
+        }
+        return Statistics(database: url.database, serverVersion: serverVersion, databaseBytes: size,
+                          tables: tables, migrations: appliedMigrations)
+    }
+
+    // MARK: backup
+
+    /// Where `pg_dump` is: on the PATH, else the newest of Debian's
+    /// `/usr/lib/postgresql/*/bin`.
+    static func pgDump() -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for folder in path.split(separator: ":") where access("\(folder)/pg_dump", X_OK) == 0 {
+            return "\(folder)/pg_dump"
+        }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        for version in versions.sorted(by: { $0.compare($1, options: .numeric) == .orderedDescending })
+        where access("/usr/lib/postgresql/\(version)/bin/pg_dump", X_OK) == 0 {
+            return "/usr/lib/postgresql/\(version)/bin/pg_dump"
+        }
+        return nil
+    }
+}
+
+extension TelemetryCleanup {
+    /// Runs the cleanup on PostgreSQL: each batch a transaction of its own
+    /// that deletes the oldest `batchSize` matching rows by key range —
+    /// `(created_at, id) <` the first row after the batch, read from the
+    /// index — since PostgreSQL has no `DELETE … LIMIT`. A batch cancelled
+    /// on the server (Ctrl-C, `--timeout`: SQLSTATE 57014) rolls back
+    /// alone; the earlier ones stay committed and the report says `stopped`.
+    public func run(on database: PostgresDatabase, shouldStop: () -> Bool,
+                    progress: (MaintenanceProgress) -> Void) throws -> Report {
+        let start = DispatchTime.now().uptimeNanoseconds
+        func elapsedSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+        var report = Report()
+        report.dryRun = options.dryRun
+        // The boundary `keep` draws, read once: later rows are newer.
+        var boundary: Boundary?
+        var protectsAll = false
+        if let keep = options.keep, keep > 0 {
+            var sql = "SELECT created_at, id FROM telemetry"
+            var values: [StoreValue] = []
+            if let event = options.event {
+                sql += " WHERE event = ?"
+                values.append(.text(event))
+            }
+            sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
+            values.append(.integer(Int64(keep - 1)))
+            if let row = try database.execute(sql, .positional(values)).rows.first,
+               case let .real(date) = row[0], case let .integer(id) = row[1] {
+                boundary = Boundary(createdAt: date, id: id)
+            } else {
+                protectsAll = true
+            }
+        }
+        let filter = filter(boundary: boundary)
+        report.matched = protectsAll ? 0 : Int(try database.execute(
+            "SELECT count(*) FROM telemetry WHERE \(filter.sql)", .positional(filter.values)).rows.first?.first?.integerValue ?? 0)
+        if options.dryRun || report.matched == 0 {
+            report.deleted = options.dryRun ? report.matched : 0
+            report.seconds = elapsedSeconds()
+            return report
+        }
+        progress(MaintenanceProgress(completed: 0, total: report.matched))
+        while true {
+            if shouldStop() {
+                report.stopped = true
+                break
+            }
+            let batchStart = DispatchTime.now().uptimeNanoseconds
+            var deleted = 0
+            var last = false
+            do {
+                try database.transaction {
+                    let bound = try database.execute("""
+                        SELECT created_at, id FROM telemetry WHERE \(filter.sql) ORDER BY created_at, id LIMIT 1 OFFSET ?
+                        """, .positional(filter.values + [.integer(Int64(options.batchSize))])).rows.first
+                    if let bound, case let .real(date) = bound[0], case let .integer(id) = bound[1] {
+                        deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql) AND (created_at, id) < (?, ?)",
+                                                       .positional(filter.values + [.real(date), .integer(id)])).changes ?? 0
+                    } else {
+                        deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql)",
+                                                       .positional(filter.values)).changes ?? 0
+                        last = true
+                    }
+                }
+            } catch let error as PostgresError where error.code == "57014" {
+                report.stopped = true
+                break
+            }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - batchStart) / 1e6
+            if deleted == 0 { break }
+            report.longestLockMs = max(report.longestLockMs, elapsed)
+            report.batchSeconds += elapsed / 1000
+            report.batches += 1
+            report.deleted += deleted
+            progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
+            if last { break }
+            let pause = options.pauseFraction * elapsed
+            if pause > 0 { usleep(UInt32(min(pause, 1000) * 1000)) }
+        }
+        report.seconds = elapsedSeconds()
+        return report
+    }
+}
+
+extension PostgresDatabase {
+    /// Makes a backup at `destination` (a file, or a folder that gets
+    /// `opsh-YYYYMMDD-HHMMSS.dump`): `dump` writes it into a temporary file
+    /// beside the final name (`pg_dump --format=custom`, run by the caller,
+    /// which can start processes), which is checked (pg_dump's custom format
+    /// begins with `PGDMP`), synced and then given its name; nothing at that
+    /// name is replaced unless `overwrite` and it is an earlier dump.
+    public func backup(to destination: String, overwrite: Bool,
+                       dump: (_ temporary: String) throws -> Void) throws -> BackupResult {
+        let target = try BackupTarget(destination: destination, sourcePath: nil, overwrite: overwrite, suffix: "dump",
+                                      isEarlierBackup: Self.isDump)
+        BackupTarget.removeAbandonedTemporaries(in: target.folder)
+        let temporary = try target.createTemporary()
+        do {
+            try dump(temporary)
+            guard Self.isDump(temporary) else {
+                throw StoreError.refused(reason: "pg_dump did not write a dump (no PGDMP header in \(temporary)); nothing was kept")
+            }
+            try BackupTarget.sync(temporary)
+            try target.publish(temporary)
+        } catch {
+            BackupTarget.remove(temporary)
+            throw error
+        }
+        return BackupResult(path: target.path, pages: 0)
+    }
+
+    /// Where `pg_dump` is, or nil.
+    public static var pgDumpPath: String? { pgDump() }
+
+    /// A file pg_dump's custom format wrote.
+    static func isDump(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        return handle.readData(ofLength: 5) == Data("PGDMP".utf8)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+
+/// Maintenance on a real PostgreSQL server: the telemetry cleanup in
+/// batches, backups through pg_dump (restored with pg_restore to check
+/// them), check() and stats().
+@Suite struct PostgresMaintenanceTests {
+    let server = try! PostgresServer.shared()
+    let sandbox = try! Sandbox()
+
+    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
+        try sandbox.opsh(["--db", url] + arguments, database: false)
+    }
+
+    /// The same cleanup script deletes the same rows on both engines: by
+    /// date, by event, keeping the newest, in batches; a dry run deletes
+    /// nothing; inside a transaction it is refused.
+    @Test func theCleanupDeletesTheSameRowsOnBothEngines() throws {
+        let url = try server.makeDatabase()
+        let script = try sandbox.script("cleanup.lua", """
+            db.transaction(function()
+              for i = 1, 2000 do db.exec("INSERT INTO telemetry (event, created_at) VALUES (?, ?)", i % 4 == 0 and "debug" or "app", i) end
+            end)
+            local dry = telemetry.cleanup{ olderThan = 1000.5, dryRun = true }
+            print("dry", dry.deleted, dry.dryRun, db.value("SELECT count(*) FROM telemetry"))
+            local r = telemetry.cleanup{ olderThan = 1000.5, event = "debug", batch = 70 }
+            print("debug", r.deleted, r.batches)
+            r = telemetry.cleanup{ olderThan = 1900.5, keep = 300, batch = 128 }
+            print("keep", r.deleted, db.value("SELECT count(*) FROM telemetry"), db.value("SELECT min(created_at) FROM telemetry"))
+            print(select(2, pcall(db.transaction, function() telemetry.cleanup{ olderThan = 5 } end)):match("cannot run inside") ~= nil)
+            """)
+        let onPostgres = try opsh(url, ["--create", "run", script])
+        #expect(onPostgres.status == 0, "\(onPostgres.stderr)")
+        let onSQLite = try sandbox.opsh(["run", script])
+        #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
+        #expect(onPostgres.stdout == onSQLite.stdout)
+        #expect(onPostgres.stdout == "dry\t1000\ttrue\t2000\ndebug\t250\t4\nkeep\t1450\t300\t1701.0\ntrue\n", "\(onPostgres.stdout)")
+    }
+
+    /// backup() runs pg_dump into a temporary file and names it when
+    /// it is whole; the dump restores into another database with the same
+    /// rows. An existing file is not replaced, unless it is an earlier dump
+    /// and overwrite is asked for.
+    @Test func aBackupIsADumpThatRestores() throws {
+        let url = try server.makeDatabase()
+        let folder = sandbox.root + "/backups"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let run = try opsh(url, ["--create", "-e", """
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1), ('kept', 2)")
+            local b = backup("\(folder)/")
+            print(b.path)
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        let path = run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(path.hasPrefix(folder + "/opsh-") && path.hasSuffix(".dump"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == [(path as NSString).lastPathComponent])
+
+        // Restored into a new database: the rows are there.
+        let restored = try server.makeDatabase()
+        let restore = try sandbox.run(server.tool("pg_restore"), ["--no-owner", "--dbname=\(restored)", path])
+        #expect(restore.status == 0, "\(restore.stderr)")
+        #expect(try server.sql("SELECT count(*) FROM telemetry WHERE event = 'kept'", url: restored) == "2")
+
+        // Not over an existing file…
+        let again = try opsh(url, ["-e", "backup('\(path)')"])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("exists; choose another path"), "\(again.stderr)")
+        // …unless it is an earlier dump and overwrite is asked for (the control)…
+        let replaced = try opsh(url, ["-e", "return backup('\(path)', { overwrite = true }).path"])
+        #expect(replaced.status == 0, "\(replaced.stderr)")
+        // …and never over a file that is not a dump.
+        let notes = sandbox.root + "/notes.txt"
+        try "mine".write(toFile: notes, atomically: true, encoding: .utf8)
+        let refused = try opsh(url, ["-e", "backup('\(notes)', { overwrite = true })"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("it is not an earlier opsh backup"), "\(refused.stderr)")
+        #expect(try String(contentsOfFile: notes, encoding: .utf8) == "mine")
+    }
+
+    /// check() reports what an interrupted operation leaves (a constraint
+    /// never validated); stats() counts rows.
+    @Test func checkAndStatsSayWhatTheServerKnows() throws {
+        let url = try server.makeDatabase()
+        let fresh = try opsh(url, ["--create", "-e", "local r = check() print(r.ok, #r.problems, stats().rows.telemetry)"])
+        #expect(fresh.status == 0, "\(fresh.stderr)")
+        #expect(fresh.stdout == "true\t0\t0\n")
+        try server.sql("""
+            INSERT INTO telemetry (event, created_at) VALUES ('a', 1), ('b', 2);
+            ALTER TABLE telemetry ADD CONSTRAINT positive_dates CHECK (created_at > 0) NOT VALID;
+            """, url: url)
+        let damaged = try opsh(url, ["-e", "local r = check() print(r.ok, r.problems[1]) print(stats().rows.telemetry)"])
+        #expect(damaged.status == 0, "\(damaged.stderr)")
+        #expect(damaged.stdout.contains("false\tconstraint positive_dates on telemetry is not validated"), "\(damaged.stdout)")
+        #expect(damaged.stdout.hasSuffix("\n2\n"))
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+import Testing
+
+/// The repositories (`projects`, `schemes`, `builds`, `logs`, `crashes`,
+/// `models`, `sessions`, `telemetry`) on a real PostgreSQL server: the
+/// same script prints the same on SQLite and PostgreSQL; refusals say
+/// why, with a control that works; `--read-only` and `--dry-run` hold for
+/// repository writes. Each test has a database of its own.
+@Suite struct PostgresRepositoryTests {
+    let server = try! PostgresServer.shared()
+    let sandbox = try! Sandbox()
+
+    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
+        try sandbox.opsh(["--db", url] + arguments, database: false)
+    }
+
+    func createdDatabase() throws -> String {
+        let url = try server.makeDatabase()
+        let created = try opsh(url, ["--create", "-e", "return db.engine"])
+        #expect(created.status == 0, "\(created.stderr)")
+        return url
+    }
+
+    /// Prints rows field by field in name order, leaving out the fields
+    /// that differ between runs (generated ids, the dates of now).
+    static let show = """
+        local varying = { id = true, schemeId = true, buildId = true, session_id = true,
+                          createdAt = true, created_at = true, updated_at = true }
+        local function show(rows)
+          for _, row in ipairs(rows) do
+            local fields = {}
+            for name, value in pairs(row) do
+              if not varying[name] then fields[#fields + 1] = name .. "=" .. tostring(value) end
+            end
+            table.sort(fields)
+            print(table.concat(fields, " "))
+          end
+        end
+        -- An error without what only one engine says (SQLite's or
+        -- PostgreSQL's own words for a constraint, in parentheses at the end).
+        local function refused(f, ...)
+          local ok, err = pcall(f, ...)
+          print(ok, (tostring(err):gsub(" %([^()]*%)$", ""):gsub("%x+%-%x+%-%x+%-%x+%-%x+", "<id>")))
+        end
+
+        """
+
+    /// Runs `script` on a new SQLite database and a new PostgreSQL one:
+    /// both outputs, which must be equal.
+    func onBothEngines(_ name: String, _ script: String) throws -> String {
+        let path = try sandbox.script(name, Self.show + script)
+        let url = try createdDatabase()
+        let onPostgres = try opsh(url, ["run", path])
+        #expect(onPostgres.status == 0, "\(onPostgres.stderr)")
+        let onSQLite = try sandbox.opsh(["--create", "run", path])
+        #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
+        #expect(onPostgres.stdout == onSQLite.stdout)
+        return onPostgres.stdout
+    }
+
+    @Test func theBuildServersRepositoriesPrintTheSameOnBothEngines() throws {
+        let output = try onBothEngines("build-server.lua", """
+            local p = projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }
+            print(p.bundleIdentifier, p.displayName, type(p.createdAt), getmetatable(p) ~= nil)
+            projects.insert{ bundleIdentifier = "com.example.b", name = "b", displayName = "B", gitRepositoryURL = "/srv/b", createdAt = 5 }
+            show(projects.list{ order = "name desc" })
+            show(projects.list{ where = { createdAt = { lt = 10 } } })
+            print(projects.count(), projects.count{ where = { name = { like = "a%" } } }, projects.get("nope"))
+            local s = schemes.insert{ projectBundleIdentifier = "com.example.app", name = "Release", platforms = {"ios"} }
+            schemes.insert{ projectBundleIdentifier = "com.example.app", name = "Debug", order = 1 }
+            show(schemes.list("com.example.app"))
+            show(schemes.list{ where = { name = { "Debug", "Other" } } })
+            local b1 = builds.create(s.id, "1.0.0")
+            local b2 = builds.create(s.id, "1.1.0")
+            print(b1.buildNumber, b2.buildNumber, b2.status, b2.progress, b2.startDate)
+            show({ builds.update(b1.id, { status = "running", startDate = 10 }) })
+            refused(builds.delete, b1.id)
+            builds.update(b1.id, { status = "failed" })
+            print(builds.delete(b1.id), builds.delete(b1.id))
+            print(builds.create(s.id, "1.2.0").buildNumber)
+            show(builds.latest("com.example.app", 1))
+            show(builds.list{ where = { versionString = { ne = "1.1.0" } }, order = "buildNumber", limit = 1, offset = 0 })
+            logs.insert{ buildId = b2.id, content = "one", level = "debug" }
+            logs.insert{ buildId = b2.id, content = "two" }
+            logs.insert{ buildId = b2.id, content = "three", level = "error" }
+            show(logs.tail(b2.id, 2))
+            show(logs.tail(b2.id, 5, { debug = false }))
+            print(#logs.tail(b2.id), logs.count{ where = { buildId = b2.id } })
+            local c = crashes.insert{ incidentIdentifier = "inc-1", buildId = b2.id, content = "boom", signal = 11 }
+            show({ c })
+            show({ crashes.upsert{ incidentIdentifier = "inc-1", content = "bang" } })
+            show({ projects.upsert{ bundleIdentifier = "com.example.c", name = "C", gitRepositoryURL = "/c" } })
+            refused(projects.delete, "com.example.app")
+            refused(schemes.delete, s.id)
+            print(projects.delete("com.example.b"), projects.count())
+            print(projects.delete("com.example.app", { cascade = true }), builds.count(), schemes.count(), logs.count(), crashes.count())
+            local s2 = schemes.insert{ projectBundleIdentifier = "com.example.c", name = "Nightly" }
+            builds.create(s2.id, "2.0.0")
+            print(schemes.delete(s2.id, { cascade = true }), builds.count())
+            projects.insert{ bundleIdentifier = "n", name = "5", gitRepositoryURL = "/n" }
+            print("number on a text column", projects.count{ where = { name = 5 } }, projects.count{ where = { name = { 5, 6 } } })
+            """)
+        #expect(output.contains("com.example.app\tApp\tnumber\ttrue\n"), "\(output)")
+        #expect(output.contains("1\t2\tqueued\t0.0\tnil\n"), "\(output)")
+        #expect(output.contains("content=two level=info\ncategory=build content=three level=error\n"), "\(output)")
+        #expect(output.contains("project com.example.app has 2 build(s); delete them first or pass cascade = true"), "\(output)")
+        #expect(output.contains("true\t0\t0\t0\t0\n"), "\(output)")
+        #expect(output.contains("number on a text column\t1\t1\n"), "\(output)")
+    }
+
+    @Test func theSDKsRepositoriesPrintTheSameOnBothEngines() throws {
+        let output = try onBothEngines("sdk.lua", """
+            show({ models.insert{ id = "m", name = "M", format = "gguf", framework = "llama.cpp", capabilities = {"chat"} } })
+            models.recordUsage("m", { tokens = 10, cost = 0.5, latencyMs = 20, at = 86400 * 3 })
+            models.recordUsage("m", { tokens = 5, cost = 0.25, latencyMs = 10, at = 86400 * 3 + 5, failed = true })
+            show(models.usage("m"))
+            local s = sessions.insert{ model_id = "m" }
+            show({ sessions.addGeneration{ session_id = s.id, prompt_tokens = 20, completion_tokens = 80, cost = 1.5,
+                                           created_at = 86400 * 3 + 9 } })
+            sessions.addGeneration{ session_id = s.id, prompt_tokens = 1, completion_tokens = 2, created_at = 86400 * 4,
+                                    execution_target = "cloud" }
+            show(sessions.generations(s.id))
+            show({ sessions.get(s.id) })
+            show(models.usage("m"))
+            refused(models.delete, "m")
+            print(telemetry.insertMany{ { event = "a", created_at = 100 }, { event = "b", properties = '{"x":1}', created_at = 101 },
+                                        { event = "a", created_at = 102, session_id = "s" } })
+            show(telemetry.counts())
+            show(telemetry.counts(101.5))
+            local t = telemetry.insert{ event = "z", properties = { k = 1 } }
+            print(math.type(t.id), t.properties, telemetry.get(t.id).event)
+            print(telemetry.upsert{ id = t.id, event = "zz" }.event, telemetry.delete(t.id), telemetry.delete(t.id))
+            show(telemetry.list{ order = "event desc, created_at", limit = 2, offset = 1 })
+            print(#telemetry.list{ offset = 1 }, #telemetry.list{ where = { properties = db.NULL } }, telemetry.count{ where = { event = "a" } })
+            print(models.delete("m", { cascade = true }), sessions.count(), models.count())
+            """)
+        #expect(output.contains("day=1970-01-04 error_count=1 generation_count=3 model_id=m total_cost=2.25 total_latency_ms=30.0 total_tokens=115\n"), "\(output)")
+        #expect(output.contains("model_id=m session_type=chat total_cost=1.5 total_tokens=103\n"), "\(output)")
+        #expect(output.contains("count=2 event=a\ncount=1 event=b\n"), "\(output)")
+        #expect(output.contains("integer\t{\"k\":1}\tz\n"), "\(output)")
+        #expect(output.contains("true\t0\t0\n"), "\(output)")
+    }
+
+    /// Each refusal says why, as on SQLite, and leaves the rows as they
+    /// were; the control beside it works. A refused call inside
+    /// `db.transaction`, caught, does not undo the transaction's other writes.
+    @Test func refusalsSayWhyAndChangeNothing() throws {
+        let url = try createdDatabase()
+        let run = try opsh(url, ["-e", """
+            local function try(f, ...) local ok, err = pcall(f, ...); print(ok, err) end
+            db.transaction(function()
+              try(projects.insert, { bundleIdentifier = "p", name = "P" })
+              projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+              try(projects.list, { where = { colour = "red" } })
+              print(#projects.list{ where = { name = "P" } })
+              try(schemes.insert, { projectBundleIdentifier = "nope", name = "S" })
+              local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+              try(schemes.update, s.id, { id = "other" })
+              print(schemes.update(s.id, { id = s.id, name = "S2" }).name)
+              try(projects.insert, { bundleIdentifier = "p", name = "Again", gitRepositoryURL = "/q" })
+              try(builds.update, "missing", { status = "failed" })
+              try(builds.insert, { schemeId = s.id, versionString = "1", buildNumber = 1, status = "bogus" })
+              try(telemetry.insertMany, { { event = "ok" }, { event = "bad", properties = "{nope" } })
+              print(telemetry.insertMany{ { event = "ok" }, { event = "fine", properties = "{}" } })
+              try(builds.create, "nope", "1.0")
+              local b = builds.create(s.id, "1.0")
+              try(projects.delete, "p")
+              print(projects.delete("p", { cascade = true }))
+            end)
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        let expected = [
+            "false\tbad argument #1 to 'insert' (missing field 'gitRepositoryURL' (projects needs:",
+            "false\tunknown column 'colour' in projects (columns: bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)",
+            "1",
+            "false\tno row in projects with key nope (schemes.projectBundleIdentifier refers to it)",
+            "false\tbad argument #2 to 'update' (field 'id' is the key of schemes and cannot be changed by update)",
+            "S2",
+            "false\tprojects: a row with the same key exists (duplicate key value violates unique constraint",
+            "false\tno row in builds with key missing",
+            "false\tinvalid value for builds.status: 'bogus' is not one of queued, running, succeeded, failed, cancelled",
+            "false\tinvalid value for telemetry.properties: not valid JSON: {nope",
+            "2",
+            "false\tno row in schemes with key nope",
+            "false\tproject p has 1 build(s); delete them first or pass cascade = true",
+            "true",
+        ]
+        #expect(lines.count == expected.count, "\(run.stdout)")
+        for (line, text) in zip(lines, expected) {
+            #expect(line.hasPrefix(text), "\(line) ≠ \(text)")
+        }
+        // The controls were kept, the refused writes were not.
+        #expect(try server.sql("SELECT count(*) FROM projects", url: url) == "0")
+        #expect(try server.sql("SELECT count(*) FROM schemes", url: url) == "0")
+        #expect(try server.sql("SELECT string_agg(event, ',' ORDER BY id) FROM telemetry", url: url) == "ok,fine")
+    }
+
+    /// `--read-only`: a repository write is refused with the server's
+    /// 25006 and the row stays as it was; reads work. Control: the same
+    /// write without it.
+    @Test func readOnlyRefusesRepositoryWrites() throws {
+        let url = try createdDatabase()
+        try server.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)", url: url)
+        let script = """
+            print(projects.get("p").name, projects.count())
+            print(pcall(projects.update, "p", { name = "Changed" }))
+            print(pcall(projects.insert, { bundleIdentifier = "q", name = "Q", gitRepositoryURL = "/q" }))
+            print(pcall(telemetry.insertMany, { { event = "x" } }))
+            print(pcall(projects.delete, "p"))
+            """
+        let run = try opsh(url, ["--read-only", "-e", script])
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "P\t1", "\(run.stdout)")
+        for line in lines.dropFirst() {
+            #expect(line.hasPrefix("false\tERROR 25006: cannot execute"), "\(line)")
+        }
+        #expect(lines.count == 5, "\(run.stdout)")
+        #expect(try server.sql("SELECT name || ',' || count(*) OVER () FROM projects", url: url) == "P,1")
+        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
+
+        let writable = try opsh(url, ["-e", "return projects.update('p', { name = 'Changed' }).name"])
+        #expect(writable.status == 0, "\(writable.stderr)")
+        #expect(try server.sql("SELECT name FROM projects", url: url) == "Changed")
+    }
+
+    /// `--dry-run` reports the rows repository writes would change, per
+    /// table, and keeps none of them.
+    @Test func aDryRunReportsWhatRepositoryWritesWouldChange() throws {
+        let url = try createdDatabase()
+        try server.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)", url: url)
+        let run = try opsh(url, ["--dry-run", "-e", """
+            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+            builds.create(s.id, "1.0")
+            builds.create(s.id, "1.1")
+            projects.update("p", { name = "Q" })
+            print(telemetry.insertMany{ { event = "a" }, { event = "b" }, { event = "c" } }, builds.count())
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "3\t2\n", "\(run.stdout)")
+        #expect(run.stderr.contains("builds: 2 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
+        #expect(run.stderr.contains("schemes: 1 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
+        #expect(run.stderr.contains("projects: 0 inserted, 1 updated, 0 deleted"), "\(run.stderr)")
+        #expect(run.stderr.contains("telemetry: 3 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
+        #expect(try server.sql("SELECT (SELECT count(*) FROM builds) + (SELECT count(*) FROM schemes) + (SELECT count(*) FROM telemetry)", url: url) == "0")
+        #expect(try server.sql("SELECT name FROM projects", url: url) == "P")
+    }
+}
