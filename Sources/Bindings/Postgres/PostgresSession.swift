@@ -28,7 +28,6 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "config",
         "jobs", "migrate", "git", "export", "audit",
     ]
     public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]

@@ -162,9 +162,21 @@ public final class PostgresDatabase {
     public struct Result: Sendable {
         /// Column names, keyed as rows are (``PostgresNames``).
         public var columns: [String]
-        public var rows: [[StoreValue]]
+        /// The values as the client decoded them; read through ``rows`` or
+        /// ``value(row:column:)`` (no row is converted until asked for: a
+        /// scan pushed into Lua converts each value once, on the way).
+        let raw: [[PostgresValue]]
         /// Rows inserted, updated or deleted (nil for other statements).
         public var changes: Int?
+
+        public var rowCount: Int { raw.count }
+
+        /// Every row's values, in ``columns``' order.
+        public var rows: [[StoreValue]] { raw.map { $0.map(PostgresDatabase.value) } }
+
+        public func value(row: Int, column: Int) -> StoreValue {
+            PostgresDatabase.value(raw[row][column])
+        }
     }
 
     /// Runs one statement with the session's rules (see the type's
@@ -399,8 +411,7 @@ public final class PostgresDatabase {
 
     static func convert(_ result: PostgresResult) -> Result {
         Result(columns: result.columns.map { PostgresNames.rowKey($0.name) },
-               rows: result.rows.map { $0.map(value) },
-               changes: result.affectedRows)
+               raw: result.rows, changes: result.affectedRows)
     }
 }
 

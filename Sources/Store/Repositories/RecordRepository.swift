@@ -149,7 +149,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     }
 
     /// Unknown columns, and words that are none of a column's allowed ones.
-    private func validate(_ fields: [String: StoreValue], columns: [String]) throws {
+    func validate(_ fields: [String: StoreValue], columns: [String]) throws {
         for column in fields.keys.sorted() where !columns.contains(column) {
             throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
         }
