@@ -29,9 +29,9 @@ public final class PostgresSession {
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
         "config",
-        "jobs", "migrate", "git", "analytics", "export", "audit",
+        "jobs", "migrate", "git", "analytics", "audit",
     ]
-    public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]
+    public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -53,6 +53,7 @@ public final class PostgresSession {
         try WatchModule.install(in: self)
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
+        TransferModule.install(in: self)
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }
