@@ -77,9 +77,8 @@ let package = Package(
         .target(
             name: "Jobs",
             dependencies: [
+                // The database only through Store's BuildStore (SQLite or PostgreSQL).
                 "Store", "Git",
-                // Its queries take GRDB's Database (the seam is not below it yet).
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]),
 
         // MARK: Lua

@@ -1,6 +1,5 @@
 import Foundation
 import Git
-import GRDB
 import Store
 
 /// Runs builds: checks the project's repository out at the build's version
@@ -68,7 +67,9 @@ public final class JobManager: @unchecked Sendable {
         public init() {}
     }
 
-    public let store: Store
+    /// The database, through the one seam the runner has (``BuildStore``):
+    /// SQLite's store, or PostgreSQL's queue.
+    public let database: any BuildStore
     public let configuration: Configuration
     /// The folder holding the workspaces.
     public let workspaceRoot: String
@@ -83,8 +84,13 @@ public final class JobManager: @unchecked Sendable {
     private var active: [String: BuildRun] = [:]
     private var heartbeat: Heartbeat?
 
-    public init(store: Store, configuration: Configuration = Configuration()) {
-        self.store = store
+    /// A job manager on an SQLite store.
+    public convenience init(store: Store, configuration: Configuration = Configuration()) {
+        self.init(database: SQLiteBuildStore(store: store), configuration: configuration)
+    }
+
+    public init(database: any BuildStore, configuration: Configuration = Configuration()) {
+        self.database = database
         self.configuration = configuration
         let runner = RunnerIdentity.current
         self.runner = runner
@@ -92,7 +98,7 @@ public final class JobManager: @unchecked Sendable {
                                   startedAt: runner.startedAt, heartbeatInterval: configuration.heartbeatInterval)
         if let root = configuration.workspaceRoot {
             workspaceRoot = root
-        } else if let path = store.path {
+        } else if let path = database.path {
             workspaceRoot = (path as NSString).deletingLastPathComponent + "/workspaces"
         } else {
             workspaceRoot = NSTemporaryDirectory() + "opsh-workspaces-\(getpid())"
@@ -147,11 +153,8 @@ public final class JobManager: @unchecked Sendable {
         guard !version.isEmpty, !version.hasPrefix("-"), !version.contains(where: \.isNewline) else {
             throw JobError.invalidVersion(version)
         }
-        return try store.client.write { db in
-            _ = try Self.runnable(store, db, scheme: schemeId)
-            let build = try store.builds.create(db, scheme: schemeId, version: version)
-            if reserved { _ = try store.builds.reserve(db, build.id, for: holder) }
-            return build
+        return try database.create(scheme: schemeId, version: version, reservedFor: reserved ? holder : nil) { scheme, project in
+            _ = try Self.runnable(schemeId, scheme, project)
         }
     }
 
@@ -163,11 +166,8 @@ public final class JobManager: @unchecked Sendable {
         if isHandling(id) { throw JobError.alreadyStarted(id) }
         let build = try get(id)
         guard build.status == .queued else { throw JobError.notQueued(id: id, status: build.status) }
-        _ = try store.client.read { db in try Self.runnable(store, db, scheme: build.schemeId) }
-        let held = try store.client.write { db -> BuildLease? in
-            try store.builds.reserve(db, id, for: holder) ? nil : try store.builds.lease(db, id)
-        }
-        if let held {
+        _ = try runnable(scheme: build.schemeId)
+        if try !database.reserve(id, for: holder), let held = try database.lease(id) {
             if held.status != .queued { throw JobError.notQueued(id: id, status: held.status) }
             throw JobError.heldByAnother(id: id, host: held.runnerHost ?? "?", pid: held.runnerPid ?? 0)
         }
@@ -231,15 +231,12 @@ public final class JobManager: @unchecked Sendable {
     /// at its next heartbeat (``beat()``). Nil when nobody heartbeats it
     /// (a build started before 004_runners): it cannot be told.
     private func cancelHeldElsewhere(_ id: String) throws -> Bool? {
-        guard let lease = try store.client.read({ db in try store.builds.lease(db, id) }),
+        guard let lease = try database.lease(id),
               let holderId = lease.runnerId, lease.heartbeatAt != nil, let interval = lease.heartbeatInterval else { return nil }
-        let now = Date()
         let note = "cancelled by pid \(runner.pid) on \(runner.host); its runner (pid \(lease.runnerPid ?? 0) on \(lease.runnerHost ?? "?")) stops the build at its next heartbeat (every \(LeaseVerdict.seconds(interval)))"
-        let cancelled = try store.client.write { db -> Bool in
-            guard try store.builds.finish(db, id, status: .cancelled, heldBy: holderId, at: now) else { return false }
-            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: .warning, category: "runner", content: note, createdAt: now)])
-            return true
-        }
+        let cancelled = try database.finish(id, status: .cancelled, exitCode: nil, progress: nil, heldBy: holderId,
+                                            log: BuildLogRecord(buildId: id, level: .warning, category: "runner", content: note),
+                                            crash: nil)
         if cancelled { changed(id) }
         return cancelled
     }
@@ -266,7 +263,7 @@ public final class JobManager: @unchecked Sendable {
         }
         let build = try get(id)
         if build.status == .running { throw JobError.buildIsRunning(id) }
-        try store.client.write { db in _ = try store.builds.delete(db, id) }
+        try database.delete(id)
         for workspace in workspacePaths(id) { try configuration.git.removeWorkspace(workspace) }
     }
 
@@ -302,7 +299,7 @@ public final class JobManager: @unchecked Sendable {
 
     /// A build's row.
     public func get(_ id: String) throws -> BuildRecord {
-        guard let build = try store.client.read({ db in try store.builds.records.get(db, id) }) else {
+        guard let build = try database.build(id) else {
             throw JobError.unknownBuild(id)
         }
         return build
@@ -310,41 +307,28 @@ public final class JobManager: @unchecked Sendable {
 
     /// Builds, newest first, optionally of one status and/or scheme.
     public func list(status: BuildStatus? = nil, scheme: String? = nil, limit: Int? = nil) throws -> [BuildRecord] {
-        var filters: [ColumnFilter] = []
-        if let status { filters.append(ColumnFilter("status", .equal, status.rawValue)) }
-        if let scheme { filters.append(ColumnFilter("schemeId", .equal, scheme)) }
-        let request = ListRequest(filters: filters,
-                                  order: [ColumnOrder("createdAt", descending: true), ColumnOrder("buildNumber", descending: true)],
-                                  limit: limit)
-        return try store.client.read { db in try store.builds.records.list(db, request) }
+        try database.list(status: status, scheme: scheme, limit: limit)
     }
 
     /// The last `tail` lines of a build's log, oldest first, each with the
     /// cursor to follow from (see ``logs(_:after:limit:includeDebug:)``).
     public func logs(_ id: String, tail: Int = 100, includeDebug: Bool = true) throws -> [BuildLogLine] {
-        try store.client.read { db in
-            try requireBuild(db, id)
-            return try store.buildLogs.lastLines(db, build: id, count: tail, includeDebug: includeDebug)
-        }
+        _ = try get(id)
+        return try database.logs(id, tail: tail, includeDebug: includeDebug)
     }
 
     /// The lines written after the line `cursor` (0: from the first line),
     /// at most `limit`: poll with the last line's cursor to follow a
     /// running build. Cheap however long the log is.
     public func logs(_ id: String, after cursor: Int64, limit: Int = 1000, includeDebug: Bool = true) throws -> [BuildLogLine] {
-        try store.client.read { db in
-            try requireBuild(db, id)
-            return try store.buildLogs.lines(db, build: id, after: cursor, limit: limit, includeDebug: includeDebug)
-        }
+        _ = try get(id)
+        return try database.logs(id, after: cursor, limit: limit, includeDebug: includeDebug)
     }
 
     /// A build's crash logs, oldest first.
     public func crashLogs(_ id: String) throws -> [CrashLogRecord] {
-        try store.client.read { db in
-            try requireBuild(db, id)
-            return try store.crashLogs.records.list(db, ListRequest(filters: [ColumnFilter("buildId", .equal, id)],
-                                                                    order: [ColumnOrder("createdAt")]))
-        }
+        _ = try get(id)
+        return try database.crashLogs(id)
     }
 
     /// Whether this manager has the build queued or running.
@@ -360,10 +344,10 @@ public final class JobManager: @unchecked Sendable {
     /// another time (``LeaseVerdict``). Builds without a heartbeat or a
     /// runner of this host cannot be judged and are not listed.
     public func staleBuilds() throws -> [BuildRecord] {
-        let now = Date()
-        let leases = try store.client.read { db in try store.builds.runningLeases(db) }
+        let now = try database.clock()
+        let leases = try database.runningLeases()
         let stale = leases.filter { !isHandling($0.buildId) && LeaseVerdict(lease: $0, now: now).isStale }
-        return try store.client.read { db in try stale.compactMap { try store.builds.records.get(db, $0.buildId) } }
+        return try stale.compactMap { try database.build($0.buildId) }
     }
 
     /// Ends a stale build as `failed`, with a log line saying why. A build
@@ -371,22 +355,18 @@ public final class JobManager: @unchecked Sendable {
     /// runs is refused (cancel it).
     @discardableResult
     public func markStale(_ id: String, reason: String, force: Bool = false) throws -> BuildRecord {
-        guard let lease = try store.client.read({ db in try store.builds.lease(db, id) }) else { throw JobError.unknownBuild(id) }
+        guard let lease = try database.lease(id) else { throw JobError.unknownBuild(id) }
         guard lease.status == .running else { throw JobError.notRunning(id: id, status: lease.status) }
         if isHandling(id) { throw JobError.buildIsRunning(id) }
-        let now = Date()
-        let verdict = LeaseVerdict(lease: lease, now: now)
+        let verdict = LeaseVerdict(lease: lease, now: try database.clock())
         if let identity = verdict.identity, !verdict.isStale, !force {
             throw JobError.runnerAlive(id: id, host: identity.host, pid: identity.pid)
         }
         let runnerText = verdict.description
-        try store.client.write { db in
-            guard try store.builds.finish(db, id, status: .failed, at: now) else {
-                throw JobError.notRunning(id: id, status: try store.builds.records.get(db, id)?.status ?? .failed)
-            }
-            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: .error, category: "build",
-                                                           content: "marked failed as stale: \(reason) (\(runnerText))",
-                                                           createdAt: now)])
+        let note = BuildLogRecord(buildId: id, level: .error, category: "build",
+                                  content: "marked failed as stale: \(reason) (\(runnerText))")
+        guard try database.finish(id, status: .failed, exitCode: nil, progress: nil, heldBy: nil, log: note, crash: nil) else {
+            throw JobError.notRunning(id: id, status: try database.build(id)?.status ?? .failed)
         }
         let ended = try get(id)
         configuration.onStatusChange?(ended)
@@ -403,24 +383,17 @@ public final class JobManager: @unchecked Sendable {
     }
 
     func plan(_ id: String) throws -> Plan {
-        try store.client.read { db in
-            let build = try requireBuild(db, id)
-            let (scheme, project) = try Self.runnable(store, db, scheme: build.schemeId)
-            return Plan(build: build, scheme: scheme, repository: project.gitRepositoryURL)
-        }
+        let build = try get(id)
+        let (scheme, project) = try runnable(scheme: build.schemeId)
+        return Plan(build: build, scheme: scheme, repository: project.gitRepositoryURL)
     }
 
     /// Ends a build that never ran (status queued → `status`) with a log
     /// line; false when it was not queued any more.
     @discardableResult
     func endQueued(_ id: String, status: BuildStatus, note: String) -> Bool {
-        let now = Date()
-        let ended = (try? store.client.write { db -> Bool in
-            guard try store.builds.finish(db, id, status: status, at: now) else { return false }
-            try store.buildLogs.append(db, [BuildLogRecord(buildId: id, level: status == .failed ? .error : .warning,
-                                                           content: note, createdAt: now)])
-            return true
-        }) ?? false
+        let line = BuildLogRecord(buildId: id, level: status == .failed ? .error : .warning, content: note)
+        let ended = (try? database.finish(id, status: status, exitCode: nil, progress: nil, heldBy: nil, log: line, crash: nil)) ?? false
         if ended { changed(id) }
         return ended
     }
@@ -461,7 +434,7 @@ public final class JobManager: @unchecked Sendable {
         guard !handled.isEmpty else { return }
         let held: Set<String>?
         do {
-            held = try store.client.write { db in try store.builds.heartbeat(db, for: holder) }
+            held = try database.heartbeat(for: holder)
         } catch {
             notice("cannot record the heartbeat of \(handled.count) build(s) (tried again in \(LeaseVerdict.seconds(configuration.heartbeatInterval))): \(error)")
             return
@@ -469,7 +442,7 @@ public final class JobManager: @unchecked Sendable {
         guard let held else { return }
         for id in handled.subtracting(held) {
             // Ended meanwhile (still ours), or taken back (someone else's, or queued for anyone).
-            guard let lease = try? store.client.read({ db in try store.builds.lease(db, id) }) else { continue }
+            guard let lease = try? database.lease(id) else { continue }
             if lease.runnerId == holder.id {
                 // Ended by its own run, or from another opsh (jobs.cancel there) while it runs here: stop it.
                 guard lease.status.isFinished, let run = condition.withLock({ active[id] }), !run.isRecordingEnd else { continue }
@@ -513,19 +486,18 @@ public final class JobManager: @unchecked Sendable {
         for run in runs { run.launch() }
     }
 
-    @discardableResult
-    private func requireBuild(_ db: Database, _ id: String) throws -> BuildRecord {
-        guard let build = try store.builds.records.get(db, id) else { throw JobError.unknownBuild(id) }
-        return build
+    /// The scheme and project of a build, refusing what cannot run.
+    private func runnable(scheme schemeId: String) throws -> (SchemeRecord, ProjectRecord) {
+        let (scheme, project) = try database.schemeAndProject(schemeId)
+        return try Self.runnable(schemeId, scheme, project)
     }
 
-    /// The scheme and project of a build, refusing what cannot run.
-    private static func runnable(_ store: Store, _ db: Database, scheme schemeId: String) throws -> (SchemeRecord, ProjectRecord) {
-        guard let scheme = try store.schemes.records.get(db, schemeId) else { throw JobError.unknownScheme(schemeId) }
+    private static func runnable(_ schemeId: String, _ scheme: SchemeRecord?, _ project: ProjectRecord?) throws -> (SchemeRecord, ProjectRecord) {
+        guard let scheme else { throw JobError.unknownScheme(schemeId) }
         guard !scheme.buildCommand.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw JobError.schemeHasNoBuildCommand(schemeId: scheme.id, name: scheme.name)
         }
-        let project = try store.projects.records.require(db, scheme.projectBundleIdentifier)
+        guard let project else { throw StoreError.notFound(table: "projects", key: "\"\(scheme.projectBundleIdentifier)\"") }
         guard !project.gitRepositoryURL.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw JobError.projectHasNoRepository(project: project.bundleIdentifier)
         }

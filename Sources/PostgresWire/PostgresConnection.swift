@@ -238,7 +238,7 @@ public final class PostgresConnection {
                 // The prepared statement went stale: its result changed
                 // (ALTER TABLE) or it was deallocated (DISCARD ALL). Forget
                 // it; run it again now only if nothing else was lost.
-                forget(key)
+                forgetStale(key, code: error.code)
                 guard transactionStatus == .idle else {
                     if error.hint == nil {
                         error.hint = "The statement is prepared again when it next runs; roll back the transaction first."
@@ -342,7 +342,7 @@ public final class PostgresConnection {
             if cached { queueEviction(keeping: statementCacheCapacity - 1) }
             Frontend.parse(name: name, sql: key.sql, parameterTypes: key.parameterTypes, into: &outbox)
             Frontend.describeStatement(name, into: &outbox)
-            Frontend.sync(into: &outbox)
+            appendSync()
             try send()
             var columns: [PostgresColumn] = []
             var failure: [Character: String]? = nil
@@ -375,7 +375,7 @@ public final class PostgresConnection {
             outbox.removeAll(keepingCapacity: true)
             Frontend.bind(statement: statement.name, parameters: parameters, resultFormats: statement.resultFormats, into: &outbox)
             Frontend.execute(into: &outbox)
-            Frontend.sync(into: &outbox)
+            appendSync()
             try send()
             var rows: [[PostgresValue]] = []
             var tag = ""
@@ -400,6 +400,244 @@ public final class PostgresConnection {
                     }
                 }
             }
+        }
+    }
+
+    // MARK: Pipelines
+
+    /// Runs several statements in one round trip: each step's messages
+    /// (Parse and Describe when its statement is not prepared yet, Bind,
+    /// Execute) are written together, followed by one Sync, and the
+    /// results are read back in order.
+    ///
+    /// What psql's ON_ERROR_ROLLBACK does around each statement
+    /// (`SAVEPOINT s`, the statement, `RELEASE SAVEPOINT s`; or `BEGIN READ
+    /// ONLY`, `SAVEPOINT s`, the statement, `COMMIT`) costs one round trip
+    /// instead of three or four.
+    ///
+    /// - Returns: one result per step, when every step succeeded.
+    /// - Throws: the first failing step's ``PostgresError``, with
+    ///   ``PostgresError/step`` its index: the steps before it ran, the
+    ///   server skipped the ones after it (up to the Sync). The connection
+    ///   stays usable and ``transactionStatus`` says what the failure left:
+    ///   without a transaction block the steps ran as one implicit
+    ///   transaction, which the failure rolled back (`.idle`); inside one
+    ///   (open before, or opened by a step's BEGIN) it is `.failed` until a
+    ///   ROLLBACK or ROLLBACK TO SAVEPOINT.
+    ///
+    /// **The statement cache works as in ``query(_:_:)``.** A step whose
+    /// statement is prepared is only bound and executed. A statement first
+    /// seen here is prepared in the pipeline, under its cache name, and
+    /// used by every later step with the same SQL; on that first run its
+    /// results come as text (its columns are not known when Bind is
+    /// written), decoded to the same values as the binary form later runs
+    /// ask for.
+    ///
+    /// **Stale statements** (`0A000` after an ALTER TABLE changed a
+    /// statement's result columns, `26000` after DEALLOCATE or DISCARD): the
+    /// statement is forgotten either way, and prepared again the next time
+    /// it runs. If the stale step is the first one and no transaction block
+    /// is open afterwards, nothing ran, and the pipeline is run again at
+    /// once, transparently, as ``query(_:_:)`` does. Otherwise steps before
+    /// it ran (a SAVEPOINT, a BEGIN) and the error is thrown with its index
+    /// and a hint: roll back (to the savepoint) and run the pipeline again.
+    ///
+    /// `26000` means DEALLOCATE ALL or DISCARD ALL: every cached statement
+    /// is forgotten, not only the failed one (``query(_:_:)`` does the same).
+    ///
+    /// COPY FROM STDIN is refused as in ``query(_:_:)``, as the last step. A
+    /// step starting with `COPY` anywhere else is refused before anything
+    /// is sent: the server would read the next step's Bind as the copy's
+    /// data and end the session (`FATAL 08P01`).
+    @discardableResult
+    public func pipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PostgresResult] {
+        guard !steps.isEmpty else { return [] }
+        for (index, step) in steps.enumerated() {
+            try checkUsable(step.sql)
+            guard step.parameters.count <= 65_535 else {
+                throw PostgresClientError.unsupported("\(step.parameters.count) parameters: the protocol carries at most 65,535 per statement")
+            }
+            if index < steps.count - 1, step.sql.drop(while: \.isWhitespace).prefix(4).lowercased() == "copy" {
+                // A COPY FROM STDIN would read the next step's Bind as its
+                // data: the server ends the session (FATAL 08P01).
+                throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")
+            }
+        }
+        do {
+            return try runPipeline(steps)
+        } catch let stale as StaleFirstStep {
+            _ = stale  // forgotten already; nothing ran: prepare it again in a new run
+            return try runPipeline(steps)
+        }
+    }
+
+    /// Thrown by runPipeline when the first step's cached statement was
+    /// stale and nothing ran: the pipeline can simply run again.
+    private struct StaleFirstStep: Error {}
+
+    /// A statement parsed in the pipeline being run: its columns arrive
+    /// with the answer to its Describe.
+    private final class FreshStatement {
+        let key: StatementKey
+        let name: String
+        var parsed = false
+        var columns: [PostgresColumn]? = nil
+        var textFormats: [Bool] = []
+
+        init(key: StatementKey, name: String) {
+            self.key = key
+            self.name = name
+        }
+    }
+
+    private struct PlannedStep {
+        let sql: String
+        let key: StatementKey
+        /// Bound with its binary result formats.
+        let cached: PreparedStatement?
+        /// Prepared in this pipeline; results come as text.
+        let fresh: FreshStatement?
+    }
+
+    private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PostgresResult] {
+        let caching = statementCacheCapacity > 0
+        var plan: [PlannedStep] = []
+        plan.reserveCapacity(steps.count)
+        var fresh: [StatementKey: FreshStatement] = [:]
+        outbox.removeAll(keepingCapacity: true)
+        for step in steps {
+            let key = StatementKey(sql: step.sql, parameterTypes: step.parameters.map(\.parameterTypeOID))
+            if caching, let statement = statements[key] {
+                useCounter += 1
+                statement.lastUse = useCounter
+                Frontend.bind(statement: statement.name, parameters: step.parameters, resultFormats: statement.resultFormats, into: &outbox)
+                plan.append(PlannedStep(sql: step.sql, key: key, cached: statement, fresh: nil))
+            } else if caching, let statement = fresh[key] {
+                // Parsed by an earlier step of this pipeline.
+                Frontend.bind(statement: statement.name, parameters: step.parameters, resultFormats: [], into: &outbox)
+                plan.append(PlannedStep(sql: step.sql, key: key, cached: nil, fresh: statement))
+            } else {
+                var name = ""
+                if caching {
+                    statementCounter += 1
+                    name = "opsh_\(statementCounter)"
+                }
+                let statement = FreshStatement(key: key, name: name)
+                if caching { fresh[key] = statement }
+                Frontend.parse(name: name, sql: step.sql, parameterTypes: key.parameterTypes, into: &outbox)
+                Frontend.describeStatement(name, into: &outbox)
+                // No result formats: every column in text, since the
+                // columns are not known yet.
+                Frontend.bind(statement: name, parameters: step.parameters, resultFormats: [], into: &outbox)
+                plan.append(PlannedStep(sql: step.sql, key: key, cached: nil, fresh: statement))
+            }
+            Frontend.execute(into: &outbox)
+        }
+        appendSync()
+
+        return try exchange {
+            try send()
+            var results: [PostgresResult] = []
+            results.reserveCapacity(plan.count)
+            var index = 0
+            var rows: [[PostgresValue]] = []
+            var failure: (fields: [Character: String], step: Int)? = nil
+            func current() throws -> PlannedStep {
+                guard index < plan.count else {
+                    throw PostgresClientError.protocolViolation("more results than the pipeline's \(plan.count) statements")
+                }
+                return plan[index]
+            }
+            func columns(of step: PlannedStep) -> [PostgresColumn] {
+                step.cached?.columns ?? step.fresh?.columns ?? []
+            }
+            readLoop: while true {
+                let (type, body) = try nextMessage()
+                switch type {
+                case Backend.parseComplete:
+                    try current().fresh?.parsed = true
+                case Backend.rowDescription:
+                    if let statement = try current().fresh {
+                        let described = try Backend.rowDescription(body)
+                        statement.columns = described
+                        statement.textFormats = Array(repeating: false, count: described.count)
+                    }
+                case Backend.noData:
+                    if let statement = try current().fresh { statement.columns = [] }
+                case Backend.parameterDescription, Backend.bindComplete, Backend.closeComplete, Backend.portalSuspended:
+                    break
+                case Backend.dataRow:
+                    let step = try current()
+                    if let statement = step.cached {
+                        rows.append(try Backend.dataRow(body, columns: statement.columns, binary: statement.binary))
+                    } else if let statement = step.fresh {
+                        rows.append(try Backend.dataRow(body, columns: statement.columns ?? [], binary: statement.textFormats))
+                    }
+                case Backend.commandComplete:
+                    let step = try current()
+                    var reader = BodyReader(body)
+                    results.append(PostgresResult(columns: columns(of: step), rows: rows, commandTag: try reader.cString()))
+                    rows = []
+                    index += 1
+                case Backend.emptyQueryResponse:
+                    let step = try current()
+                    results.append(PostgresResult(columns: columns(of: step), rows: [], commandTag: ""))
+                    rows = []
+                    index += 1
+                case Backend.errorResponse:
+                    if failure == nil { failure = (try Backend.fields(body), index) }
+                default:
+                    if try handleCopy(type, extended: true) { continue readLoop }
+                    if try finishCycle(type, body) { break readLoop }
+                }
+            }
+
+            // What this pipeline prepared joins the cache (even when a
+            // later step failed: prepared statements outlive transactions).
+            // Their last use is their last step's.
+            var joined: [StatementKey: PreparedStatement] = [:]
+            for step in plan {
+                guard caching, let statement = step.fresh else { continue }
+                if let prepared = joined[step.key] {
+                    useCounter += 1
+                    prepared.lastUse = useCounter
+                } else if statement.parsed, let described = statement.columns, statements[step.key] == nil {
+                    let prepared = PreparedStatement(name: statement.name, columns: described)
+                    useCounter += 1
+                    prepared.lastUse = useCounter
+                    statements[step.key] = prepared
+                    joined[step.key] = prepared
+                } else if statement.parsed, statement.columns == nil {
+                    Frontend.closeStatement(statement.name, into: &pendingCloses)
+                }
+            }
+            evictStatements(keeping: statementCacheCapacity)
+
+            guard let failure else { return results }
+            var error = PostgresError(fields: failure.fields, sql: plan[failure.step].sql)
+            error.step = failure.step
+            let failed = plan[failure.step]
+            if let statement = failed.cached, error.code == "0A000" || error.code == "26000" {
+                if statements[failed.key] === statement { forgetStale(failed.key, code: error.code) }
+                if failure.step == 0, transactionStatus == .idle { throw StaleFirstStep() }
+                if error.hint == nil {
+                    error.hint = "The statement is prepared again when it next runs; roll back (to the savepoint) first."
+                }
+            }
+            throw error
+        }
+    }
+
+    /// A stale statement: `0A000` (its result columns changed) is that
+    /// statement's alone; `26000` (it no longer exists) comes from
+    /// DEALLOCATE ALL or DISCARD ALL, which dropped every statement the
+    /// cache holds, so all are forgotten: each would fail once otherwise,
+    /// and inside a transaction each failure is the caller's.
+    private func forgetStale(_ key: StatementKey, code: String) {
+        if code == "26000" {
+            evictStatements(keeping: 0)
+        } else {
+            forget(key)
         }
     }
 
@@ -451,8 +689,23 @@ public final class PostgresConnection {
             outbox = pendingCloses + outbox
             pendingCloses.removeAll()
         }
+        socketWrites += 1
         try socket.send(outbox)
     }
+
+    /// Sync, counted: every extended-protocol cycle ends with one, so the
+    /// count is the number of extended round trips.
+    private func appendSync() {
+        syncsSent += 1
+        Frontend.sync(into: &outbox)
+    }
+
+    /// Sync messages sent since the connection opened (tests read it to
+    /// count round trips).
+    internal private(set) var syncsSent = 0
+    /// Writes to the socket for queries since the connection opened (a
+    /// cycle is one write; the start-up's are not counted).
+    internal private(set) var socketWrites = 0
 
     /// COPY started by a statement: FROM STDIN is refused (CopyFail, and a
     /// Sync again in the extended protocol, since the server ignores the
@@ -462,7 +715,7 @@ public final class PostgresConnection {
         case Backend.copyInResponse:
             outbox.removeAll(keepingCapacity: true)
             Frontend.copyFail("COPY FROM STDIN is not supported by opsh's PostgreSQL client", into: &outbox)
-            if extended { Frontend.sync(into: &outbox) }
+            if extended { appendSync() }
             try send(includingCloses: false)
             return true
         case Backend.copyOutResponse, Backend.copyData, Backend.copyDone:

@@ -29,6 +29,10 @@ public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible
     public var position: Int?
     /// The statement that failed, when the error is about one.
     public var sql: String?
+    /// In ``PostgresConnection/pipeline(_:)``: the index (from 0) of the
+    /// step that failed; the steps before it ran, the ones after it did not.
+    /// nil for every other call.
+    public var step: Int?
     /// Every field of the message, by its one-letter code (`S`, `V`, `C`,
     /// `M`, `D`, `H`, `P`, `W` where, `s` schema, `t` table, `c` column,
     /// `n` constraint, …).

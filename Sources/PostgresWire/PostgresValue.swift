@@ -191,7 +191,11 @@ extension PostgresValue {
             case "NaN": return .double(.nan)
             case "Infinity": return .double(.infinity)
             case "-Infinity": return .double(-.infinity)
-            default: if let value = Double(text) { return .double(value) }
+            default:
+                // A float4 read as text is the same Double as read in binary
+                // (0.1::float4 is 0.10000000149011612 both ways).
+                if type == PostgresType.float4, let value = Float(text) { return .double(Double(value)) }
+                if let value = Double(text) { return .double(value) }
             }
         case PostgresType.bool:
             return .bool(text == "t")

@@ -4,7 +4,7 @@ import Foundation
 // and writes the table it prints into BENCHMARKS.md.
 //
 //   opsh-bench [--only NAME]          run the benchmarks (or one section:
-//                                     store, lua, …), print Markdown
+//                                     store, lua, postgres, …), print Markdown
 //   opsh-bench --writer PATH N SECS   (internal) the second process of the latency benchmark
 //   opsh-bench --backend-writer PATH STOPFILE BUSY EVENT
 //                                     (internal) the backend beside opsh (section "backend")
@@ -68,6 +68,11 @@ if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: direct
 if wanted("startup") { print("\n" + (try StartupBenchmarks.run(directory: directory, executable: executable))) }
 
 if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: directory))) }
+
+if wanted("postgres") {
+    let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
+    print(try PostgresBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
+}
 
 if wanted("backend") {
     do {

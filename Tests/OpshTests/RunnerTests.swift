@@ -5,71 +5,6 @@ import Testing
 import Glibc
 #endif
 
-/// A database with a project on a git repository (tag 1.0.0), and `opsh
-/// runner` processes on it (README, "Build runners").
-final class RunnerSandbox: @unchecked Sendable {
-    let sandbox: Sandbox
-    var root: String { sandbox.root }
-    /// Where the test's build commands append `$OPSH_BUILD_ID`.
-    var ranFile: String { root + "/ran.txt" }
-
-    init() throws {
-        sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        let repository = root + "/repo"
-        let made = try sandbox.run("/bin/sh", ["-c", """
-            set -e
-            git init -q -b main "$0" && cd "$0"
-            echo 1.0.0 > version.txt && git add version.txt
-            git -c user.name=Test -c user.email=test@example.com commit -q -m 1.0.0 && git tag 1.0.0
-            """, repository])
-        #expect(made.status == 0, "git: \(made.stderr)")
-        try lua("projects.insert{ bundleIdentifier = 'com.example.app', name = 'App', gitRepositoryURL = ... }", [repository])
-    }
-
-    /// Runs Lua through `opsh -e` with `arguments` in `...`; its output lines.
-    @discardableResult
-    func lua(_ code: String, _ arguments: [String] = []) throws -> [String] {
-        let quoted = arguments.map { argument in
-            "'" + argument.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
-                .replacingOccurrences(of: "\n", with: "\\n") + "'"
-        }.joined(separator: ", ")
-        let result = try sandbox.opsh(["-e", "local function body(...) \(code) end return body(\(quoted))"])
-        #expect(result.status == 0, "\(code): \(result.stderr)")
-        return result.stdout.split(separator: "\n").map(String.init)
-    }
-
-    /// A scheme whose build command is `command`; its id.
-    func scheme(_ name: String, _ command: String) throws -> String {
-        try lua("return schemes.insert{ projectBundleIdentifier = 'com.example.app', name = ..., buildCommand = select(2, ...) }.id",
-                [name, command]).first ?? ""
-    }
-
-    /// Queues `count` builds of `scheme` for the runners; their ids.
-    func enqueue(_ scheme: String, count: Int = 1) throws -> [String] {
-        try lua("for i = 1, \(count) do print(jobs.enqueue{ scheme = ..., version = '1.0.0' }.id) end", [scheme])
-    }
-
-    func startRunner(_ options: [String]) throws -> ChildProcess {
-        try sandbox.start(opshExecutable, ["runner", "--db", sandbox.database] + options)
-    }
-
-    /// A statement through the sqlite3 CLI, waiting up to 5 s for a lock as
-    /// any reader beside the runners would: even in WAL mode a reader can
-    /// meet SQLITE_BUSY for a moment while another connection sets the WAL
-    /// up or recovers it (the CLI's own default is not to wait at all).
-    func sql(_ statement: String) throws -> String {
-        let result = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", sandbox.database, statement])
-        #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// The ids the build commands appended, in order.
-    func ranIds() -> [String] {
-        ((try? String(contentsOfFile: ranFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-    }
-}
-
 @Suite struct RunnerTests {
     @Test func threeRunnersOnOneDatabaseRunThirtyQueuedBuildsEachExactlyOnce() throws {
         let fixture = try RunnerSandbox()
@@ -103,46 +38,9 @@ final class RunnerSandbox: @unchecked Sendable {
         #expect(try fixture.sql("SELECT count(*) FROM builds WHERE runnerStartedAt IS NULL OR heartbeatAt IS NULL") == "0")
     }
 
-    /// Runner A starts a long build and is SIGKILLed; runner B takes the
-    /// build back within a few heartbeats, saying why in the build's log.
-    func killARunnerMidBuild(maxAttempts: Int) throws -> (fixture: RunnerSandbox, build: String, killed: ChildProcess,
-                                                          taker: ChildProcess, tookBackIn: Double) {
-        let fixture = try RunnerSandbox()
-        let attempts = fixture.root + "/attempts.txt"
-        // The first attempt sleeps (its pid, which leads its process group, is recorded); a second ends at once.
-        let scheme = try fixture.scheme("Long", """
-            echo "$$ $PWD" >> '\(attempts)'
-            if [ "$(wc -l < '\(attempts)')" -eq 1 ]; then echo started; exec sleep 50; fi
-            echo second attempt
-            """)
-        let build = try #require(try fixture.enqueue(scheme).first)
-        let heartbeat = 0.4
-        let killed = try fixture.startRunner(["--heartbeat", "\(heartbeat)"])
-        let started = try waitUntil(20) {
-            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'started'") == "1"
-        }
-        #expect(started, "the build never logged 'started'")
-        // Quiet: it says only its take-backs (and problems).
-        let taker = try fixture.startRunner(["--heartbeat", "\(heartbeat)", "--max-attempts", "\(maxAttempts)", "--quiet"])
-        // B is up (it logged its start) before A dies: B must not have claimed the running build.
-        #expect(try fixture.sql("SELECT runnerPid FROM builds WHERE id = '\(build)'") == "\(killed.pid)")
-        kill(killed.pid, SIGKILL)
-        let killedAt = Date()
-        let tookBack = try waitUntil(20) {
-            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND category = 'runner'") == "1"
-        }
-        let tookBackIn = Date().timeIntervalSince(killedAt)
-        #expect(tookBack, "no runner took the build back")
-        // The killed runner's build command is still there (a SIGKILL cannot stop it): end it.
-        if let first = (try? String(contentsOfFile: attempts, encoding: .utf8))?.split(separator: "\n").first,
-           let pid = first.split(separator: " ").first.flatMap({ pid_t($0) }) {
-            kill(-pid, SIGKILL)
-        }
-        return (fixture, build, killed, taker, tookBackIn)
-    }
-
     @Test func aBuildOfARunnerKilledMidBuildIsRequeuedWithinAFewHeartbeatsAndRunAgain() throws {
-        let (fixture, build, killed, taker, tookBackIn) = try killARunnerMidBuild(maxAttempts: 3)
+        let fixture = try RunnerSandbox()
+        let (build, killed, taker, tookBackIn) = try fixture.killARunnerMidBuild(maxAttempts: 3)
         #expect(tookBackIn < 4, "taken back \(tookBackIn) s after the kill (heartbeat 0.4 s, stale after 3)")
         let succeeded = try waitUntil(20) { try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded" }
         kill(taker.pid, SIGTERM)
@@ -171,7 +69,8 @@ final class RunnerSandbox: @unchecked Sendable {
     }
 
     @Test func aBuildThatUsedItsAttemptsIsMarkedFailedSayingWhy() throws {
-        let (fixture, build, killed, taker, _) = try killARunnerMidBuild(maxAttempts: 1)
+        let fixture = try RunnerSandbox()
+        let (build, killed, taker, _) = try fixture.killARunnerMidBuild(maxAttempts: 1)
         kill(taker.pid, SIGTERM)
         let takerResult = taker.finish()
         _ = killed.finish()

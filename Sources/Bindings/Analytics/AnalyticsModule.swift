@@ -20,36 +20,40 @@ import Store
 enum AnalyticsModule {
     static func install(in session: OpshSession) {
         let database = session.database
-        let rowShapes = session.sql.rowShapes
+        install(runtime: session.runtime, rowShapes: session.sql.rowShapes) { body in
+            try database.unsafeRead("analytics") { db in try body(db) }
+        }
+    }
+
+    /// Installs `analytics`, `chart` and `sparkline`; `read` runs an
+    /// aggregation on the session's engine.
+    static func install(runtime: LuaRuntime, rowShapes: RowShapes,
+                        read: @escaping ((any RepositoryConnection) throws -> Analytics.Report) throws -> Analytics.Report) {
         func push(_ report: Analytics.Report, _ call: LuaCall) -> Int32 {
             StoreValuePusher(rowShapes: rowShapes, state: call.state)
                 .push(.array(report.rows), asRows: true, columns: report.columns)
             return 1
         }
-        session.runtime.register(module: "analytics", [
+        runtime.register(module: "analytics", [
             "models": { call in
                 let options = try Options(call, allowed: ["since", "until"])
-                return push(try database.unsafeRead("analytics") { db in try Analytics.models(db, period: options.period) }, call)
+                return push(try read { db in try Analytics.models(db, period: options.period) }, call)
             },
             "daily": { call in
                 let options = try Options(call, allowed: ["model", "since", "until"])
-                return push(try database.unsafeRead("analytics") { db in
-                    try Analytics.daily(db, model: options.model, period: options.period)
-                }, call)
+                return push(try read { db in try Analytics.daily(db, model: options.model, period: options.period) }, call)
             },
             "usage": { call in
                 let options = try Options(call, allowed: ["model", "since", "until"])
-                return push(try database.unsafeRead("analytics") { db in
-                    try Analytics.usage(db, model: options.model, period: options.period)
-                }, call)
+                return push(try read { db in try Analytics.usage(db, model: options.model, period: options.period) }, call)
             },
             "builds": { call in
                 let options = try Options(call, allowed: ["since", "until"])
-                return push(try database.unsafeRead("analytics") { db in try Analytics.builds(db, period: options.period) }, call)
+                return push(try read { db in try Analytics.builds(db, period: options.period) }, call)
             },
         ])
-        session.runtime.register("chart") { call in try chart(call) }
-        session.runtime.register("sparkline") { call in try sparkline(call) }
+        runtime.register("chart") { call in try chart(call) }
+        runtime.register("sparkline") { call in try sparkline(call) }
     }
 
     /// The options table of an aggregation.

@@ -29,7 +29,7 @@ public final class PostgresSession {
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
         "config",
-        "jobs", "migrate", "git", "analytics", "audit",
+        "jobs", "migrate", "git", "audit",
     ]
     public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
@@ -53,7 +53,12 @@ public final class PostgresSession {
         try WatchModule.install(in: self)
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
+        AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
         TransferModule.install(in: self)
+        // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
+        runtime.register(module: "opsh", [
+            "dryRun": { [database] call in call.results(.boolean(database.isDryRun)) },
+        ])
         try refuseMissingModules()
         if let memoryLimit { runtime.setMemoryLimit(memoryLimit) }
     }

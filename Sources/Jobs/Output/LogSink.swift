@@ -6,8 +6,8 @@ import Store
 ///
 /// Reader threads ``add(_:category:)`` lines; a flusher thread writes
 /// whatever is pending every `flushInterval`, or as soon as `flushLineCount`
-/// lines wait, in one short transaction through a cached prepared
-/// statement. Under load a batch grows (up to `maxBatchLines`), so a build
+/// lines wait, in one short transaction (``BuildStore/appendLog(build:_:progress:)``:
+/// a cached prepared statement on SQLite, multi-row INSERTs on PostgreSQL). Under load a batch grows (up to `maxBatchLines`), so a build
 /// printing a million lines costs few commits; when `maxPendingLines` wait
 /// the readers block, which in turn blocks the build on its pipe instead of
 /// growing memory without bound.
@@ -26,7 +26,7 @@ final class LogSink: @unchecked Sendable {
     }
 
     let buildId: String
-    private let store: Store
+    private let database: any BuildStore
     private let limits: Limits
     private let idPrefix: String
 
@@ -44,9 +44,9 @@ final class LogSink: @unchecked Sendable {
     private var failure: (error: String, droppedLines: Int)?
     private var written = 0
 
-    init(buildId: String, store: Store, limits: Limits) {
+    init(buildId: String, database: any BuildStore, limits: Limits) {
         self.buildId = buildId
-        self.store = store
+        self.database = database
         self.limits = limits
         // One prefix per run: a build taken back and run again (README,
         // "Build runners") writes lines beside its earlier run's.
@@ -171,10 +171,7 @@ final class LogSink: @unchecked Sendable {
         var lastError = ""
         for attempt in 0..<3 {
             do {
-                try store.client.write { db in
-                    try store.buildLogs.appendBatch(db, build: buildId, batch)
-                    if let progress { try store.builds.setProgress(db, buildId, progress) }
-                }
+                try database.appendLog(build: buildId, batch, progress: progress)
                 return nil
             } catch {
                 lastError = "\(error)"

@@ -13,7 +13,7 @@ final class BuildRun: @unchecked Sendable {
     let buildId: String
     private let manager: JobManager
     private var configuration: JobManager.Configuration { manager.configuration }
-    private var store: Store { manager.store }
+    private var database: any BuildStore { manager.database }
 
     private let condition = NSCondition()
     // Guarded by `condition`:
@@ -117,7 +117,7 @@ final class BuildRun: @unchecked Sendable {
         }
         let claimed: Bool
         do {
-            claimed = try store.client.write { db in try store.builds.claim(db, buildId, for: manager.holder) }
+            claimed = try database.claim(buildId, for: manager.holder)
         } catch {
             manager.notice("cannot start build \(buildId): \(error)")
             return
@@ -126,7 +126,7 @@ final class BuildRun: @unchecked Sendable {
         guard claimed else { return }
         manager.changed(buildId)
 
-        let sink = LogSink(buildId: buildId, store: store, limits: LogSink.Limits(
+        let sink = LogSink(buildId: buildId, database: database, limits: LogSink.Limits(
             flushInterval: configuration.flushInterval, flushLineCount: configuration.flushLineCount,
             maxBatchLines: configuration.maxBatchLines, maxPendingLines: configuration.maxPendingLines,
             recentLineCount: configuration.crashLogLineCount))
@@ -165,7 +165,7 @@ final class BuildRun: @unchecked Sendable {
             return .failedToStart
         }
         if isCancelled { return .cancelledBeforeBuild }
-        try? store.client.write { db in try store.builds.setCommit(db, buildId, checkout.commit) }
+        try? database.setCommit(buildId, checkout.commit)
         sink.note("checked out commit \(checkout.commit)")
 
         // The build command.
@@ -327,11 +327,8 @@ final class BuildRun: @unchecked Sendable {
         // the build `running` for good.
         for attempt in 0..<5 {
             do {
-                try store.client.write { db in
-                    if let crash { try store.crashLogs.records.insert(db, crash) }
-                    _ = try store.builds.finish(db, buildId, status: status, exitCode: exitCode, progress: progress,
-                                                heldBy: manager.holder.id)
-                }
+                _ = try database.finish(buildId, status: status, exitCode: exitCode, progress: progress,
+                                        heldBy: manager.holder.id, log: nil, crash: crash)
                 break
             } catch {
                 if attempt == 4 {

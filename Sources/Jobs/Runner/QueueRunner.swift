@@ -46,7 +46,7 @@ public final class QueueRunner: @unchecked Sendable {
         case problem(String)
     }
 
-    public let store: Store
+    public let database: any BuildStore
     public let configuration: Configuration
     public let manager: JobManager
     private let report: @Sendable (Event) -> Void
@@ -55,8 +55,13 @@ public final class QueueRunner: @unchecked Sendable {
     // Guarded by `condition`:
     private var claiming = true
 
-    public init(store: Store, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
-        self.store = store
+    /// A runner on an SQLite store.
+    public convenience init(store: Store, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
+        self.init(database: SQLiteBuildStore(store: store), configuration: configuration, report: report)
+    }
+
+    public init(database: any BuildStore, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
+        self.database = database
         self.configuration = configuration
         self.report = report
         var jobs = configuration.jobs
@@ -67,13 +72,13 @@ public final class QueueRunner: @unchecked Sendable {
         jobs.onStatusChange = { build in
             previous?(build)
             guard build.status.isFinished else { return }
-            report(.finished(build, scheme: Self.describeScheme(store, build.schemeId)))
+            report(.finished(build, scheme: Self.describeScheme(database, build.schemeId)))
             // Its slot frees as its run returns: the loop looks again now, and
             // at the latest one idle poll later.
             condition.withLock { condition.broadcast() }
         }
         jobs.onNotice = { report(.notice($0)) }
-        manager = JobManager(store: store, configuration: jobs)
+        manager = JobManager(database: database, configuration: jobs)
     }
 
     /// Claims and runs builds until ``stopClaiming()`` and the builds it
@@ -123,14 +128,14 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 let schemes = configuration.schemes
                 // A read first: an idle runner never takes the write lock.
-                guard try store.client.read({ db in try store.builds.hasClaimable(db, schemes: schemes) }) else { return }
-                build = try store.client.write { db in try store.builds.reserveNext(db, for: manager.holder, schemes: schemes) }
+                guard try database.hasClaimable(schemes: schemes) else { return }
+                build = try database.reserveNext(for: manager.holder, schemes: schemes)
             } catch {
                 report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(error)"))
                 return
             }
             guard let build else { return }
-            report(.claimed(build, scheme: Self.describeScheme(store, build.schemeId)))
+            report(.claimed(build, scheme: Self.describeScheme(database, build.schemeId)))
             do {
                 try manager.start(build.id)
             } catch {
@@ -143,8 +148,8 @@ public final class QueueRunner: @unchecked Sendable {
     }
 
     /// `com.example.app Release`, for the log; the id when it cannot be read.
-    static func describeScheme(_ store: Store, _ id: String) -> String {
-        let scheme = try? store.client.read { db in try store.schemes.records.get(db, id) }
+    static func describeScheme(_ database: any BuildStore, _ id: String) -> String {
+        let scheme = (try? database.schemeAndProject(id))?.0
         return scheme.map { "\($0.projectBundleIdentifier) \($0.name)" } ?? "scheme \(id)"
     }
 
@@ -155,10 +160,11 @@ public final class QueueRunner: @unchecked Sendable {
     /// line saying which and why. Judged by the heartbeat alone, never by a
     /// pid (LeaseVerdict says why).
     private func takeBackStaleBuilds() {
-        let now = Date()
+        let now: Date
         let leases: [BuildLease]
         do {
-            leases = try store.client.read { db in try store.builds.expiredLeases(db, at: now) }
+            // Judged by the database's clock (the server's on PostgreSQL).
+            (now, leases) = try database.expiredLeases()
         } catch {
             report(.problem("cannot look for stale builds: \(error)"))
             return
@@ -175,7 +181,7 @@ public final class QueueRunner: @unchecked Sendable {
                 note = "taken back from \(verdict.description); marked failed by \(me): it was started \(lease.attempts) time(s) and its runner stopped each time (at most \(configuration.maxAttempts) attempts), so the build itself may be what stops its runners"
             }
             do {
-                let took = try store.client.write { db in try store.builds.takeBack(db, lease, action, note: note, at: now) }
+                let took = try database.takeBack(lease, action, note: note)
                 if took { report(.tookBack(buildId: lease.buildId, note: note, failed: action == .fail)) }
             } catch {
                 report(.problem("cannot take back build \(lease.buildId): \(error)"))

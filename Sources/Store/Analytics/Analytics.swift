@@ -26,16 +26,16 @@ public enum Analytics {
         }
 
         /// `column >= ? AND column < ?` for the ends that are set.
-        func conditions(_ column: String) -> (sql: [String], arguments: StatementArguments) {
+        func conditions(_ column: String) -> (sql: [String], arguments: [StoreValue]) {
             var sql: [String] = []
-            var arguments: StatementArguments = []
+            var arguments: [StoreValue] = []
             if let since {
                 sql.append("\(column) >= ?")
-                arguments += [since]
+                arguments.append(.real(since))
             }
             if let until {
                 sql.append("\(column) < ?")
-                arguments += [until]
+                arguments.append(.real(until))
             }
             return (sql, arguments)
         }
@@ -44,42 +44,44 @@ public enum Analytics {
     /// Per model, from generations (dated by the generation): sessions,
     /// generations, prompt, completion and total tokens, cost, average and
     /// maximum latency. Most tokens first.
-    public static func models(_ db: Database, period: Period = Period()) throws -> Report {
+    public static func models(_ db: some RepositoryConnection, period: Period = Period()) throws -> Report {
         let (conditions, arguments) = period.conditions("g.created_at")
+        let sql = SQL(db.dialect)
         return try report(db, sql: """
             SELECT s.model_id AS model,
                    coalesce(m.name, s.model_id) AS name,
                    count(DISTINCT s.id) AS sessions,
                    count(*) AS generations,
-                   sum(g.prompt_tokens) AS prompt_tokens,
-                   sum(g.completion_tokens) AS completion_tokens,
-                   sum(g.prompt_tokens + g.completion_tokens) AS tokens,
-                   round(sum(g.cost), 6) AS cost,
-                   round(avg(g.latency_ms), 2) AS avg_latency_ms,
+                   \(sql.sum("g.prompt_tokens")) AS prompt_tokens,
+                   \(sql.sum("g.completion_tokens")) AS completion_tokens,
+                   \(sql.sum("g.prompt_tokens + g.completion_tokens")) AS tokens,
+                   \(sql.round("sum(g.cost)", 6)) AS cost,
+                   \(sql.round("avg(g.latency_ms)", 2)) AS avg_latency_ms,
                    max(g.latency_ms) AS max_latency_ms
             FROM generations g
             JOIN generation_sessions s ON s.id = g.session_id
             LEFT JOIN model_metadata m ON m.id = s.model_id
             \(whereClause(conditions))
-            GROUP BY s.model_id
-            ORDER BY tokens DESC, model
+            GROUP BY s.model_id, m.name
+            ORDER BY tokens DESC, \(sql.text("s.model_id"))
             """, arguments: arguments)
     }
 
     /// Per UTC day, from generations: generations, tokens, cost, average
     /// latency; one model's, or all models' together. Oldest day first.
-    public static func daily(_ db: Database, model: String? = nil, period: Period = Period()) throws -> Report {
+    public static func daily(_ db: some RepositoryConnection, model: String? = nil, period: Period = Period()) throws -> Report {
         var (conditions, arguments) = period.conditions("g.created_at")
         if let model {
             conditions.append("s.model_id = ?")
-            arguments += [model]
+            arguments.append(.text(model))
         }
+        let sql = SQL(db.dialect)
         return try report(db, sql: """
-            SELECT date(g.created_at, 'unixepoch') AS day,
+            SELECT \(sql.day("g.created_at")) AS day,
                    count(*) AS generations,
-                   sum(g.prompt_tokens + g.completion_tokens) AS tokens,
-                   round(sum(g.cost), 6) AS cost,
-                   round(avg(g.latency_ms), 2) AS avg_latency_ms
+                   \(sql.sum("g.prompt_tokens + g.completion_tokens")) AS tokens,
+                   \(sql.round("sum(g.cost)", 6)) AS cost,
+                   \(sql.round("avg(g.latency_ms)", 2)) AS avg_latency_ms
             FROM generations g
             JOIN generation_sessions s ON s.id = g.session_id
             \(whereClause(conditions))
@@ -92,36 +94,37 @@ public enum Analytics {
     /// days with use, generations, tokens, cost, average latency, errors
     /// and error rate (percent of generations). Most generations first.
     /// `period` selects days (a day is in when its start is).
-    public static func usage(_ db: Database, model: String? = nil, period: Period = Period()) throws -> Report {
+    public static func usage(_ db: some RepositoryConnection, model: String? = nil, period: Period = Period()) throws -> Report {
+        let sql = SQL(db.dialect)
         var conditions: [String] = []
-        var arguments: StatementArguments = []
+        var arguments: [StoreValue] = []
         if let since = period.since {
-            conditions.append("u.day >= date(?, 'unixepoch')")
-            arguments += [since]
+            conditions.append("u.day >= \(sql.day("?"))")
+            arguments.append(.real(since))
         }
         if let until = period.until {
-            conditions.append("u.day < date(?, 'unixepoch')")
-            arguments += [until]
+            conditions.append("u.day < \(sql.day("?"))")
+            arguments.append(.real(until))
         }
         if let model {
             conditions.append("u.model_id = ?")
-            arguments += [model]
+            arguments.append(.text(model))
         }
         return try report(db, sql: """
             SELECT u.model_id AS model,
                    coalesce(m.name, u.model_id) AS name,
                    count(*) AS days,
-                   sum(u.generation_count) AS generations,
-                   sum(u.total_tokens) AS tokens,
-                   round(sum(u.total_cost), 6) AS cost,
-                   round(sum(u.total_latency_ms) / nullif(sum(u.generation_count), 0), 2) AS avg_latency_ms,
-                   sum(u.error_count) AS errors,
-                   round(100.0 * sum(u.error_count) / nullif(sum(u.generation_count), 0), 2) AS error_rate
+                   \(sql.sum("u.generation_count")) AS generations,
+                   \(sql.sum("u.total_tokens")) AS tokens,
+                   \(sql.round("sum(u.total_cost)", 6)) AS cost,
+                   \(sql.round("sum(u.total_latency_ms) / nullif(sum(u.generation_count), 0)", 2)) AS avg_latency_ms,
+                   \(sql.sum("u.error_count")) AS errors,
+                   \(sql.round("100.0 * sum(u.error_count) / nullif(sum(u.generation_count), 0)", 2)) AS error_rate
             FROM model_usage_stats u
             LEFT JOIN model_metadata m ON m.id = u.model_id
             \(whereClause(conditions))
-            GROUP BY u.model_id
-            ORDER BY generations DESC, model
+            GROUP BY u.model_id, m.name
+            ORDER BY generations DESC, \(sql.text("u.model_id"))
             """, arguments: arguments)
     }
 
@@ -130,19 +133,19 @@ public enum Analytics {
     /// finished as succeeded or failed; nil when none did), and the
     /// average and longest duration in seconds of finished builds. By
     /// project and scheme name.
-    public static func builds(_ db: Database, period: Period = Period()) throws -> Report {
+    public static func builds(_ db: some RepositoryConnection, period: Period = Period()) throws -> Report {
         let (conditions, arguments) = period.conditions("b.createdAt")
+        let sql = SQL(db.dialect)
         return try report(db, sql: """
             SELECT sc.id AS scheme,
                    sc.projectBundleIdentifier AS project,
                    sc.name AS name,
                    count(*) AS builds,
-                   sum(b.status = 'succeeded') AS succeeded,
-                   sum(b.status = 'failed') AS failed,
-                   sum(b.status = 'cancelled') AS cancelled,
-                   round(100.0 * sum(b.status = 'succeeded')
-                         / nullif(sum(b.status IN ('succeeded', 'failed')), 0), 2) AS success_rate,
-                   round(avg(CASE WHEN b.status IN ('succeeded', 'failed') THEN b.endDate - b.startDate END), 2)
+                   \(sql.count("b.status = 'succeeded'")) AS succeeded,
+                   \(sql.count("b.status = 'failed'")) AS failed,
+                   \(sql.count("b.status = 'cancelled'")) AS cancelled,
+                   \(sql.round("100.0 * \(sql.count("b.status = 'succeeded'")) / nullif(\(sql.count("b.status IN ('succeeded', 'failed')")), 0)", 2)) AS success_rate,
+                   \(sql.round("avg(CASE WHEN b.status IN ('succeeded', 'failed') THEN b.endDate - b.startDate END)", 2))
                        AS avg_duration_s,
                    max(CASE WHEN b.status IN ('succeeded', 'failed') THEN b.endDate - b.startDate END)
                        AS max_duration_s
@@ -150,7 +153,7 @@ public enum Analytics {
             JOIN schemes sc ON sc.id = b.schemeId
             \(whereClause(conditions))
             GROUP BY sc.id
-            ORDER BY sc.projectBundleIdentifier, sc.name
+            ORDER BY \(sql.text("sc.projectBundleIdentifier")), \(sql.text("sc.name"))
             """, arguments: arguments)
     }
 
@@ -158,17 +161,52 @@ public enum Analytics {
         conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
     }
 
-    private static func report(_ db: Database, sql: String, arguments: StatementArguments) throws -> Report {
-        let statement = try db.makeStatement(sql: sql)
-        let columns = statement.columnNames
-        let rows = try Row.fetchAll(statement, arguments: arguments).map(StoreValue.init)
-        return Report(columns: columns, rows: rows)
+    private static func report(_ db: some RepositoryConnection, sql: String, arguments: [StoreValue]) throws -> Report {
+        let (columns, rows) = try db.fetch(sql, arguments)
+        return Report(columns: columns, rows: rows.map { values in
+            .object(zip(columns, values).map { StoreValue.Field($0, $1) })
+        })
+    }
+
+    /// What the aggregations spell differently on each engine, so that
+    /// both return the same values of the same types: integer sums as
+    /// integers (PostgreSQL's `sum(bigint)` is numeric), rounded figures as
+    /// doubles (its `round` takes numeric), UTC days, counts of a condition,
+    /// and text ordered by its bytes as SQLite orders it.
+    struct SQL {
+        let dialect: SQLDialect
+        init(_ dialect: SQLDialect) { self.dialect = dialect }
+
+        func sum(_ expression: String) -> String {
+            dialect == .sqlite ? "sum(\(expression))" : "sum(\(expression))::bigint"
+        }
+
+        func round(_ expression: String, _ digits: Int) -> String {
+            dialect == .sqlite ? "round(\(expression), \(digits))"
+                : "round((\(expression))::numeric, \(digits))::double precision"
+        }
+
+        /// `YYYY-MM-DD` of a date in seconds since 1970, in UTC.
+        func day(_ seconds: String) -> String {
+            dialect == .sqlite ? "date(\(seconds), 'unixepoch')"
+                : "to_char(to_timestamp(\(seconds)::double precision) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+        }
+
+        /// How many rows of the group meet `condition`.
+        func count(_ condition: String) -> String {
+            dialect == .sqlite ? "sum(\(condition))" : "count(*) FILTER (WHERE \(condition))"
+        }
+
+        /// A text column in ORDER BY, sorted by bytes.
+        func text(_ column: String) -> String {
+            dialect == .sqlite ? column : "\(column) COLLATE \"C\""
+        }
     }
 }
 
 extension Store {
     /// Runs an aggregation of ``Analytics`` on a reader.
-    public func analytics(_ body: @escaping @Sendable (Database) throws -> Analytics.Report) throws -> Analytics.Report {
-        try writer.read(body)
+    public func analytics(_ body: @escaping @Sendable (StoreDatabase) throws -> Analytics.Report) throws -> Analytics.Report {
+        try writer.read { db in try body(StoreDatabase(db)) }
     }
 }

@@ -113,7 +113,7 @@ public final class Store: Sendable {
         // A PostgreSQL URL is not a file name: never an SQLite file made
         // under that name by a command that has no PostgreSQL engine yet.
         if resolved.contains("postgresql://") || resolved.contains("postgres://") {
-            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, and this command runs on SQLite only so far: `opsh run` and `opsh -e` run scripts on PostgreSQL")
+            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, and this command runs on SQLite only so far (the shell, `opsh run`, `opsh -e` and `opsh runner` run on PostgreSQL)")
         }
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
         // Refused here rather than at the first write, with the reason.

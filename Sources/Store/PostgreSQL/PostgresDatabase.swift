@@ -240,34 +240,43 @@ public final class PostgresDatabase {
 
     /// Inside a transaction: the statement under a savepoint of its own,
     /// released when it succeeds and rolled back to when it fails, so the
-    /// transaction goes on.
+    /// transaction goes on. The three go to the server in one round trip
+    /// (a pipeline: one Sync); only a failure costs a second one.
     private func underSavepoint(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
-        try connection.simpleQuery("SAVEPOINT opsh_statement")
-        let result: PostgresResult
+        let results: [PostgresResult]
         do {
-            result = try connection.query(sql, parameters)
+            results = try connection.pipeline([("SAVEPOINT opsh_statement", []), (sql, parameters),
+                                               ("RELEASE SAVEPOINT opsh_statement", [])])
         } catch let error as PostgresError {
             if connection.transactionStatus == .failed {
                 try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+            } else if error.step == 2, connection.transactionStatus == .idle {
+                // The statement was a COMMIT or ROLLBACK of its own: the
+                // savepoint went with the transaction.
+                throw PostgresStoreError.endedTransaction(sql)
             }
-            throw error
+            var reported = error
+            reported.step = nil
+            throw reported
         }
         guard connection.transactionStatus == .inTransaction else {
-            // The statement was a COMMIT or ROLLBACK of its own.
             throw PostgresStoreError.endedTransaction(sql)
         }
-        try connection.simpleQuery("RELEASE SAVEPOINT opsh_statement")
-        return result
+        return results[1]
     }
 
     /// `--read-only` outside a transaction: the statement in a read-only
-    /// transaction and a savepoint, then COMMIT.
+    /// transaction and a savepoint, then COMMIT: one round trip.
     private func readOnly(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
-        try connection.simpleQuery("BEGIN READ ONLY; SAVEPOINT opsh_statement")
         do {
-            let result = try connection.query(sql, parameters)
-            if connection.transactionStatus != .idle { try connection.simpleQuery("COMMIT") }
-            return result
+            let results = try connection.pipeline([("BEGIN READ ONLY", []), ("SAVEPOINT opsh_statement", []),
+                                                   (sql, parameters), ("COMMIT", [])])
+            return results[2]
+        } catch let error as PostgresError {
+            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+            var reported = error
+            reported.step = nil
+            throw reported
         } catch {
             if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
             throw error

@@ -29,24 +29,6 @@ extension SessionDatabase {
     }
 }
 
-extension Analytics {
-    public static func models(_ database: StoreDatabase, period: Period) throws -> Report {
-        try models(database.db, period: period)
-    }
-
-    public static func daily(_ database: StoreDatabase, model: String?, period: Period) throws -> Report {
-        try daily(database.db, model: model, period: period)
-    }
-
-    public static func usage(_ database: StoreDatabase, model: String?, period: Period) throws -> Report {
-        try usage(database.db, model: model, period: period)
-    }
-
-    public static func builds(_ database: StoreDatabase, period: Period) throws -> Report {
-        try builds(database.db, period: period)
-    }
-}
-
 extension Transfer {
     /// Imports a document into the session's database: read and checked
     /// first without the write lock, then written in one short write (row

@@ -13,6 +13,9 @@ struct RunnerCommand {
                                               help: "How many times a build whose runner stopped is started before it is marked failed instead of requeued.",
                                               defaultValue: "3")
 
+    static let workspacesOption = OptionSpec(long: "workspaces", valueName: "folder",
+                                             help: "Where builds check out (a folder per build and attempt). Default: workspaces/ next to an SQLite database; on PostgreSQL, workspaces/ in opsh's data folder ($XDG_DATA_HOME/opsh).")
+
     static let help = CommandHelp(
         name: "opsh runner",
         abstract: "Claim queued builds from the database and run them, until SIGTERM.",
@@ -22,8 +25,10 @@ struct RunnerCommand {
             to the database, the scheme's command with /bin/sh -c, the log
             into buildLogs), for every queued build nobody holds: those
             queued by jobs.enqueue, jobs.create, builds.create or the backend.
-            Several runners, on one machine or several, share the queue; each
-            build is claimed by one of them in one short transaction.
+            Several runners share the queue, on one machine (SQLite) or many
+            (--db postgresql://…); each build is claimed by one of them in one
+            short transaction (on PostgreSQL with SELECT … FOR UPDATE SKIP
+            LOCKED, heartbeats judged by the server's clock).
 
             Each running build records its runner (host, pid, start time) and
             a heartbeat. A build whose runner missed three heartbeats is taken
@@ -40,13 +45,14 @@ struct RunnerCommand {
             database is unavailable or lacks migration 004_runners.
             """,
         options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
-            + [concurrencyOption, heartbeatOption, schemeOption, maxAttemptsOption])
+            + [concurrencyOption, heartbeatOption, schemeOption, maxAttemptsOption, workspacesOption])
 
     var options = CommonOptions()
     var concurrency: Int?
     var heartbeat: Double = 10
     var schemes: [String] = []
     var maxAttempts = 3
+    var workspaces: String?
 
     /// Parses the words after `opsh runner`; nil for `--help`.
     init?(parsing words: ArraySlice<String>) throws {
@@ -76,6 +82,9 @@ struct RunnerCommand {
                         throw UsageError("'\(value)' is not a positive whole number for '--max-attempts'", command: Self.help)
                     }
                     maxAttempts = count
+                case Self.workspacesOption.name:
+                    guard !value.isEmpty else { throw UsageError("--workspaces needs a folder; it was given an empty one", command: Self.help) }
+                    workspaces = value
                 default:
                     _ = try options.apply(spec, value: value, command: Self.help)
                 }

@@ -1,34 +1,49 @@
 import Foundation
-import GRDB
 import Jobs
 import Shell
 import Store
 
-/// `opsh runner`: opens the database, checks it can hold a queue
+/// `opsh runner`: opens the database (an SQLite file, or PostgreSQL's
+/// ``PostgresBuildQueue`` for a `postgresql://` URL), checks it can hold a queue
 /// (migration 004_runners) and that each `--scheme` names a scheme, then
 /// runs a ``QueueRunner`` until SIGTERM, logging one line per claim,
 /// finished build and take-back on stderr.
 struct RunnerMode {
     let command: RunnerCommand
 
+    /// A PostgreSQL database with opsh's schema (never created here: a
+    /// runner on a database nobody made would wait for nothing), and the
+    /// queue on it.
+    static func openPostgres(_ url: String) throws -> PostgresBuildQueue {
+        let schema = try PostgresDatabase(url: url)
+        if schema.pendingMigrations.contains("004_runners") {
+            throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build)")
+        }
+        return try PostgresBuildQueue(url: url)
+    }
+
     func run() -> Never {
         let options = command.options
         let launch = Launch(options: options)
-        let store: Store
+        let database: any BuildStore
+        var sqlite: Store?
         do {
-            var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
-            // A runner on a database nobody made would wait for nothing.
-            storeOptions.createIfMissing = false
-            store = try Store.prepare(path: options.db, options: storeOptions)
-            try store.connect()
-            guard try store.client.read({ db in try store.builds.queueColumnsExist(db) }) else {
+            if let url = PostgresBatchMode.url(options) {
+                database = try Self.openPostgres(url)
+            } else {
+                var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
+                // A runner on a database nobody made would wait for nothing.
+                storeOptions.createIfMissing = false
+                let store = try Store.prepare(path: options.db, options: storeOptions)
+                try store.connect()
+                sqlite = store
+                database = SQLiteBuildStore(store: store)
+            }
+            guard try database.queueColumnsExist() else {
                 launch.fail(.databaseUnavailable, "this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
             for scheme in command.schemes {
-                let known = try store.client.read { db in
-                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM schemes WHERE id = ?1 OR name = ?1)", arguments: [scheme]) ?? false
-                }
-                guard known else {
+                guard try database.schemeExists(idOrName: scheme) else {
                     throw UsageError("--scheme '\(scheme)': no scheme has that id or name", command: RunnerCommand.help)
                 }
             }
@@ -44,16 +59,17 @@ struct RunnerMode {
         configuration.heartbeatInterval = command.heartbeat
         configuration.schemes = command.schemes.isEmpty ? nil : command.schemes
         configuration.maxAttempts = command.maxAttempts
-        if let path = store.path {
-            // An absolute folder: a database named `--db ./x.sqlite` must not
-            // put builds in a path relative to wherever they run.
-            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("workspaces")
-            configuration.jobs.workspaceRoot = folder.standardizedFileURL.path
-        }
+        // An absolute folder: a database named `--db ./x.sqlite` must not
+        // put builds in a path relative to wherever they run. Next to an
+        // SQLite file; on PostgreSQL in opsh's data folder of this machine.
+        let workspaces = command.workspaces
+            ?? database.path.map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("workspaces").path }
+            ?? DatabaseLocation.dataDirectory() + "/workspaces"
+        configuration.jobs.workspaceRoot = URL(fileURLWithPath: workspaces).standardizedFileURL.path
         let log = RunnerLog(quiet: options.quiet)
-        let runner = QueueRunner(store: store, configuration: configuration) { log.write($0) }
+        let runner = QueueRunner(database: database, configuration: configuration) { log.write($0) }
         let identity = runner.manager.runner
-        log.progress("started: pid \(identity.pid) on \(identity.host), database \(store.path ?? "?"), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
+        log.progress("started: pid \(identity.pid) on \(identity.host), database \(database.label), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
 
         let stop = RunnerStop()
         RunnerSignals.install { signal in
@@ -69,7 +85,7 @@ struct RunnerMode {
             }
         }
         runner.run()
-        _ = try? store.checkpoint(.passive)
+        _ = try? sqlite?.checkpoint(.passive)
         let status = stop.exitStatus
         log.progress("stopped (exit status \(status.rawValue))")
         exit(status.rawValue)

@@ -1,0 +1,459 @@
+import Foundation
+import GRDB
+import PostgresWire
+
+/// The job runner's database on PostgreSQL (``BuildStore``): the build
+/// queue's statements of BuildQueueQueries in PostgreSQL's dialect, for
+/// `opsh runner`s on many machines sharing one queue (ARCHITECTURE.md,
+/// "Build runners and the queue").
+///
+/// - **The claim** is `UPDATE … WHERE id = (SELECT … ORDER BY createdAt,
+///   buildNumber LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *`: one short
+///   transaction of its own; two runners claiming at once lock different
+///   rows and never wait for each other. Every other decision (reserve,
+///   claim, heartbeat, take-back, finish) is one conditional UPDATE,
+///   which PostgreSQL re-checks on the row's newest version once a
+///   concurrent writer's lock is released, so exactly one of two racing
+///   statements changes a row.
+/// - **The clock is the server's**: heartbeats, a claim's start and an
+///   end are written as `extract(epoch FROM clock_timestamp())`, and a
+///   lease is judged stale against the same clock, so runners' machines
+///   need not agree on the time. (Log lines keep their runner's time:
+///   they order a run's own lines.)
+/// - **Log lines** go in as multi-row INSERTs, a few statements per flush
+///   (chunks of 512, 256, … rows: a handful of prepared statements serve
+///   every batch), with the progress, in one transaction.
+/// - **Connections.** A `PostgresConnection` serves one thread at a time;
+///   this queue keeps a few idle ones and opens another when every one is
+///   busy (the runner's loop, its heartbeat, each run and its log flusher
+///   may write at once). A connection that broke is dropped, and the next
+///   call opens a new one: a runner outlives a restarted server.
+public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
+    public let url: PostgresURL
+    private let lock = NSLock()
+    private var idle: [PostgresConnection] = []
+    /// Idle connections kept open; more are closed when returned.
+    private let idleLimit = 8
+
+    /// Connects (and checks the server answers).
+    public init(url text: String) throws {
+        url = try PostgresURL(text)
+        idle.append(try PostgresConnection(url: url))
+    }
+
+    deinit {
+        for connection in idle { connection.close() }
+    }
+
+    public var label: String { url.description }
+    public var path: String? { nil }
+
+    /// The server's clock, seconds since 1970.
+    static let now = "extract(epoch FROM clock_timestamp())::double precision"
+
+    public func clock() throws -> Date {
+        let value = try connection { try $0.query("SELECT \(Self.now)").scalar }
+        guard case let .double(seconds)? = value else { throw PostgresStoreError.statement("the server did not tell its time") }
+        return Date(timeIntervalSince1970: seconds)
+    }
+
+    // MARK: Connections
+
+    /// Runs `body` on a connection of its own for the call.
+    private func connection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        let reused = lock.withLock { idle.popLast() }
+        let connection = try reused ?? PostgresConnection(url: url)
+        do {
+            let result = try body(connection)
+            release(connection)
+            return result
+        } catch {
+            release(connection)
+            throw error
+        }
+    }
+
+    private func release(_ connection: PostgresConnection) {
+        if connection.isOpen, connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
+        guard connection.isOpen, connection.transactionStatus == .idle else {
+            connection.close()
+            return
+        }
+        let kept = lock.withLock { () -> Bool in
+            guard idle.count < idleLimit else { return false }
+            idle.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    /// `body` in one transaction: committed when it returns, rolled back when it throws.
+    private func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try connection { connection in
+            try connection.simpleQuery("BEGIN")
+            let result: T
+            do {
+                result = try body(connection)
+            } catch {
+                if connection.isOpen, connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
+                throw error
+            }
+            try connection.simpleQuery("COMMIT")
+            return result
+        }
+    }
+
+    // MARK: Rows
+
+    /// A result's rows as GRDB rows keyed by the schema's spelling, so
+    /// that records decode as they do on SQLite.
+    static func rows(_ result: PostgresResult) -> [Row] {
+        let names = result.columns.map { PostgresNames.rowKey($0.name) }
+        return result.rows.map { values in
+            var dictionary: [String: (any DatabaseValueConvertible)?] = [:]
+            for (name, value) in zip(names, values) {
+                switch value {
+                case .null: dictionary[name] = DatabaseValue.null
+                case let .integer(number): dictionary[name] = number
+                case let .double(number): dictionary[name] = number
+                case let .text(text): dictionary[name] = text
+                case let .bytes(bytes): dictionary[name] = Data(bytes)
+                case let .bool(flag): dictionary[name] = flag ? Int64(1) : Int64(0)
+                }
+            }
+            return Row(dictionary)
+        }
+    }
+
+    private func records<R: FetchableRecord>(_ type: R.Type, _ sql: String, _ parameters: [PostgresValue] = []) throws -> [R] {
+        try connection { try Self.rows($0.query(sql, parameters)).map(R.init(row:)) }
+    }
+
+    private static func text(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
+    private static func double(_ value: Double?) -> PostgresValue { value.map { .double($0) } ?? .null }
+    private static func integer(_ value: Int?) -> PostgresValue { value.map { .integer(Int64($0)) } ?? .null }
+
+    // MARK: Reading
+
+    public func build(_ id: String) throws -> BuildRecord? {
+        try records(BuildRecord.self, "SELECT * FROM builds WHERE id = $1::text", [.text(id)]).first
+    }
+
+    public func schemeAndProject(_ schemeId: String) throws -> (SchemeRecord?, ProjectRecord?) {
+        try connection { connection in try Self.schemeAndProject(connection, schemeId, lock: false) }
+    }
+
+    /// With `lock`, the scheme's row is locked until the transaction ends
+    /// (build numbers are taken one at a time per scheme).
+    private static func schemeAndProject(_ connection: PostgresConnection, _ schemeId: String,
+                                         lock: Bool) throws -> (SchemeRecord?, ProjectRecord?) {
+        let schemes = try rows(connection.query("SELECT * FROM schemes WHERE id = $1::text\(lock ? " FOR UPDATE" : "")",
+                                                [.text(schemeId)]))
+        guard let scheme = try schemes.first.map(SchemeRecord.init(row:)) else { return (nil, nil) }
+        let projects = try rows(connection.query("SELECT * FROM projects WHERE bundleIdentifier = $1::text",
+                                                 [.text(scheme.projectBundleIdentifier)]))
+        return (scheme, try projects.first.map(ProjectRecord.init(row:)))
+    }
+
+    public func queueColumnsExist() throws -> Bool {
+        try connection { connection in
+            try connection.query("""
+                SELECT EXISTS (SELECT 1 FROM information_schema.columns
+                               WHERE table_schema = current_schema() AND table_name = 'builds' AND column_name = 'heartbeatat')
+                """).scalar == .bool(true)
+        }
+    }
+
+    public func schemeExists(idOrName: String) throws -> Bool {
+        try connection { connection in
+            try connection.query("SELECT EXISTS (SELECT 1 FROM schemes WHERE id = $1::text OR name = $1::text)",
+                                 [.text(idOrName)]).scalar == .bool(true)
+        }
+    }
+
+    public func list(status: BuildStatus?, scheme: String?, limit: Int?) throws -> [BuildRecord] {
+        try records(BuildRecord.self, """
+            SELECT * FROM builds WHERE ($1::text IS NULL OR status = $1::text) AND ($2::text IS NULL OR schemeId = $2::text)
+            ORDER BY createdAt DESC, buildNumber DESC LIMIT $3::bigint
+            """, [Self.text(status?.rawValue), Self.text(scheme), Self.integer(limit)])
+    }
+
+    public func logs(_ id: String, tail count: Int, includeDebug: Bool) throws -> [BuildLogLine] {
+        throw Self.notYet("jobs.logs")
+    }
+
+    public func logs(_ id: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> [BuildLogLine] {
+        throw Self.notYet("jobs.follow")
+    }
+
+    /// A log line's cursor is SQLite's rowid, which PostgreSQL has not.
+    private static func notYet(_ function: String) -> StoreError {
+        .refused(reason: "\(function) is not available on PostgreSQL yet (read buildLogs with SQL: ORDER BY createdAt, id)")
+    }
+
+    public func crashLogs(_ id: String) throws -> [CrashLogRecord] {
+        try records(CrashLogRecord.self, "SELECT * FROM crashLogs WHERE buildId = $1::text ORDER BY createdAt", [.text(id)])
+    }
+
+    public func delete(_ id: String) throws {
+        try transaction { connection in
+            let status = try connection.query("SELECT status FROM builds WHERE id = $1::text FOR UPDATE", [.text(id)]).scalar
+            if status == .text(BuildStatus.running.rawValue) {
+                throw StoreError.refused(reason: "build \(id) is running; cancel it first")
+            }
+            try connection.query("DELETE FROM builds WHERE id = $1::text", [.text(id)])
+        }
+    }
+
+    // MARK: Holding
+
+    /// A queued build nobody holds, or whose holder missed three heartbeats.
+    private static let unheld = """
+        status = 'queued' AND (runnerId IS NULL OR coalesce(heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval, 0) < \(now))
+        """
+
+    /// Of the schemes named in the JSON array $1 by id or by name; all when $1 is NULL.
+    private static let ofSchemes = """
+        ($1::text IS NULL OR schemeId IN (SELECT id FROM schemes WHERE id IN (SELECT json_array_elements_text($1::text::json))
+                                                                   OR name IN (SELECT json_array_elements_text($1::text::json))))
+        """
+
+    private static func schemesArgument(_ schemes: [String]?) throws -> PostgresValue {
+        guard let schemes else { return .null }
+        return .text(String(decoding: try JSONEncoder().encode(schemes), as: UTF8.self))
+    }
+
+    private static func holderArguments(_ holder: BuildHolder) -> [PostgresValue] {
+        [.text(holder.id), .text(holder.host), .integer(Int64(holder.pid)), .double(holder.startedAt),
+         .double(holder.heartbeatInterval)]
+    }
+
+    public func create(scheme schemeId: String, version: String, reservedFor holder: BuildHolder?,
+                       check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> BuildRecord {
+        try transaction { connection in
+            let (scheme, project) = try Self.schemeAndProject(connection, schemeId, lock: true)
+            try check(scheme, project)
+            guard scheme != nil else { throw StoreError.notFound(table: "schemes", key: schemeId) }
+            let id = makeIdentifier()
+            let inserted = try connection.query("""
+                INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt)
+                SELECT $1::text, $2::text, $3::text, coalesce(max(buildNumber), 0) + 1, 'queued', \(Self.now)
+                FROM builds WHERE schemeId = $2::text
+                RETURNING *
+                """, [.text(id), .text(schemeId), .text(version)])
+            if let holder {
+                try connection.query("""
+                    UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                      heartbeatAt = \(Self.now), heartbeatInterval = $6
+                    WHERE id = $1::text
+                    """, [.text(id)] + Self.holderArguments(holder))
+            }
+            guard let row = Self.rows(inserted).first else { throw StoreError.notFound(table: "builds", key: id) }
+            return try BuildRecord(row: row)
+        }
+    }
+
+    public func reserve(_ id: String, for holder: BuildHolder) throws -> Bool {
+        try connection { connection in
+            try connection.query("""
+                UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                  heartbeatAt = \(Self.now), heartbeatInterval = $6
+                WHERE id = $1::text AND status = 'queued'
+                  AND (runnerId IS NULL OR runnerId = $2::text
+                       OR coalesce(heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval, 0) < \(Self.now))
+                """, [.text(id)] + Self.holderArguments(holder)).affectedRows ?? 0 > 0
+        }
+    }
+
+    public func hasClaimable(schemes: [String]?) throws -> Bool {
+        try connection { connection in
+            try connection.query("SELECT EXISTS (SELECT 1 FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes))",
+                                 [try Self.schemesArgument(schemes)]).scalar == .bool(true)
+        }
+    }
+
+    /// The claim: the oldest queued build nobody holds, locked with SKIP
+    /// LOCKED (a row another runner is claiming right now is passed over,
+    /// never waited for), held for `holder` in the same statement.
+    public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
+        try connection { connection in
+            let result = try connection.query("""
+                UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                  heartbeatAt = \(Self.now), heartbeatInterval = $6
+                WHERE id = (SELECT id FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes)
+                            ORDER BY createdAt, buildNumber, id LIMIT 1
+                            FOR UPDATE SKIP LOCKED)
+                RETURNING *
+                """, [try Self.schemesArgument(schemes)] + Self.holderArguments(holder))
+            return try Self.rows(result).first.map(BuildRecord.init(row:))
+        }
+    }
+
+    public func claim(_ id: String, for holder: BuildHolder) throws -> Bool {
+        try connection { connection in
+            try connection.query("""
+                UPDATE builds SET status = 'running', startDate = \(Self.now), endDate = NULL, exitCode = NULL, progress = 0,
+                                  heartbeatAt = \(Self.now), attempts = attempts + 1
+                WHERE id = $1::text AND status = 'queued' AND runnerId = $2::text
+                """, [.text(id), .text(holder.id)]).affectedRows ?? 0 > 0
+        }
+    }
+
+    public func heartbeat(for holder: BuildHolder) throws -> Set<String>? {
+        try connection { connection in
+            let result = try connection.query("""
+                UPDATE builds SET heartbeatAt = \(Self.now) WHERE runnerId = $1::text AND status IN ('queued', 'running') RETURNING id
+                """, [.text(holder.id)])
+            return Set(result.rows.compactMap { if case let .text(id)? = $0.first { return id } else { return nil } })
+        }
+    }
+
+    private static let leaseColumns = "id, status, runnerHost, runnerPid, runnerStartedAt, runnerId, heartbeatAt, heartbeatInterval, attempts"
+
+    private func leases(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [BuildLease] {
+        try connection { try Self.rows($0.query(sql, parameters)).map(BuildLease.init(row:)) }
+    }
+
+    public func lease(_ id: String) throws -> BuildLease? {
+        try leases("SELECT \(Self.leaseColumns) FROM builds WHERE id = $1::text", [.text(id)]).first
+    }
+
+    public func runningLeases() throws -> [BuildLease] {
+        try leases("SELECT \(Self.leaseColumns) FROM builds WHERE status = 'running' ORDER BY startDate, createdAt")
+    }
+
+    public func expiredLeases() throws -> (now: Date, leases: [BuildLease]) {
+        try connection { connection in
+            guard case let .double(now)? = try connection.query("SELECT \(Self.now)").scalar else {
+                throw PostgresStoreError.statement("the server did not tell its time")
+            }
+            let result = try connection.query("""
+                SELECT \(Self.leaseColumns) FROM builds
+                WHERE status = 'running' AND heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval < $1
+                ORDER BY heartbeatAt
+                """, [.double(now)])
+            return (Date(timeIntervalSince1970: now), try Self.rows(result).map(BuildLease.init(row:)))
+        }
+    }
+
+    public func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool {
+        let unchanged = """
+            id = $1::text AND status = 'running' AND runnerId IS NOT DISTINCT FROM $2::text
+            AND heartbeatAt IS NOT DISTINCT FROM $3::double precision
+            """
+        let arguments: [PostgresValue] = [.text(lease.buildId), Self.text(lease.runnerId), Self.double(lease.heartbeatAt)]
+        return try transaction { connection in
+            let changed: Int
+            switch action {
+            case .requeue:
+                changed = try connection.query("""
+                    UPDATE builds SET status = 'queued', startDate = NULL, endDate = NULL, exitCode = NULL, progress = 0,
+                                      commitHash = NULL, runnerId = NULL, runnerHost = NULL, runnerPid = NULL,
+                                      runnerStartedAt = NULL, heartbeatAt = NULL, heartbeatInterval = NULL
+                    WHERE \(unchanged)
+                    """, arguments).affectedRows ?? 0
+            case .fail:
+                changed = try connection.query("UPDATE builds SET status = 'failed', endDate = \(Self.now) WHERE \(unchanged)",
+                                               arguments).affectedRows ?? 0
+            }
+            guard changed > 0 else { return false }
+            try connection.query("""
+                INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES ($1::text, $2::text, $3::text, 'runner', $4::text, \(Self.now))
+                """, [.text(makeIdentifier()), .text(lease.buildId),
+                      .text((action == .fail ? BuildLogLevel.error : .warning).rawValue), .text(Self.clean(note))])
+            return true
+        }
+    }
+
+    // MARK: Running and ending
+
+    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+                       log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool {
+        precondition(status.isFinished, "finish needs a final status")
+        return try transaction { connection in
+            if let crash {
+                try connection.query("""
+                    INSERT INTO crashLogs (incidentIdentifier, buildId, content, signal, createdAt) VALUES ($1::text, $2::text, $3::text, $4, $5)
+                    """, [.text(crash.incidentIdentifier), .text(crash.buildId), .text(Self.clean(crash.content)),
+                          Self.integer(crash.signal), .double(crash.createdAt.timeIntervalSince1970)])
+            }
+            let changed = try connection.query("""
+                UPDATE builds SET status = $1::text, endDate = \(Self.now), exitCode = $2, progress = coalesce($3, progress)
+                WHERE id = $4::text AND status IN ('queued', 'running') AND ($5::text IS NULL OR runnerId = $5::text)
+                """, [.text(status.rawValue), Self.integer(exitCode), Self.double(progress), .text(id), Self.text(holder)])
+                .affectedRows ?? 0
+            guard changed > 0 else { return false }
+            if let log { try Self.insertLines(connection, build: id, [NewBuildLogLine(log)]) }
+            return true
+        }
+    }
+
+    public func setCommit(_ id: String, _ commit: String) throws {
+        try connection { connection in
+            _ = try connection.query("UPDATE builds SET commitHash = $1::text WHERE id = $2::text", [.text(commit), .text(id)])
+        }
+    }
+
+    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws {
+        guard !lines.isEmpty || progress != nil else { return }
+        try transaction { connection in
+            try Self.insertLines(connection, build: buildId, lines)
+            if let progress {
+                try connection.query("UPDATE builds SET progress = $1 WHERE id = $2::text AND status = 'running'",
+                                     [.double(min(1, max(0, progress))), .text(buildId)])
+            }
+        }
+    }
+
+    /// The most rows one INSERT carries (6 parameters each).
+    static let largestChunk = 512
+
+    /// Multi-row INSERTs: the batch cut into chunks whose sizes are powers
+    /// of two (512, 256, … 1), so that a few prepared statements serve
+    /// every batch and a batch of n lines takes about log2(n) round trips.
+    static func insertLines(_ connection: PostgresConnection, build buildId: String, _ lines: [NewBuildLogLine]) throws {
+        var start = 0
+        while start < lines.count {
+            var size = largestChunk
+            while size > lines.count - start { size /= 2 }
+            let chunk = lines[start..<start + size]
+            var parameters: [PostgresValue] = []
+            parameters.reserveCapacity(size * 6)
+            for line in chunk {
+                parameters += [.text(line.id), .text(buildId), .text(line.level.rawValue), .text(line.category),
+                               .text(clean(line.content)), .double(line.createdAt)]
+            }
+            try connection.query(insertSQL(rows: size), parameters)
+            start += size
+        }
+    }
+
+    private static let insertStatements: [Int: String] = {
+        var statements: [Int: String] = [:]
+        var size = largestChunk
+        while size >= 1 {
+            let values: String = (0..<size).map { (row: Int) -> String in
+                let k = row * 6
+                return "($\(k + 1)::text, $\(k + 2)::text, $\(k + 3)::text, $\(k + 4)::text, $\(k + 5)::text, $\(k + 6))"
+            }.joined(separator: ", ")
+            statements[size] = "INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES " + values
+            size /= 2
+        }
+        return statements
+    }()
+
+    private static func insertSQL(rows: Int) -> String { insertStatements[rows]! }
+
+    /// PostgreSQL's text cannot hold NUL (SQLite's can): a build printing
+    /// one keeps its line, with U+FFFD in its place.
+    static func clean(_ text: String) -> String {
+        text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
+    }
+}
+
+extension NewBuildLogLine {
+    init(_ record: BuildLogRecord) {
+        self.init(id: record.id, level: record.level, category: record.category, content: record.content,
+                  createdAt: record.createdAt.timeIntervalSince1970)
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import GRDB
+
+/// What the job runner (Sources/Jobs: `JobManager`, its runs, their log
+/// sinks, `QueueRunner`) needs of the database, and nothing else: the one
+/// seam between the runner and an engine (ARCHITECTURE.md, "Build runners
+/// and the queue").
+///
+/// ``SQLiteBuildStore`` is SQLite's (the statements of BuildQueueQueries
+/// and BuildJobQueries through the store's writer and readers);
+/// ``PostgresBuildQueue`` is PostgreSQL's (`SELECT … FOR UPDATE SKIP
+/// LOCKED`, the server's clock). Every method is synchronous and may be
+/// called from any thread: the job manager calls it from the Lua thread,
+/// its runs' threads, their log flushers and its heartbeat.
+///
+/// Times an engine writes on its own (heartbeats, a claim's start, an
+/// end) come from ``clock()``: the machine's on SQLite (every process
+/// shares one machine), the server's on PostgreSQL (runners on many
+/// machines, whose clocks need not agree).
+public protocol BuildStore: AnyObject, Sendable {
+    /// The database for messages: a path, or a URL without its password.
+    var label: String { get }
+    /// The SQLite file (workspaces go next to it); nil on PostgreSQL.
+    var path: String? { get }
+
+    /// The time leases are judged by: the machine's on SQLite, the
+    /// server's on PostgreSQL.
+    func clock() throws -> Date
+
+    // MARK: Reading
+
+    func build(_ id: String) throws -> BuildRecord?
+    /// A scheme and its project (either nil when missing).
+    func schemeAndProject(_ schemeId: String) throws -> (SchemeRecord?, ProjectRecord?)
+    /// Whether the database has migration 004_runners' columns.
+    func queueColumnsExist() throws -> Bool
+    /// Whether a scheme has this id or name.
+    func schemeExists(idOrName: String) throws -> Bool
+    /// Builds, newest first, optionally of one status and/or scheme.
+    func list(status: BuildStatus?, scheme: String?, limit: Int?) throws -> [BuildRecord]
+    /// The last `count` lines of a build's log, oldest first.
+    func logs(_ id: String, tail count: Int, includeDebug: Bool) throws -> [BuildLogLine]
+    /// The lines of a build's log after the line `cursor`.
+    func logs(_ id: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> [BuildLogLine]
+    func crashLogs(_ id: String) throws -> [CrashLogRecord]
+    /// Deletes a build with its logs and crash logs (a running one is refused).
+    func delete(_ id: String) throws
+
+    // MARK: Holding (BuildQueueQueries)
+
+    /// Inserts a queued build with the scheme's next number, in one
+    /// transaction with `check` (given the scheme and its project, either
+    /// nil when missing; it throws to refuse) and, with `holder`, the
+    /// build reserved for it.
+    func create(scheme schemeId: String, version: String, reservedFor holder: BuildHolder?,
+                check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> BuildRecord
+    /// Holds the queued build for `holder`; false when it is not queued or
+    /// another holder with a live heartbeat has it.
+    func reserve(_ id: String, for holder: BuildHolder) throws -> Bool
+    /// Whether a queued build nobody holds waits (of `schemes`; nil: any).
+    func hasClaimable(schemes: [String]?) throws -> Bool
+    /// Holds the oldest queued build nobody holds, for `holder`.
+    func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord?
+    /// Queued and held by `holder` → running, one more attempt.
+    func claim(_ id: String, for holder: BuildHolder) throws -> Bool
+    /// Refreshes the heartbeat of every build `holder` holds; the ids it
+    /// still holds, or nil without 004_runners.
+    func heartbeat(for holder: BuildHolder) throws -> Set<String>?
+    func lease(_ id: String) throws -> BuildLease?
+    func runningLeases() throws -> [BuildLease]
+    /// Running builds whose holder missed three heartbeats, and the time
+    /// (``clock()``) they were judged at.
+    func expiredLeases() throws -> (now: Date, leases: [BuildLease])
+    /// Requeues or fails a build still under `lease`, with `note` in its log.
+    func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool
+
+    // MARK: Running and ending (BuildJobQueries)
+
+    /// Ends a queued or running build (with `holder`: only while that
+    /// holder has it); `crash` is recorded first, `log` only when it ended
+    /// here. One transaction. False when it had ended (or is not held).
+    func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+                log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool
+    func setCommit(_ id: String, _ commit: String) throws
+    /// One batch of a build's log lines, and its progress when it changed,
+    /// in one transaction.
+    func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws
+}
+
+/// The job runner's database on SQLite: today's statements through the
+/// store's writer (one short write transaction each) and readers.
+public final class SQLiteBuildStore: BuildStore {
+    public let store: Store
+
+    public init(store: Store) {
+        self.store = store
+    }
+
+    public var label: String { store.path ?? ":memory:" }
+    public var path: String? { store.path }
+
+    public func clock() throws -> Date { Date() }
+
+    public func build(_ id: String) throws -> BuildRecord? {
+        try store.client.read { db in try store.builds.records.get(db, id) }
+    }
+
+    public func schemeAndProject(_ schemeId: String) throws -> (SchemeRecord?, ProjectRecord?) {
+        try store.client.read { db in try Self.schemeAndProject(store, db, schemeId) }
+    }
+
+    static func schemeAndProject(_ store: Store, _ db: Database, _ schemeId: String) throws -> (SchemeRecord?, ProjectRecord?) {
+        guard let scheme = try store.schemes.records.get(db, schemeId) else { return (nil, nil) }
+        return (scheme, try store.projects.records.get(db, scheme.projectBundleIdentifier))
+    }
+
+    public func queueColumnsExist() throws -> Bool {
+        try store.client.read { db in try store.builds.queueColumnsExist(db) }
+    }
+
+    public func schemeExists(idOrName: String) throws -> Bool {
+        try store.client.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM schemes WHERE id = ?1 OR name = ?1)", arguments: [idOrName]) ?? false
+        }
+    }
+
+    public func list(status: BuildStatus?, scheme: String?, limit: Int?) throws -> [BuildRecord] {
+        var filters: [ColumnFilter] = []
+        if let status { filters.append(ColumnFilter("status", .equal, status.rawValue)) }
+        if let scheme { filters.append(ColumnFilter("schemeId", .equal, scheme)) }
+        let request = ListRequest(filters: filters,
+                                  order: [ColumnOrder("createdAt", descending: true), ColumnOrder("buildNumber", descending: true)],
+                                  limit: limit)
+        return try store.client.read { db in try store.builds.records.list(db, request) }
+    }
+
+    public func logs(_ id: String, tail count: Int, includeDebug: Bool) throws -> [BuildLogLine] {
+        try store.client.read { db in try store.buildLogs.lastLines(db, build: id, count: count, includeDebug: includeDebug) }
+    }
+
+    public func logs(_ id: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> [BuildLogLine] {
+        try store.client.read { db in
+            try store.buildLogs.lines(db, build: id, after: cursor, limit: limit, includeDebug: includeDebug)
+        }
+    }
+
+    public func crashLogs(_ id: String) throws -> [CrashLogRecord] {
+        try store.client.read { db in
+            try store.crashLogs.records.list(db, ListRequest(filters: [ColumnFilter("buildId", .equal, id)],
+                                                                    order: [ColumnOrder("createdAt")]))
+        }
+    }
+
+    public func delete(_ id: String) throws {
+        try store.client.write { db in _ = try store.builds.delete(db, id) }
+    }
+
+    public func create(scheme schemeId: String, version: String, reservedFor holder: BuildHolder?,
+                       check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> BuildRecord {
+        try store.client.write { db in
+            let (scheme, project) = try Self.schemeAndProject(store, db, schemeId)
+            try check(scheme, project)
+            let build = try store.builds.create(db, scheme: schemeId, version: version)
+            if let holder { _ = try store.builds.reserve(db, build.id, for: holder) }
+            return build
+        }
+    }
+
+    public func reserve(_ id: String, for holder: BuildHolder) throws -> Bool {
+        try store.client.write { db in try store.builds.reserve(db, id, for: holder) }
+    }
+
+    public func hasClaimable(schemes: [String]?) throws -> Bool {
+        // A read: an idle runner never takes the write lock.
+        try store.client.read { db in try store.builds.hasClaimable(db, schemes: schemes) }
+    }
+
+    public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
+        try store.client.write { db in try store.builds.reserveNext(db, for: holder, schemes: schemes) }
+    }
+
+    public func claim(_ id: String, for holder: BuildHolder) throws -> Bool {
+        try store.client.write { db in try store.builds.claim(db, id, for: holder) }
+    }
+
+    public func heartbeat(for holder: BuildHolder) throws -> Set<String>? {
+        try store.client.write { db in try store.builds.heartbeat(db, for: holder) }
+    }
+
+    public func lease(_ id: String) throws -> BuildLease? {
+        try store.client.read { db in try store.builds.lease(db, id) }
+    }
+
+    public func runningLeases() throws -> [BuildLease] {
+        try store.client.read { db in try store.builds.runningLeases(db) }
+    }
+
+    public func expiredLeases() throws -> (now: Date, leases: [BuildLease]) {
+        let now = Date()
+        return (now, try store.client.read { db in try store.builds.expiredLeases(db, at: now) })
+    }
+
+    public func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool {
+        try store.client.write { db in try store.builds.takeBack(db, lease, action, note: note) }
+    }
+
+    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+                       log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool {
+        try store.client.write { db in
+            if let crash { try store.crashLogs.records.insert(db, crash) }
+            guard try store.builds.finish(db, id, status: status, exitCode: exitCode, progress: progress, heldBy: holder) else {
+                return false
+            }
+            if let log { try store.buildLogs.append(db, [log]) }
+            return true
+        }
+    }
+
+    public func setCommit(_ id: String, _ commit: String) throws {
+        try store.client.write { db in try store.builds.setCommit(db, id, commit) }
+    }
+
+    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws {
+        try store.client.write { db in
+            try store.buildLogs.appendBatch(db, build: buildId, lines)
+            if let progress { try store.builds.setProgress(db, buildId, progress) }
+        }
+    }
+}
