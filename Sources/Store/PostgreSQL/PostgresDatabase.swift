@@ -326,6 +326,20 @@ public final class PostgresDatabase {
         return result
     }
 
+    /// Runs `body`'s reads on one snapshot: outside a transaction in a
+    /// `REPEATABLE READ READ ONLY` one (so that several statements see the
+    /// same commits, as SQLite's read transaction does); inside one, in it.
+    public func snapshot<T>(_ body: () throws -> T) throws -> T {
+        guard depth == 0 else { return try body() }
+        try connection.simpleQuery("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        depth = 1
+        defer {
+            depth = 0
+            if connection.transactionStatus != .idle { try? connection.simpleQuery("COMMIT") }
+        }
+        return try body()
+    }
+
     /// Runs a shell chunk as one transaction (a savepoint inside a dry
     /// run's), each statement under a savepoint of its own; returns the rows
     /// it changed, by table, from the server's counters.
