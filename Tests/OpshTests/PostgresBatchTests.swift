@@ -207,14 +207,21 @@ import Testing
     /// instead of making an SQLite file under that name.
     @Test func commandsWithoutAPostgresEngineRefuseItsURL() throws {
         let url = try server.makeDatabase()
-        let migrate = try opsh(url, ["migrate", "--create"])
-        #expect(migrate.status == 3)
-        #expect(migrate.stderr.contains("this is a PostgreSQL database, and this command runs on SQLite only so far"), "\(migrate.stderr)")
+        let runs = try opsh(url, ["runs"])
+        #expect(runs.status == 3)
+        #expect(runs.stderr.contains("this is a PostgreSQL database, and this command runs on SQLite only so far"), "\(runs.stderr)")
         let made = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).filter { $0.contains("postgres") }
         #expect(made.isEmpty, "\(made)")
         #expect(try server.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", url: url) == "0")
         // Control: the same command on an SQLite path works.
-        let onSQLite = try sandbox.opsh(["migrate", "--db", sandbox.database, "--create"], database: false)
+        try sandbox.createDatabase()
+        let onSQLite = try sandbox.opsh(["runs", "--db", sandbox.database], database: false)
         #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
+        // `opsh migrate` runs on PostgreSQL: an empty database gets the schema with --create.
+        let migrate = try opsh(url, ["migrate", "--create"])
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(migrate.stderr.contains("applied 001_initialSchema, 002_indexes, 003_audit, 004_runners"), "\(migrate.stderr)")
+        let again = try opsh(url, ["migrate"])
+        #expect(again.stderr.contains("nothing to migrate"), "\(again.stderr)")
     }
 }

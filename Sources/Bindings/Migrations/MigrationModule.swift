@@ -21,15 +21,15 @@ import Store
 /// `lua:003_add_owner`, with a checksum of the file in
 /// `opsh_lua_migrations`: a file changed after it was applied is refused.
 final class MigrationModule {
-    unowned let session: OpshSession
+    unowned let session: any MigrationHost
     /// Set by `migrate.folder(path)`.
     private var folder: String?
 
-    private init(session: OpshSession) {
+    private init(session: any MigrationHost) {
         self.session = session
     }
 
-    static func install(in session: OpshSession) {
+    static func install(in session: any MigrationHost) {
         let module = MigrationModule(session: session)
         session.runtime.register(module: "migrate", [
             "status": { call in try module.status(call) },
@@ -47,9 +47,7 @@ final class MigrationModule {
     private func status(_ call: LuaCall) throws -> Int32 {
         let options = try Options(call, function: "status", allowTarget: false)
         let migrations = try load(folder: options.folder, call: call)
-        let statuses = try session.database.unsafeRead("grdb_migrations") { db in
-            try ExternalMigrations.status(db, external: migrations.map(\.migration))
-        }
+        let statuses = try session.migrationStatus(migrations.map(\.migration))
         let rows = StoreValue.array(statuses.map { status in
             .object([
                 .init("id", .text(status.name)),
@@ -59,22 +57,21 @@ final class MigrationModule {
                 .init("applied_at", status.appliedAt.map(StoreValue.real) ?? .null),
             ])
         })
-        StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state).push(rows, asRows: true)
+        StoreValuePusher(rowShapes: session.rowShapes, state: call.state).push(rows, asRows: true)
         return 1
     }
 
     private func up(_ call: LuaCall) throws -> Int32 {
         let options = try Options(call, function: "up", allowTarget: true)
-        if session.database.isInTransaction {
-            throw LuaCallError.message("migrate.up cannot run inside \(session.database.openTransactionName): each migration runs in a transaction of its own")
+        if let transaction = session.openTransactionForMigration {
+            throw LuaCallError.message("migrate.up cannot run inside \(transaction): each migration runs in a transaction of its own")
         }
-        if session.store.options.readOnly {
+        if session.isReadOnly {
             throw LuaCallError.message("migrate.up cannot migrate a database opened read-only")
         }
         let migrations = try load(folder: options.folder, call: call)
         do {
-            let applied = try ExternalMigrations.migrate(
-                session.database, external: migrations.map(\.migration), upTo: options.target)
+            let applied = try session.migrate(migrations.map(\.migration), upTo: options.target)
             return call.results(.array(applied.map { .string(Self.display($0)) }))
         } catch let error as ExternalMigrationError {
             throw LuaCallError.message(error.message)
@@ -149,7 +146,7 @@ final class MigrationModule {
     /// returns `{ id = "…", up = function(db) … end }`.
     private func load(folder explicit: String?, call: LuaCall) throws -> [Loaded] {
         // `--sandbox`: no files, so only the built-in migrations.
-        if session.options.sandbox {
+        if session.isSandboxed {
             if explicit != nil { throw LuaCallError.message("migrations from files are not available in --sandbox") }
             return []
         }
@@ -165,7 +162,7 @@ final class MigrationModule {
         call.stack.pushGlobal("db")
         let dbModule = call.stack.reference(at: -1)
         call.stack.pop()
-        let database = session.database
+        let host = UncheckedSendable(session)
         var loaded: [Loaded] = []
         for name in names {
             let path = folder.hasSuffix("/") ? folder + name : folder + "/" + name
@@ -174,13 +171,13 @@ final class MigrationModule {
             }
             let bytes = [UInt8](data)
             let (id, up) = try Self.run(path: path, bytes: bytes, call: call)
-            let context = UncheckedSendable((call, up, dbModule, database))
+            let context = UncheckedSendable((call, up, dbModule))
             let migration = ExternalMigration(
                 name: id, checksum: ExternalMigrations.checksum(bytes), source: path,
                 migrate: { db in
-                    let (call, up, dbModule, database) = context.value
+                    let (call, up, dbModule) = context.value
                     do {
-                        try database.run(on: db) {
+                        try host.value.runMigration(on: db) {
                             _ = try call.call(up, [.reference(dbModule)])
                         }
                     } catch let error as LuaError {
@@ -228,5 +225,42 @@ final class MigrationModule {
             throw LuaCallError.message("\(shape): '\(id == nil ? "id" : "up")' is missing")
         }
         return (id, up)
+    }
+}
+
+/// What `migrate` needs of a session, whatever its engine.
+protocol MigrationHost: AnyObject {
+    var runtime: LuaRuntime { get }
+    var rowShapes: RowShapes { get }
+    var isSandboxed: Bool { get }
+    var isReadOnly: Bool { get }
+    /// The open transaction's name, when one is (migrations run in their own).
+    var openTransactionForMigration: String? { get }
+    func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status]
+    func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String]
+    /// Runs a Lua migration's `up` with the session's `db` calls on the
+    /// migrating connection (`database`: SQLite's migrator's; nil where the
+    /// session's own connection migrates).
+    func runMigration(on database: StoreDatabase?, _ body: () throws -> Void) throws
+}
+
+extension OpshSession: MigrationHost {
+    /// `--sandbox`: no files, no processes.
+    public var isSandboxed: Bool { options.sandbox }
+    var rowShapes: RowShapes { sql.rowShapes }
+    var isReadOnly: Bool { store.options.readOnly }
+    var openTransactionForMigration: String? { database.isInTransaction ? database.openTransactionName : nil }
+
+    func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
+        try database.unsafeRead("grdb_migrations") { db in try ExternalMigrations.status(db, external: external) }
+    }
+
+    func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String] {
+        try ExternalMigrations.migrate(database, external: external, upTo: target)
+    }
+
+    func runMigration(on migrating: StoreDatabase?, _ body: () throws -> Void) throws {
+        guard let migrating else { return try body() }
+        try database.run(on: migrating, body)
     }
 }

@@ -28,7 +28,7 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "jobs", "migrate", "git", "audit",
+        "jobs", "git", "audit",
     ]
     public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
@@ -53,6 +53,7 @@ public final class PostgresSession {
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
+        MigrationModule.install(in: self)
         TransferModule.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [
@@ -117,5 +118,24 @@ extension PostgresSession: WatchHost {
     @discardableResult
     public func deliverEvents() throws -> [LuaError] {
         try subscriptions.deliver()
+    }
+}
+
+extension PostgresSession: MigrationHost {
+    public var isSandboxed: Bool { sandbox }
+    var isReadOnly: Bool { database.options.readOnly }
+    var openTransactionForMigration: String? { database.isInTransaction ? "a transaction" : nil }
+
+    func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
+        try ExternalMigrations.status(database, external: external)
+    }
+
+    func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String] {
+        try database.migrate(external: external, upTo: target)
+    }
+
+    /// The session's connection is the one migrating: the body runs as it is.
+    func runMigration(on migrating: StoreDatabase?, _ body: () throws -> Void) throws {
+        try body()
     }
 }

@@ -24,7 +24,6 @@ public protocol ShellHost: AnyObject {
 
 extension OpshSession: ShellHost {
     public var eventQueue: EventQueue { events }
-    public var isSandboxed: Bool { options.sandbox }
     public var databaseFilePath: String? { store.path }
     public var writeProblem: String? { store.replacedFileProblem }
 
@@ -42,7 +41,6 @@ extension OpshSession: ShellHost {
 
 extension PostgresSession: ShellHost {
     public var eventQueue: EventQueue { events }
-    public var isSandboxed: Bool { sandbox }
     public var databaseFilePath: String? { nil }
     public var writeProblem: String? { nil }
     public func hints(for error: any Error) -> [String] { [] }

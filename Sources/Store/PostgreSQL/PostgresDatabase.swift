@@ -45,7 +45,9 @@ public final class PostgresDatabase {
     public let canceller: PostgresCanceller
 
     /// The built-in migrations this database has, by name.
-    public private(set) var appliedMigrations: [String] = []
+    public internal(set) var appliedMigrations: [String] = []
+    /// The migrations opening applied (`--create` on an empty database).
+    public private(set) var appliedAtOpening: [String] = []
 
     /// Statements rewritten for PostgreSQL, by their text as written.
     private var rewritten: [String: PostgresPlaceholders] = [:]
@@ -100,7 +102,7 @@ public final class PostgresDatabase {
         let unknown = appliedMigrations.filter { !known.contains($0) && !$0.hasPrefix(Self.luaMigrationPrefix) }
         if !unknown.isEmpty { throw PostgresStoreError.newerSchema(label, unknown: unknown) }
         if options.create && !options.readOnly && appliedMigrations.isEmpty {
-            _ = try migrate()
+            appliedAtOpening = try migrate()
         }
     }
 
@@ -111,7 +113,7 @@ public final class PostgresDatabase {
         try connection.query("SELECT to_regclass('opsh_migrations') IS NOT NULL").scalar == .bool(true)
     }
 
-    private func readApplied() throws -> [String] {
+    func readApplied() throws -> [String] {
         try connection.query("SELECT identifier FROM opsh_migrations ORDER BY identifier").rows.compactMap {
             if case let .text(name) = $0[0] { return name }
             return nil

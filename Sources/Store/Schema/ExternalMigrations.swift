@@ -12,10 +12,12 @@ public struct ExternalMigration: Sendable {
     public var checksum: String
     /// Where it comes from (a file path), for messages.
     public var source: String
-    /// Runs inside the migration's transaction.
-    public var migrate: @Sendable (StoreDatabase) throws -> Void
+    /// Runs inside the migration's transaction: on SQLite with the
+    /// migrator's connection (the session's calls must run on it); nil on
+    /// PostgreSQL, whose session connection is the one migrating.
+    public var migrate: @Sendable (StoreDatabase?) throws -> Void
 
-    public init(name: String, checksum: String, source: String, migrate: @escaping @Sendable (StoreDatabase) throws -> Void) {
+    public init(name: String, checksum: String, source: String, migrate: @escaping @Sendable (StoreDatabase?) throws -> Void) {
         self.name = name
         self.checksum = checksum
         self.source = source
@@ -79,23 +81,51 @@ public enum ExternalMigrations {
 
     /// Applied identifiers, in the order they were applied.
     public static func appliedIdentifiers(_ db: Database) throws -> [String] {
-        guard try db.tableExists("grdb_migrations") else { return [] }
-        return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        try appliedIdentifiers(StoreDatabase(db))
+    }
+
+    /// Applied identifiers, in the order they were applied (SQLite's
+    /// `grdb_migrations`, PostgreSQL's `opsh_migrations`).
+    public static func appliedIdentifiers(_ database: some RepositoryConnection) throws -> [String] {
+        let sql: String
+        switch database.dialect {
+        case .sqlite:
+            guard try tableExists(database, "grdb_migrations") else { return [] }
+            sql = "SELECT identifier FROM grdb_migrations ORDER BY rowid"
+        case .postgresql:
+            guard try tableExists(database, "opsh_migrations") else { return [] }
+            sql = "SELECT identifier FROM opsh_migrations ORDER BY applied_at, identifier"
+        }
+        return try database.fetch(sql, []).rows.compactMap { $0.first?.textValue }
+    }
+
+    static func tableExists(_ database: some RepositoryConnection, _ table: String) throws -> Bool {
+        switch database.dialect {
+        case .sqlite: try database.value("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]) == .integer(1)
+        case .postgresql: try database.value("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?", [.text(table)]) == .integer(1)
+        }
     }
 
     /// Recorded checksums and dates of applied external migrations, by identifier.
-    static func records(_ db: Database) throws -> [String: (checksum: String, appliedAt: Double)] {
-        guard try db.tableExists(checksumTable) else { return [:] }
+    static func records(_ database: some RepositoryConnection) throws -> [String: (checksum: String, appliedAt: Double)] {
+        guard try tableExists(database, checksumTable) else { return [:] }
         var result: [String: (checksum: String, appliedAt: Double)] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT identifier, checksum, applied_at FROM \(checksumTable)") {
-            result[row[0]] = (row[1], row[2])
+        for row in try database.fetch("SELECT identifier, checksum, applied_at FROM \(checksumTable)", []).rows {
+            guard let identifier = row[0].textValue, let checksum = row[1].textValue else { continue }
+            let appliedAt: Double
+            switch row[2] {
+            case let .real(value): appliedAt = value
+            case let .integer(value): appliedAt = Double(value)
+            default: appliedAt = 0
+            }
+            result[identifier] = (checksum, appliedAt)
         }
         return result
     }
 
     /// Every built-in migration, then every external one (given or
     /// applied), with its state.
-    public static func status(_ db: Database, external: [ExternalMigration]) throws -> [Status] {
+    public static func status(_ db: some RepositoryConnection, external: [ExternalMigration]) throws -> [Status] {
         let applied = Set(try appliedIdentifiers(db))
         let records = try records(db)
         var result = StoreMigrations.builtInIdentifiers.map { id in
@@ -124,7 +154,7 @@ public enum ExternalMigrations {
     ///
     /// - parameter target: a built-in identifier, an external name, or an
     ///   external identifier (`lua:name`); nil for everything.
-    public static func plan(_ db: Database, external: [ExternalMigration], upTo target: String?) throws -> [String] {
+    public static func plan(_ db: some RepositoryConnection, external: [ExternalMigration], upTo target: String?) throws -> [String] {
         let builtIn = StoreMigrations.builtInIdentifiers
         // Duplicates and bad names.
         var seen: [String: String] = [:]
@@ -184,7 +214,7 @@ public enum ExternalMigrations {
     /// first failure, which rolls back that migration only.
     @discardableResult
     public static func migrate(_ writer: any DatabaseWriter, external: [ExternalMigration], upTo target: String?) throws -> [String] {
-        let pending = try writer.read { db in try plan(db, external: external, upTo: target) }
+        let pending = try writer.read { db in try plan(StoreDatabase(db), external: external, upTo: target) }
         guard let last = pending.last else { return [] }
         var migrator = StoreMigrations.makeMigrator()
         for migration in external.sorted(by: { $0.name < $1.name }) {
@@ -208,7 +238,7 @@ public enum ExternalMigrations {
             try migrator.migrate(writer, upTo: last)
         } catch let error as DatabaseError {
             // E.g. the foreign key check at the end of a migration: name it.
-            let applied = Set((try? writer.read(appliedIdentifiers)) ?? [])
+            let applied = Set((try? writer.read { db in try appliedIdentifiers(StoreDatabase(db)) }) ?? [])
             let failed = pending.first { !applied.contains($0) }.map(display) ?? last
             throw ExternalMigrationError("migration '\(failed)' failed and was rolled back: \(error.message ?? "\(error.resultCode)")")
         }

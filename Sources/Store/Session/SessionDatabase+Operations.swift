@@ -59,10 +59,6 @@ extension TelemetryCleanup {
 }
 
 extension ExternalMigrations {
-    public static func status(_ database: StoreDatabase, external: [ExternalMigration]) throws -> [Status] {
-        try status(database.db, external: external)
-    }
-
     /// Applies the pending migrations up to `target` on the session's
     /// store, each in a transaction of its own.
     public static func migrate(_ database: SessionDatabase, external: [ExternalMigration],

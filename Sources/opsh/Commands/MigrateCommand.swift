@@ -40,6 +40,17 @@ struct MigrateCommand {
 
     func run() -> Never {
         let launch = Launch(options: options)
+        if let url = PostgresBatchMode.url(options) {
+            do {
+                let database = try PostgresDatabase(url: url, options: .init(create: options.create))
+                let applied = database.appliedAtOpening + (try database.migrate(external: [], upTo: nil))
+                launch.console.note(applied.isEmpty ? "nothing to migrate: every migration is applied"
+                                                    : "applied \(applied.joined(separator: ", "))")
+            } catch {
+                launch.fail(.databaseUnavailable, "\(error)")
+            }
+            exit(ExitStatus.success.rawValue)
+        }
         do {
             var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
             storeOptions.createIfMissing = options.create || !Launch.namesADatabase(options)
