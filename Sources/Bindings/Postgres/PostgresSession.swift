@@ -29,7 +29,7 @@ public final class PostgresSession {
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
         "config",
-        "jobs", "migrate", "git", "export", "audit",
+        "migrate", "export", "audit",
     ]
     public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]
 
@@ -54,6 +54,7 @@ public final class PostgresSession {
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
+        try PostgresJobsEngine.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [
             "dryRun": { [database] call in call.results(.boolean(database.isDryRun)) },
