@@ -39,18 +39,21 @@ enum PostgresDatabaseModule {
         session.runtime.register(module: "db", [
             "query": { call in
                 let result = try run(call)
-                StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRows(columns: result.columns, rows: result.rows)
+                StoreValuePusher(rowShapes: rowShapes, state: call.state)
+                    .pushRows(columns: result.columns, count: result.rowCount) { result.value(row: $0, column: $1) }
                 return 1
             },
             "first": { call in
                 let result = try run(call)
-                guard let row = result.rows.first else { return call.results(nil) }
-                StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRow(columns: result.columns, values: row)
+                guard result.rowCount > 0 else { return call.results(nil) }
+                StoreValuePusher(rowShapes: rowShapes, state: call.state)
+                    .pushRow(columns: result.columns, values: result.columns.indices.map { result.value(row: 0, column: $0) })
                 return 1
             },
             "value": { call in
                 let result = try run(call)
-                guard let value = result.rows.first?.first else { return call.results(nil) }
+                guard result.rowCount > 0, !result.columns.isEmpty else { return call.results(nil) }
+                let value = result.value(row: 0, column: 0)
                 StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: false)
                 return 1
             },

@@ -76,11 +76,12 @@ struct PostgresRepositoryEngine: RepositoryEngine {
 
 enum PostgresRepositoryModules {
     /// The modules this installs (and ``PostgresSession`` no longer refuses).
-    static let modules = ["projects", "schemes", "builds", "logs", "crashes", "models", "sessions", "telemetry"]
+    static let modules = ["projects", "schemes", "builds", "logs", "crashes", "models", "sessions", "telemetry", "config"]
 
     static func install(in session: PostgresSession) {
         let engine = PostgresRepositoryEngine(session: session)
         BuildServerModules.install(engine: engine, runtime: session.runtime)
         SDKRepositoryModules.install(engine: engine, runtime: session.runtime)
+        ConfigModule.install(engine: engine, runtime: session.runtime)
     }
 }

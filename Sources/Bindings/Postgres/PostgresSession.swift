@@ -28,10 +28,9 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "config",
-        "migrate", "export", "audit",
+        "migrate", "audit",
     ]
-    public static let missingFunctions = ["vacuum", "checkpoint", "import", "undo"]
+    public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -54,6 +53,7 @@ public final class PostgresSession {
         PostgresRepositoryModules.install(in: self)
         PostgresMaintenanceModule.install(in: self)
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
+        TransferModule.install(in: self)
         try PostgresJobsEngine.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [

@@ -28,10 +28,13 @@ enum ConfigModule {
     static let nested = ["routing_policies", "analytics", "storage"]
 
     static func install(in session: OpshSession) {
-        let context = RepositoryContext(session: session)
-        let repository = session.store.configuration
+        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+    }
+
+    static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {
+        let repository = ConfigurationRepository()
         let rows = RecordTableFunctions(context: context, records: repository.records)
-        session.runtime.register(module: "config", [
+        runtime.register(module: "config", [
             "get": { call in
                 let id = try call.optionalString(1) ?? "default"
                 let found = try context.read("configuration") { db in try repository.stored(db, id: id) }
@@ -97,7 +100,7 @@ enum ConfigModule {
 
     // MARK: In
 
-    static func save(_ call: LuaCall, context: RepositoryContext, repository: ConfigurationRepository) throws -> Int32 {
+    static func save<Engine: RepositoryEngine>(_ call: LuaCall, context: Engine, repository: ConfigurationRepository) throws -> Int32 {
         let state = call.state
         let reader = context.reader(call)
         guard lua_type(state, 1) == LUA_TTABLE, !context.markers.isNull(state, 1) else {
@@ -105,20 +108,20 @@ enum ConfigModule {
         }
         // The Lua table read into changes here; the merge rule is Store's.
         let loaded = try context.write("configuration") { db -> StoredConfiguration in
-            let spec = try TableSpec.load(db, table: "configuration", primaryKey: "id", jsonColumns: [])
+            let spec = try db.tableSpec("configuration", primaryKey: "id", jsonColumns: [], booleans: [])
             for name in try reader.fieldNames(at: 1, argument: 1) where spec.column(name) == nil && !nested.contains(name) {
                 throw StoreError.unknownColumn(table: "configuration", column: name, known: spec.names + nested)
             }
             let fields = try reader.fields(argument: 1, spec: spec, skipping: Set(nested))
             let changes = ConfigurationChanges(
                 id: fields["id"]?.textValue ?? "default", fields: fields,
-                routingPolicies: try policies(reader: reader, call: call, spec: try TableSpec.load(
-                    db, table: "routing_policies", primaryKey: "id", jsonColumns: ["conditions"])),
-                analytics: try nestedFields("analytics", spec: try TableSpec.load(
-                    db, table: "analytics_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["enabled"]),
+                routingPolicies: try policies(reader: reader, call: call, spec: try db.tableSpec(
+                    "routing_policies", primaryKey: "id", jsonColumns: ["conditions"], booleans: [])),
+                analytics: try nestedFields("analytics", spec: try db.tableSpec(
+                    "analytics_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["enabled"]),
                     reader: reader, call: call),
-                storage: try nestedFields("storage", spec: try TableSpec.load(
-                    db, table: "storage_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["auto_cleanup"]),
+                storage: try nestedFields("storage", spec: try db.tableSpec(
+                    "storage_config", primaryKey: "configuration_id", jsonColumns: [], booleans: ["auto_cleanup"]),
                     reader: reader, call: call))
             do {
                 return try repository.merge(db, changes)

@@ -14,12 +14,22 @@ import Store
 /// (The Lua `io` library is the script's own business; the sandbox removes
 /// it.)
 struct FileEffects {
-    let database: SessionDatabase
+    /// `--read-only`.
+    let readOnly: Bool
+    private let isDryRun: () -> Bool
 
-    var readOnly: Bool { database.store.options.readOnly }
+    init(database: SessionDatabase) {
+        readOnly = database.store.options.readOnly
+        isDryRun = { database.isDryRun }
+    }
+
+    init(database: PostgresDatabase) {
+        readOnly = database.options.readOnly
+        isDryRun = { database.isDryRun }
+    }
 
     /// False under a dry run: report instead of writing.
-    var mayWrite: Bool { !database.isDryRun }
+    var mayWrite: Bool { !isDryRun() }
 
     /// Refuses deleting or replacing `what` under `--read-only`.
     func requireMayDelete(_ function: String, _ what: String) throws {

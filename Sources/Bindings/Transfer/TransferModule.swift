@@ -21,10 +21,18 @@ import Store
 /// schemeId "s9" is not a row of schemes in the document)`.
 enum TransferModule {
     static func install(in session: OpshSession) {
-        let database = session.database
-        let sandbox = session.options.sandbox
-        let files = FileEffects(database: database)
-        session.runtime.register(module: "export", [
+        install(engine: SQLiteTransferEngine(database: session.database), runtime: session.runtime,
+                files: FileEffects(database: session.database), sandbox: session.options.sandbox)
+    }
+
+    static func install(in session: PostgresSession) {
+        install(engine: PostgresTransferEngine(database: session.database), runtime: session.runtime,
+                files: FileEffects(database: session.database), sandbox: session.sandbox)
+    }
+
+    /// The Lua functions, written once over the session's engine.
+    static func install(engine: some TransferEngine, runtime: LuaRuntime, files: FileEffects, sandbox: Bool) {
+        runtime.register(module: "export", [
             "project": { call in
                 let id = try call.string(1)
                 let options = try exportOptions(call, known: ["file", "logs", "overwrite"], sandbox: sandbox)
@@ -34,21 +42,19 @@ enum TransferModule {
                 case let .boolean(flag): logs = flag
                 case let value: throw call.argumentError(2, "logs: boolean expected, got \(value.typeName)")
                 }
-                let (text, summary) = try database.read("projects") { db in
-                    try Transfer.exportProject(db, id, options: .init(logs: logs))
-                }
+                let (text, summary) = try engine.exportProject(id, options: .init(logs: logs))
                 return try exportResults(call, text: text, summary: summary, file: options.file,
                                          overwrite: options.fields["overwrite"], files: files)
             },
             "model": { call in
                 let id = try call.string(1)
                 let options = try exportOptions(call, known: ["file", "overwrite"], sandbox: sandbox)
-                let (text, summary) = try database.read("model_metadata") { db in try Transfer.exportModel(db, id) }
+                let (text, summary) = try engine.exportModel(id)
                 return try exportResults(call, text: text, summary: summary, file: options.file,
                                          overwrite: options.fields["overwrite"], files: files)
             },
         ])
-        session.runtime.register("import") { call in
+        runtime.register("import") { call in
             var text: String
             var optionIndex: Int32 = 2
             var options: [String: LuaValue] = [:]
@@ -84,9 +90,7 @@ enum TransferModule {
             }
             let summary: Transfer.Summary
             do {
-                // Read and checked first, without the write lock; written
-                // after, in one short transaction.
-                summary = try Transfer.importDocument(text, into: database, options: .init(replace: replace))
+                summary = try engine.importDocument(text, options: .init(replace: replace))
             } catch let TransferError.document(message) {
                 throw call.argumentError(1, message)
             } catch let error as TransferError {
@@ -156,5 +160,53 @@ enum TransferModule {
         defer { try? handle.close() }
         let head = String(decoding: handle.readData(ofLength: 256), as: UTF8.self)
         return head.hasPrefix("{") && head.contains("\"format\"") && head.contains("\"\(Transfer.format)\"")
+    }
+}
+
+/// What `export` and `import` need of a session's engine: Store's
+/// ``Transfer`` runs on both; this says where (a snapshot to export from,
+/// how the import's write is made atomic).
+protocol TransferEngine {
+    func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions) throws -> (text: String, summary: Transfer.Summary)
+    func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary)
+    func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary
+}
+
+/// SQLite: reads on one snapshot of the session's database; an import
+/// checked without the write lock, then written in one short write.
+struct SQLiteTransferEngine: TransferEngine {
+    let database: SessionDatabase
+
+    func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions) throws -> (text: String, summary: Transfer.Summary) {
+        try database.read("projects") { db in try Transfer.exportProject(db, bundleIdentifier, options: options) }
+    }
+
+    func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary) {
+        try database.read("model_metadata") { db in try Transfer.exportModel(db, id) }
+    }
+
+    func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary {
+        // Read and checked first, without the write lock; written after,
+        // in one short transaction.
+        try Transfer.importDocument(text, into: database, options: options)
+    }
+}
+
+/// PostgreSQL: exports from one REPEATABLE READ snapshot; an import
+/// checked first, then written in one transaction (a savepoint inside
+/// the session's), with multi-row INSERTs.
+struct PostgresTransferEngine: TransferEngine {
+    let database: PostgresDatabase
+
+    func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions) throws -> (text: String, summary: Transfer.Summary) {
+        try Transfer.exportProject(from: database, bundleIdentifier, options: options)
+    }
+
+    func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary) {
+        try Transfer.exportModel(from: database, id)
+    }
+
+    func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary {
+        try Transfer.importDocument(text, into: database, options: options)
     }
 }

@@ -162,9 +162,21 @@ public final class PostgresDatabase {
     public struct Result: Sendable {
         /// Column names, keyed as rows are (``PostgresNames``).
         public var columns: [String]
-        public var rows: [[StoreValue]]
+        /// The values as the client decoded them; read through ``rows`` or
+        /// ``value(row:column:)`` (no row is converted until asked for: a
+        /// scan pushed into Lua converts each value once, on the way).
+        let raw: [[PostgresValue]]
         /// Rows inserted, updated or deleted (nil for other statements).
         public var changes: Int?
+
+        public var rowCount: Int { raw.count }
+
+        /// Every row's values, in ``columns``' order.
+        public var rows: [[StoreValue]] { raw.map { $0.map(PostgresDatabase.value) } }
+
+        public func value(row: Int, column: Int) -> StoreValue {
+            PostgresDatabase.value(raw[row][column])
+        }
     }
 
     /// Runs one statement with the session's rules (see the type's
@@ -314,6 +326,20 @@ public final class PostgresDatabase {
         return result
     }
 
+    /// Runs `body`'s reads on one snapshot: outside a transaction in a
+    /// `REPEATABLE READ READ ONLY` one (so that several statements see the
+    /// same commits, as SQLite's read transaction does); inside one, in it.
+    public func snapshot<T>(_ body: () throws -> T) throws -> T {
+        guard depth == 0 else { return try body() }
+        try connection.simpleQuery("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        depth = 1
+        defer {
+            depth = 0
+            if connection.transactionStatus != .idle { try? connection.simpleQuery("COMMIT") }
+        }
+        return try body()
+    }
+
     /// Runs a shell chunk as one transaction (a savepoint inside a dry
     /// run's), each statement under a savepoint of its own; returns the rows
     /// it changed, by table, from the server's counters.
@@ -412,8 +438,7 @@ public final class PostgresDatabase {
 
     static func convert(_ result: PostgresResult) -> Result {
         Result(columns: result.columns.map { PostgresNames.rowKey($0.name) },
-               rows: result.rows.map { $0.map(value) },
-               changes: result.affectedRows)
+               raw: result.rows, changes: result.affectedRows)
     }
 }
 

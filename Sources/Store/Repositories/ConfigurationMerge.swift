@@ -55,83 +55,16 @@ public struct StoredConfiguration: Sendable {
 }
 
 extension ConfigurationRepository {
-    /// The configuration with this id as stored; nil when there is none.
+    /// The configuration with this id as stored (on SQLite through GRDB's
+    /// `Database`; see the ``RepositoryConnection`` version).
     public func stored(_ db: Database, id: String) throws -> StoredConfiguration? {
-        guard let record = try records.get(db, id) else { return nil }
-        let policies = try routingPolicies.list(db, ListRequest(
-            filters: [ColumnFilter("configuration_id", .equal, id)],
-            order: [ColumnOrder("priority", descending: true), ColumnOrder("name")]))
-        return StoredConfiguration(record: record, policies: policies, analytics: try analytics.get(db, id),
-                                   storage: try storage.get(db, id))
+        try stored(StoreDatabase(db), id: id)
     }
 
-    /// Merges `changes` into the stored configuration (see
-    /// ``ConfigurationChanges``) and saves the whole aggregate in the
-    /// caller's transaction; returns it as stored.
+    /// Merges `changes` into the stored configuration in the caller's
+    /// transaction (see the ``RepositoryConnection`` version).
     public func merge(_ db: Database, _ changes: ConfigurationChanges) throws -> StoredConfiguration {
-        let id = changes.id
-        let existing = try stored(db, id: id)
-
-        var row: [String: DatabaseValue] = try existing?.record.databaseDictionary ?? [:]
-        for (name, value) in changes.row { row[name] = value }
-        row["id"] = id.databaseValue
-        let now = Date().timeIntervalSince1970.databaseValue
-        if row["created_at"] == nil { row["created_at"] = now }
-        if changes.row["updated_at"] == nil { row["updated_at"] = now }
-        if row["model_cache_size"] == nil { row["model_cache_size"] = 0.databaseValue }
-        guard row["base_url"] != nil else { throw ConfigurationMergeError.missingBaseURL }
-        let record = try records.makeRecord(db, fields: row)
-        var configuration = SDKConfiguration(
-            id: id, apiKey: record.apiKey, baseURL: record.baseUrl, modelCacheSize: record.modelCacheSize,
-            createdAt: record.createdAt, updatedAt: record.updatedAt)
-
-        if let given = changes.routingPolicies {
-            let columns = try db.columns(in: RoutingPolicyRecord.databaseTableName)
-            for (offset, fields) in given.enumerated() {
-                var fields = fields
-                fields["configuration_id"] = id.databaseValue
-                if fields["id"] == nil { fields["id"] = makeIdentifier().databaseValue }
-                for column in columns where fields[column.name] == nil {
-                    guard let sql = column.defaultValueSQL else {
-                        throw ConfigurationMergeError.missingPolicyField(index: offset + 1, column: column.name)
-                    }
-                    fields[column.name] = try DatabaseValue.fetchOne(db, sql: "SELECT \(sql)")
-                }
-                configuration.routingPolicies.append(try Self.policy(try routingPolicies.makeRecord(db, fields: fields)))
-            }
-            let ids = configuration.routingPolicies.map(\.id)
-            if let duplicate = ids.first(where: { id in ids.filter { $0 == id }.count > 1 }) {
-                throw ConfigurationMergeError.duplicatePolicyId(duplicate)
-            }
-        } else {
-            configuration.routingPolicies = try (existing?.policies ?? []).map(Self.policy)
-        }
-
-        let analyticsRecord = try Self.merged(existing?.analytics ?? AnalyticsConfigRecord(configurationId: id),
-                                              changes.analytics, analytics, db)
-        configuration.analytics.enabled = analyticsRecord.enabled
-        configuration.analytics.samplingRate = analyticsRecord.samplingRate
-        configuration.analytics.batchSize = analyticsRecord.batchSize
-        configuration.analytics.flushIntervalSeconds = analyticsRecord.flushIntervalSeconds
-
-        let storageRecord = try Self.merged(existing?.storage ?? StorageConfigRecord(configurationId: id),
-                                            changes.storage, storage, db)
-        configuration.storage.maxCacheSizeBytes = storageRecord.maxCacheSizeBytes
-        configuration.storage.telemetryRetentionDays = storageRecord.telemetryRetentionDays
-        configuration.storage.autoCleanup = storageRecord.autoCleanup
-
-        try save(db, configuration)
-        guard let saved = try stored(db, id: id) else { throw StoreError.notFound(table: "configuration", key: id) }
-        return saved
-    }
-
-    /// `record` with `fields` changed, checked as a new record is.
-    static func merged<Record: StoreRecord>(_ record: Record, _ fields: [String: DatabaseValue]?,
-                                            _ repository: RecordRepository<Record>, _ db: Database) throws -> Record {
-        guard let fields else { return record }
-        var row = try record.databaseDictionary
-        for (name, value) in fields { row[name] = value }
-        return try repository.makeRecord(db, fields: row)
+        try merge(StoreDatabase(db), changes)
     }
 
     /// A stored policy as the entity has it; its `conditions` must be a

@@ -149,7 +149,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     }
 
     /// Unknown columns, and words that are none of a column's allowed ones.
-    private func validate(_ fields: [String: StoreValue], columns: [String]) throws {
+    func validate(_ fields: [String: StoreValue], columns: [String]) throws {
         for column in fields.keys.sorted() where !columns.contains(column) {
             throw StoreError.unknownColumn(table: tableName, column: column, known: columns)
         }
@@ -207,7 +207,13 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     /// Builds a record from column values (a Lua row, an imported JSON
     /// object), refusing columns the table does not have.
     public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
-        try validate(fields.mapValues(StoreValue.init), columns: try columns(db))
+        try makeRecord(fields: fields, columns: try columns(db))
+    }
+
+    /// ``makeRecord(_:fields:)`` with the table's columns already known:
+    /// no statement runs, so it serves any engine (an import's checks).
+    public func makeRecord(fields: [String: DatabaseValue], columns: [String]) throws -> Record {
+        try validate(fields.mapValues(StoreValue.init), columns: columns)
         let row = Row(fields)
         do {
             return try Record(row: row)

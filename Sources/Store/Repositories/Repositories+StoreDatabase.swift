@@ -68,16 +68,6 @@ extension TelemetryRepository {
     }
 }
 
-extension ConfigurationRepository {
-    public func stored(_ database: StoreDatabase, id: String) throws -> StoredConfiguration? {
-        try stored(database.db, id: id)
-    }
-
-    public func merge(_ database: StoreDatabase, _ changes: ConfigurationChanges) throws -> StoredConfiguration {
-        try merge(database.db, changes)
-    }
-}
-
 extension ConfigurationChanges {
     /// Changes given as ``StoreValue``s (a Lua table's fields).
     public init(id: String, fields: [String: StoreValue], routingPolicies: [[String: StoreValue]]?,

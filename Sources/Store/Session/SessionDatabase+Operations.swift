@@ -30,15 +30,6 @@ extension SessionDatabase {
 }
 
 extension Transfer {
-    public static func exportProject(_ database: StoreDatabase, _ bundleIdentifier: String,
-                                     options: ExportOptions) throws -> (text: String, summary: Summary) {
-        try exportProject(database.db, bundleIdentifier, options: options)
-    }
-
-    public static func exportModel(_ database: StoreDatabase, _ id: String) throws -> (text: String, summary: Summary) {
-        try exportModel(database.db, id)
-    }
-
     /// Imports a document into the session's database: read and checked
     /// first without the write lock, then written in one short write (row
     /// by row while a dry run or a shell chunk counts changes).
@@ -46,7 +37,7 @@ extension Transfer {
                                       options: ImportOptions) throws -> Summary {
         let prepared = try database.read { db in try prepareImport(db, text) }
         let counted = database.isCountingChanges
-        return try database.write { db in try apply(db, prepared, options: options, rowByRowObservers: counted) }
+        return try database.write { db in try apply(StoreDatabase(db), prepared, options: options, rowByRowObservers: counted) }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import PostgresWire
 import Synchronization
 import TextCodec
 
@@ -96,54 +97,85 @@ public enum Transfer {
     // MARK: Export
 
     /// The document of a project: the project, its schemes, their builds,
-    /// and (unless `logs` is false) the builds' logs and crash logs.
-    public static func exportProject(_ db: Database, _ bundleIdentifier: String,
+    /// and (unless `logs` is false) the builds' logs and crash logs. Runs
+    /// on either engine, and the same rows give the same document byte for
+    /// byte on both: rows are ordered by their values only (text by its
+    /// bytes, as SQLite's BINARY collation). Log lines written at the same
+    /// instant are ordered by their id: opsh's own ids are the run's prefix
+    /// and a zero-padded sequence, so that is the order they were written
+    /// in. Not by insertion order: PostgreSQL has none to give (`ctid`
+    /// does not follow it: a short row fills the gap an earlier page left).
+    public static func exportProject(_ database: some RepositoryConnection, _ bundleIdentifier: String,
                                      options: ExportOptions = ExportOptions()) throws -> (text: String, summary: Summary) {
-        guard let project = try Row.fetchOne(db, sql: "SELECT * FROM projects WHERE bundleIdentifier = ?",
-                                             arguments: [bundleIdentifier]) else {
+        let dialect = database.dialect
+        let key: [StoreValue] = [.text(bundleIdentifier)]
+        let project = try database.fetch("SELECT * FROM projects WHERE bundleIdentifier = ?", key)
+        guard !project.rows.isEmpty else {
             throw StoreError.notFound(table: "projects", key: bundleIdentifier)
         }
         let builds = """
             SELECT id FROM builds WHERE schemeId IN (SELECT id FROM schemes WHERE projectBundleIdentifier = ?)
             """
-        var tables: [(String, [Row])] = [
-            ("projects", [project]),
-            ("schemes", try Row.fetchAll(db, sql: """
-                SELECT * FROM schemes WHERE projectBundleIdentifier = ? ORDER BY "order", name, id
-                """, arguments: [bundleIdentifier])),
-            ("builds", try Row.fetchAll(db, sql: """
+        var tables: [(String, Rows)] = [
+            ("projects", project),
+            ("schemes", try database.fetch("""
+                SELECT * FROM schemes WHERE projectBundleIdentifier = ?
+                ORDER BY "order", \(byBytes("name", dialect)), \(byBytes("id", dialect))
+                """, key)),
+            ("builds", try database.fetch("""
                 SELECT builds.* FROM builds JOIN schemes ON schemes.id = builds.schemeId
                 WHERE schemes.projectBundleIdentifier = ?
-                ORDER BY schemes."order", schemes.name, schemes.id, builds.buildNumber, builds.id
-                """, arguments: [bundleIdentifier])),
+                ORDER BY schemes."order", \(byBytes("schemes.name", dialect)), \(byBytes("schemes.id", dialect)),
+                    builds.buildNumber, \(byBytes("builds.id", dialect))
+                """, key)),
         ]
         if options.logs {
-            tables.append(("buildLogs", try Row.fetchAll(db, sql: """
-                SELECT * FROM buildLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, rowid
-                """, arguments: [bundleIdentifier])))
-            tables.append(("crashLogs", try Row.fetchAll(db, sql: """
-                SELECT * FROM crashLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, incidentIdentifier
-                """, arguments: [bundleIdentifier])))
+            tables.append(("buildLogs", try database.fetch("""
+                SELECT * FROM buildLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, \(byBytes("id", dialect))
+                """, key)))
+            tables.append(("crashLogs", try database.fetch("""
+                SELECT * FROM crashLogs WHERE buildId IN (\(builds)) ORDER BY createdAt, \(byBytes("incidentIdentifier", dialect))
+                """, key)))
         }
         return try document(kind: .project, key: bundleIdentifier, tables: tables)
     }
 
     /// The document of a model: its metadata and its daily usage stats.
-    public static func exportModel(_ db: Database, _ id: String) throws -> (text: String, summary: Summary) {
-        guard let model = try Row.fetchOne(db, sql: "SELECT * FROM model_metadata WHERE id = ?", arguments: [id]) else {
+    public static func exportModel(_ database: some RepositoryConnection, _ id: String) throws -> (text: String, summary: Summary) {
+        let model = try database.fetch("SELECT * FROM model_metadata WHERE id = ?", [.text(id)])
+        guard !model.rows.isEmpty else {
             throw StoreError.notFound(table: "model_metadata", key: id)
         }
-        let usage = try Row.fetchAll(db, sql: "SELECT * FROM model_usage_stats WHERE model_id = ? ORDER BY day, id",
-                                     arguments: [id])
-        return try document(kind: .model, key: id, tables: [("model_metadata", [model]), ("model_usage_stats", usage)])
+        let usage = try database.fetch("""
+            SELECT * FROM model_usage_stats WHERE model_id = ? ORDER BY \(byBytes("day", database.dialect)), id
+            """, [.text(id)])
+        return try document(kind: .model, key: id, tables: [("model_metadata", model), ("model_usage_stats", usage)])
     }
 
-    static func document(kind: Kind, key: String, tables: [(String, [Row])]) throws -> (text: String, summary: Summary) {
+    /// GRDB callers (``Store``'s own methods, tests): the same on SQLite.
+    public static func exportProject(_ db: Database, _ bundleIdentifier: String,
+                                     options: ExportOptions = ExportOptions()) throws -> (text: String, summary: Summary) {
+        try exportProject(StoreDatabase(db), bundleIdentifier, options: options)
+    }
+
+    public static func exportModel(_ db: Database, _ id: String) throws -> (text: String, summary: Summary) {
+        try exportModel(StoreDatabase(db), id)
+    }
+
+    typealias Rows = (columns: [String], rows: [[StoreValue]])
+
+    /// An ORDER BY term on a text column that sorts as SQLite's BINARY
+    /// collation does, whatever the server's locale.
+    static func byBytes(_ column: String, _ dialect: SQLDialect) -> String {
+        dialect == .postgresql ? column + " COLLATE \"C\"" : column
+    }
+
+    static func document(kind: Kind, key: String, tables: [(String, Rows)]) throws -> (text: String, summary: Summary) {
         var members: [(String, JSON)] = []
-        for (table, rows) in tables {
-            members.append((table, .array(try rows.map { row in
-                .object(try row.columnNames.map { column in
-                    (column, try json(row[column] as DatabaseValue, table: table, column: column))
+        for (table, result) in tables {
+            members.append((table, .array(try result.rows.map { row in
+                .object(try zip(result.columns, row).map { column, value in
+                    (column, try json(value, table: table, column: column))
                 })
             })))
         }
@@ -155,37 +187,46 @@ public enum Transfer {
             ("tables", .object(members)),
         ])
         let summary = Summary(kind: kind, key: key,
-                              tables: tables.map { Summary.Table(name: $0.0, rows: $0.1.count, replaced: 0) })
+                              tables: tables.map { Summary.Table(name: $0.0, rows: $0.1.rows.count, replaced: 0) })
         return (document.text() + "\n", summary)
     }
 
-    static func json(_ value: DatabaseValue, table: String, column: String) throws -> JSON {
-        switch value.storage {
+    static func json(_ value: StoreValue, table: String, column: String) throws -> JSON {
+        switch value {
         case .null: return .null
-        case let .int64(integer): return .integer(integer)
-        case let .double(real):
+        case let .integer(integer): return .integer(integer)
+        case let .real(real):
             guard real.isFinite else {
                 throw TransferError.unexportable("cannot export \(table).\(column): \(real) has no JSON form")
             }
             return .real(real)
-        case let .string(text): return .string(text)
-        case let .blob(data):
-            guard let text = String(validating: Array(data), as: UTF8.self) else {
+        case let .text(text): return .string(text)
+        case let .blob(bytes):
+            guard let text = String(validating: bytes, as: UTF8.self) else {
                 throw TransferError.unexportable("cannot export \(table).\(column): a BLOB that is not UTF-8 text")
             }
             return .string(text)
+        case .array, .object:
+            throw TransferError.unexportable("cannot export \(table).\(column): not a column value")
         }
     }
 
     // MARK: Import
 
-    /// Checks the whole document, then writes its rows on `db`, which must
-    /// be inside a transaction of the caller's: a failure part-way throws,
-    /// and the caller's rollback leaves the database as it was.
+    /// Checks the whole document, then writes its rows on `database`,
+    /// which must be inside a transaction of the caller's: a failure
+    /// part-way throws, and the caller's rollback leaves the database as
+    /// it was.
+    @discardableResult
+    public static func importDocument(_ database: some RepositoryConnection, _ text: String,
+                                      options: ImportOptions = ImportOptions()) throws -> Summary {
+        try apply(database, try prepareImport(database, text), options: options)
+    }
+
     @discardableResult
     public static func importDocument(_ db: Database, _ text: String,
                                       options: ImportOptions = ImportOptions()) throws -> Summary {
-        try apply(db, try prepareImport(db, text), options: options)
+        try importDocument(StoreDatabase(db), text, options: options)
     }
 
     /// A document read and checked, ready to write.
@@ -193,23 +234,34 @@ public enum Transfer {
         let plan: Plan
     }
 
-    /// Reads and checks the whole document (the costly part) on `db`, a
-    /// read: the write lock is not needed, so a large import holds it only
-    /// for ``apply(_:_:options:)`` (ARCHITECTURE.md, decision 8).
-    public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
-        PreparedImport(plan: try validate(db, text))
+    /// Reads and checks the whole document (the costly part) on
+    /// `database`, a read: the write lock is not needed, so a large import
+    /// holds it only for ``apply(_:_:options:rowByRowObservers:)``
+    /// (ARCHITECTURE.md, decision 8).
+    public static func prepareImport(_ database: some RepositoryConnection, _ text: String) throws -> PreparedImport {
+        PreparedImport(plan: try validate(database, text))
     }
 
-    /// Writes a prepared document on `db`, inside the caller's write
+    public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
+        try prepareImport(StoreDatabase(db), text)
+    }
+
+    /// Writes a prepared document on `database`, inside the caller's write
     /// transaction. Which rows exist is looked up again here (another
     /// process may have written since the document was checked); the rest
     /// of the checks hold, and the database's constraints back them.
-    @discardableResult
+    ///
+    /// On SQLite new rows are stepped one by one through one cached
+    /// statement per table (with `rowByRowObservers` false, through
+    /// SQLite's C API: GRDB's transaction observers are told per table at
+    /// the end); on PostgreSQL they go in multi-row INSERTs of up to 1,000
+    /// rows, one round trip each.
     ///
     /// - parameter rowByRowObservers: GRDB's transaction observers must see
     ///   each row (a dry run counts them); otherwise new rows are stepped
     ///   with SQLite's C API and observers are told per table at the end.
-    public static func apply(_ db: Database, _ prepared: PreparedImport,
+    @discardableResult
+    public static func apply(_ database: some RepositoryConnection, _ prepared: PreparedImport,
                              options: ImportOptions = ImportOptions(), rowByRowObservers: Bool = true) throws -> Summary {
         var plan = prepared.plan
         // Rows are looked up again only where that can matter: with
@@ -219,13 +271,7 @@ public enum Transfer {
         // key, and the conflicts are looked up then: a large import holds
         // the lock only for its inserts.
         let lookUpAll = options.replace || plan.rows.contains { $0.existing != nil }
-        plan.rows = try plan.rows.map { row in
-            var row = row
-            if lookUpAll || row.table.surrogateKey != nil {
-                row.existing = try row.table.existing(db, row.keyValues)
-            }
-            return row
-        }
+        try lookUpExisting(database, &plan.rows) { lookUpAll || $0.table.surrogateKey != nil }
         let conflicts = plan.rows.filter { $0.existing != nil }
         if !conflicts.isEmpty && !options.replace {
             let named = conflicts.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
@@ -234,23 +280,44 @@ public enum Transfer {
                 "import refused: \(conflicts.count) row(s) already exist (\(named)\(more)); nothing was written; "
                     + "import with replace = true to overwrite them")
         }
+        // Written by someone else since the check: name them all.
+        func writtenSince() throws -> TransferError? {
+            var rows = plan.rows
+            try lookUpExisting(database, &rows) { _ in true }
+            let existing = rows.filter { $0.existing != nil }
+            guard !existing.isEmpty else { return nil }
+            let named = existing.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
+            return TransferError.conflict(
+                "import refused: \(existing.count) row(s) were written by another process since the document was checked (\(named)); nothing was written; import again"
+                    + (options.replace ? "" : ", with replace = true to overwrite them"))
+        }
         var counts = Dictionary(uniqueKeysWithValues: plan.kind.tables.map { ($0.name, (rows: 0, replaced: 0)) })
         for row in plan.rows {
-            do {
-                try write(db, row, stepsRaw: !rowByRowObservers)
-            } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
-                // Written by someone else since the check: name them all.
-                let existing = try plan.rows.filter { try $0.table.existing(db, $0.keyValues) != nil }
-                let named = existing.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
-                throw TransferError.conflict(
-                    "import refused: \(existing.count) row(s) were written by another process since the document was checked (\(named)); nothing was written; import again"
-                        + (options.replace ? "" : ", with replace = true to overwrite them"))
-            }
             counts[row.table.name]!.rows += 1
             if row.existing != nil { counts[row.table.name]!.replaced += 1 }
         }
-        if !rowByRowObservers {
-            for table in plan.kind.tables where counts[table.name]!.rows > 0 { try db.notifyChanges(in: Table(table.name)) }
+        if let sqlite = database as? StoreDatabase {
+            let db = sqlite.db
+            for row in plan.rows {
+                do {
+                    try write(db, row, stepsRaw: !rowByRowObservers)
+                } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+                    throw try writtenSince() ?? error
+                }
+            }
+            if !rowByRowObservers {
+                for table in plan.kind.tables where counts[table.name]!.rows > 0 { try db.notifyChanges(in: Table(table.name)) }
+            }
+        } else {
+            do {
+                try writeInBatches(database, plan.rows)
+            } catch let error as PostgresError where error.code == "23505" {
+                // A key written since the check (the multi-row INSERT was
+                // rolled back to its savepoint: the lookup can run), else
+                // another UNIQUE constraint, worded as the repositories do.
+                if !lookUpAll, let conflict = try writtenSince() { throw conflict }
+                throw refusal(error, table: PostgresNames.rowKey(error.fields["t"] ?? "import"))
+            }
         }
         return Summary(kind: plan.kind, key: plan.key, tables: plan.kind.tables.map { table in
             Summary.Table(name: table.name, rows: counts[table.name]!.rows, replaced: counts[table.name]!.replaced)
@@ -282,7 +349,7 @@ public enum Transfer {
     }
 
     /// Everything an import checks before it writes.
-    static func validate(_ db: Database, _ text: String) throws -> Plan {
+    static func validate(_ database: some RepositoryConnection, _ text: String) throws -> Plan {
         let document: JSON
         do {
             document = try JSON.parse(text)
@@ -337,7 +404,8 @@ public enum Transfer {
                     throw TransferError.document("tables.\(spec.name): exactly one row expected, got \(items.count)")
                 }
             }
-            let columns = try db.columns(in: spec.name)
+            let columns = try spec.columns(database)
+            let columnNames = columns.map(\.name)
             var seen = Set<[DatabaseValue]>()
             for (index, item) in items.enumerated() {
                 let place = "\(spec.name)[\(index + 1)]"
@@ -350,17 +418,17 @@ public enum Transfer {
                 if spec.parent == nil, case let .string(rootKey) = keyValues[0].storage, rootKey != key {
                     throw TransferError.document("\(place): \(spec.key[0]) \"\(rootKey)\" is not the document's key \"\(key)\"")
                 }
-                try spec.check(db, values, place: place)
+                try spec.check(database, values, columns: columnNames, place: place)
                 if let (column, parentTable) = spec.parent {
                     guard documentKeys[parentTable]?.contains(values[column]!) == true else {
                         throw TransferError.document("\(place): \(column) \(values[column]!.description) is not a row of \(parentTable) in the document")
                     }
                 }
                 documentKeys[spec.name, default: []].insert(keyValues[0])
-                rows.append(PlannedRow(table: spec, fields: fields, keyValues: keyValues,
-                                       existing: try spec.existing(db, keyValues)))
+                rows.append(PlannedRow(table: spec, fields: fields, keyValues: keyValues, existing: nil))
             }
         }
+        try lookUpExisting(database, &rows) { _ in true }
         for spec in specs {
             guard let surrogate = spec.surrogateKey else { continue }
             let largest = rows.filter { $0.table.name == spec.name }
@@ -368,6 +436,132 @@ public enum Transfer {
             for index in rows.indices where rows[index].table.name == spec.name { rows[index].largestDocumentId = largest }
         }
         return Plan(kind: kind, key: key, rows: rows)
+    }
+
+    /// Sets ``PlannedRow/existing`` of the rows `selected` picks: on
+    /// SQLite one cached point query per row (in process, the cheapest
+    /// way); elsewhere (a round trip per statement) one query per 500 keys
+    /// of a table (`WHERE key IN (…)`, `WHERE (a, b) IN ((…), …)`).
+    static func lookUpExisting(_ database: some RepositoryConnection, _ rows: inout [PlannedRow],
+                               selected: (PlannedRow) -> Bool) throws {
+        if let sqlite = database as? StoreDatabase {
+            for index in rows.indices where selected(rows[index]) {
+                rows[index].existing = try rows[index].table.existing(sqlite.db, rows[index].keyValues)
+            }
+            return
+        }
+        let dialect = database.dialect
+        var start = 0
+        while start < rows.count {
+            let spec = rows[start].table
+            var end = start
+            while end < rows.count && rows[end].table.name == spec.name { end += 1 }
+            let indices = (start..<end).filter { selected(rows[$0]) }
+            start = end
+            var offset = 0
+            while offset < indices.count {
+                let batch = indices[offset..<min(offset + 500, indices.count)]
+                offset += batch.count
+                let keyColumns = spec.key.map(dialect.quote)
+                let tuple = spec.key.count == 1 ? "?" : "(" + Array(repeating: "?", count: spec.key.count).joined(separator: ", ") + ")"
+                let target = spec.key.count == 1 ? keyColumns[0] : "(" + keyColumns.joined(separator: ", ") + ")"
+                let sql = "SELECT \(keyColumns.joined(separator: ", ")), \(dialect.quote(spec.surrogateKey ?? spec.key[0])) "
+                    + "FROM \(dialect.quote(spec.name)) WHERE \(target) IN (\(Array(repeating: tuple, count: batch.count).joined(separator: ", ")))"
+                let found = try database.fetch(sql, batch.flatMap { rows[$0].keyValues.map(StoreValue.init) })
+                var existing: [[DatabaseValue]: DatabaseValue] = [:]
+                for row in found.rows {
+                    existing[row.prefix(spec.key.count).map(\.databaseValue)] = row[spec.key.count].databaseValue
+                }
+                for index in batch { rows[index].existing = existing[rows[index].keyValues] }
+            }
+        }
+    }
+
+    /// Writes the rows on an engine other than SQLite: each run of new
+    /// rows of one table in multi-row INSERTs (up to 1,000 rows and 30,000
+    /// values a statement), an existing row by an UPDATE, a row with a
+    /// surrogate id on its own (its id may have to be chosen).
+    static func writeInBatches(_ database: some RepositoryConnection, _ rows: [PlannedRow]) throws {
+        let dialect = database.dialect
+        var pending: [PlannedRow] = []
+        func flush() throws {
+            guard let first = pending.first else { return }
+            let columns = first.fields.map(\.0)
+            let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            let head = "INSERT INTO \(dialect.quote(first.table.name)) (\(columns.map(dialect.quote).joined(separator: ", "))) VALUES "
+            var arguments: [StoreValue] = []
+            arguments.reserveCapacity(pending.count * columns.count)
+            for row in pending { for field in row.fields { arguments.append(StoreValue(field.1)) } }
+            do {
+                try database.execute(head + Array(repeating: tuple, count: pending.count).joined(separator: ", "), arguments)
+            } catch var error as PostgresError {
+                if error.code == "23505" { throw error }
+                // The statement is 1,000 rows of placeholders: say which.
+                error.sql = head + "\(tuple), … (\(pending.count) rows)"
+                throw refusal(error, table: first.table.name)
+            }
+            pending = []
+        }
+        for row in rows {
+            if let last = pending.last, last.table.name != row.table.name || last.fields.map(\.0) != row.fields.map(\.0)
+                || pending.count >= 1000 || (pending.count + 1) * row.fields.count > 30000 {
+                try flush()
+            }
+            let table = dialect.quote(row.table.name)
+            if let existing = row.existing {
+                try flush()
+                let changed = row.fields.filter { !row.table.key.contains($0.0) && $0.0 != row.table.surrogateKey }
+                let keyColumn = row.table.surrogateKey ?? row.table.key[0]
+                let keyValue = row.table.surrogateKey == nil ? row.keyValues[0] : existing
+                do {
+                    try database.execute(
+                        "UPDATE \(table) SET \(changed.map { "\(dialect.quote($0.0)) = ?" }.joined(separator: ", ")) WHERE \(dialect.quote(keyColumn)) = ?",
+                        changed.map { StoreValue($0.1) } + [StoreValue(keyValue)])
+                } catch let error as PostgresError {
+                    throw refusal(error, table: row.table.name)
+                }
+                continue
+            }
+            guard let surrogate = row.table.surrogateKey else {
+                pending.append(row)
+                continue
+            }
+            try flush()
+            var fields = row.fields
+            if let index = fields.firstIndex(where: { $0.0 == surrogate }), !fields[index].1.isNull,
+               try database.exists("SELECT 1 FROM \(table) WHERE \(dialect.quote(surrogate)) = ?", [StoreValue(fields[index].1)]) {
+                // As on SQLite (``write(_:_:stepsRaw:)``): a new id above
+                // every id of the table and of the document.
+                let floor = try database.integer("SELECT max(\(dialect.quote(surrogate))) FROM \(table)") ?? 0
+                fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
+            }
+            pending = [PlannedRow(table: row.table, fields: fields, keyValues: row.keyValues, existing: nil)]
+            try flush()
+        }
+        try flush()
+        if dialect == .postgresql {
+            // Identity columns do not follow ids given explicitly: move
+            // each surrogate's sequence past the largest id, as SQLite's
+            // rowid would be.
+            // (Never backwards; like any sequence, not rolled back.)
+            for spec in Set(rows.compactMap { $0.table.surrogateKey == nil ? nil : $0.table.name }).sorted() {
+                guard let surrogate = rows.first(where: { $0.table.name == spec })?.table.surrogateKey else { continue }
+                _ = try database.fetch("""
+                    SELECT setval(sequence, largest) FROM (
+                        SELECT pg_get_serial_sequence(?, ?) AS sequence,
+                               (SELECT max(\(dialect.quote(surrogate))) FROM \(dialect.quote(spec))) AS largest
+                    ) AS given
+                    WHERE sequence IS NOT NULL AND largest > coalesce(pg_sequence_last_value(sequence::regclass), 0)
+                    """, [.text(spec.lowercased()), .text(surrogate.lowercased())])
+            }
+        }
+    }
+
+    /// A write the server refused, worded as the repositories word it
+    /// (a constraint's own words in parentheses); other errors as they are.
+    static func refusal(_ error: PostgresError, table: String) -> any Error {
+        guard let reason = PostgresDatabase.describe(error, table: table) else { return error }
+        return StoreError.refused(reason: "import: " + reason + (error.detail.map { " (\($0))" } ?? "") + "; nothing was written")
     }
 
     static func write(_ db: Database, _ row: PlannedRow, stepsRaw: Bool) throws {
@@ -446,8 +640,11 @@ struct TransferTableSpec: @unchecked Sendable {
     /// An integer id that is not part of the identity (kept when free).
     let surrogateKey: String?
     let jsonColumns: [String]
-    /// Decodes the row as its record type: refuses values it does not accept.
-    let decode: (Database, [String: DatabaseValue]) throws -> Void
+    /// The table's primary key column (for ``columns(_:)``).
+    let primaryKey: String
+    /// Decodes the row (given the table's columns) as its record type:
+    /// refuses values it does not accept.
+    let decode: ([String: DatabaseValue], [String]) throws -> Void
     /// The last INSERT made by ``insertSQL(columns:)``.
     let insertStatements = InsertText()
     final class InsertText: Sendable { let text = Mutex<(columns: [String], sql: String)?>(nil) }
@@ -459,12 +656,19 @@ struct TransferTableSpec: @unchecked Sendable {
         self.parent = parent.map { (column: $0.0, table: $0.1) }
         self.surrogateKey = surrogateKey
         jsonColumns = Record.jsonColumns
-        decode = { db, fields in _ = try RecordRepository<Record>().makeRecord(db, fields: fields) }
+        primaryKey = Record.primaryKeyColumns[0]
+        decode = { fields, columns in _ = try RecordRepository<Record>().makeRecord(fields: fields, columns: columns) }
+    }
+
+    /// The table's columns as the target database has them (as the
+    /// repositories read them: ``RecordTable/spec(_:)``).
+    func columns(_ database: some RepositoryConnection) throws -> [ColumnSpec] {
+        try database.tableSpec(name, primaryKey: primaryKey, jsonColumns: jsonColumns, booleans: []).columns
     }
 
     /// The row's fields in schema order, each checked against the column's
     /// declared type and NOT NULL.
-    func fields(of item: JSON, columns: [ColumnInfo], place: String) throws -> [(String, DatabaseValue)] {
+    func fields(of item: JSON, columns: [ColumnSpec], place: String) throws -> [(String, DatabaseValue)] {
         guard case let .object(members) = item else {
             throw TransferError.document("\(place): object expected, got \(item.typeName)")
         }
@@ -475,8 +679,16 @@ struct TransferTableSpec: @unchecked Sendable {
             guard let value = item[column.name] else {
                 throw TransferError.document("\(place): missing field '\(column.name)'")
             }
-            let type = column.type.uppercased()
-            let nullable = !column.isNotNull && !(column.primaryKeyIndex > 0 && type != "INTEGER")
+            // The declared type's affinity: PostgreSQL's bigint and double
+            // precision read as SQLite's INTEGER and REAL.
+            let type = switch column.kind {
+            case .text, .json: "TEXT"
+            case .integer, .boolean: "INTEGER"
+            case .real: "REAL"
+            }
+            // An integer primary key may be null (the database gives one;
+            // PostgreSQL's identity column is NOT NULL in the catalog).
+            let nullable = column.isPrimaryKey ? type == "INTEGER" : !column.notNull
             switch (value, type) {
             case (.null, _):
                 guard nullable else { throw TransferError.document("\(place): field '\(column.name)' must not be null") }
@@ -493,9 +705,10 @@ struct TransferTableSpec: @unchecked Sendable {
     }
 
     /// What the record type and the JSON columns accept.
-    func check(_ db: Database, _ values: [String: DatabaseValue], place: String) throws {
+    func check(_ database: some RepositoryConnection, _ values: [String: DatabaseValue], columns: [String],
+               place: String) throws {
         do {
-            try decode(db, values)
+            try decode(values, columns)
         } catch let error as StoreError {
             if case let .invalidValue(_, column, reason) = error {
                 throw TransferError.document("\(place): field '\(column)': \(reason)")
@@ -504,7 +717,7 @@ struct TransferTableSpec: @unchecked Sendable {
         }
         for column in jsonColumns {
             guard let value = values[column], case let .string(text) = value.storage else { continue }
-            if try !JSONText.isValid(text, in: db) {
+            if try !database.isValidJSON(text) {
                 let flat = text.replacingOccurrences(of: "\n", with: "\\n")
                 throw TransferError.document("\(place): field '\(column)': not valid JSON: \(flat.count > 60 ? "\(flat.prefix(60))…" : flat)")
             }

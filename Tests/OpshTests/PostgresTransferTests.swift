@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+
+/// `export.project`, `export.model` and `import` on a real PostgreSQL
+/// server: the same document on both engines, byte for byte, in both
+/// directions; refusals with their reasons; a dry run keeps nothing.
+@Suite struct PostgresTransferTests {
+    let server = try! PostgresServer.shared()
+    let sandbox = try! Sandbox()
+
+    /// opsh on `url` (no SQLite database of the sandbox's).
+    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
+        try sandbox.opsh(["--db", url] + arguments, database: false)
+    }
+
+    /// A new PostgreSQL database with opsh's schema.
+    func createdDatabase() throws -> String {
+        let url = try server.makeDatabase()
+        let created = try opsh(url, ["--create", "-e", "return db.engine"])
+        #expect(created.status == 0, "\(created.stderr)")
+        return url
+    }
+
+    /// A new SQLite database in the sandbox, by path.
+    func createdSQLite(_ name: String) throws -> String {
+        let path = sandbox.root + "/" + name
+        let created = try opsh(path, ["--create", "-e", "return db.engine"])
+        #expect(created.status == 0, "\(created.stderr)")
+        return path
+    }
+
+    /// The same rows on either engine (portable SQL): a project with three
+    /// schemes (names whose byte order and locale order differ), builds with
+    /// every nullable column NULL and set, 1,300 log lines (more than one
+    /// multi-row INSERT; lines of one instant written out of id order, and
+    /// of different lengths), a crash; a model with usage, a session and
+    /// generations; another project and model that are not exported. Dates
+    /// with fractional seconds.
+    static let seed = #"""
+        db.transaction(function()
+          db.exec([[INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+                    VALUES ('com.example.app', 'App', 'The App', '/srv/repos/app', 1700000000.123456),
+                           ('other', 'Other', 'Other', '/x', 1)]])
+          db.exec("UPDATE projects SET displayName = ? WHERE bundleIdentifier = 'com.example.app'", 'The "App" ✓\n\t\\')
+          db.exec([[INSERT INTO schemes (id, projectBundleIdentifier, name, "order", buildCommand, platforms)
+                    VALUES ('s1', 'com.example.app', 'Release', 1, 'make release', '["linux", "macos"]'),
+                           ('s2', 'com.example.app', 'debug', 1, 'make', '{ "odd" :  [1, 2.50, null] }'),
+                           ('s3', 'com.example.app', 'Zeta', 0, '', '[]'),
+                           ('o1', 'other', 'O', 0, '', '[]')]])
+          db.exec([[INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt, startDate, endDate,
+                                        exitCode, progress, commitHash, runnerHost, runnerPid, runnerStartedAt)
+                    VALUES ('b1', 's1', '1.0.0', 1, 'queued', 0.1, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL),
+                           ('b2', 's1', '1.1.0', 2, 'failed', 1700000100.5, 1700000101.000001, 1700000160.999999,
+                            -9, 0.5, 'abc123', 'ci-3', 4242, 1700000099.25),
+                           ('b3', 's2', 'main', 1, 'succeeded', 1700000200.75, NULL, NULL, 0, 1, NULL, NULL, NULL, NULL),
+                           ('ob', 'o1', '1', 1, 'queued', 2, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL)]])
+          for i = 1, 1300 do
+            db.exec("INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES (?, ?, ?, 'build', ?, ?)",
+                    string.format("b2-%05d", 1301 - i), i % 2 == 0 and "b2" or "b3", i % 3 == 0 and "warning" or "info",
+                    "line " .. i .. string.rep("·", i % 5), 1700000102.000001 + (i % 7) / 8)
+          end
+          db.exec([[INSERT INTO crashLogs (incidentIdentifier, buildId, content, signal, createdAt)
+                    VALUES ('c1', 'b2', 'segfault', 11, 1700000161.123456), ('c0', 'b3', 'abort', NULL, 1700000161.123456)]])
+          db.exec([[INSERT INTO model_metadata (id, name, format, size_bytes, framework, quantization, capabilities, created_at, updated_at)
+                    VALUES ('m1', 'Llama', 'gguf', 1099511627776, 'llama.cpp', NULL, '["chat", "tools"]', 1700000000.123456, 1700000300.654321),
+                           ('m2', 'Other', 'onnx', 0, 'onnx', 'q4', '[]', 1, 1)]])
+          db.exec([[INSERT INTO model_usage_stats (model_id, day, generation_count, total_tokens, total_cost, total_latency_ms, error_count)
+                    VALUES ('m2', '2024-05-01', 0, 0, 0, 0, 0),
+                           ('m1', '2024-05-02', 0, 0, 0, 0, 1),
+                           ('m1', '2024-05-01', 3, 100, 0.30000000000000004, 12.5, 0)]])
+          db.exec([[INSERT INTO generation_sessions (id, model_id, session_type, total_tokens, total_cost, created_at, updated_at)
+                    VALUES ('g1', 'm1', 'chat', 100, 0.3, 1700000400.000001, 1700000401.5)]])
+          db.exec([[INSERT INTO generations (id, session_id, sequence_number, prompt_tokens, completion_tokens, latency_ms, cost, created_at)
+                    VALUES ('g1-1', 'g1', 1, 40, 60, 12.5, 0.3, 1700000400.25)]])
+        end)
+        """#
+
+    /// Exports the project and the model of `url` into files named with
+    /// `tag`; returns their texts.
+    func export(_ url: String, _ tag: String) throws -> (project: String, model: String) {
+        let project = sandbox.root + "/project-\(tag).json"
+        let model = sandbox.root + "/model-\(tag).json"
+        let run = try opsh(url, ["-e", """
+            export.project("com.example.app", { file = "\(project)" })
+            export.model("m1", { file = "\(model)" })
+            """])
+        #expect(run.status == 0, "\(tag): \(run.stderr)")
+        return (try String(contentsOfFile: project, encoding: .utf8), try String(contentsOfFile: model, encoding: .utf8))
+    }
+
+    /// Imports the two documents of `tag` into `url`; returns what import said.
+    func importBoth(_ url: String, _ tag: String) throws -> String {
+        let run = try opsh(url, ["-e", """
+            local p = import{ file = "\(sandbox.root)/project-\(tag).json" }
+            local m = import{ file = "\(sandbox.root)/model-\(tag).json" }
+            return p.projects, p.schemes, p.builds, p.buildLogs, p.crashLogs, m.model_metadata, m.model_usage_stats
+            """])
+        #expect(run.status == 0, "\(tag): \(run.stderr)")
+        return run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func aDocumentRoundTripsBetweenTheEnginesByteForByte() throws {
+        // SQLite → PostgreSQL → the same bytes.
+        let sqlite = try createdSQLite("origin.sqlite")
+        let seeded = try opsh(sqlite, ["-e", Self.seed])
+        #expect(seeded.status == 0, "\(seeded.stderr)")
+        let fromSQLite = try export(sqlite, "sqlite")
+        #expect(fromSQLite.project.contains(#""createdAt": 1700000000.123456"#))
+        #expect(fromSQLite.model.contains(#""updated_at": 1700000300.654321"#))
+
+        let postgres = try createdDatabase()
+        #expect(try importBoth(postgres, "sqlite") == "1\t3\t3\t1300\t2\t1\t2")
+        let fromPostgres = try export(postgres, "postgres")
+        #expect(fromPostgres.project == fromSQLite.project)
+        #expect(fromPostgres.model == fromSQLite.model)
+        // Stored as the same doubles: to the microsecond, as the server reads them.
+        #expect(try server.sql("SELECT createdAt = 1700000000.123456::float8 FROM projects", url: postgres) == "t")
+        #expect(try server.sql("SELECT to_char(to_timestamp(startDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'",
+                               url: postgres) == "22:15:01.000001")
+        #expect(try server.sql("SELECT to_char(to_timestamp(endDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'",
+                               url: postgres) == "22:16:00.999999")
+
+        // PostgreSQL → SQLite → the same bytes; and the same rows seeded
+        // on PostgreSQL give the same document as on SQLite.
+        let origin = try createdDatabase()
+        let seededThere = try opsh(origin, ["-e", Self.seed])
+        #expect(seededThere.status == 0, "\(seededThere.stderr)")
+        let fromOrigin = try export(origin, "origin")
+        #expect(fromOrigin.project == fromSQLite.project)
+        #expect(fromOrigin.model == fromSQLite.model)
+        let back = try createdSQLite("back.sqlite")
+        #expect(try importBoth(back, "origin") == "1\t3\t3\t1300\t2\t1\t2")
+        let again = try export(back, "back")
+        #expect(again.project == fromOrigin.project)
+        #expect(again.model == fromOrigin.model)
+
+        // The imported usage ids are the sequence's past: a new row gets the next id.
+        let next = try opsh(postgres, ["-e", "return db.value(\"INSERT INTO model_usage_stats (model_id, day) VALUES ('m1', '2024-06-01') RETURNING id\")"])
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+    }
+
+    @Test func importRefusalsSayWhyAndWriteNothing() throws {
+        let sqlite = try createdSQLite("origin.sqlite")
+        #expect(try opsh(sqlite, ["-e", Self.seed]).status == 0)
+        let document = try export(sqlite, "doc").project
+        let postgres = try createdDatabase()
+        #expect(try importBoth(postgres, "doc") == "1\t3\t3\t1300\t2\t1\t2")
+
+        // A conflict without replace: refused, naming the rows; the
+        // changed name is not written.
+        let renamed = document.replacingOccurrences(of: #""name": "App""#, with: #""name": "Renamed""#)
+        let changed = sandbox.root + "/renamed.json"
+        try renamed.write(toFile: changed, atomically: true, encoding: .utf8)
+        let refused = try opsh(postgres, ["-e", "return import{ file = '\(changed)' }"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains(#"import refused: 1309 row(s) already exist (projects "com.example.app", schemes "s3", schemes "s1", schemes "s2", builds "b1" and 1304 more); nothing was written; import with replace = true to overwrite them"#),
+                "\(refused.stderr)")
+        #expect(try server.sql("SELECT name FROM projects WHERE bundleidentifier = 'com.example.app'", url: postgres) == "App")
+        // Control: with replace it is written, and the counts say what was replaced.
+        let replacedRun = try opsh(postgres, ["-e", """
+            local rows, replaced = import{ file = '\(changed)', replace = true }
+            return rows.buildLogs, replaced.buildLogs, replaced.projects
+            """])
+        #expect(replacedRun.status == 0, "\(replacedRun.stderr)")
+        #expect(replacedRun.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300\t1300\t1")
+        #expect(try server.sql("SELECT name FROM projects WHERE bundleidentifier = 'com.example.app'", url: postgres) == "Renamed")
+
+        // A broken document: refused before anything is written.
+        let fresh = try createdDatabase()
+        let broken = sandbox.root + "/broken.json"
+        try document.replacingOccurrences(of: #""versionString": "1.1.0", "#, with: "")
+            .write(toFile: broken, atomically: true, encoding: .utf8)
+        let brokenRun = try opsh(fresh, ["-e", "return import{ file = '\(broken)' }"])
+        #expect(brokenRun.status == 1)
+        #expect(brokenRun.stderr.contains("bad argument #1 to 'import' (builds[2]: missing field 'versionString')"), "\(brokenRun.stderr)")
+        // One the checks accept but the server's CHECK refuses (after
+        // 1,000 log lines were sent in the first INSERTs): nothing is kept.
+        let checked = sandbox.root + "/checked.json"
+        try document.replacingOccurrences(of: #""progress": 0.5"#, with: #""progress": 7.5"#)
+            .write(toFile: checked, atomically: true, encoding: .utf8)
+        let checkedRun = try opsh(fresh, ["-e", "return import{ file = '\(checked)' }"])
+        #expect(checkedRun.status == 1)
+        #expect(checkedRun.stderr.contains(#"import: invalid value for builds: new row for relation "builds" violates check constraint "builds_progress_check""#),
+                "\(checkedRun.stderr)")
+        #expect(checkedRun.stderr.contains("nothing was written"), "\(checkedRun.stderr)")
+        for table in ["projects", "schemes", "builds", "buildlogs", "crashlogs"] {
+            #expect(try server.sql("SELECT count(*) FROM \(table)", url: fresh) == "0", "\(table)")
+        }
+        // --read-only: the server refuses the write.
+        let readOnly = try opsh(fresh, ["--read-only", "-e", "return import{ file = '\(sandbox.root)/project-doc.json' }"])
+        #expect(readOnly.status != 0)
+        #expect(readOnly.stderr.contains("25006"), "\(readOnly.stderr)")
+        #expect(try server.sql("SELECT count(*) FROM projects", url: fresh) == "0")
+        // Control: the unbroken document imports into the same database.
+        let works = try opsh(fresh, ["-e", "return import{ file = '\(sandbox.root)/project-doc.json' }.buildLogs"])
+        #expect(works.status == 0, "\(works.stderr)")
+        #expect(works.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300")
+    }
+
+    @Test func aDryRunImportKeepsNothingAndReportsCounts() throws {
+        let sqlite = try createdSQLite("origin.sqlite")
+        #expect(try opsh(sqlite, ["-e", Self.seed]).status == 0)
+        _ = try export(sqlite, "doc")
+        let postgres = try createdDatabase()
+        let run = try opsh(postgres, ["--dry-run", "-e", """
+            local p = import{ file = "\(sandbox.root)/project-doc.json" }
+            local m = import{ file = "\(sandbox.root)/model-doc.json" }
+            return p.projects, p.buildLogs, m.model_usage_stats, db.value("SELECT count(*) FROM buildLogs")
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1\t1300\t2\t1300")
+        #expect(run.stderr.contains("buildLogs: 1300 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
+        #expect(run.stderr.contains("model_usage_stats: 2 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
+        for table in ["projects", "schemes", "builds", "buildlogs", "crashlogs", "model_metadata", "model_usage_stats"] {
+            #expect(try server.sql("SELECT count(*) FROM \(table)", url: postgres) == "0", "\(table)")
+        }
+        // An export under --dry-run writes no file either.
+        let exported = sandbox.root + "/not-written.json"
+        let export = try opsh(postgres, ["--dry-run", "-e", """
+            import{ file = "\(sandbox.root)/project-doc.json" }
+            local path, counts, report = export.project("com.example.app", { file = "\(exported)" })
+            return counts.buildLogs, report.dryRun
+            """])
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(export.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300\ttrue")
+        #expect(!FileManager.default.fileExists(atPath: exported))
+    }
+}
