@@ -79,8 +79,10 @@ local function runnerAlive(build)
   return math.abs(boot + ticks / 100 - build.runnerStartedAt) < 1
 end
 
--- Heartbeats exist from migration 004_runners on.
-local HEARTBEATS = db.value("SELECT count(*) FROM pragma_table_info('builds') WHERE name = 'heartbeatAt'") == 1
+-- Heartbeats exist from migration 004_runners on: a query naming the column
+-- fails before it (on SQLite and PostgreSQL alike; pcall keeps a dry run's
+-- transaction going).
+local HEARTBEATS = pcall(db.value, "SELECT heartbeatAt FROM builds WHERE 1 = 0")
 
 local function heartbeatLapsed(build)
   if not HEARTBEATS then return false end

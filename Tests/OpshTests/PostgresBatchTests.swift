@@ -198,9 +198,9 @@ import Testing
         #expect(run.stderr.contains("ERROR 42P01: relation \"nope\" does not exist"), "\(run.stderr)")
         #expect(run.stderr.contains("SELECT count(*) FROM nope"), "\(run.stderr)")
 
-        let missing = try opsh(url, ["-e", "return jobs.list()"])
+        let missing = try opsh(url, ["-e", "return audit.list()"])
         #expect(missing.status == 1)
-        #expect(missing.stderr.contains("jobs.list is not available on PostgreSQL yet"), "\(missing.stderr)")
+        #expect(missing.stderr.contains("audit.list is not available on PostgreSQL yet"), "\(missing.stderr)")
     }
 
     /// Commands that have no PostgreSQL engine yet refuse a PostgreSQL URL

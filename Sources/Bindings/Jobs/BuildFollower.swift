@@ -22,8 +22,10 @@ enum FollowEvent: Sendable {
 final class BuildFollower: @unchecked Sendable {
     let buildId: String
     let includeDebug: Bool
-    /// The last line read (0: none yet). The reading thread's only.
-    var cursor: Int64 = 0
+    /// The last line read (nil: none yet): where the next page starts (its
+    /// cursor on SQLite, its place in the log on PostgreSQL). The reading
+    /// thread's only.
+    var last: BuildLogLine?
     // Lua thread only:
     var printer: LuaReference?
     var subscription: Int?
@@ -47,12 +49,17 @@ final class BuildFollower: @unchecked Sendable {
         var deleted = false
     }
 
-    /// The next lines, read by `read(cursor, limit)` in one snapshot with
+    /// Reads the lines of `build` after `after` (nil: from the first), at
+    /// most `limit`, with the build as it was when they were read (an
+    /// engine's ``JobsEngine/pageReader(_:)``).
+    typealias PageReader = @Sendable (_ build: String, _ after: BuildLogLine?, _ limit: Int, _ includeDebug: Bool) throws -> BuildLogPage
+
+    /// The next lines, read by `read(last, limit)` in one snapshot with
     /// the build's status.
-    func nextPage(_ read: (_ after: Int64, _ limit: Int) throws -> BuildLogPage) throws -> Page {
-        let found = try read(cursor, Self.pageSize)
+    func nextPage(_ read: (_ after: BuildLogLine?, _ limit: Int) throws -> BuildLogPage) throws -> Page {
+        let found = try read(last, Self.pageSize)
         var page = Page(texts: found.lines.map { Self.text($0.record) })
-        if let last = found.lines.last { cursor = last.cursor }
+        if let line = found.lines.last { last = line }
         guard let build = found.build else {
             page.ended = "build \(buildId) was deleted"
             page.deleted = true
@@ -78,13 +85,13 @@ final class BuildFollower: @unchecked Sendable {
     }
 
     /// Polls on a thread of its own and posts to `events`.
-    func startPolling(store: Store, events: EventQueue, subscription: Int, interval: TimeInterval = 0.05) {
+    func startPolling(read: @escaping PageReader, events: EventQueue, subscription: Int, interval: TimeInterval = 0.05) {
         Thread.detachNewThread { [self] in
             var failures = 0
             while !isStopped {
                 do {
                     let page = try nextPage { after, limit in
-                        try store.logPage(build: buildId, after: after, limit: limit, includeDebug: includeDebug)
+                        try read(buildId, after, limit, includeDebug)
                     }
                     failures = 0
                     if !page.texts.isEmpty { events.post(subscription, FollowEvent.lines(page.texts)) }

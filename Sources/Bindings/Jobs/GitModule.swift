@@ -21,8 +21,12 @@ import LuaRuntime
 /// failing git raises an error with git's own message.
 enum GitModule {
     static func install(in session: OpshSession) {
-        let rowShapes = session.sql.rowShapes
-        session.runtime.register(module: "git", [
+        install(runtime: session.runtime, rowShapes: session.sql.rowShapes)
+    }
+
+    /// Git needs nothing of the database: the same module on every engine.
+    static func install(runtime: LuaRuntime, rowShapes: RowShapes) {
+        runtime.register(module: "git", [
             "versions": { call in
                 let location = try call.string(1)
                 let git = Git()

@@ -37,7 +37,7 @@ import Store
 final class JobsModule {
     static let followTypeName = "opsh.follow"
 
-    unowned let session: OpshSession
+    let engine: any JobsEngine
     // Lazy: its defaults read the environment and the CPU quota, which a
     // script that starts no build should not pay for at start-up.
     private lazy var configuration = JobManager.Configuration()
@@ -47,9 +47,9 @@ final class JobsModule {
     /// Background followers still running.
     private var followers: [ObjectIdentifier: BuildFollower] = [:]
 
-    private init(session: OpshSession) throws {
-        self.session = session
-        let made = try session.runtime.execute("return function(text) print(text) end", chunkName: "=(jobs)")
+    private init(engine: any JobsEngine) throws {
+        self.engine = engine
+        let made = try engine.runtime.execute("return function(text) print(text) end", chunkName: "=(jobs)")
         guard case let .reference(printer)? = made.first else {
             throw LuaError(kind: .runtime, message: "cannot create the jobs printer")
         }
@@ -63,24 +63,30 @@ final class JobsModule {
 
     /// The session's job manager, made on first use.
     var manager: JobManager {
-        if let createdManager { return createdManager }
-        var configuration = self.configuration
-        // An absolute folder: a database opened as `--db ./x.sqlite` must
-        // not put builds in a path relative to wherever they run.
-        if let root = configuration.workspaceRoot ?? session.store.path.map({
-            (($0 as NSString).deletingLastPathComponent as NSString).appendingPathComponent("workspaces")
-        }) {
-            configuration.workspaceRoot = URL(fileURLWithPath: root).standardizedFileURL.path
+        get throws {
+            if let createdManager { return createdManager }
+            var configuration = self.configuration
+            // An absolute folder: a database opened as `--db ./x.sqlite` must
+            // not put builds in a path relative to wherever they run.
+            if let root = configuration.workspaceRoot ?? engine.defaultWorkspaceRoot {
+                configuration.workspaceRoot = URL(fileURLWithPath: root).standardizedFileURL.path
+            }
+            let manager = try engine.makeManager(configuration)
+            createdManager = manager
+            JobsShutdown.register(manager)
+            return manager
         }
-        let manager = JobManager(store: session.store, configuration: configuration)
-        createdManager = manager
-        JobsShutdown.register(manager)
-        return manager
     }
 
+    /// On SQLite.
     static func install(in session: OpshSession) throws {
-        let module = try JobsModule(session: session)
-        session.runtime.register(module: "jobs", [
+        try install(engine: SQLiteJobsEngine(session: session))
+    }
+
+    static func install(engine: any JobsEngine) throws {
+        let module = try JobsModule(engine: engine)
+        let runtime = engine.runtime
+        runtime.register(module: "jobs", [
             "create": { call in try module.create(call) },
             "enqueue": { call in try module.enqueue(call) },
             "start": { call in try module.start(call) },
@@ -98,7 +104,7 @@ final class JobsModule {
         ])
         // The follow handle's metatable, created once per state.
         let probe = BuildFollower(buildId: "", includeDebug: false)
-        session.runtime.pushObject(probe, type: followTypeName, methods: [
+        runtime.pushObject(probe, type: followTypeName, methods: [
             "cancel": { call in
                 let follower = try call.object(1, as: BuildFollower.self, typeName: followTypeName)
                 module.finish(follower)
@@ -113,7 +119,7 @@ final class JobsModule {
                 return call.results(.string("follow(build \(follower.buildId))\(follower.isActive ? "" : " ended")"))
             },
         ])
-        session.runtime.stack.pop()
+        runtime.stack.pop()
     }
 
     // MARK: - Changing builds
@@ -200,7 +206,7 @@ final class JobsModule {
         let timeout = try call.optionalNumber(2)
         if let timeout, !(timeout >= 0) { throw call.argumentError(2, "a number of seconds >= 0 expected") }
         try refuseInTransaction("wait")
-        let manager = self.manager
+        let manager = try self.manager
         let deadline = timeout.map { Date().addingTimeInterval($0) }
         while true {
             try checkInterrupt()
@@ -234,27 +240,23 @@ final class JobsModule {
         try refuseInTransaction("follow")
 
         // Where to start, and whether there is anything to follow.
-        let (build, cursor) = try session.database.unsafeRead("buildLogs") { db -> (BuildRecord?, Int64) in
-            guard let build = try session.store.builds.records.get(db, id) else { return (nil, 0) }
-            guard let tail else { return (build, 0) }
-            let last = try session.store.buildLogs.lastLines(db, build: id, count: Int(tail) + 1, includeDebug: includeDebug)
-            return (build, last.count > tail ? last[0].cursor : 0)
-        }
+        let (build, start) = try engine.followStart(id, tail: tail.map { Int(clamping: $0) }, includeDebug: includeDebug)
         guard let build else { throw JobError.unknownBuild(id) }
+        let manager = try self.manager
         if build.status == .queued, !manager.isHandling(id) { throw JobError.notStarted(id) }
 
         let follower = BuildFollower(buildId: id, includeDebug: includeDebug)
-        follower.cursor = cursor
+        follower.last = start
         follower.printer = printer
         if !background {
             return try followHere(follower, call)
         }
-        let subscription = session.subscribe { [unowned self] event in
+        let subscription = engine.subscribe { [unowned self] event in
             try self.deliver(event as? FollowEvent, to: follower)
         }
         follower.subscription = subscription
         followers[ObjectIdentifier(follower)] = follower
-        follower.startPolling(store: session.store, events: session.events, subscription: subscription)
+        follower.startPolling(read: engine.pageReader(manager), events: engine.events, subscription: subscription)
         call.host.pushObject(follower, type: Self.followTypeName, methods: [:], on: call.state)
         return 1
     }
@@ -262,11 +264,12 @@ final class JobsModule {
     /// Prints the log on the calling thread until the build ends; returns
     /// its final row.
     private func followHere(_ follower: BuildFollower, _ call: LuaCall) throws -> Int32 {
+        let manager = try self.manager
         while true {
             try checkInterrupt()
             let page = try follower.nextPage { after, limit in
-                try session.database.logPage(build: follower.buildId, after: after, limit: limit,
-                                             includeDebug: follower.includeDebug)
+                try engine.logPage(manager, build: follower.buildId, after: after, limit: limit,
+                                   includeDebug: follower.includeDebug)
             }
             for text in page.texts {
                 _ = try call.call(follower.printer!, [.string(text)])
@@ -290,10 +293,10 @@ final class JobsModule {
         guard let event, follower.isActive, let printer = follower.printer else { return }
         switch event {
         case let .lines(texts):
-            for text in texts { try session.runtime.call(printer, [.string(text)]) }
+            for text in texts { try engine.runtime.call(printer, [.string(text)]) }
         case let .ended(text):
             finish(follower)
-            try session.runtime.call(printer, [.string(text)])
+            try engine.runtime.call(printer, [.string(text)])
         case let .failed(message):
             finish(follower)
             throw LuaCallError.message("jobs.follow(\(follower.buildId)): \(message)")
@@ -303,7 +306,7 @@ final class JobsModule {
     /// Stops a background follower: no more lines are printed.
     fileprivate func finish(_ follower: BuildFollower) {
         follower.stop()
-        if let subscription = follower.subscription { session.unsubscribe(subscription) }
+        if let subscription = follower.subscription { engine.unsubscribe(subscription) }
         follower.subscription = nil
         followers[ObjectIdentifier(follower)] = nil
     }
@@ -335,8 +338,9 @@ final class JobsModule {
             }
         }
         let limit = try Self.integer(call, 1, options, "limit", minimum: 0) ?? 100
-        return try run(BuildJobStatements.list(status: status, schemeId: named["scheme"], projectId: named["project"],
-                                               limit: Int(clamping: limit)), call)
+        return try engine.run({ _ in
+            BuildJobStatements.list(status: status, schemeId: named["scheme"], projectId: named["project"], limit: Int(clamping: limit))
+        }, call: call)
     }
 
     private func logs(_ call: LuaCall) throws -> Int32 {
@@ -349,15 +353,8 @@ final class JobsModule {
         if tail != nil, after != nil || limit != nil {
             throw call.argumentError(2, "give either tail, or after and limit")
         }
-        let store = session.store
-        let lines = try session.database.read("buildLogs") { db -> [BuildLogLine] in
-            guard try store.builds.records.get(db, id) != nil else { throw JobError.unknownBuild(id) }
-            if after != nil || limit != nil {
-                return try store.buildLogs.lines(db, build: id, after: after ?? 0, limit: Int(limit ?? 1000),
-                                                 includeDebug: includeDebug)
-            }
-            return try store.buildLogs.lastLines(db, build: id, count: Int(tail ?? 100), includeDebug: includeDebug)
-        }
+        let lines = try engine.logs(id, tail: tail.map { Int(clamping: $0) }, after: after,
+                                    limit: limit.map { Int(clamping: $0) }, includeDebug: includeDebug)
         push(.array(lines.map(Self.logRow)), call, columns: Self.logColumns)
         return 1
     }
@@ -376,51 +373,37 @@ final class JobsModule {
     private func crashLogs(_ call: LuaCall) throws -> Int32 {
         let id = try Self.buildId(call, 1)
         try requireBuild(id, call)
-        return try run(BuildJobStatements.crashLogs(build: id), call)
+        return try engine.run({ _ in BuildJobStatements.crashLogs(build: id) }, call: call)
     }
 
     private func stale(_ call: LuaCall) throws -> Int32 {
         try refuseInTransaction("stale")
-        return try run(BuildJobStatements.builds(ids: try manager.staleBuilds().map(\.id)), call)
+        let ids = try manager.staleBuilds().map(\.id)
+        return try engine.run({ BuildJobStatements.builds(ids: ids, dialect: $0) }, call: call)
     }
 
     // MARK: - Helpers
 
     private func push(_ value: StoreValue, _ call: LuaCall, columns: [String]? = nil) {
-        StoreValuePusher(rowShapes: session.sql.rowShapes, state: call.state).push(value, asRows: true, columns: columns)
-    }
-
-    /// Runs a read of Store's on the `db` module's machinery (cached, stepped
-    /// in C, rows built once into Lua tables) and pushes its value.
-    private func run(_ statement: QueryStatement, _ call: LuaCall) throws -> Int32 {
-        // The job manager's threads write through the store's own writer,
-        // which the read connection's shared snapshot (up to 50 ms) does
-        // not know of: a build just created or ended must be seen.
-        session.releaseReadSnapshot()
-        let shape: SQLExecutor.ResultShape = switch statement.shape {
-        case .row: .first
-        case .rows: .rows
-        case .ids: .column
-        }
-        return try session.repositoryStatements.run(statement.sql, statement.values, shape: shape, call: call)
+        StoreValuePusher(rowShapes: engine.rowShapes, state: call.state).push(value, asRows: true, columns: columns)
     }
 
     /// Refuses an id without a build.
     private func requireBuild(_ id: String, _ call: LuaCall) throws {
-        _ = try run(BuildJobStatements.build(id), call)
+        _ = try engine.run({ _ in BuildJobStatements.build(id) }, call: call)
         defer { lua_settop(call.state, 0) }
         if lua_type(call.state, -1) == LUA_TNIL { throw JobError.unknownBuild(id) }
     }
 
     /// Pushes a build's row as `query(key.build(id))` gives it.
     private func pushBuild(_ id: String, _ call: LuaCall) throws -> Int32 {
-        let results = try run(BuildJobStatements.build(id), call)
+        let results = try engine.run({ _ in BuildJobStatements.build(id) }, call: call)
         if lua_type(call.state, -1) == LUA_TNIL { throw JobError.unknownBuild(id) }
         return results
     }
 
     private func checkInterrupt() throws {
-        if let reason = session.runtime.interruptRequested {
+        if let reason = engine.runtime.interruptRequested {
             throw LuaCallError.message(reason == .timeout ? "timed out" : "interrupted")
         }
     }
@@ -428,12 +411,7 @@ final class JobsModule {
     /// Functions that make the job manager write or wait for it cannot run
     /// while the Lua thread holds the writer.
     private func refuseInTransaction(_ name: String) throws {
-        if session.database.isDryRun {
-            throw LuaCallError.message("jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back")
-        }
-        if session.database.isInTransaction {
-            throw LuaCallError.message("jobs.\(name) cannot run inside \(session.database.openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction")
-        }
+        if let refusal = try engine.transactionRefusal(name) { throw LuaCallError.message(refusal) }
     }
 
     // MARK: Arguments

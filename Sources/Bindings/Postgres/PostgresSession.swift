@@ -28,7 +28,7 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules = [
-        "jobs", "git", "audit",
+        "audit",
     ]
     public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
@@ -55,6 +55,7 @@ public final class PostgresSession {
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
         MigrationModule.install(in: self)
         TransferModule.install(in: self)
+        try PostgresJobsEngine.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [
             "dryRun": { [database] call in call.results(.boolean(database.isDryRun)) },

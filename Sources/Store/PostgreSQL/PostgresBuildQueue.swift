@@ -36,8 +36,13 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     private let idleLimit = 8
 
     /// Connects (and checks the server answers).
-    public init(url text: String) throws {
-        url = try PostgresURL(text)
+    public convenience init(url text: String) throws {
+        try self.init(url: try PostgresURL(text))
+    }
+
+    /// Connects to the database a session has open (`jobs.*` on PostgreSQL).
+    public init(url: PostgresURL) throws {
+        self.url = url
         idle.append(try PostgresConnection(url: url))
     }
 
@@ -178,17 +183,68 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
             """, [Self.text(status?.rawValue), Self.text(scheme), Self.integer(limit)])
     }
 
+    // MARK: Log lines and their cursors
+    //
+    // PostgreSQL has no rowid, and a sequence's numbers are taken in the
+    // order transactions insert, not the order they commit. A line's
+    // cursor here is its place in its build's log, in the log's order
+    // (createdAt, then id by bytes: the job runner's ids sort in line
+    // order within one instant): line 1, 2, … of the build. No column is
+    // added to buildLogs (its rows, exports and the schema stay SQLite's).
+    // A cursor stays valid while lines are only appended, which is how
+    // builds write; deleting lines by hand renumbers the later ones.
+    // Followers (``logPage(build:after:limit:includeDebug:)``) page by
+    // the last line's (createdAt, id) instead: a range on the
+    // buildLogs(buildId, createdAt) index, cheap however long the log.
+
+    /// The build's lines numbered in log order, as `numbered`.
+    static let numberedLines = """
+        SELECT row_number() OVER (ORDER BY createdAt, id COLLATE "C") AS cursor, * FROM buildLogs WHERE buildId = $1::text
+        """
+
     public func logs(_ id: String, tail count: Int, includeDebug: Bool) throws -> [BuildLogLine] {
-        throw Self.notYet("jobs.logs")
+        try lines("""
+            SELECT * FROM (\(Self.numberedLines)) AS numbered WHERE ($2::boolean OR level <> 'debug')
+            ORDER BY cursor DESC LIMIT $3::bigint
+            """, [.text(id), .bool(includeDebug), .integer(Int64(max(0, count)))]).reversed()
     }
 
     public func logs(_ id: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> [BuildLogLine] {
-        throw Self.notYet("jobs.follow")
+        try lines("""
+            SELECT * FROM (\(Self.numberedLines)) AS numbered WHERE cursor > $2::bigint AND ($3::boolean OR level <> 'debug')
+            ORDER BY cursor LIMIT $4::bigint
+            """, [.text(id), .integer(cursor), .bool(includeDebug), .integer(Int64(max(0, limit)))])
     }
 
-    /// A log line's cursor is SQLite's rowid, which PostgreSQL has not.
-    private static func notYet(_ function: String) -> StoreError {
-        .refused(reason: "\(function) is not available on PostgreSQL yet (read buildLogs with SQL: ORDER BY createdAt, id)")
+    private func lines(_ sql: String, _ parameters: [PostgresValue]) throws -> [BuildLogLine] {
+        try connection { connection in
+            try Self.rows(connection.query(sql, parameters)).map { row in
+                BuildLogLine(cursor: row["cursor"], record: try BuildLogRecord(row: row))
+            }
+        }
+    }
+
+    /// A page of a build's log for a follower: the lines after `line` (nil:
+    /// from the first) in log order, at most `limit`, their cursors 0 (the
+    /// follower pages by the line itself). The build is read first, in a
+    /// statement of its own: a build seen ended then has every line
+    /// committed before the lines are read (its last lines and its end
+    /// are written before, or in, the transaction that ends it), so an
+    /// empty page after it means the log is complete.
+    public func logPage(build buildId: String, after line: BuildLogLine?, limit: Int, includeDebug: Bool) throws -> BuildLogPage {
+        try connection { connection in
+            let build = try Self.rows(connection.query("SELECT * FROM builds WHERE id = $1::text", [.text(buildId)]))
+                .first.map(BuildRecord.init(row:))
+            let from: PostgresValue = line.map { .double($0.record.createdAt.timeIntervalSince1970) } ?? .null
+            let rows = try Self.rows(connection.query("""
+                SELECT * FROM buildLogs
+                WHERE buildId = $1::text AND ($2::double precision IS NULL OR createdAt >= $2::double precision)
+                  AND ($2::double precision IS NULL OR createdAt > $2::double precision OR id COLLATE "C" > $3::text COLLATE "C")
+                  AND ($4::boolean OR level <> 'debug')
+                ORDER BY createdAt, id COLLATE "C" LIMIT $5::bigint
+                """, [.text(buildId), from, .text(line?.record.id ?? ""), .bool(includeDebug), .integer(Int64(max(0, limit)))]))
+            return BuildLogPage(lines: try rows.map { BuildLogLine(cursor: 0, record: try BuildLogRecord(row: $0)) }, build: build)
+        }
     }
 
     public func crashLogs(_ id: String) throws -> [CrashLogRecord] {

@@ -347,6 +347,9 @@ public final class PostgresDatabase {
     /// it changed, by table, from the server's counters.
     public func chunk(_ body: () throws -> Void) throws -> ChangeSummary {
         var changed = ChangeSummary()
+        let outer = isInChunk
+        isInChunk = true
+        defer { isInChunk = outer }
         try transaction {
             let before = try transactionChanges()
             try body()
@@ -373,6 +376,16 @@ public final class PostgresDatabase {
     }
 
     public var isDryRun: Bool { dryRunning }
+
+    /// Whether a shell chunk's transaction is open (``chunk(_:)``).
+    public private(set) var isInChunk = false
+
+    /// Whether the open transaction has written (the server gave it a
+    /// transaction id, which it does at the first write or row lock).
+    public func transactionHasWritten() throws -> Bool {
+        guard depth > 0 else { return false }
+        return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
+    }
 
     /// The server's counts of rows changed, by table: the open
     /// transaction's, plus those of earlier transactions the server process

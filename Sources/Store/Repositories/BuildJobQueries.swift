@@ -193,11 +193,16 @@ public enum BuildJobStatements {
 
     /// The rows of the builds `ids`, oldest first (ids without a row are
     /// left out). One statement whatever the count: the ids travel as one
-    /// JSON array.
-    public static func builds(ids: [String]) -> QueryStatement {
+    /// JSON array (`json_each` on SQLite, `json_array_elements_text` on
+    /// PostgreSQL).
+    public static func builds(ids: [String], dialect: SQLDialect = .sqlite) -> QueryStatement {
         let list = "[" + ids.map(JSONString.quoted).joined(separator: ",") + "]"
+        let elements = switch dialect {
+        case .sqlite: "SELECT value FROM json_each(?)"
+        case .postgresql: "SELECT json_array_elements_text(?::text::json)"
+        }
         return .init(sql: """
-            SELECT * FROM builds WHERE id IN (SELECT value FROM json_each(?)) ORDER BY createdAt, buildNumber
+            SELECT * FROM builds WHERE id IN (\(elements)) ORDER BY createdAt, buildNumber
             """, arguments: [list.databaseValue], shape: .rows)
     }
 }

@@ -45,7 +45,7 @@ struct PostgresShellMode {
         if !options.quiet {
             var banner = "\(label.sentence) — \(database.label) (PostgreSQL \(database.serverVersion))"
                 + "\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
-            banner += "\neach chunk is one transaction; jobs, migrate, git, the audit trail and undo() are not on PostgreSQL yet"
+            banner += "\neach chunk is one transaction; the audit trail and undo() are not on PostgreSQL yet"
             if !database.pendingMigrations.isEmpty {
                 banner += "\nthis database lacks migrations \(database.pendingMigrations.joined(separator: ", "))"
             }
