@@ -72,6 +72,8 @@ import Testing
             local n = 0
             for row in db.rows("SELECT bundleIdentifier, name FROM projects ORDER BY bundleIdentifier") do n = n + 1; print(row.name) end
             print(n, db.inTransaction())
+            local both = "FROM (SELECT 1 AS x UNION ALL SELECT 2) AS t"
+            print(db.value("SELECT sum(CAST(x AS BIGINT)) " .. both), db.value("SELECT avg(x) " .. both), math.type(db.value("SELECT sum(CAST(x AS BIGINT)) " .. both)))
             """)
         let expected = """
             com.example.app\tApp\t1700000000.5
@@ -83,6 +85,7 @@ import Testing
             1
             Renamed
             1\tfalse
+            3\t1.5\tinteger
 
             """
         let onPostgres = try opsh(url, ["run", script])

@@ -168,16 +168,23 @@ public final class PostgresDatabase {
         /// ``value(row:column:)`` (no row is converted until asked for: a
         /// scan pushed into Lua converts each value once, on the way).
         let raw: [[PostgresValue]]
+        /// Columns of type numeric (`sum(bigint)`, `avg`, `numeric(10,2)`),
+        /// whose text comes back as a number, as SQLite's sums and averages do.
+        let numericColumns: Set<Int>
         /// Rows inserted, updated or deleted (nil for other statements).
         public var changes: Int?
 
         public var rowCount: Int { raw.count }
 
         /// Every row's values, in ``columns``' order.
-        public var rows: [[StoreValue]] { raw.map { $0.map(PostgresDatabase.value) } }
+        public var rows: [[StoreValue]] {
+            raw.indices.map { row in columns.indices.map { value(row: row, column: $0) } }
+        }
 
         public func value(row: Int, column: Int) -> StoreValue {
-            PostgresDatabase.value(raw[row][column])
+            let value = raw[row][column]
+            if case let .text(text) = value, numericColumns.contains(column) { return PostgresDatabase.number(text) }
+            return PostgresDatabase.value(value)
         }
     }
 
@@ -438,9 +445,21 @@ public final class PostgresDatabase {
         }
     }
 
+    /// A numeric's text as a number, as SQLite computes sums and averages:
+    /// an integer when written without a decimal point and within 64 bits
+    /// (`sum(bigint)`), else a double (`avg`: "2.5000000000000000");
+    /// `NaN` stays text.
+    static func number(_ text: String) -> StoreValue {
+        if let integer = Int64(text) { return .integer(integer) }
+        if let double = Double(text), double.isFinite { return .real(double) }
+        return .text(text)
+    }
+
     static func convert(_ result: PostgresResult) -> Result {
         Result(columns: result.columns.map { PostgresNames.rowKey($0.name) },
-               raw: result.rows, changes: result.affectedRows)
+               raw: result.rows,
+               numericColumns: Set(result.columns.indices.filter { result.columns[$0].typeOID == PostgresType.numeric }),
+               changes: result.affectedRows)
     }
 }
 
