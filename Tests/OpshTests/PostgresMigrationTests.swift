@@ -44,7 +44,7 @@ import Testing
         #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
         let lines = onPostgres.stdout.split(separator: "\n").map(String.init)
         let sqliteLines = onSQLite.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.count == 7, "\(onPostgres.stdout)")
+        try #require(lines.count == 7, "\(onPostgres.stdout)")
         #expect(lines[0] == "001_initialSchema:builtin:applied 002_indexes:builtin:applied 003_audit:builtin:applied 004_runners:builtin:applied 010_owner:lua:pending 020_broken:lua:pending")
         #expect(lines[1] == "010_owner")
         #expect(lines[2] == "ops")
@@ -54,7 +54,8 @@ import Testing
         #expect(lines[4].hasPrefix("1\tfalse\t"), "\(lines[4])")
         #expect(lines[5].hasSuffix("010_owner:lua:applied 020_broken:lua:pending"), "\(lines[5])")
         #expect(lines[6] == "true")
-        #expect(sqliteLines.count == 7 && lines[0...3] == sqliteLines[0...3] && lines[5...6] == sqliteLines[5...6], "\(onSQLite.stdout)")
+        try #require(sqliteLines.count == 7, "\(onSQLite.stdout)")
+        #expect(lines[0...3] == sqliteLines[0...3] && lines[5...6] == sqliteLines[5...6], "\(onSQLite.stdout)")
 
         // A changed file of an applied migration is refused on PostgreSQL too.
         try """

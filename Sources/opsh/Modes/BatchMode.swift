@@ -173,11 +173,15 @@ struct BatchMode {
                             changes: options.dryRun ? [:] : session.store.committedChanges.committed)
             Launch.pendingMigrationsNote(session.store).map(console.warning)
             Launch.checkpointAtExit(session)
-            withExtendedLifetime(heldLock) { exit(status.rawValue) }
+            // Held to here: a closure that never returns (exit) would not
+            // extend the lock's life in an optimized build.
+            withExtendedLifetime(heldLock) {}
+            exit(status.rawValue)
         }
         Launch.pendingMigrationsNote(session.store).map(console.warning)
         Launch.checkpointAtExit(session)
-        withExtendedLifetime(heldLock) { exit(ExitStatus.success.rawValue) }
+        withExtendedLifetime(heldLock) {}
+        exit(ExitStatus.success.rawValue)
     }
 
     /// Events posted while the chunk ran (job log lines, say).

@@ -74,6 +74,12 @@ struct PostgresBatchMode {
                 try runner.run(code, chunkName: chunkName, arguments: arguments)
                 deadline?.cancel()
             }
+            // Watch callbacks still queued run now, as on SQLite. (This use
+            // also keeps the session alive while the chunk runs: its modules
+            // hold it unowned, and an optimized build ends an object's life at
+            // its last use.)
+            for error in try session.deliverEvents() { console.error(error.message) }
+            fflush(nil)
         } catch {
             deadline?.cancel()
             let status = BatchMode.status(for: error, signal: watcher.received)

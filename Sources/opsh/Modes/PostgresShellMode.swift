@@ -70,6 +70,8 @@ struct PostgresShellMode {
         } else {
             status = repl.run()
         }
+        // The REPL holds the session; the session outlives the REPL's run.
+        _ = try? session.deliverEvents()
         exit(status)
     }
 }
