@@ -8,7 +8,9 @@
 --   * two projects with schemes whose build commands are harmless
 --     ("echo building; sleep 1"); the first one's gitRepositoryURL is a real
 --     git repository with tags v1.0.0 … v1.3.0 made next to the database
---     (demo-repositories/), when git is installed — so jobs.start works on
+--     (demo-repositories/; on PostgreSQL, which has no file to put it
+--     beside, in opsh's data folder $XDG_DATA_HOME/opsh, where jobs' build
+--     workspaces go too), when git is installed — so jobs.start works on
 --     it and build-new-tags.lua finds v1.3.0 unbuilt; the second points at
 --     a path that does not exist (build-new-tags.lua reports it);
 --   * builds of the last weeks, succeeded and failed, with log lines, and one
@@ -21,8 +23,9 @@
 -- Idempotent: the relational part is skipped when the demo project exists;
 -- telemetry is topped up to COUNT demo events (an interrupted run resumes).
 --
--- Run:   opsh run [--db FILE] [--dry-run] demo-data.lua [COUNT]
+-- Run:   opsh run [--db FILE|URL] [--dry-run] demo-data.lua [COUNT]
 --        opsh run --db /tmp/demo.sqlite --create demo-data.lua 100000   (a smaller, faster demo)
+--        opsh run --db postgresql://ops@/demo --create demo-data.lua 100000   (the same on PostgreSQL)
 --        --dry-run inserts everything in its transaction, then rolls it back
 --        (and creates no git repository).
 --
@@ -46,12 +49,23 @@ math.randomseed(42)
 local function pick(list) return list[math.random(#list)] end
 local function shellQuote(text) return "'" .. text:gsub("'", [['\'']]) .. "'" end
 
--- A git repository with three release tags, next to the database.
-local function demoRepository()
+-- Where the demo repository goes: next to the SQLite file; on PostgreSQL in
+-- opsh's data folder.
+local function repositoryFolder()
+  if db.engine == "postgresql" then
+    local data = os.getenv("XDG_DATA_HOME")
+    if not data or data:sub(1, 1) ~= "/" then data = (os.getenv("HOME") or "") .. "/.local/share" end
+    return data .. "/opsh/demo-repositories/demo-app"
+  end
   local database = stats().path
   if database:sub(1, 1) ~= "/" then database = (os.getenv("PWD") or ".") .. "/" .. database end
   local folder = (database:match("^(.*)/[^/]*$") or ".") .. "/demo-repositories/demo-app"
-  folder = folder:gsub("/%./", "/")
+  return (folder:gsub("/%./", "/"))
+end
+
+-- A git repository with three release tags.
+local function demoRepository()
+  local folder = repositoryFolder()
   if DRY_RUN then return folder end
   if not os.execute("command -v git >/dev/null 2>&1") then
     io.stderr:write("demo-data: git is not installed; the demo project points at ", folder, ", which does not exist\n")

@@ -7,11 +7,15 @@
 -- lets `backup` check the copy (integrity_check), checks again here that the
 -- file is an SQLite database of the reported size, then deletes all but the
 -- KEEP newest backups of that series (default 7). Files of other names in
--- FOLDER are never touched. FOLDER is created if missing.
+-- FOLDER are never touched, nor files of the series that are not opsh's
+-- backups. FOLDER is created if missing.
+-- On PostgreSQL (`--db postgresql://…`) the same file runs pg_dump into
+-- FOLDER/opsh-YYYYMMDD-HHMMSS.dump (custom format: `pg_restore` reads it),
+-- checks its PGDMP header and size, and rotates the .dump series.
 -- Run twice in the same second, the second run finds its file there and
 -- does nothing.
 --
--- Run:   opsh run [--db FILE] [--dry-run] nightly-backup.lua FOLDER [KEEP]
+-- Run:   opsh run [--db FILE|URL] [--dry-run] nightly-backup.lua FOLDER [KEEP]
 --        --dry-run copies nothing and deletes nothing; it says what it would do.
 -- Cron:  30 2 * * *  opsh run --db /var/lib/opsh/opsh.sqlite /opt/opsh/examples/nightly-backup.lua /var/backups/opsh 14 >>/var/log/opsh/backup.log 2>&1
 --
@@ -23,6 +27,7 @@
 --        3  database unavailable; 75 another run holds the script's lock
 
 local DRY_RUN = db.inTransaction() -- `opsh run --dry-run` runs the script in one transaction
+local POSTGRES = db.engine == "postgresql"
 
 local function fail(status, message)
   io.stderr:write("nightly-backup: ", message, "\n")
@@ -51,11 +56,12 @@ local function human(bytes)
   return bytes .. " B"
 end
 
-local path = folder .. "/" .. os.date("!opsh-%Y%m%d-%H%M%S.sqlite")
+-- SQLite's backup is a database file; PostgreSQL's a pg_dump archive.
+local path = folder .. "/" .. os.date(POSTGRES and "!opsh-%Y%m%d-%H%M%S.dump" or "!opsh-%Y%m%d-%H%M%S.sqlite")
 
 if DRY_RUN then
   print(string.format("nightly-backup: would copy the database (%s) to %s and keep the %d newest backups",
-                      human(stats().fileSize), path, keep))
+                      human(POSTGRES and stats().databaseBytes or stats().fileSize), path, keep))
   return
 end
 
@@ -71,18 +77,24 @@ if not ok then
   fail(1, "backup to " .. path .. " failed: " .. tostring(result))
 end
 
--- The copy must be a whole SQLite file: its header, and the size backup reported.
+-- The copy must be a whole SQLite file (a pg_dump archive on PostgreSQL):
+-- its header, and the size backup reported.
+local expected = POSTGRES and "PGDMP" or "SQLite format 3\0"
 local file = io.open(path, "rb")
-local header = file and file:read(16)
+local header = file and file:read(#expected)
 local size = file and file:seek("end")
 if file then file:close() end
-if header ~= "SQLite format 3\0" or size ~= result.bytes or size == 0 then
+if header ~= expected or size ~= result.bytes or size == 0 then
   os.remove(path)
   fail(1, string.format("the copy at %s did not verify (header %q, %s bytes, backup reported %s); deleted it",
                         path, tostring(header), tostring(size), tostring(result.bytes)))
 end
 
-print(string.format("nightly-backup: %s, %s, %d pages in %.2f s, verified", path, human(size), result.pages, result.seconds))
+if POSTGRES then
+  print(string.format("nightly-backup: %s, %s, pg_dump in %.2f s, verified", path, human(size), result.seconds))
+else
+  print(string.format("nightly-backup: %s, %s, %d pages in %.2f s, verified", path, human(size), result.pages, result.seconds))
+end
 if #result.removed > 0 then
   print(string.format("nightly-backup: removed %d old backup(s): %s", #result.removed, table.concat(result.removed, ", ")))
 end

@@ -1,8 +1,10 @@
 -- purge-orphans.lua — delete rows whose parent row is gone.
 --
 -- When: once on a database that lived without foreign keys (an old backend,
--- a restore, writes by a tool that never said PRAGMA foreign_keys = ON), or
--- whenever check() lists foreign-key violations. Safe to run from cron.
+-- a restore, writes by a tool that never said PRAGMA foreign_keys = ON, a
+-- PostgreSQL table loaded with its triggers off), or whenever check() lists
+-- foreign-key violations. Safe to run from cron. The same file runs on
+-- SQLite and PostgreSQL (`--db postgresql://…`): its SQL is portable.
 --
 -- What: finds, with LEFT JOIN … IS NULL, the rows that SQLite would have
 -- deleted with their parent (ON DELETE CASCADE) had foreign keys been on:
@@ -16,7 +18,7 @@
 -- schemes whose project is gone are only reported on stderr: they hold data
 -- someone may want back.
 --
--- Run:   opsh run [--db FILE] [--dry-run] purge-orphans.lua
+-- Run:   opsh run [--db FILE|URL] [--dry-run] purge-orphans.lua
 --        --dry-run reports the counts and deletes nothing.
 -- Cron:  0 4 * * 0  opsh run --db /var/lib/opsh/opsh.sqlite /opt/opsh/examples/purge-orphans.lua >>/var/log/opsh/orphans.log 2>&1
 --
@@ -45,9 +47,18 @@ local REPORTED = {
   { "generation_sessions", "model_id", "model_metadata", "id", "id", "sessions whose model is gone" },
 }
 
+-- Names are written unquoted, so that they are the same on both engines
+-- (PostgreSQL folds buildLogs to buildlogs, as it created it).
 local function orphans(child, column, parent, key)
-  return string.format([[FROM %q AS c LEFT JOIN %q AS p ON p.%q = c.%q WHERE p.%q IS NULL]],
+  return string.format([[FROM %s AS c LEFT JOIN %s AS p ON p.%s = c.%s WHERE p.%s IS NULL]],
                        child, parent, key, column, key)
+end
+
+-- The same rows as orphans() finds, by their parent alone (no rowid needed,
+-- which PostgreSQL does not have).
+local function deleteOrphans(child, column, parent, key)
+  return string.format([[DELETE FROM %s WHERE NOT EXISTS (SELECT 1 FROM %s AS p WHERE p.%s = %s.%s)]],
+                       child, parent, key, child, column)
 end
 
 local counts, total = {}, 0
@@ -57,7 +68,7 @@ db.transaction(function()
     local from = orphans(child, column, parent, key)
     local found = db.value("SELECT count(*) " .. from)
     if found > 0 then
-      local deleted = db.exec(string.format("DELETE FROM %q WHERE rowid IN (SELECT c.rowid %s)", child, from))
+      local deleted = db.exec(deleteOrphans(child, column, parent, key))
       counts[#counts + 1] = { child, deleted, what }
       total = total + deleted
     end
@@ -71,7 +82,7 @@ end
 local left = 0
 for _, relation in ipairs(REPORTED) do
   local child, column, parent, key, id, what = table.unpack(relation)
-  local rows = db.query(string.format("SELECT c.%q AS id, c.%q AS parent %s ORDER BY 1 LIMIT 20",
+  local rows = db.query(string.format("SELECT c.%s AS id, c.%s AS parent %s ORDER BY 1 LIMIT 20",
                                       id, column, orphans(child, column, parent, key)))
   local found = db.value("SELECT count(*) " .. orphans(child, column, parent, key))
   if found > 0 then

@@ -5,19 +5,23 @@
 -- the backend or check() complains about JSON; safe to run from cron.
 --
 -- What: the JSON columns are read from the schema (every
--- CHECK (… json_valid(column) …) in sqlite_master). For each row whose value
--- is not valid JSON it tries, in order, a few modest and safe repairs:
+-- CHECK (… json_valid(column) …) in sqlite_master; on PostgreSQL every
+-- CHECK (… opsh_json_valid(column) …) in pg_constraint). For each row whose
+-- value is not valid JSON it tries, in order, a few modest and safe repairs:
 --   surrounding blanks and a byte-order mark, trailing commas before } or ],
 --   single-quoted strings ('a' → "a"), missing closing brackets at the end
 --   of a truncated value (not a truncated string);
--- a repair counts only if SQLite's json_valid accepts it and it keeps the
--- column's kind (an array for a '[]' default, an object for '{}').
+-- a repair counts only if the database's own check accepts it (SQLite's
+-- json_valid, PostgreSQL's opsh_json_valid) and it keeps the column's kind
+-- (an array for a '[]' default, an object for '{}').
 -- A value that cannot be repaired is moved to the table
 --   json_quarantine(table_name, row_key, column_name, value, found_at, reason)
 -- (created if missing) and the column is set to its default, or NULL.
--- Every row is reported; everything happens in one transaction.
+-- Every row is reported; everything happens in one transaction. A row is
+-- found again by the table's primary key (else SQLite's rowid, PostgreSQL's
+-- ctid). The same file runs on SQLite and PostgreSQL (`--db postgresql://…`).
 --
--- Run:   opsh run [--db FILE] [--dry-run] repair-json.lua
+-- Run:   opsh run [--db FILE|URL] [--dry-run] repair-json.lua
 --        --dry-run reports what it would repair or quarantine and changes nothing.
 -- Cron:  0 5 * * *  opsh run --db /var/lib/opsh/opsh.sqlite /opt/opsh/examples/repair-json.lua >>/var/log/opsh/json.log 2>&1
 --
@@ -28,10 +32,13 @@
 --        4  values were quarantined (look at json_quarantine); the next run exits 0
 
 local DRY_RUN = db.inTransaction() -- `opsh run --dry-run` runs the script in one transaction
+local POSTGRES = db.engine == "postgresql"
+-- The function the schema's CHECK constraints call.
+local JSON_VALID = POSTGRES and "opsh_json_valid" or "json_valid"
 
--- The JSON columns: table → { column = { default =, notNull = } }, from the
--- CHECK constraints of the schema.
-local function jsonColumns()
+-- The JSON columns: { table =, column =, key =, default =, notNull = }, from
+-- the CHECK constraints of the schema.
+local function sqliteJSONColumns()
   local found = {}
   for object in db.rows([[SELECT name, sql FROM sqlite_master
                           WHERE type = 'table' AND sql LIKE '%json_valid%' ORDER BY name]]) do
@@ -53,8 +60,58 @@ local function jsonColumns()
   return found
 end
 
+-- The same from PostgreSQL's catalogs, for the tables of the current schema.
+-- A default comes without its cast ('[]'::text → '[]'); the key is the
+-- primary key when it is one column, else the row's ctid.
+local function postgresJSONColumns()
+  local found = {}
+  for object in db.rows([[SELECT c.relname AS "table",
+                                 string_agg(pg_get_constraintdef(k.oid), ' ' ORDER BY k.conname) AS "checks"
+                          FROM pg_constraint AS k
+                          JOIN pg_class AS c ON c.oid = k.conrelid
+                          JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                          WHERE k.contype = 'c' AND n.nspname = current_schema()
+                            AND pg_get_constraintdef(k.oid) LIKE '%opsh_json_valid%'
+                          GROUP BY c.relname ORDER BY c.relname COLLATE "C"]]) do
+    local info, key = {}, nil
+    for column in db.rows([[SELECT a.attname AS "name", pg_get_expr(d.adbin, d.adrelid) AS "default",
+                                   a.attnotnull AS "notNull",
+                                   EXISTS (SELECT 1 FROM pg_index AS i WHERE i.indrelid = c.oid AND i.indisprimary
+                                           AND i.indnatts = 1 AND i.indkey[0] = a.attnum) AS "primaryKey"
+                            FROM pg_class AS c
+                            JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                            JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                            LEFT JOIN pg_attrdef AS d ON d.adrelid = c.oid AND d.adnum = a.attnum
+                            WHERE n.nspname = current_schema() AND c.relname = ?]], object.table) do
+      info[column.name] = column
+      if column.primaryKey == 1 then key = column.name end
+    end
+    for name in object.checks:gmatch("opsh_json_valid%(%(?\"?([%w_]+)\"?%)?") do
+      if info[name] then
+        local default = info[name].default
+        if default then default = default:gsub("::[%a_ ]+$", "") end
+        found[#found + 1] = { table = object.table, column = name, key = key or "ctid", byCtid = key == nil,
+                              default = default, notNull = info[name].notNull == 1 }
+      end
+    end
+  end
+  return found
+end
+
+local function jsonColumns()
+  if POSTGRES then return postgresJSONColumns() end
+  return sqliteJSONColumns()
+end
+
 local function valid(text)
-  return db.value("SELECT json_valid(?)", text) == 1
+  return db.value("SELECT " .. JSON_VALID .. "(?)", text) == 1
+end
+
+-- 'array', 'object', … as SQLite's json_type says (PostgreSQL's json_typeof
+-- says the same of arrays and objects).
+local function jsonType(text)
+  if POSTGRES then return db.value("SELECT json_typeof(CAST(? AS json))", text) end
+  return db.value("SELECT json_type(?)", text)
 end
 
 -- The repairs. Each takes text and returns text; none looks inside strings
@@ -155,7 +212,7 @@ local function repair(text, column)
     local name, fix = entry[1], entry[2]
     local candidate = fix(text)
     if candidate and candidate ~= text and valid(candidate)
-        and (not kind or db.value("SELECT json_type(?)", candidate) == kind) then
+        and (not kind or jsonType(candidate) == kind) then
       return candidate, name
     end
   end
@@ -168,31 +225,52 @@ local function shown(text)
   return text
 end
 
+-- json_quarantine, made at the first value quarantined (in the transaction:
+-- a dry run leaves no table behind).
+local quarantineReady = false
+local function makeQuarantine()
+  if quarantineReady then return end
+  quarantineReady = true
+  if POSTGRES then
+    if db.value("SELECT to_regclass('json_quarantine') IS NULL") == 1 then
+      db.exec([[CREATE TABLE json_quarantine (
+                  id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+                  table_name text NOT NULL, row_key text, column_name text NOT NULL,
+                  value text, found_at double precision NOT NULL, reason text NOT NULL)]])
+    end
+    return
+  end
+  db.exec([[CREATE TABLE IF NOT EXISTS json_quarantine (
+              id INTEGER PRIMARY KEY,
+              table_name TEXT NOT NULL, row_key TEXT, column_name TEXT NOT NULL,
+              value TEXT, found_at REAL NOT NULL, reason TEXT NOT NULL)]])
+end
+
 local repaired, quarantined, now = 0, 0, os.time()
 db.transaction(function()
   for _, column in ipairs(jsonColumns()) do
+    -- How the row is found again: a ctid is given as text and read back as one.
+    local keyShown, keyMatch = string.format("%q", column.key), string.format("%q = ?", column.key)
+    if column.byCtid then keyShown, keyMatch = "CAST(ctid AS text)", "ctid = CAST(? AS tid)" end
     local broken = db.query(string.format(
-      "SELECT %q AS key, CAST(%q AS TEXT) AS value FROM %q WHERE %q IS NOT NULL AND NOT json_valid(%q)",
-      column.key, column.column, column.table, column.column, column.column))
+      "SELECT %s AS key, CAST(%q AS TEXT) AS value FROM %q WHERE %q IS NOT NULL AND NOT %s(%q)%s",
+      keyShown, column.column, column.table, column.column, JSON_VALID, column.column, POSTGRES and " ORDER BY 1" or ""))
     for _, row in ipairs(broken) do
       local where = string.format("%s.%s of %s %s", column.table, column.column, column.key, tostring(row.key))
       local fixed, how = repair(row.value, column)
       if fixed then
-        db.exec(string.format("UPDATE %q SET %q = ? WHERE %q = ?", column.table, column.column, column.key), fixed, row.key)
+        db.exec(string.format("UPDATE %q SET %q = ? WHERE %s", column.table, column.column, keyMatch), fixed, row.key)
         print(string.format("%s %s (%s): %s → %s", DRY_RUN and "would repair" or "repaired", where, how,
                             shown(row.value), shown(fixed)))
         repaired = repaired + 1
       else
-        db.exec([[CREATE TABLE IF NOT EXISTS json_quarantine (
-                    id INTEGER PRIMARY KEY,
-                    table_name TEXT NOT NULL, row_key TEXT, column_name TEXT NOT NULL,
-                    value TEXT, found_at REAL NOT NULL, reason TEXT NOT NULL)]])
+        makeQuarantine()
         -- The column's default; NULL where it has none; JSON null where NULL is refused.
         local replacement = column.default or (column.notNull and "'null'") or "NULL"
         local reason = "invalid JSON that no safe repair could mend"
         db.exec("INSERT INTO json_quarantine (table_name, row_key, column_name, value, found_at, reason) VALUES (?, ?, ?, ?, ?, ?)",
                 column.table, tostring(row.key), column.column, row.value, now, reason)
-        db.exec(string.format("UPDATE %q SET %q = %s WHERE %q = ?", column.table, column.column, replacement, column.key), row.key)
+        db.exec(string.format("UPDATE %q SET %q = %s WHERE %s", column.table, column.column, replacement, keyMatch), row.key)
         io.stderr:write(string.format("repair-json: %s %s: %s → json_quarantine; the column is now %s\n",
                                       DRY_RUN and "would quarantine" or "quarantined", where, shown(row.value),
                                       replacement))

@@ -77,6 +77,55 @@ import Testing
         #expect(try String(contentsOfFile: notes, encoding: .utf8) == "mine")
     }
 
+    /// backup{ keep = N } rotates a series of dumps as SQLite's rotates its
+    /// copies: only files named like the series that are pg_dump archives
+    /// (PGDMP, regular files) are earlier backups; another file of the
+    /// series, a link and files of other names are never deleted. A dry run
+    /// says what it would remove; --read-only refuses rotation.
+    @Test func keepRotatesOnlyEarlierDumpsOfTheSeries() throws {
+        let url = try server.makeDatabase()
+        #expect(try opsh(url, ["--create", "-e", "return 1"]).status == 0)
+        let folder = sandbox.root + "/backups"
+        let elsewhere = sandbox.root + "/elsewhere.dump"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        func file(_ name: String, _ content: String, hoursAgo: Double) throws {
+            try content.write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -hoursAgo * 3600)],
+                                                  ofItemAtPath: folder + "/" + name)
+        }
+        try file("opsh-1.dump", "PGDMP old", hoursAgo: 30)
+        try file("opsh-2.dump", "PGDMP newer", hoursAgo: 20)
+        try file("opsh-3.dump", "not a dump", hoursAgo: 40)   // named like one: left alone
+        try file("notes-1.txt", "PGDMP", hoursAgo: 50)       // another series
+        try "PGDMP linked".write(toFile: elsewhere, atomically: false, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/opsh-4.dump", withDestinationPath: elsewhere)
+
+        let dry = try opsh(url, ["--dry-run", "-e", "print(table.concat(backup('\(folder)/opsh-9.dump', { keep = 2 }).wouldRemove, ','))"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout == folder + "/opsh-1.dump\n", "\(dry.stdout)")
+        let readOnly = try opsh(url, ["--read-only", "-e", "backup('\(folder)/opsh-9.dump', { keep = 2 })"])
+        #expect(readOnly.status == 1)
+        #expect(readOnly.stderr.contains("--read-only deletes and overwrites nothing (keep = N deletes older backups)"), "\(readOnly.stderr)")
+        let bad = try opsh(url, ["-e", "backup('\(folder)/opsh-9.dump', { keep = 0 })"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("keep: a number of backups of 1 or more expected"), "\(bad.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 5)
+
+        let run = try opsh(url, ["-e", "print(table.concat(backup('\(folder)/opsh-9.dump', { keep = 2 }).removed, ','))"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == folder + "/opsh-1.dump\n", "\(run.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+                == ["notes-1.txt", "opsh-2.dump", "opsh-3.dump", "opsh-4.dump", "opsh-9.dump"])
+        #expect(try String(contentsOfFile: elsewhere, encoding: .utf8) == "PGDMP linked")
+        // keep = 1: only the new one of the series' dumps stays.
+        let last = try opsh(url, ["-e", "print(table.concat(backup('\(folder)/opsh-10.dump', { keep = 1 }).removed, ','))"])
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(Set(last.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").map(String.init))
+                == [folder + "/opsh-2.dump", folder + "/opsh-9.dump"], "\(last.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+                == ["notes-1.txt", "opsh-10.dump", "opsh-3.dump", "opsh-4.dump"])
+    }
+
     /// check() reports what an interrupted operation leaves (a constraint
     /// never validated); stats() counts rows.
     @Test func checkAndStatsSayWhatTheServerKnows() throws {

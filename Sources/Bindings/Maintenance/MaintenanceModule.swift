@@ -106,18 +106,7 @@ enum MaintenanceModule {
         for name in options.keys.sorted() where !known.contains(name) {
             throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
         }
-        var keep: Int?
-        switch options["keep"] ?? .nil {
-        case .nil: break
-        case let .integer(count) where count >= 1: keep = Int(clamping: count)
-        case let .number(count) where count >= 1 && count == count.rounded() && count < 1e9: keep = Int(count)
-        case let .integer(count):
-            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
-        case let .number(count):
-            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
-        case let value:
-            throw call.argumentError(2, "keep: number expected, got \(value.typeName)")
-        }
+        let keep = try keepOption(call, options)
         var overwrite = false
         switch options["overwrite"] ?? .nil {
         case .nil: break
@@ -160,6 +149,21 @@ enum MaintenanceModule {
         ]))
     }
 
+    /// `backup`'s `keep = N` option (argument 2): nil when absent.
+    static func keepOption(_ call: LuaCall, _ options: [String: LuaValue]) throws -> Int? {
+        switch options["keep"] ?? .nil {
+        case .nil: return nil
+        case let .integer(count) where count >= 1: return Int(clamping: count)
+        case let .number(count) where count >= 1 && count == count.rounded() && count < 1e9: return Int(count)
+        case let .integer(count):
+            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
+        case let .number(count):
+            throw call.argumentError(2, "keep: a number of backups of 1 or more expected, got \(count)")
+        case let value:
+            throw call.argumentError(2, "keep: number expected, got \(value.typeName)")
+        }
+    }
+
     /// `checkpoint([mode])`: "passive" (the default: waits for nobody),
     /// "full", "restart" or "truncate" (empties the -wal file).
     static func checkpoint(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
@@ -196,20 +200,31 @@ enum MaintenanceModule {
 
 /// Which files are earlier backups of the same series: in the
 /// destination's folder, names equal to the destination's except for their
-/// digits, and each a regular file holding an opsh database (so a file
+/// digits, and each a regular file holding an opsh backup (so a file
 /// that merely matches the name is never deleted), never the database
-/// itself.
+/// itself. On SQLite a backup is an opsh database; on PostgreSQL a
+/// pg_dump archive (``PostgresDatabase/isOpshDump(atPath:)``).
 struct BackupRotation {
     let folder: String
     let pattern: NSRegularExpression
-    let store: Store
+    /// Whether a file of the series is an earlier backup (only those are deleted).
+    let isEarlierBackup: (String) -> Bool
+    /// Files beside a backup deleted with it (SQLite's -wal, -shm, -journal).
+    let companions: [String]
 
     init(path: String, store: Store) throws {
-        self.store = store
+        try self.init(path: path, suffix: "sqlite", companions: ["-wal", "-shm", "-journal"]) { path in
+            Store.isOpshBackup(atPath: path) && !store.isDatabaseFile(path)
+        }
+    }
+
+    init(path: String, suffix: String, companions: [String], isEarlierBackup: @escaping (String) -> Bool) throws {
+        self.isEarlierBackup = isEarlierBackup
+        self.companions = companions
         let name = (path as NSString).lastPathComponent
         folder = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         guard name.contains(where: \.isNumber) else {
-            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.sqlite\")), or a folder, to tell its backups apart; got \(name)")
+            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.\(suffix)\")), or a folder, to tell its backups apart; got \(name)")
         }
         var regex = "^"
         var inDigits = false
@@ -238,7 +253,7 @@ struct BackupRotation {
         let newestName = (newest as NSString).lastPathComponent
         let dated = names.filter { $0 != newestName }
             .map { (folder as NSString).appendingPathComponent($0) }
-            .filter { Store.isOpshBackup(atPath: $0) && !store.isDatabaseFile($0) }
+            .filter(isEarlierBackup)
             .map { path -> (String, Date) in
                 (path, (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast)
             }
@@ -251,7 +266,7 @@ struct BackupRotation {
         let doomed = try doomed(keeping: count, newest: newest)
         for path in doomed {
             try FileManager.default.removeItem(atPath: path)
-            for suffix in ["-wal", "-shm", "-journal"] { unlink(path + suffix) }
+            for suffix in companions { unlink(path + suffix) }
         }
         return doomed
     }

@@ -10,6 +10,7 @@ import Store
 ///
 /// ```lua
 /// backup("/var/backups/opsh/")          -- opsh-YYYYMMDD-HHMMSS.dump, pg_dump's custom format
+/// backup("/var/backups/opsh/", { keep = 7 })  -- and deletes all but the 7 newest dumps of the series
 /// check()                               -- { ok = true, problems = {} }
 /// stats().rows.telemetry, stats().databaseBytes
 /// telemetry.cleanup{ olderThan = "30d" }
@@ -72,21 +73,30 @@ enum PostgresMaintenanceModule {
         let path = (try call.string(1) as NSString).expandingTildeInPath
         if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
         let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
-        for name in options.keys.sorted() where name != "overwrite" {
-            throw call.argumentError(2, "unknown option '\(name)' (options: overwrite)")
+        for name in options.keys.sorted() where !["keep", "overwrite"].contains(name) {
+            throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
         }
+        let keep = try MaintenanceModule.keepOption(call, options)
         var overwrite = false
         switch options["overwrite"] ?? .nil {
         case .nil: break
         case let .boolean(flag): overwrite = flag
         case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
         }
-        if overwrite && database.options.readOnly {
-            throw LuaCallError.message("backup: --read-only deletes and overwrites nothing (overwrite = true replaces an earlier backup); run without --read-only to allow it")
+        let files = FileEffects(database: database)
+        if overwrite { try files.requireMayDelete("backup", "overwrite = true replaces an earlier backup") }
+        if keep != nil { try files.requireMayDelete("backup", "keep = N deletes older backups") }
+        // Rotation as on SQLite: only files of the series that are pg_dump
+        // archives (PGDMP) are earlier backups; nothing else is deleted.
+        let target = PostgresDatabase.backupPath(for: path)
+        let rotation = try keep.map { _ in
+            try BackupRotation(path: target, suffix: "dump", companions: [], isEarlierBackup: PostgresDatabase.isOpshDump(atPath:))
         }
         if database.isDryRun {
             FileHandle.standardError.write(Data("opsh: dry run: backup skipped (would dump the database to \(path))\n".utf8))
-            return call.results(.table(["path": .string(path), "dryRun": true]))
+            let wouldRemove = try rotation.map { try $0.doomed(keeping: keep!, newest: target) } ?? []
+            return call.results(.table(["path": .string(path), "dryRun": true,
+                                        "wouldRemove": .array(wouldRemove.map(LuaValue.string))]))
         }
         guard let pgDump = PostgresDatabase.pgDumpPath else {
             throw LuaCallError.message("backup on PostgreSQL runs pg_dump, which is not installed here (Debian: postgresql-client); nothing was written")
@@ -101,10 +111,15 @@ enum PostgresMaintenanceModule {
             if let password = url.password { connection["PGPASSWORD"] = password }
             try run(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection: connection)
         }
+        var removed: [String] = []
+        if let rotation, let keep {
+            removed = try rotation.prune(keeping: keep, newest: result.path)
+        }
         return call.results(.table([
             "path": .string(result.path),
             "bytes": .integer(MaintenanceModule.fileSize(result.path)),
             "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
+            "removed": .array(removed.map(LuaValue.string)),
         ]))
     }
 

@@ -193,6 +193,19 @@ extension PostgresDatabase {
         return BackupResult(path: target.path, pages: 0)
     }
 
+    /// Where `backup(to: destination)` would write: inside it when it is a
+    /// folder, `opsh-YYYYMMDD-HHMMSS.dump`.
+    public static func backupPath(for destination: String) -> String {
+        BackupTarget.finalPath(for: destination, suffix: "dump")
+    }
+
+    /// Whether `path` is a regular file (not a link) that pg_dump's custom
+    /// format wrote: an earlier backup, what rotation may delete.
+    public static func isOpshDump(atPath path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && isDump(path)
+    }
+
     /// Where `pg_dump` is, or nil.
     public static var pgDumpPath: String? { pgDump() }
 
