@@ -4,7 +4,7 @@ import Foundation
 // and writes the table it prints into BENCHMARKS.md.
 //
 //   opsh-bench [--only NAME]          run the benchmarks (or one section:
-//                                     store, lua, postgres, …), print Markdown
+//                                     store, lua, postgres, runners, …), print Markdown
 //   opsh-bench --writer PATH N SECS   (internal) the second process of the latency benchmark
 //   opsh-bench --backend-writer PATH STOPFILE BUSY EVENT
 //                                     (internal) the backend beside opsh (section "backend")
@@ -72,6 +72,11 @@ if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: director
 if wanted("postgres") {
     let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
     print(try PostgresBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
+}
+
+if wanted("runners") {
+    let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
+    print(try RunnerBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
 }
 
 if wanted("backend") {
