@@ -59,11 +59,12 @@ import Testing
         terminal.expect("a dry run")
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
         terminal.expect("dry run: telemetry: 1 inserted")
-        terminal.send("db.value('SELECT count(*) * 1001 FROM telemetry')\r")
-        terminal.expect("1001")
-        terminal.expect("> ")
+        // The answer (1002) is not in the echo of the line typed.
+        terminal.send("db.value('SELECT count(*) * 1001 + 1 FROM telemetry')\r")
+        terminal.expect("1002", timeout: 20)
+        terminal.expect("> ", timeout: 20)
         terminal.send("\u{4}")
-        terminal.expect("telemetry: 1 inserted, 0 updated, 0 deleted")
+        terminal.expect("telemetry: 1 inserted, 0 updated, 0 deleted", timeout: 20)
         #expect(terminal.waitForExit() == 0)
         #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
     }
