@@ -181,13 +181,18 @@ import Testing
     /// server is not left running it after opsh exits.
     @Test func aTimeoutCancelsTheStatementOnTheServer() throws {
         let url = try createdDatabase()
+        let name = PostgresServer.databaseName(of: url)
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE '%pg_sleep(30)%' AND state = 'active'"
         let started = Date()
-        let run = try opsh(url, ["--timeout", "1", "-e", "db.exec('SELECT pg_sleep(30)')"])
+        let child = try sandbox.start(opshExecutable, ["--db", url, "--timeout", "3", "-e", "db.exec('SELECT pg_sleep(30)')"])
+        // The control: while opsh waits, the server runs the statement.
+        #expect(try waitUntil(10) { try server.sql(sleeping) == "1" })
+        let run = sandbox.finish(child)
         #expect(run.status == 124, "\(run.stderr)")
         #expect(run.stderr.contains("timed out"))
-        #expect(Date().timeIntervalSince(started) < 10)
-        let name = String(url.split(separator: "/").last!.split(separator: "?").first!)
-        #expect(try server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE '%pg_sleep(30)%' AND state = 'active'") == "0")
+        #expect(Date().timeIntervalSince(started) < 15)
+        // After: the server is not left running it.
+        #expect(try waitUntil(2) { try server.sql(sleeping) == "0" })
     }
 
     /// Errors say where (the script's file and line), quote the SQL and

@@ -68,4 +68,28 @@ import Testing
         #expect(terminal.waitForExit() == 0)
         #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
     }
+
+    /// Ctrl-C during a chunk cancels its statement on the server: the
+    /// prompt comes back, the chunk's writes are rolled back, and the
+    /// server is not left running the statement.
+    @Test func ctrlCCancelsTheStatementOnTheServer() throws {
+        let url = try server.makeDatabase()
+        let terminal = try shell(url)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('lost', 1)\"); db.exec('SELECT pg_sleep(30)')\r")
+        let name = PostgresServer.databaseName(of: url)
+        #expect(try waitUntil(10) {
+            try server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE '%pg_sleep(30)%' AND state = 'active'") == "1"
+        })
+        let started = Date()
+        terminal.send("\u{3}")
+        terminal.expect("interrupted; the chunk was rolled back", timeout: 10)
+        #expect(Date().timeIntervalSince(started) < 10)
+        terminal.send("db.value('SELECT count(*) * 1001 + 5 FROM telemetry')\r")
+        terminal.expect("5", timeout: 10)
+        #expect(try server.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE '%pg_sleep(30)%' AND state = 'active'") == "0")
+        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
+        terminal.expect("> ", timeout: 10)
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
 }

@@ -52,6 +52,12 @@ public final class PostgresServer: Sendable {
         return url(of: String(name))
     }
 
+    /// The database a URL of this server names (`…@/NAME?host=…`).
+    public static func databaseName(of url: String) -> String {
+        guard let start = url.range(of: "@/")?.upperBound else { return "" }
+        return String(url[start...].prefix { $0 != "?" })
+    }
+
     /// The URL of database `name` on this server.
     public func url(of name: String) -> String {
         url.replacingOccurrences(of: "/opsh?", with: "/\(name)?")
