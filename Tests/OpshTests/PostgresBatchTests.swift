@@ -94,6 +94,9 @@ import Testing
         let onSQLite = try sandbox.opsh(["run", script])
         #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
         #expect(onSQLite.stdout == expected)
+        // db.engine says which engine runs.
+        #expect(try sandbox.opsh(["-e", "return db.engine"]).stdout == "sqlite\n")
+        #expect(try opsh(url, ["-e", "return db.engine"]).stdout == "postgresql\n")
     }
 
     /// A statement that fails inside `db.transaction`, caught by pcall,

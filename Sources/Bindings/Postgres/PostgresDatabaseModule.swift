@@ -75,15 +75,7 @@ enum PostgresDatabaseModule {
             "inTransaction": { call in
                 call.results(.boolean(database.isInTransaction))
             },
-            "blob": { call in
-                _ = try call.bytes(1)
-                lua_createtable(call.state, 1, 0)
-                lua_pushvalue(call.state, 1)
-                lua_rawseti(call.state, -2, 1)
-                lua_getfield(call.state, opsh_registryindex(), "opsh.blob")
-                lua_setmetatable(call.state, -2)
-                return 1
-            },
+            "blob": { call in try DatabaseModule.blob(call) },
         ])
         session.runtime.stack.pushGlobal("db")
         session.runtime.stack.push("postgresql")

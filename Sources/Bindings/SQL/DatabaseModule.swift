@@ -77,16 +77,24 @@ enum DatabaseModule {
             "inTransaction": { call in
                 call.results(.boolean(database.isInTransaction))
             },
-            "blob": { call in
-                _ = try call.bytes(1)
-                lua_createtable(call.state, 1, 0)
-                lua_pushvalue(call.state, 1)
-                lua_rawseti(call.state, -2, 1)
-                lua_getfield(call.state, opsh_registryindex(), "opsh.blob")
-                lua_setmetatable(call.state, -2)
-                return 1
-            },
+            "blob": { call in try blob(call) },
         ])
+        runtime.stack.pushGlobal("db")
+        runtime.stack.push("sqlite")
+        runtime.stack.setField("engine", at: -2)
+        runtime.stack.pop()
+    }
+
+    /// `db.blob(bytes)`: the bytes marked as a BLOB (a string binds as text
+    /// when it is valid UTF-8). The same on every engine.
+    static func blob(_ call: LuaCall) throws -> Int32 {
+        _ = try call.bytes(1)
+        lua_createtable(call.state, 1, 0)
+        lua_pushvalue(call.state, 1)
+        lua_rawseti(call.state, -2, 1)
+        lua_getfield(call.state, opsh_registryindex(), "opsh.blob")
+        lua_setmetatable(call.state, -2)
+        return 1
     }
 
     /// `db.transaction(fn, { maxChanges = N })`: the most rows the
