@@ -92,35 +92,11 @@ struct BatchMode {
         // Connected already: a database this run created. Creating it is
         // not a use worth a row; what the run then commits is.
         recorder.connectedAtStart = session.store.isConnected
-        let runtime = session.runtime
         var script: String?
-        if case let .file(path) = source {
-            script = path
-            // `require` looks in lua/ next to the script, then next to the
-            // script, then in LUA_PATH's folders.
-            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            runtime.prependModulePath(folder)
-            runtime.prependModulePath(folder + "/lua")
-        }
+        if case let .file(path) = source { script = path }
         if case .standardInput = source { script = "-" }
-        Launch.setArguments(runtime, script: script, arguments: scriptArguments)
-
-        // A signal or the deadline while no chunk runs (opening, rolling
-        // back) ends the process at once; SQLite's journal keeps the file
-        // whole.
-        let watcher = SignalWatcher(runtime: runtime) { signal in
-            console.error("stopped by signal \(signal)")
-            _exit(128 + signal)
-        }
-        let deadline = options.timeout.map { seconds in
-            Deadline(seconds: seconds, runtime: runtime) {
-                console.error("timed out after \(seconds) s")
-                _exit(ExitStatus.timeout.rawValue)
-            }
-        }
-
-        let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
-        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        let (watcher, deadline, runner) = Self.prepare(session.runtime, script: script, arguments: scriptArguments,
+                                                       options: options, console: console)
         let arguments = scriptArguments.map { LuaValue.string($0) }
         var dryRunChanges: TableChanges = [:]
         do {
@@ -185,6 +161,34 @@ struct BatchMode {
     }
 
     /// Events posted while the chunk ran (job log lines, say).
+    /// What every batch run sets up in its runtime, whatever the engine:
+    /// `require`'s folders next to the script (lua/ next to it, then next
+    /// to it, then LUA_PATH's), `arg`, the printer, and what ends the
+    /// process at once when a signal or the deadline comes while no chunk
+    /// runs (opening, rolling back: the engine keeps the data whole).
+    static func prepare(_ runtime: LuaRuntime, script: String?, arguments: [String], options: CommonOptions,
+                        console: Console) -> (SignalWatcher, Deadline?, ChunkRunner) {
+        if let script, script != "-" {
+            let folder = URL(fileURLWithPath: script).deletingLastPathComponent().path
+            runtime.prependModulePath(folder)
+            runtime.prependModulePath(folder + "/lua")
+        }
+        Launch.setArguments(runtime, script: script, arguments: arguments)
+        let watcher = SignalWatcher(runtime: runtime) { signal in
+            console.error("stopped by signal \(signal)")
+            _exit(128 + signal)
+        }
+        let deadline = options.timeout.map { seconds in
+            Deadline(seconds: seconds, runtime: runtime) {
+                console.error("timed out after \(seconds) s")
+                _exit(ExitStatus.timeout.rawValue)
+            }
+        }
+        let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
+        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        return (watcher, deadline, runner)
+    }
+
     private func deliverRemainingEvents(_ session: OpshSession, console: Console) throws {
         for error in try session.deliverEvents() {
             console.error(error.message)

@@ -40,28 +40,8 @@ struct PostgresBatchMode {
         } catch {
             launch.fail(.databaseUnavailable, "cannot start a session on \(database.label): \(error)")
         }
-        let runtime = session.runtime
-        if let script, script != "-" {
-            let folder = URL(fileURLWithPath: script).deletingLastPathComponent().path
-            runtime.prependModulePath(folder)
-            runtime.prependModulePath(folder + "/lua")
-        }
-        Launch.setArguments(runtime, script: script, arguments: scriptArguments)
-
-        // A signal or the deadline while no chunk runs ends the process at
-        // once: the server rolls back what a closed connection left open.
-        let watcher = SignalWatcher(runtime: runtime) { signal in
-            console.error("stopped by signal \(signal)")
-            _exit(128 + signal)
-        }
-        let deadline = options.timeout.map { seconds in
-            Deadline(seconds: seconds, runtime: runtime) {
-                console.error("timed out after \(seconds) s")
-                _exit(ExitStatus.timeout.rawValue)
-            }
-        }
-        let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
-        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        let (watcher, deadline, runner) = BatchMode.prepare(session.runtime, script: script, arguments: scriptArguments,
+                                                            options: options, console: console)
         let arguments = scriptArguments.map { LuaValue.string($0) }
         do {
             if options.dryRun {
