@@ -70,7 +70,7 @@ public final class PostgresSession {
         let rowShapes = rowShapes
         runtime.register("query") { call in
             let key = try KeyModule.queryKey(call, 1)
-            let value = try key.plan().fetch { try database.fetch($0) }
+            let value = try key.fetch(database)
             StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: key.valueIsRows)
             return 1
         }

@@ -6,10 +6,11 @@ import Synchronization
 /// of the tables it depends on, and calls back only when the value
 /// actually changed.
 ///
-/// Built on ``StorageClient/observeTables`` so it works with any engine
-/// behind the seam. Bursts of changes coalesce: while a fetch runs, further
-/// notifications mark the value dirty and cause one more fetch, not one
-/// per commit, so an observation of a busy table keeps up.
+/// Built on a witness's `observeTables` (``StorageClient``,
+/// ``RepositoryClient``) so it works with any engine behind the seam.
+/// Bursts of changes coalesce: while a fetch runs, further notifications
+/// mark the value dirty and cause one more fetch, not one per commit, so
+/// an observation of a busy table keeps up.
 public final class QueryObservation: Sendable {
     private struct State {
         var lastValue: StoreValue?
@@ -21,32 +22,52 @@ public final class QueryObservation: Sendable {
 
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "opsh.store.query-observation")
-    private let client: StorageClient
-    private let fetch: @Sendable (Database) throws -> StoreValue
+    private let read: @Sendable () throws -> StoreValue
     private let onChange: @Sendable (Result<StoreValue, any Error>) -> Void
 
-    /// Starts observing. `onChange` receives the initial value first, then
-    /// each different value, on an internal queue.
+    /// Starts observing: `observe` is a witness's table observation
+    /// (``StorageClient/observeTables``, ``RepositoryClient/observeTables``),
+    /// `read` fetches the value in a read transaction of the same client.
+    /// `onChange` receives the initial value first, then each different
+    /// value, on an internal queue.
     public init(
+        observe: @Sendable (_ tables: Set<String>, _ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable,
+        tables: Set<String>,
+        read: @escaping @Sendable () throws -> StoreValue,
+        onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
+    ) throws {
+        self.read = read
+        self.onChange = onChange
+        let observation = try observe(tables) { [weak self] in self?.changed() }
+        state.withLock { $0.tableObservation = observation }
+        changed()
+    }
+
+    /// Observes what `fetch` reads, through the GRDB client.
+    public convenience init(
         client: StorageClient,
         tables: Set<String>,
         fetch: @escaping @Sendable (Database) throws -> StoreValue,
         onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
     ) throws {
-        self.client = client
-        self.fetch = fetch
-        self.onChange = onChange
-        let observation = try client.observeTables(tables) { [weak self] in self?.changed() }
-        state.withLock { $0.tableObservation = observation }
-        changed()
+        try self.init(observe: client.observeTables, tables: tables, read: { try client.read(fetch) }, onChange: onChange)
     }
 
-    /// Observes a query key.
+    /// Observes a query key through the GRDB client.
     public convenience init(
         client: StorageClient, key: QueryKey,
         onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
     ) throws {
         try self.init(client: client, tables: key.observedTables, fetch: { try key.fetch($0) }, onChange: onChange)
+    }
+
+    /// Observes a query key through any engine's witness.
+    public convenience init(
+        client: RepositoryClient, key: QueryKey,
+        onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
+    ) throws {
+        try self.init(observe: client.observeTables, tables: key.observedTables,
+                      read: { try client.read { db in try key.fetch(db) } }, onChange: onChange)
     }
 
     /// Stops the observation: no callback starts after this returns.
@@ -81,7 +102,7 @@ public final class QueryObservation: Sendable {
     private func fetchLoop() {
         while true {
             state.withLock { $0.dirty = false }
-            let result = Result { try client.read(fetch) }
+            let result = Result { try read() }
             let deliver = state.withLock { state -> Bool in
                 if state.cancelled { return false }
                 if case .success(let value) = result {

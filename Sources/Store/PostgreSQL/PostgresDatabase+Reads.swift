@@ -2,21 +2,6 @@ import Foundation
 import PostgresWire
 
 extension PostgresDatabase {
-    /// Runs a query key's statement as ``QueryStatement/fetch(_:)`` runs it
-    /// on SQLite: `.row` gives the row or `.null`, `.rows` an array of
-    /// rows, `.ids` an array of the first column's values.
-    public func fetch(_ statement: QueryStatement) throws -> StoreValue {
-        let result = try execute(statement.sql, .positional(statement.values))
-        func object(_ row: [StoreValue]) -> StoreValue {
-            .object(zip(result.columns, row).map { StoreValue.Field($0, $1) })
-        }
-        switch statement.shape {
-        case .row: return result.rows.first.map(object) ?? .null
-        case .rows: return .array(result.rows.map(object))
-        case .ids: return .array(result.rows.map { $0.first ?? .null })
-        }
-    }
-
     /// The tables a query reads, as the server plans it (`EXPLAIN` with
     /// the values bound: nothing runs), keyed by the schema's spelling; a
     /// statement that would write is refused (`watch` observes queries).

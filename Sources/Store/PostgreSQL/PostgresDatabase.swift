@@ -140,7 +140,7 @@ public final class PostgresDatabase {
                 }
                 try connection.simpleQuery("COMMIT")
             } catch {
-                if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+                if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
                 throw error
             }
         }
@@ -294,12 +294,12 @@ public final class PostgresDatabase {
                                                    (sql, parameters), ("COMMIT", [])])
             return results[2]
         } catch let error as PostgresError {
-            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             var reported = error
             reported.step = nil
             throw reported
         } catch {
-            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             throw error
         }
     }
@@ -322,7 +322,7 @@ public final class PostgresDatabase {
         } catch {
             depth -= 1
             if connection.transactionStatus != .idle {
-                try? connection.simpleQuery(depth == 0 ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+                _ = try? connection.simpleQuery(depth == 0 ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
             }
             throw error
         }
@@ -344,7 +344,7 @@ public final class PostgresDatabase {
         depth = 1
         defer {
             depth = 0
-            if connection.transactionStatus != .idle { try? connection.simpleQuery("COMMIT") }
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("COMMIT") }
         }
         return try body()
     }
@@ -375,7 +375,7 @@ public final class PostgresDatabase {
         defer {
             depth = 0
             dryRunning = false
-            if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let before = try transactionChanges()
         let result = try body()
@@ -485,8 +485,6 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             "\(what) cannot run inside a transaction"
         case let .statement(message):
             message
-        case let .notAQuery(sql):
-            "watch observes queries only (SELECT …): \(sql)"
         case let .notAQuery(sql):
             "watch observes queries only (SELECT …): \(sql)"
         case let .endedTransaction(sql):

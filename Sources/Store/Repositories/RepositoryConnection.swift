@@ -135,7 +135,7 @@ extension StoreDatabase: RepositoryConnection {
     }
 
     public func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
-        try execute(sql, arguments)
+        _ = try execute(sql, arguments)
         return db.lastInsertedRowID
     }
 

@@ -14,6 +14,14 @@ public struct ColumnSpec: Sendable {
     public let defaultSQL: String?
     public let isPrimaryKey: Bool
 
+    public init(name: String, kind: Kind, notNull: Bool, defaultSQL: String?, isPrimaryKey: Bool) {
+        self.name = name
+        self.kind = kind
+        self.notNull = notNull
+        self.defaultSQL = defaultSQL
+        self.isPrimaryKey = isPrimaryKey
+    }
+
     /// What a type error says was expected.
     public var expected: String {
         switch kind {
@@ -33,6 +41,13 @@ public struct TableSpec: Sendable {
     public let columns: [ColumnSpec]
     /// Single-column foreign keys: column → (table, column) it refers to.
     let references: [(column: String, table: String, key: String)]
+
+    /// An engine's reading of a table (``RepositoryConnection/tableSpec(_:primaryKey:jsonColumns:booleans:)``).
+    public init(table: String, columns: [ColumnSpec], references: [(column: String, table: String, key: String)]) {
+        self.table = table
+        self.columns = columns
+        self.references = references
+    }
 
     public var names: [String] { columns.map(\.name) }
 
@@ -62,7 +77,7 @@ public struct TableSpec: Sendable {
     /// A column's kind: JSON columns and boolean columns as named, the
     /// rest by their declared type's affinity (SQLite's rules, which read
     /// PostgreSQL's `bigint` and `double precision` the same way).
-    static func kind(of name: String, declared type: String, jsonColumns: [String], booleans: Set<String>) -> ColumnSpec.Kind {
+    public static func kind(of name: String, declared type: String, jsonColumns: [String], booleans: Set<String>) -> ColumnSpec.Kind {
         let declared = type.uppercased()
         if jsonColumns.contains(name) { return .json }
         if booleans.contains(name) { return .boolean }
