@@ -10,7 +10,7 @@ import Store
 /// (``PostgresDatabaseModule``), the repositories
 /// (``PostgresRepositoryModules``), `key`, `query` and `watch`, `backup`,
 /// `check`, `stats` and `telemetry.cleanup` (``PostgresMaintenanceModule``),
-/// `json` and `help`. The others (``missingModules``, ``missingFunctions``)
+/// `audit`, `json` and `help`. The others (``missingModules``, ``missingFunctions``)
 /// are not on PostgreSQL yet: each raises an error saying so, rather than
 /// running on another database.
 public final class PostgresSession {
@@ -27,9 +27,7 @@ public final class PostgresSession {
     private lazy var listener = PostgresChangeListener(url: database.url)
 
     /// The modules a PostgreSQL session does not have yet.
-    public static let missingModules = [
-        "audit",
-    ]
+    public static let missingModules: [String] = []
     public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
@@ -55,6 +53,7 @@ public final class PostgresSession {
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
         MigrationModule.install(in: self)
         TransferModule.install(in: self)
+        AuditModule.install(engine: PostgresRepositoryEngine(session: self), runtime: runtime)
         try PostgresJobsEngine.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [
