@@ -9,10 +9,11 @@ import Store
 /// These modules run on PostgreSQL with the same API as on SQLite: `db`
 /// (``PostgresDatabaseModule``), the repositories
 /// (``PostgresRepositoryModules``), `key`, `query` and `watch`, `backup`,
-/// `check`, `stats` and `telemetry.cleanup` (``PostgresMaintenanceModule``),
-/// `audit`, `json` and `help`. The others (``missingModules``, ``missingFunctions``)
-/// are not on PostgreSQL yet: each raises an error saying so, rather than
-/// running on another database.
+/// `check`, `stats`, `vacuum`, `checkpoint` and `telemetry.cleanup`
+/// (``PostgresMaintenanceModule``), `audit`, `migrate`, `export` and
+/// `import`, `analytics`, `jobs`, `git`, `json` and `help`. Any in
+/// ``missingModules`` or ``missingFunctions`` raises an error saying it is
+/// not on PostgreSQL yet, rather than running on another database.
 public final class PostgresSession {
     public let runtime: LuaRuntime
     public let database: PostgresDatabase
@@ -28,7 +29,7 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules: [String] = []
-    public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
+    public static let missingFunctions = ["undo"]
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -40,8 +41,8 @@ public final class PostgresSession {
         runtime.stack.pop()
         rowShapes = RowShapes(runtime: runtime)
         // Ctrl-C, a timeout or SIGTERM cancel the statement on the server.
-        let canceller = database.canceller
-        runtime.onInterrupt { _ in try? canceller.cancel() }
+        let cancel = database.cancelRunning
+        runtime.onInterrupt { _ in cancel() }
         PostgresDatabaseModule.install(in: self)
         JSONModule.install(runtime: runtime, markers: markers)
         HelpModule.install(runtime: runtime)

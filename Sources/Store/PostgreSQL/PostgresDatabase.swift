@@ -47,6 +47,22 @@ public final class PostgresDatabase {
     let connection: PostgresConnection
     /// For another thread: cancels the statement that runs now.
     public let canceller: PostgresCanceller
+    /// The canceller of a connection of its own that maintenance holds
+    /// now (``onConnectionOfItsOwn(_:)``).
+    let sideCanceller = Locked<PostgresCanceller?>(nil)
+
+    /// For another thread (Ctrl-C, `--timeout`): cancels what runs now on
+    /// the session's connection, and on a connection of its own that
+    /// `vacuum()` or `checkpoint()` holds.
+    public var cancelRunning: @Sendable () -> Void {
+        let main = canceller
+        let side = sideCanceller
+        return {
+            try? main.cancel()
+            if let other = side.withLock({ $0 }) { try? other.cancel() }
+        }
+    }
+
     /// The built-in migrations this database has, by name.
     public internal(set) var appliedMigrations: [String] = []
     /// The migrations opening applied (`--create` on an empty database).
