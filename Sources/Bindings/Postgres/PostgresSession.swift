@@ -13,7 +13,8 @@ import Store
 /// (``PostgresMaintenanceModule``), `audit`, `migrate`, `export` and
 /// `import`, `analytics`, `jobs`, `git`, `json` and `help`. Any in
 /// ``missingModules`` or ``missingFunctions`` raises an error saying it is
-/// not on PostgreSQL yet, rather than running on another database.
+/// not on PostgreSQL yet, rather than running on another database; `undo`
+/// (SQLite's changesets) raises one saying why it is not, and what to use.
 public final class PostgresSession {
     public let runtime: LuaRuntime
     public let database: PostgresDatabase
@@ -29,7 +30,10 @@ public final class PostgresSession {
 
     /// The modules a PostgreSQL session does not have yet.
     public static let missingModules: [String] = []
-    public static let missingFunctions = ["undo"]
+    public static let missingFunctions: [String] = []
+
+    /// Why `undo()` is SQLite's only, and what to do instead.
+    public static let undoRefusal = "undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded for it, and PostgreSQL keeps no changeset of a transaction; to try a change before keeping it, start the shell with --dry-run (the whole session is rolled back when it ends) or run the change inside db.transaction and raise an error to roll it back (a chunk that fails keeps nothing)"
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -92,7 +96,13 @@ public final class PostgresSession {
             for _, name in ipairs({ \(functions) }) do
               _G[name] = function() missing(name) end
             end
+            function undo() error(\(Self.luaString(Self.undoRefusal)), 2) end
             """, chunkName: "=(opsh)")
+    }
+
+    /// `text` as a Lua string literal.
+    static func luaString(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
 
