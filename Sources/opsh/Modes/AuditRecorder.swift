@@ -138,6 +138,9 @@ struct PostgresAuditDestination: AuditDestination {
     let database: PostgresDatabase
     /// Statements run before the script began (opsh's own).
     let statementsBefore: Int
+    /// Seconds the row of a run that changed data waits for a lock on the
+    /// trail (`--busy-timeout`, as SQLite's writer waits).
+    let lockWait: Double
 
     var wasUsed: Bool { database.statementCount > statementsBefore }
 
@@ -150,10 +153,9 @@ struct PostgresAuditDestination: AuditDestination {
         database.countsCommits = false
         defer { database.countsCommits = counting }
         try database.transaction {
-            if let seconds {
-                // The server's lock wait, for this transaction only.
-                _ = try database.execute("SELECT set_config('lock_timeout', ?, true)", .positional([.text("\(Int(seconds * 1000))ms")]))
-            }
+            // The server's lock wait, for this transaction only.
+            let wait = seconds ?? lockWait
+            _ = try database.execute("SELECT set_config('lock_timeout', ?, true)", .positional([.text("\(max(Int(wait * 1000), 1))ms")]))
             try AuditTrail.insert(Self.entry(entry, code: code, in: database), database)
         }
     }

@@ -56,7 +56,8 @@ struct PostgresBatchMode {
         // (a database this run created is not a use worth a row).
         database.countsCommits = !options.readOnly
         recorder.connectedAtStart = !database.appliedAtOpening.isEmpty
-        let trail = PostgresAuditDestination(database: database, statementsBefore: database.statementCount)
+        let trail = PostgresAuditDestination(database: database, statementsBefore: database.statementCount,
+                                             lockWait: options.busyTimeout)
         var dryRunChanges: TableChanges = [:]
         do {
             if options.dryRun {
