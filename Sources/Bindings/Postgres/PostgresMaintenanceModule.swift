@@ -82,13 +82,14 @@ enum PostgresMaintenanceModule {
     /// Whether `name` may run now on a connection of its own: false under
     /// a dry run (it says so on stderr and is skipped, as on SQLite);
     /// throws where it may not run.
-    static func onItsOwn(_ name: String, database: PostgresDatabase, detail: String) throws -> Bool {
+    /// - parameter statement: what it runs (`VACUUM (ANALYZE) on opsh's tables`).
+    static func onItsOwn(_ name: String, database: PostgresDatabase, statement: String) throws -> Bool {
         if database.isDryRun {
-            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
+            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (would run \(statement))\n".utf8))
             return false
         }
         if database.options.readOnly {
-            throw LuaCallError.message("\(name) is refused under --read-only: it \(detail.replacingOccurrences(of: "would ", with: "")), which changes the database's files (on SQLite the file opened read-only refuses it too)")
+            throw LuaCallError.message("\(name) is refused under --read-only: it runs \(statement), which writes to the database's files (on SQLite the file opened read-only refuses it too)")
         }
         if database.isInChunk && database.depth == 1 {
             if try database.transactionHasWritten() {
@@ -101,7 +102,7 @@ enum PostgresMaintenanceModule {
     }
 
     static func vacuum(_ call: LuaCall, database: PostgresDatabase) throws -> Int32 {
-        guard try onItsOwn("vacuum", database: database, detail: "would run VACUUM (ANALYZE) on opsh's tables") else {
+        guard try onItsOwn("vacuum", database: database, statement: "VACUUM (ANALYZE) on opsh's tables") else {
             return call.results(.table(["dryRun": true]))
         }
         let report = try database.vacuumAnalyze()
@@ -123,7 +124,7 @@ enum PostgresMaintenanceModule {
         guard CheckpointMode(rawValue: name) != nil else {
             throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
         }
-        guard try onItsOwn("checkpoint", database: database, detail: "would run CHECKPOINT") else {
+        guard try onItsOwn("checkpoint", database: database, statement: "CHECKPOINT") else {
             return call.results(.table(["dryRun": true]))
         }
         let seconds = try database.checkpoint()
