@@ -39,10 +39,13 @@ enum CommitTally {
         return Relations(oids: "{" + names.keys.sorted().map(String.init).joined(separator: ",") + "}", names: names)
     }
 
+    /// Only tables with counts come back (most have none).
     static let reading = """
-        SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o), pg_stat_get_xact_tuples_updated(o),
-               pg_stat_get_xact_tuples_deleted(o)
-        FROM unnest($1::text::oid[]) o
+        SELECT * FROM (
+          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
+                 pg_stat_get_xact_tuples_deleted(o) AS d
+          FROM unnest($1::text::oid[]) o) counts
+        WHERE i + u + d > 0
         """
 
     static func step(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
