@@ -4,13 +4,54 @@ import Testing
 /// The audit trail (issue 16, "A trail of who did what"), the reasons, the
 /// dead man's switch for cron and the lock-owner records: real opsh
 /// processes on real SQLite files, the shell through a real pty.
-@Suite struct AuditTrailTests {
-    /// The audit rows as JSON objects, oldest first.
-    static func rows(_ sandbox: Sandbox) throws -> [[String: Any]] {
-        let result = try sandbox.opsh(["--read-only", "--json", "-e", "return audit.list{ order = 'startedAt' }"])
+/// One database the audit tests run opsh on, whatever its engine: an
+/// SQLite file of the sandbox, or a database of the tests' PostgreSQL
+/// server. The same checks run on both (PostgresAuditTests).
+struct AuditedDatabase {
+    let sandbox: Sandbox
+    /// `--db` and its value.
+    let arguments: [String]
+    /// Runs SQL on it from another process (sqlite3, psql).
+    let sql: (String) throws -> String
+
+    /// The sandbox's SQLite file, created.
+    static func sqlite(_ sandbox: Sandbox) throws -> AuditedDatabase {
+        try sandbox.createDatabase()
+        return AuditedDatabase(sandbox: sandbox, arguments: ["--db", sandbox.database]) { try sandbox.sqlite($0) }
+    }
+
+    /// A new database on the tests' PostgreSQL server, with opsh's schema.
+    static func postgres(_ sandbox: Sandbox, server: PostgresServer) throws -> AuditedDatabase {
+        let url = try server.makeDatabase()
+        let created = try sandbox.opsh(["--db", url, "--create", "-e", "return db.engine"], database: false)
+        #expect(created.status == 0, "\(created.stderr)")
+        return AuditedDatabase(sandbox: sandbox, arguments: ["--db", url]) { try server.sql($0, url: url) }
+    }
+
+    /// opsh on this database (`--db` first, then `arguments`).
+    func opsh(_ arguments: [String], environment: [String: String]? = nil) throws -> Sandbox.Result {
+        try sandbox.run(opshExecutable, self.arguments + arguments, environment: environment)
+    }
+
+    /// The audit rows as JSON objects, oldest first (read with a reason, for
+    /// a database that asks for one; a read-only run is not recorded).
+    func rows() throws -> [[String: Any]] {
+        let result = try opsh(["--read-only", "--reason", "reading the trail", "--json", "-e", "return audit.list{ order = 'startedAt' }"])
         #expect(result.status == 0, "\(result.stderr)")
         let parsed = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
         return parsed as? [[String: Any]] ?? []
+    }
+
+    /// The shell on this database, through a pseudo-terminal.
+    func shell(_ extra: [String] = [], environment: [String: String]? = nil) throws -> PseudoTerminal {
+        try PseudoTerminal(arguments: arguments + ["--no-init"] + extra, environment: environment ?? sandbox.environment)
+    }
+}
+
+@Suite struct AuditTrailTests {
+    /// The audit rows as JSON objects, oldest first.
+    static func rows(_ sandbox: Sandbox) throws -> [[String: Any]] {
+        try AuditedDatabase(sandbox: sandbox, arguments: ["--db", sandbox.database]) { try sandbox.sqlite($0) }.rows()
     }
 
     static func counts(_ row: [String: Any], _ table: String) -> [String: Int] {
@@ -18,11 +59,20 @@ import Testing
     }
 
     @Test func successFailureDryRunAndOneLinerAreRecordedAndReadOnlyIsNot() throws {
-        let sandbox = try Sandbox()
-        try sandbox.createDatabase()
+        try Self.recordsRunsAsSQLiteDoes(try .sqlite(try Sandbox()))
+    }
+
+    /// What `opsh run` and `opsh -e` leave in the trail, on either engine:
+    /// a dry run (with what it reports), a success (rows per table, a
+    /// nested transaction that rolled back not counted), a failure (what
+    /// it committed before failing), a one-liner (its code, the API key
+    /// masked); nothing for a one-liner that never used the database nor
+    /// for `--read-only`.
+    static func recordsRunsAsSQLiteDoes(_ database: AuditedDatabase) throws {
+        let sandbox = database.sandbox
         // A one-liner that never touches the database records nothing.
-        #expect(try sandbox.opsh(["-e", "return 1"]).stdout == "1\n")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit") == "0")
+        #expect(try database.opsh(["-e", "return 1"]).stdout == "1\n")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit") == "0")
 
         // Success: rows committed per table, through the db module's C fast
         // path (a loop in db.transaction), repositories, and a nested
@@ -38,10 +88,10 @@ import Testing
             projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }
             """)
         // A dry run first: what it reports.
-        let dry = try sandbox.opsh(["run", "--dry-run", good])
+        let dry = try database.opsh(["run", "--dry-run", good])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stderr.contains("telemetry: 5 inserted, 2 updated, 1 deleted"), "\(dry.stderr)")
-        let ran = try sandbox.opsh(["run", "--reason", "nightly repair", good])
+        let ran = try database.opsh(["run", "--reason", "nightly repair", good])
         #expect(ran.status == 0, "\(ran.stderr)")
 
         // Failure (exit 1): what it committed before the error.
@@ -49,19 +99,18 @@ import Testing
             db.exec("DELETE FROM telemetry WHERE created_at = 4")
             db.transaction(function() db.exec("DELETE FROM telemetry") error("boom") end)
             """)
-        let failed = try sandbox.opsh(["run", bad])
+        let failed = try database.opsh(["run", bad])
         #expect(failed.status == 1)
 
         // A one-liner with the API key: masked in the record.
-        let eval = try sandbox.opsh(["-e", "db.exec(\"UPDATE telemetry SET event = 'g' WHERE created_at = 1\") config.save{ api_key = \"sk-live-0123456789abcd\", base_url = \"http://x\" }"],
-                                    stdin: nil)
+        let eval = try database.opsh(["-e", "db.exec(\"UPDATE telemetry SET event = 'g' WHERE created_at = 1\") config.save{ api_key = \"sk-live-0123456789abcd\", base_url = \"http://x\" }"])
         #expect(eval.status == 0, "\(eval.stderr)")
 
         // --read-only: nothing recorded.
-        let readOnly = try sandbox.opsh(["--read-only", "-e", "return db.value('SELECT count(*) FROM telemetry')"])
+        let readOnly = try database.opsh(["--read-only", "-e", "return db.value('SELECT count(*) FROM telemetry')"])
         #expect(readOnly.status == 0, "\(readOnly.stderr)")
 
-        let rows = try Self.rows(sandbox)
+        let rows = try database.rows()
         #expect(rows.count == 4, "\(rows)")
         guard rows.count == 4 else { return }
         let (dryRun, success, failure, oneLiner) = (rows[0], rows[1], rows[2], rows[3])
@@ -85,7 +134,7 @@ import Testing
         #expect(!code.contains("sk-live-0123456789abcd"), "\(code)")
         #expect(Self.counts(oneLiner, "telemetry") == ["inserted": 0, "updated": 1, "deleted": 0])
         // What the trail says matches the data: 5 inserted, 2 deleted.
-        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "3")
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "3")
     }
 
     @Test func auditRowsCannotBeChangedAndLeaveOnlyThroughPrune() throws {

@@ -199,7 +199,7 @@ import Testing
     }
 
     /// Errors say where (the script's file and line), quote the SQL and
-    /// give the SQLSTATE; the modules not yet on PostgreSQL say so.
+    /// give the SQLSTATE; undo(), SQLite's only, says why and what to use.
     @Test func errorsSayWhereAndWhat() throws {
         let url = try createdDatabase()
         let script = try sandbox.script("broken.lua", "local a = 1\nlocal n = db.value('SELECT count(*) FROM nope')\n")
@@ -209,26 +209,19 @@ import Testing
         #expect(run.stderr.contains("ERROR 42P01: relation \"nope\" does not exist"), "\(run.stderr)")
         #expect(run.stderr.contains("SELECT count(*) FROM nope"), "\(run.stderr)")
 
-        let missing = try opsh(url, ["-e", "return audit.list()"])
-        #expect(missing.status == 1)
-        #expect(missing.stderr.contains("audit.list is not available on PostgreSQL yet"), "\(missing.stderr)")
+        let undo = try opsh(url, ["-e", "undo()"])
+        #expect(undo.status == 1)
+        #expect(undo.stderr.contains("(command line):1: undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded"), "\(undo.stderr)")
+        #expect(undo.stderr.contains("start the shell with --dry-run"), "\(undo.stderr)")
     }
 
-    /// Commands that have no PostgreSQL engine yet refuse a PostgreSQL URL
-    /// instead of making an SQLite file under that name.
-    @Test func commandsWithoutAPostgresEngineRefuseItsURL() throws {
+    /// `opsh migrate` runs on PostgreSQL: an empty database gets the
+    /// schema with --create, and a second run finds nothing to do.
+    @Test func migrateCreatesTheSchemaOnlyWhenAsked() throws {
         let url = try server.makeDatabase()
-        let runs = try opsh(url, ["runs"])
-        #expect(runs.status == 3)
-        #expect(runs.stderr.contains("this is a PostgreSQL database, and this command runs on SQLite only so far"), "\(runs.stderr)")
-        let made = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).filter { $0.contains("postgres") }
-        #expect(made.isEmpty, "\(made)")
+        let refused = try opsh(url, ["migrate"])
+        #expect(refused.status == 3, "\(refused.stderr)")
         #expect(try server.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", url: url) == "0")
-        // Control: the same command on an SQLite path works.
-        try sandbox.createDatabase()
-        let onSQLite = try sandbox.opsh(["runs", "--db", sandbox.database], database: false)
-        #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
-        // `opsh migrate` runs on PostgreSQL: an empty database gets the schema with --create.
         let migrate = try opsh(url, ["migrate", "--create"])
         #expect(migrate.status == 0, "\(migrate.stderr)")
         #expect(migrate.stderr.contains("applied 001_initialSchema, 002_indexes, 003_audit, 004_runners"), "\(migrate.stderr)")

@@ -3,7 +3,7 @@ import Testing
 
 /// Maintenance on a real PostgreSQL server: the telemetry cleanup in
 /// batches, backups through pg_dump (restored with pg_restore to check
-/// them), check() and stats().
+/// them), check() and stats(), vacuum() and checkpoint().
 @Suite struct PostgresMaintenanceTests {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
@@ -141,5 +141,73 @@ import Testing
         #expect(damaged.status == 0, "\(damaged.stderr)")
         #expect(damaged.stdout.contains("false\tconstraint positive_dates on telemetry is not validated"), "\(damaged.stdout)")
         #expect(damaged.stdout.hasSuffix("\n2\n"))
+    }
+
+    /// vacuum() is VACUUM (ANALYZE) of opsh's tables: the server records
+    /// the vacuum and the analysis. Inside db.transaction it is refused
+    /// with the reason (PostgreSQL runs VACUUM only outside a transaction
+    /// block) where the same call outside it runs; a dry run skips it,
+    /// --read-only refuses it. A script's own VACUUM through db.exec still
+    /// runs, and the run is audited.
+    @Test func vacuumAnalyzesOpshsTablesOutsideATransaction() throws {
+        let url = try server.makeDatabase()
+        let filled = try opsh(url, ["--create", "-e", """
+            db.transaction(function() for i = 1, 500 do db.exec("INSERT INTO telemetry (event, created_at) VALUES ('v', ?)", i) end end)
+            db.exec("DELETE FROM telemetry WHERE created_at > 250")
+            """])
+        #expect(filled.status == 0, "\(filled.stderr)")
+        let inside = try opsh(url, ["-e", "db.transaction(function() vacuum() end)"])
+        #expect(inside.status == 1)
+        #expect(inside.stderr.contains("vacuum cannot run inside db.transaction: it needs a database connection of its own (PostgreSQL runs VACUUM only outside a transaction block)"), "\(inside.stderr)")
+        #expect(try server.sql("SELECT last_vacuum IS NULL FROM pg_stat_user_tables WHERE relname = 'telemetry'", url: url) == "t")
+
+        let dry = try opsh(url, ["--dry-run", "-e", "return vacuum().dryRun"])
+        #expect(dry.stdout == "true\n", "\(dry.stderr)")
+        #expect(dry.stderr.contains("opsh: dry run: vacuum skipped (would run VACUUM (ANALYZE) on opsh's tables)"), "\(dry.stderr)")
+        let readOnly = try opsh(url, ["--read-only", "-e", "vacuum()"])
+        #expect(readOnly.status == 1)
+        #expect(readOnly.stderr.contains("vacuum is refused under --read-only"), "\(readOnly.stderr)")
+
+        // Control: outside a transaction it runs.
+        let outside = try opsh(url, ["-e", """
+            local r = vacuum()
+            local listed = {}
+            for _, name in ipairs(r.tables) do listed[name] = true end
+            print(listed.telemetry, listed.buildLogs, listed.opsh_audit, #r.skipped, r.pagesBefore > 0, r.bytesAfter > 0)
+            """])
+        #expect(outside.status == 0, "\(outside.stderr)")
+        #expect(outside.stdout == "true\ttrue\ttrue\t0\ttrue\ttrue\n", "\(outside.stdout)")
+        #expect(try server.sql("SELECT last_vacuum IS NOT NULL AND last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'telemetry'", url: url) == "t")
+
+        // A statement PostgreSQL runs only outside a transaction block, in
+        // an audited run: it runs, and the run's other rows are counted.
+        let own = try opsh(url, ["-e", "db.exec('VACUUM telemetry') db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")"])
+        #expect(own.status == 0, "\(own.stderr)")
+        let recorded = try opsh(url, ["--read-only", "-e", "return audit.list{ limit = 1 }[1].changes.telemetry.inserted"])
+        #expect(recorded.stdout == "1\n", "\(recorded.stderr)")
+    }
+
+    /// checkpoint() is the server's CHECKPOINT: a role that is neither
+    /// superuser nor granted pg_checkpoint is refused with the reason and
+    /// what allows it; granted pg_checkpoint, the same call runs. A bad
+    /// mode is refused as on SQLite.
+    @Test func checkpointNeedsSuperuserOrPgCheckpoint() throws {
+        let url = try server.makeDatabase()
+        #expect(try opsh(url, ["--create", "-e", "return checkpoint().seconds >= 0"]).stdout == "true\n")
+        let role = "ops_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
+        try server.sql("CREATE ROLE \(role) LOGIN; GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO \(role)", url: url)
+        let asRole = url.replacingOccurrences(of: "//root@", with: "//\(role)@")
+        let refused = try opsh(asRole, ["-e", "checkpoint()"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("checkpoint: PostgreSQL runs CHECKPOINT only for a superuser or a role granted pg_checkpoint (PostgreSQL 15 and later), and \(role) is neither"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("GRANT pg_checkpoint TO \(role)"), "\(refused.stderr)")
+        let badMode = try opsh(url, ["-e", "checkpoint('soon')"])
+        #expect(badMode.status == 1)
+        #expect(badMode.stderr.contains("bad argument #1 to 'checkpoint' (a checkpoint mode expected (passive, full, restart, truncate), got 'soon')"), "\(badMode.stderr)")
+        // Control: granted pg_checkpoint, the same call runs.
+        try server.sql("GRANT pg_checkpoint TO \(role)", url: url)
+        let allowed = try opsh(asRole, ["-e", "return checkpoint('truncate').seconds >= 0"])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        #expect(allowed.stdout == "true\n")
     }
 }

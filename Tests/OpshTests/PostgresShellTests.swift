@@ -92,4 +92,50 @@ import Testing
         terminal.send("\u{4}")
         #expect(terminal.waitForExit() == 0)
     }
+
+    /// undo() is SQLite's only: on PostgreSQL it says why (no changesets)
+    /// and what to use; the control, the same chunks on SQLite, where
+    /// undo() takes the chunk back.
+    @Test func undoSaysWhyItIsSQLitesOnly() throws {
+        let url = try server.makeDatabase()
+        let terminal = try shell(url)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.send("undo()\r")
+        terminal.expect("undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded for it")
+        terminal.expect("start the shell with --dry-run")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "1")
+
+        try sandbox.createDatabase()
+        let onSQLite = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: sandbox.environment)
+        onSQLite.expect("> ")
+        onSQLite.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
+        onSQLite.expect("undo() takes it back")
+        onSQLite.send("undo()\r")
+        onSQLite.expect("> ")
+        onSQLite.send("\u{4}")
+        #expect(onSQLite.waitForExit() == 0)
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "0")
+    }
+
+    /// vacuum() in the shell, where a PostgreSQL chunk is one transaction:
+    /// it runs (on a connection of its own) in a chunk that has not
+    /// written, and is refused with the reason in one that has.
+    @Test func vacuumRunsInAChunkThatHasNotWritten() throws {
+        let url = try server.makeDatabase()
+        let terminal = try shell(url)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\"); vacuum()\r")
+        terminal.expect("vacuum cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction")
+        terminal.expect("> ")
+        terminal.send("#vacuum().tables > 0\r")
+        terminal.expect("true")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
+        #expect(try server.sql("SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'telemetry'", url: url) == "t")
+    }
 }

@@ -11,14 +11,18 @@ import Store
 /// audit.requireReason(true)                              -- every run and shell must give a reason
 /// ```
 ///
-/// Rows leave only through `audit.prune` (SQLite's triggers refuse an
-/// UPDATE, and a DELETE without prune's permit).
+/// Rows leave only through `audit.prune` (the schema's triggers refuse an
+/// UPDATE, and a DELETE without prune's permit). Written once over
+/// ``RepositoryEngine``: the same functions on SQLite and PostgreSQL.
 enum AuditModule {
     static let listOptions = ["where", "order", "limit", "offset"]
 
     static func install(in session: OpshSession) {
-        let context = RepositoryContext(session: session)
-        session.runtime.register(module: "audit", [
+        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+    }
+
+    static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {
+        runtime.register(module: "audit", [
             "list": { call in try list(call, context: context) },
             "prune": { call in try prune(call, context: context) },
             "requireReason": { call in try requireReason(call, context: context) },
@@ -27,11 +31,10 @@ enum AuditModule {
 
     static let missing = "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`"
 
-    static func list(_ call: LuaCall, context: RepositoryContext) throws -> Int32 {
+    static func list(_ call: LuaCall, context: some RepositoryEngine) throws -> Int32 {
         let entries: [AuditEntry] = try context.read(AuditTrail.table) { db in
             guard try AuditTrail.exists(db) else { throw LuaCallError.message(missing) }
-            let spec = try TableSpec.load(db, table: AuditTrail.table, primaryKey: "id", jsonColumns: ["changes"],
-                                          booleans: ["dryRun", "readOnly"])
+            let spec = try AuditTrail.spec(db)
             let request = try context.reader(call).listRequest(argument: 1, allowed: listOptions, spec: spec)
             do {
                 return try AuditTrail.list(db, request)
@@ -66,7 +69,7 @@ enum AuditModule {
         return .table(fields)
     }
 
-    static func prune(_ call: LuaCall, context: RepositoryContext) throws -> Int32 {
+    static func prune(_ call: LuaCall, context: some RepositoryEngine) throws -> Int32 {
         let fields = try call.table(1)
         for name in fields.keys.sorted() where name != "olderThan" {
             throw call.argumentError(1, "unknown option '\(name)' (options: olderThan)")
@@ -98,7 +101,7 @@ enum AuditModule {
         return call.results(.table(["deleted": .integer(Int64(deleted))]))
     }
 
-    static func requireReason(_ call: LuaCall, context: RepositoryContext) throws -> Int32 {
+    static func requireReason(_ call: LuaCall, context: some RepositoryEngine) throws -> Int32 {
         guard case let .boolean(required) = try call.value(1) else { throw call.typeError(1, expected: "boolean") }
         try context.write("opsh_settings") { db in
             guard try AuditTrail.exists(db) else { throw LuaCallError.message(missing) }

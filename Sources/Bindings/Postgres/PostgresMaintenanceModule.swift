@@ -6,7 +6,9 @@ import Store
 
 /// Maintenance on PostgreSQL: `backup(path)` through `pg_dump` (a clear
 /// error where it is not installed), `check()` and `stats()` with what the
-/// server offers, and `telemetry.cleanup{ … }` in key-range batches.
+/// server offers, `telemetry.cleanup{ … }` in key-range batches,
+/// `vacuum()` as `VACUUM (ANALYZE)` of opsh's tables and `checkpoint()` as
+/// `CHECKPOINT`.
 ///
 /// ```lua
 /// backup("/var/backups/opsh/")          -- opsh-YYYYMMDD-HHMMSS.dump, pg_dump's custom format
@@ -14,7 +16,14 @@ import Store
 /// check()                               -- { ok = true, problems = {} }
 /// stats().rows.telemetry, stats().databaseBytes
 /// telemetry.cleanup{ olderThan = "30d" }
+/// vacuum()                              -- { tables = {…}, pagesBefore = …, pagesAfter = …, … }
+/// checkpoint()                          -- { seconds = 0.01 }: superuser or pg_checkpoint only
 /// ```
+///
+/// `vacuum` and `checkpoint` run on a connection of their own (PostgreSQL
+/// runs VACUUM only outside a transaction block), as on SQLite: refused
+/// inside `db.transaction`, in a shell chunk that has written (each chunk
+/// is one transaction) and under `--read-only`; skipped under a dry run.
 enum PostgresMaintenanceModule {
     static func install(in session: PostgresSession) {
         let database = session.database
@@ -50,6 +59,8 @@ enum PostgresMaintenanceModule {
             return 1
         }
         runtime.register("backup") { call in try backup(call, database: database, sandbox: sandbox) }
+        runtime.register("vacuum") { call in try vacuum(call, database: database) }
+        runtime.register("checkpoint") { call in try checkpoint(call, database: database) }
         runtime.register(module: "telemetry", [
             "cleanup": { call in
                 if database.isInTransaction && !database.isDryRun {
@@ -66,6 +77,58 @@ enum PostgresMaintenanceModule {
                     run: { cleanup, shouldStop, progress in try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) })
             },
         ])
+    }
+
+    /// Whether `name` may run now on a connection of its own: false under
+    /// a dry run (it says so on stderr and is skipped, as on SQLite);
+    /// throws where it may not run.
+    /// - parameter statement: what it runs (`VACUUM (ANALYZE) on opsh's tables`).
+    static func onItsOwn(_ name: String, database: PostgresDatabase, statement: String) throws -> Bool {
+        if database.isDryRun {
+            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (would run \(statement))\n".utf8))
+            return false
+        }
+        if database.options.readOnly {
+            throw LuaCallError.message("\(name) is refused under --read-only: it runs \(statement), which writes to the database's files (on SQLite the file opened read-only refuses it too)")
+        }
+        if database.isInChunk && database.depth == 1 {
+            if try database.transactionHasWritten() {
+                throw LuaCallError.message("\(name) cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction, and \(name) runs on a connection of its own (PostgreSQL runs VACUUM only outside a transaction block); run it in a chunk of its own, or before the chunk's first write")
+            }
+        } else if database.isInTransaction {
+            throw LuaCallError.message("\(name) cannot run inside db.transaction: it needs a database connection of its own (PostgreSQL runs VACUUM only outside a transaction block); call it outside the transaction")
+        }
+        return true
+    }
+
+    static func vacuum(_ call: LuaCall, database: PostgresDatabase) throws -> Int32 {
+        guard try onItsOwn("vacuum", database: database, statement: "VACUUM (ANALYZE) on opsh's tables") else {
+            return call.results(.table(["dryRun": true]))
+        }
+        let report = try database.vacuumAnalyze()
+        return call.results(.table([
+            "tables": .array(report.tables.map(LuaValue.string)),
+            "skipped": .array(report.skipped.map(LuaValue.string)),
+            "bytesBefore": .integer(report.bytesBefore),
+            "bytesAfter": .integer(report.bytesAfter),
+            "pagesBefore": .integer(report.bytesBefore / report.blockSize),
+            "pagesAfter": .integer(report.bytesAfter / report.blockSize),
+        ]))
+    }
+
+    /// `checkpoint([mode])`: the mode is checked as on SQLite; every mode
+    /// is the same `CHECKPOINT` (PostgreSQL has no WAL file of opsh's to
+    /// copy or truncate: the server's checkpoint writes every dirty page).
+    static func checkpoint(_ call: LuaCall, database: PostgresDatabase) throws -> Int32 {
+        let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
+        guard CheckpointMode(rawValue: name) != nil else {
+            throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
+        }
+        guard try onItsOwn("checkpoint", database: database, statement: "CHECKPOINT") else {
+            return call.results(.table(["dryRun": true]))
+        }
+        let seconds = try database.checkpoint()
+        return call.results(.table(["seconds": .number((seconds * 1000).rounded() / 1000)]))
     }
 
     static func backup(_ call: LuaCall, database: PostgresDatabase, sandbox: Bool) throws -> Int32 {

@@ -9,10 +9,12 @@ import Store
 /// These modules run on PostgreSQL with the same API as on SQLite: `db`
 /// (``PostgresDatabaseModule``), the repositories
 /// (``PostgresRepositoryModules``), `key`, `query` and `watch`, `backup`,
-/// `check`, `stats` and `telemetry.cleanup` (``PostgresMaintenanceModule``),
-/// `json` and `help`. The others (``missingModules``, ``missingFunctions``)
-/// are not on PostgreSQL yet: each raises an error saying so, rather than
-/// running on another database.
+/// `check`, `stats`, `vacuum`, `checkpoint` and `telemetry.cleanup`
+/// (``PostgresMaintenanceModule``), `audit`, `migrate`, `export` and
+/// `import`, `analytics`, `jobs`, `git`, `json` and `help`. Any in
+/// ``missingModules`` or ``missingFunctions`` raises an error saying it is
+/// not on PostgreSQL yet, rather than running on another database; `undo`
+/// (SQLite's changesets) raises one saying why it is not, and what to use.
 public final class PostgresSession {
     public let runtime: LuaRuntime
     public let database: PostgresDatabase
@@ -27,10 +29,11 @@ public final class PostgresSession {
     private lazy var listener = PostgresChangeListener(url: database.url)
 
     /// The modules a PostgreSQL session does not have yet.
-    public static let missingModules = [
-        "audit",
-    ]
-    public static let missingFunctions = ["vacuum", "checkpoint", "undo"]
+    public static let missingModules: [String] = []
+    public static let missingFunctions: [String] = []
+
+    /// Why `undo()` is SQLite's only, and what to do instead.
+    public static let undoRefusal = "undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded for it, and PostgreSQL keeps no changeset of a transaction; to try a change before keeping it, start the shell with --dry-run (the whole session is rolled back when it ends) or run the change inside db.transaction and raise an error to roll it back (a chunk that fails keeps nothing)"
 
     public init(database: PostgresDatabase, sandbox: Bool = false, memoryLimit: Int? = nil) throws {
         self.database = database
@@ -42,8 +45,8 @@ public final class PostgresSession {
         runtime.stack.pop()
         rowShapes = RowShapes(runtime: runtime)
         // Ctrl-C, a timeout or SIGTERM cancel the statement on the server.
-        let canceller = database.canceller
-        runtime.onInterrupt { _ in try? canceller.cancel() }
+        let cancel = database.cancelRunning
+        runtime.onInterrupt { _ in cancel() }
         PostgresDatabaseModule.install(in: self)
         JSONModule.install(runtime: runtime, markers: markers)
         HelpModule.install(runtime: runtime)
@@ -55,6 +58,7 @@ public final class PostgresSession {
         AnalyticsModule.install(runtime: runtime, rowShapes: rowShapes) { [database] body in try body(database) }
         MigrationModule.install(in: self)
         TransferModule.install(in: self)
+        AuditModule.install(engine: PostgresRepositoryEngine(session: self), runtime: runtime)
         try PostgresJobsEngine.install(in: self)
         // Scripts say "would delete" under `opsh run --dry-run`, as on SQLite.
         runtime.register(module: "opsh", [
@@ -92,7 +96,13 @@ public final class PostgresSession {
             for _, name in ipairs({ \(functions) }) do
               _G[name] = function() missing(name) end
             end
+            function undo() error(\(Self.luaString(Self.undoRefusal)), 2) end
             """, chunkName: "=(opsh)")
+    }
+
+    /// `text` as a Lua string literal.
+    static func luaString(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
 

@@ -75,22 +75,31 @@ public enum AuditTrail {
     public static let currentHost: String = {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "?" }
-        return String(cString: buffer)
+        let name = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: name, as: UTF8.self)
     }()
 
     /// Whether this database has the trail (migration 003 applied).
-    public static func exists(_ db: Database) throws -> Bool {
-        try db.tableExists(table)
+    public static func exists(_ db: some RepositoryConnection) throws -> Bool {
+        try ExternalMigrations.tableExists(db, table)
     }
 
-    public static func insert(_ entry: AuditEntry, _ db: Database) throws {
-        try db.execute(sql: """
-            INSERT INTO opsh_audit (startedAt, endedAt, user, host, pid, version, mode, script, scriptSHA256, code,
-                                    reason, dryRun, readOnly, changes, status, period)
+    public static func insert(_ entry: AuditEntry, _ db: some RepositoryConnection) throws {
+        // `user` is a reserved word on PostgreSQL; quoted, it is the same
+        // column on both engines.
+        try db.execute("""
+            INSERT INTO opsh_audit (startedAt, endedAt, \(db.dialect.quote("user")), host, pid, version, mode, script,
+                                    scriptSHA256, code, reason, dryRun, readOnly, changes, status, period)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [entry.startedAt, entry.endedAt, entry.user, entry.host, Int64(entry.pid), entry.version,
-                             entry.mode.rawValue, entry.script, entry.scriptSHA256, entry.code, entry.reason,
-                             entry.dryRun, entry.readOnly, changesJSON(entry.changes), Int64(entry.status), entry.period])
+            """, [.real(entry.startedAt), .real(entry.endedAt), .text(entry.user), .text(entry.host),
+                  .integer(Int64(entry.pid)), .text(entry.version), .text(entry.mode.rawValue), text(entry.script),
+                  text(entry.scriptSHA256), text(entry.code), text(entry.reason), .integer(entry.dryRun ? 1 : 0),
+                  .integer(entry.readOnly ? 1 : 0), .text(changesJSON(entry.changes)), .integer(Int64(entry.status)),
+                  entry.period.map(StoreValue.real) ?? .null])
+    }
+
+    private static func text(_ value: String?) -> StoreValue {
+        value.map(StoreValue.text) ?? .null
     }
 
     /// `{"builds":{"inserted":1,"updated":0,"deleted":0}}`, tables sorted.
@@ -104,30 +113,52 @@ public enum AuditTrail {
         (try? JSONDecoder().decode(TableChanges.self, from: Data(text.utf8))) ?? [:]
     }
 
-    /// The columns `audit.list` may filter and order on.
-    public static func columns(_ db: Database) throws -> [String] {
-        try db.columns(in: table).map(\.name)
+    /// The trail's columns as the repositories see them (what `audit.list`
+    /// may filter and order on).
+    public static func spec(_ db: some RepositoryConnection) throws -> TableSpec {
+        try db.tableSpec(table, primaryKey: "id", jsonColumns: ["changes"], booleans: ["dryRun", "readOnly"])
     }
 
-    public static func list(_ db: Database, _ request: ListRequest) throws -> [AuditEntry] {
-        let columns = try columns(db)
-        let (whereSQL, whereArguments) = try request.whereClause(table: table, columns: columns)
-        var tailRequest = request
-        if tailRequest.order.isEmpty { tailRequest.order = [ColumnOrder("startedAt", descending: true)] }
-        let (tailSQL, tailArguments) = try tailRequest.tail(table: table, columns: columns)
-        var arguments = whereArguments
-        _ = arguments.append(contentsOf: tailArguments)
-        return try Row.fetchAll(db, sql: "SELECT * FROM opsh_audit" + whereSQL + tailSQL, arguments: arguments).map(entry)
+    /// The rows `request` selects, newest first unless it orders them;
+    /// the same on both engines (text ordered by its bytes).
+    public static func list(_ db: some RepositoryConnection, _ request: ListRequest) throws -> [AuditEntry] {
+        let spec = try spec(db)
+        var request = request
+        if request.order.isEmpty { request.order = [ColumnOrder("startedAt", descending: true)] }
+        let (sql, arguments) = try request.selectSQL(table: table, columns: spec.names, dialect: db.dialect,
+                                                     textColumns: Set(spec.columns.filter { $0.kind == .text }.map(\.name)))
+        let result = try db.fetch(sql, arguments)
+        return result.rows.map { values in
+            entry(Dictionary(zip(result.columns, values), uniquingKeysWith: { first, _ in first }))
+        }
     }
 
-    static func entry(_ row: Row) -> AuditEntry {
+    static func entry(_ row: [String: StoreValue]) -> AuditEntry {
+        func text(_ name: String) -> String? { row[name]?.textValue }
+        func number(_ name: String) -> Double? {
+            switch row[name] {
+            case let .real(value)?: value
+            case let .integer(value)?: Double(value)
+            default: nil
+            }
+        }
+        func integer(_ name: String) -> Int64 {
+            switch row[name] {
+            case let .integer(value)?: value
+            case let .real(value)?: Int64(value)
+            default: 0
+            }
+        }
         var entry = AuditEntry(
-            startedAt: row["startedAt"], endedAt: row["endedAt"], mode: AuditEntry.Mode(rawValue: row["mode"]) ?? .run,
-            script: row["script"], scriptSHA256: row["scriptSHA256"], code: row["code"], reason: row["reason"],
-            dryRun: row["dryRun"], readOnly: row["readOnly"], changes: changes(fromJSON: row["changes"] ?? "{}"),
-            status: Int32(truncatingIfNeeded: row["status"] as Int64), period: row["period"],
-            user: row["user"], host: row["host"], pid: Int32(truncatingIfNeeded: row["pid"] as Int64), version: row["version"])
-        entry.id = row["id"]
+            startedAt: number("startedAt") ?? 0, endedAt: number("endedAt") ?? 0,
+            mode: text("mode").flatMap(AuditEntry.Mode.init(rawValue:)) ?? .run,
+            script: text("script"), scriptSHA256: text("scriptSHA256"), code: text("code"), reason: text("reason"),
+            dryRun: integer("dryRun") != 0, readOnly: integer("readOnly") != 0,
+            changes: changes(fromJSON: text("changes") ?? "{}"),
+            status: Int32(truncatingIfNeeded: integer("status")), period: number("period"),
+            user: text("user") ?? "", host: text("host") ?? "", pid: Int32(truncatingIfNeeded: integer("pid")),
+            version: text("version") ?? "")
+        if case let .integer(id)? = row["id"] { entry.id = id }
         return entry
     }
 
@@ -135,11 +166,10 @@ public enum AuditTrail {
     /// write transaction: the only way rows leave (a permit row the
     /// triggers check, removed again before the transaction ends).
     /// Returns how many rows went.
-    public static func prune(before cutoff: Double, _ db: Database) throws -> Int {
-        try db.execute(sql: "INSERT INTO opsh_audit_prune (before) VALUES (?)", arguments: [cutoff])
-        try db.execute(sql: "DELETE FROM opsh_audit WHERE startedAt < ?", arguments: [cutoff])
-        let deleted = db.changesCount
-        try db.execute(sql: "DELETE FROM opsh_audit_prune")
+    public static func prune(before cutoff: Double, _ db: some RepositoryConnection) throws -> Int {
+        try db.execute("INSERT INTO opsh_audit_prune (before) VALUES (?)", [.real(cutoff)])
+        let deleted = try db.execute("DELETE FROM opsh_audit WHERE startedAt < ?", [.real(cutoff)])
+        try db.execute("DELETE FROM opsh_audit_prune", [])
         return deleted
     }
 
@@ -149,22 +179,39 @@ public enum AuditTrail {
 
     /// Whether the database asks every run and shell for a reason
     /// (`opsh_settings`, `requireReason` = 1).
-    public static func requiresReason(_ db: Database) throws -> Bool {
-        guard try db.tableExists("opsh_settings") else { return false }
-        let value = try String.fetchOne(db, sql: "SELECT value FROM opsh_settings WHERE name = ?", arguments: [requireReasonSetting])
+    public static func requiresReason(_ db: some RepositoryConnection) throws -> Bool {
+        guard try ExternalMigrations.tableExists(db, "opsh_settings") else { return false }
+        let value = try db.value("SELECT value FROM opsh_settings WHERE name = ?", [.text(requireReasonSetting)])?.textValue
         return value.map { ["1", "true", "yes", "on"].contains($0.lowercased()) } ?? false
     }
 
-    public static func setRequiresReason(_ required: Bool, _ db: Database) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO opsh_settings (name, value) VALUES (?, ?)",
-                       arguments: [requireReasonSetting, required ? "1" : "0"])
+    public static func setRequiresReason(_ required: Bool, _ db: some RepositoryConnection) throws {
+        try db.execute("""
+            INSERT INTO opsh_settings (name, value) VALUES (?, ?)
+            ON CONFLICT (name) DO UPDATE SET value = excluded.value
+            """, [.text(requireReasonSetting), .text(required ? "1" : "0")])
     }
 
     /// The secrets stored in the database (the configuration's API keys),
     /// to mask wherever a recorded text holds them.
-    public static func knownSecrets(_ db: Database) -> [String] {
-        guard (try? db.tableExists("configuration")) == true else { return [] }
-        return (try? String.fetchAll(db, sql: "SELECT api_key FROM configuration WHERE api_key IS NOT NULL AND api_key <> ''")) ?? []
+    public static func knownSecrets(_ db: some RepositoryConnection) -> [String] {
+        guard (try? ExternalMigrations.tableExists(db, "configuration")) == true else { return [] }
+        let rows = (try? db.fetch("SELECT api_key FROM configuration WHERE api_key IS NOT NULL AND api_key <> ''", []).rows) ?? []
+        return rows.compactMap { $0.first?.textValue }
+    }
+}
+
+extension Store {
+    /// Runs `body`'s reads on one snapshot of the store's writer, with the
+    /// connection the engine-neutral operations take (the audit trail,
+    /// `opsh runs`).
+    public func read<T>(_ body: (StoreDatabase) throws -> T) throws -> T {
+        try writer.read { db in try body(StoreDatabase(db)) }
+    }
+
+    /// Runs `body` in a short write transaction of the store's writer.
+    public func write<T>(_ body: (StoreDatabase) throws -> T) throws -> T {
+        try writer.write { db in try body(StoreDatabase(db)) }
     }
 }
 
@@ -178,6 +225,6 @@ public struct ReasonRequired: Error, CustomStringConvertible {
     /// A check for ``StoreOptions/afterConnecting``: refuses the
     /// connection when the database requires a reason.
     public static func check(_ writer: any DatabaseWriter) throws {
-        if try writer.read({ try AuditTrail.requiresReason($0) }) { throw ReasonRequired() }
+        if try writer.read({ try AuditTrail.requiresReason(StoreDatabase($0)) }) { throw ReasonRequired() }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// A script's declared period (`-- @every 10m` in its header) and the
 /// dead man's switch over the audit trail: which scripts did not run
@@ -49,26 +48,33 @@ public enum ScriptSchedule {
     /// The scripts whose period (from their latest recorded run) has
     /// passed, plus the grace, since their last successful run.
     /// - parameter grace: seconds; nil: ``defaultGrace(for:)``.
-    public static func overdue(_ db: Database, now: Double, grace: Double? = nil) throws -> [Overdue] {
-        let rows = try Row.fetchAll(db, sql: """
+    public static func overdue(_ db: some RepositoryConnection, now: Double, grace: Double? = nil) throws -> [Overdue] {
+        let result = try db.fetch("""
             SELECT script,
                    (SELECT period FROM opsh_audit latest WHERE latest.script = runs.script AND latest.mode = 'run'
                     ORDER BY startedAt DESC LIMIT 1) AS period,
-                   max(CASE WHEN status = 0 AND dryRun = 0 THEN startedAt END) AS lastSuccess,
-                   min(startedAt) AS firstRun
+                   max(CASE WHEN status = 0 AND dryRun = 0 THEN startedAt END) AS "lastSuccess",
+                   min(startedAt) AS "firstRun"
             FROM opsh_audit runs
             WHERE mode = 'run' AND script IS NOT NULL AND script <> '-'
             GROUP BY script
-            ORDER BY script
-            """)
+            ORDER BY \(db.dialect.orderTerm("script", descending: false, isText: true))
+            """, [])
+        func number(_ value: StoreValue) -> Double? {
+            switch value {
+            case let .real(number): number
+            case let .integer(number): Double(number)
+            default: nil
+            }
+        }
         var late: [Overdue] = []
-        for row in rows {
-            guard let period = row["period"] as Double? else { continue }
-            let lastSuccess = row["lastSuccess"] as Double?
-            let from = lastSuccess ?? (row["firstRun"] as Double)
+        for row in result.rows {
+            guard let script = row[0].textValue, let period = number(row[1]) else { continue }
+            let lastSuccess = number(row[2])
+            let from = lastSuccess ?? number(row[3]) ?? now
             let allowed = grace ?? defaultGrace(for: period)
             if now > from + period + allowed {
-                late.append(Overdue(script: row["script"], period: period, grace: allowed, lastSuccess: lastSuccess,
+                late.append(Overdue(script: script, period: period, grace: allowed, lastSuccess: lastSuccess,
                                     dueSince: from + period))
             }
         }

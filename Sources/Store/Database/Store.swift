@@ -111,9 +111,10 @@ public final class Store: Sendable {
     public static func prepare(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
         // A PostgreSQL URL is not a file name: never an SQLite file made
-        // under that name by a command that has no PostgreSQL engine yet.
+        // under that name (every command takes such a URL to its
+        // PostgreSQL engine before it gets here).
         if resolved.contains("postgresql://") || resolved.contains("postgres://") {
-            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, and this command runs on SQLite only so far (the shell, `opsh run`, `opsh -e` and `opsh runner` run on PostgreSQL)")
+            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, not an SQLite file; nothing was made under that name")
         }
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
         // Refused here rather than at the first write, with the reason.

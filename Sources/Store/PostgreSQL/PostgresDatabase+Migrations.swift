@@ -47,6 +47,8 @@ extension PostgresDatabase {
             }
         }
         appliedMigrations = try readApplied()
+        knownTallyRelations = nil
+        tableSpecs = [:]
         return applied
     }
 }

@@ -25,6 +25,10 @@ import PostgresWire
 ///   rows from the server's own counters (`pg_stat_xact_user_tables`).
 /// - **Cancel.** ``canceller`` stops the running statement on the server
 ///   (Ctrl-C, `--timeout`): it fails with SQLSTATE 57014.
+/// - **The audit's counts.** With ``countsCommits``, the rows each
+///   committed transaction of this connection changed are added up in
+///   ``committed``, table by table, from the server's counters
+///   (``CommitTally``).
 public final class PostgresDatabase {
     public struct Options: Sendable {
         /// Every statement in a read-only transaction (`--read-only`).
@@ -43,6 +47,21 @@ public final class PostgresDatabase {
     let connection: PostgresConnection
     /// For another thread: cancels the statement that runs now.
     public let canceller: PostgresCanceller
+    /// The canceller of a connection of its own that maintenance holds
+    /// now (``onConnectionOfItsOwn(_:)``).
+    let sideCanceller = Locked<PostgresCanceller?>(nil)
+
+    /// For another thread (Ctrl-C, `--timeout`): cancels what runs now on
+    /// the session's connection, and on a connection of its own that
+    /// `vacuum()` or `checkpoint()` holds.
+    public var cancelRunning: @Sendable () -> Void {
+        let main = canceller
+        let side = sideCanceller
+        return {
+            try? main.cancel()
+            if let other = side.withLock({ $0 }) { try? other.cancel() }
+        }
+    }
 
     /// The built-in migrations this database has, by name.
     public internal(set) var appliedMigrations: [String] = []
@@ -57,6 +76,19 @@ public final class PostgresDatabase {
     /// The repositories' view of each table (``tableSpec(_:primaryKey:jsonColumns:booleans:)``),
     /// forgotten when a statement changes the schema.
     var tableSpecs: [String: TableSpec] = [:]
+
+    /// Whether ``committed`` adds up what this connection commits (the
+    /// audit trail of a run or a shell that is not read-only).
+    public var countsCommits = false
+    /// Rows changed per table by the transactions this connection
+    /// committed while ``countsCommits`` was on (SQLite's `ChangeTally`).
+    public internal(set) var committed: TableChanges = [:]
+    /// Statements run through ``execute(_:_:)`` so far: whether a script
+    /// used the database at all.
+    public private(set) var statementCount = 0
+    /// The relations whose counters ``committed`` reads, until a statement
+    /// changes the schema.
+    var knownTallyRelations: CommitTally.Relations?
 
     /// Connects and checks the schema: an empty database gets opsh's
     /// schema with ``Options/create``; a database with tables but no opsh
@@ -145,6 +177,7 @@ public final class PostgresDatabase {
             }
         }
         appliedMigrations = try readApplied()
+        knownTallyRelations = nil
         return applied
     }
 
@@ -193,15 +226,21 @@ public final class PostgresDatabase {
     public func execute(_ sql: String, _ arguments: Arguments = .positional([])) throws -> Result {
         let statement = try rewrite(sql)
         let parameters = try bind(statement, arguments, sql: sql)
+        statementCount += 1
         let result: PostgresResult
         if depth > 0 {
             result = try underSavepoint(statement.sql, parameters)
         } else if options.readOnly {
             result = try readOnly(statement.sql, parameters)
+        } else if countsCommits {
+            result = try counted(statement.sql, parameters)
         } else {
             result = try connection.query(statement.sql, parameters)
         }
-        if !tableSpecs.isEmpty, Self.changesSchema(result.commandTag) { tableSpecs = [:] }
+        if Self.changesSchema(result.commandTag) {
+            tableSpecs = [:]
+            knownTallyRelations = nil
+        }
         return Self.convert(result)
     }
 
@@ -262,15 +301,27 @@ public final class PostgresDatabase {
     /// Inside a transaction: the statement under a savepoint of its own,
     /// released when it succeeds and rolled back to when it fails, so the
     /// transaction goes on. The three go to the server in one round trip
-    /// (a pipeline: one Sync); only a failure costs a second one.
+    /// (a pipeline: one Sync); only a failure costs a second one. In a
+    /// measured transaction a reading of the counters follows in the same
+    /// round trip, and what a failed statement did before it failed
+    /// (which the server's counters keep) is set aside (``Measure``).
     private func underSavepoint(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+        var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
+                                                                   ("RELEASE SAVEPOINT opsh_statement", [])]
+        let relations = measure != nil ? try tallyRelations() : nil
+        if let relations { steps.append(CommitTally.step(relations)) }
         let results: [PostgresResult]
         do {
-            results = try connection.pipeline([("SAVEPOINT opsh_statement", []), (sql, parameters),
-                                               ("RELEASE SAVEPOINT opsh_statement", [])])
+            results = try connection.pipeline(steps)
         } catch let error as PostgresError {
             if connection.transactionStatus == .failed {
-                try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+                if let relations, error.step == 1 {
+                    let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
+                                                         ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
+                    measure?.rolledBack(to: CommitTally.counts(after[2], relations))
+                } else {
+                    try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+                }
             } else if error.step == 2, connection.transactionStatus == .idle {
                 // The statement was a COMMIT or ROLLBACK of its own: the
                 // savepoint went with the transaction.
@@ -283,6 +334,7 @@ public final class PostgresDatabase {
         guard connection.transactionStatus == .inTransaction else {
             throw PostgresStoreError.endedTransaction(sql)
         }
+        if let relations { measure?.last = CommitTally.counts(results[3], relations) }
         return results[1]
     }
 
@@ -309,7 +361,21 @@ public final class PostgresDatabase {
     /// Runs `body` in a transaction (a savepoint inside one): it commits
     /// when `body` returns and rolls back when it throws.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        if depth == 0 && countsCommits && !options.readOnly {
+            let (result, changed) = try measuredTransaction(body)
+            committed.add(changed)
+            return result
+        }
+        return try plainTransaction(body)
+    }
+
+    /// A transaction (a savepoint inside one) without readings of its own
+    /// (a savepoint of a measured transaction keeps it measured).
+    private func plainTransaction<T>(_ body: () throws -> T) throws -> T {
         let savepoint = "opsh_\(depth + 1)"
+        // A savepoint of a measured transaction: where the readings were
+        // when it began, so that rolling it back sets aside what it did.
+        let atSavepoint = depth > 0 ? measure : nil
         if depth == 0 {
             try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
         } else {
@@ -322,7 +388,18 @@ public final class PostgresDatabase {
         } catch {
             depth -= 1
             if connection.transactionStatus != .idle {
-                _ = try? connection.simpleQuery(depth == 0 ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+                if depth == 0 {
+                    _ = try? connection.simpleQuery("ROLLBACK")
+                } else if let atSavepoint, let relations = try? tallyRelations(),
+                          let after = try? connection.pipeline([("ROLLBACK TO SAVEPOINT \(savepoint)", []),
+                                                                ("RELEASE SAVEPOINT \(savepoint)", []),
+                                                                CommitTally.step(relations)]) {
+                    var restored = atSavepoint
+                    restored.rolledBack(to: CommitTally.counts(after[2], relations))
+                    measure = restored
+                } else {
+                    _ = try? connection.simpleQuery("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+                }
             }
             throw error
         }
@@ -333,6 +410,97 @@ public final class PostgresDatabase {
             try connection.simpleQuery("RELEASE SAVEPOINT \(savepoint)")
         }
         return result
+    }
+
+    /// An outermost transaction whose changes are measured: read from the
+    /// server's counters right after BEGIN and right before COMMIT (no
+    /// flush of the counters happens in between), less what rolled-back
+    /// savepoints did; returns them once it committed.
+    private func measuredTransaction<T>(_ body: () throws -> T) throws -> (T, TableChanges) {
+        precondition(depth == 0)
+        let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
+                                          relations: tallyRelations())
+        measure = Measure(first: first)
+        depth = 1
+        defer {
+            depth = 0
+            measure = nil
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
+        }
+        let result = try body()
+        let last = try CommitTally.commit(on: connection, relations: tallyRelations())
+        measure?.last = last
+        return (result, measure?.changed ?? [:])
+    }
+
+    /// The readings of the measured transaction open now (its own
+    /// ``measuredTransaction(_:)``, a dry run's): PostgreSQL's counters
+    /// count what a rolled-back savepoint did (a statement that failed, a
+    /// `db.transaction` that raised) as if it had stayed, so each rollback
+    /// to a savepoint is read and what it undid is set aside.
+    struct Measure {
+        /// At BEGIN.
+        var first: TableChanges
+        /// After the last statement (or rollback) that was read.
+        var last: TableChanges
+        /// What rolled-back savepoints had changed.
+        var undone: TableChanges = [:]
+
+        init(first: TableChanges) {
+            self.first = first
+            last = first
+        }
+
+        /// What the transaction changed up to the last reading.
+        var changed: TableChanges { last.since(first).since(undone) }
+
+        /// Rolled back to a savepoint taken when the readings were `self`
+        /// (for a statement's own savepoint: the last reading): what the
+        /// counters gained since then was undone.
+        mutating func rolledBack(to after: TableChanges) {
+            undone.add(after.since(last))
+            last = after
+        }
+    }
+
+    /// Set while a measured transaction is open.
+    private var measure: Measure?
+
+    /// Outside a transaction with ``countsCommits``: the statement between
+    /// two readings of the counters, in one implicit transaction (one round
+    /// trip). A statement PostgreSQL runs only outside a transaction block
+    /// (VACUUM, CREATE INDEX CONCURRENTLY: SQLSTATE 25001, refused before
+    /// it does anything) runs alone, uncounted: it changes no rows.
+    private func counted(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                let relations = try tallyRelations()
+                let (result, changed) = try CommitTally.around(sql, parameters, on: connection, relations: relations)
+                if connection.transactionStatus == .idle { committed.add(changed) }
+                return result
+            } catch let error as PostgresError where error.step == 1 {
+                if error.code == "25001" { return try connection.query(sql, parameters) }
+                if (error.code == "0A000" || error.code == "26000"), attempts == 1, connection.transactionStatus == .idle {
+                    continue  // a stale statement, forgotten already: nothing ran
+                }
+                var reported = error
+                reported.step = nil
+                throw reported
+            } catch PostgresClientError.unsupported {
+                // Refused before anything was sent (a COPY runs only as a
+                // pipeline's last step): the statement alone, uncounted.
+                return try connection.query(sql, parameters)
+            }
+        }
+    }
+
+    func tallyRelations() throws -> CommitTally.Relations {
+        if let known = knownTallyRelations { return known }
+        let relations = try CommitTally.relations(on: connection)
+        knownTallyRelations = relations
+        return relations
     }
 
     /// Runs `body`'s reads on one snapshot: outside a transaction in a
@@ -351,38 +519,64 @@ public final class PostgresDatabase {
 
     /// Runs a shell chunk as one transaction (a savepoint inside a dry
     /// run's), each statement under a savepoint of its own; returns the rows
-    /// it changed, by table, from the server's counters.
+    /// it changed, by table, from the server's counters (what failed
+    /// statements caught with `pcall` did left out).
     public func chunk(_ body: () throws -> Void) throws -> ChangeSummary {
-        var changed = ChangeSummary()
         let outer = isInChunk
         isInChunk = true
         defer { isInChunk = outer }
-        try transaction {
-            let before = try transactionChanges()
-            try body()
-            changed = try transactionChanges().since(before)
+        var changed = ChangeSummary()
+        if depth == 0 {
+            (_, changed.tables) = try measuredTransaction(body)
+            if countsCommits && !options.readOnly { committed.add(changed.tables) }
+        } else {
+            try plainTransaction {
+                let before = try readMeasure()
+                try body()
+                let after = try readMeasure()
+                changed.tables = after.changed.since(before.changed)
+            }
         }
         return changed
+    }
+
+    /// The open measured transaction's readings, read again now.
+    private func readMeasure() throws -> Measure {
+        guard var current = measure else { return Measure(first: [:]) }
+        let relations = try tallyRelations()
+        current.last = CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations)
+        measure = current
+        return current
     }
 
     /// Runs `body` in one transaction that is rolled back at the end, and
     /// reports what it would have changed, table by table.
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
         guard depth == 0 else { throw PostgresStoreError.inTransaction("a dry run") }
-        try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+        statementCount += 1
+        let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
+                                          relations: tallyRelations())
+        measure = Measure(first: first)
         depth = 1
         dryRunning = true
         defer {
             depth = 0
             dryRunning = false
+            measure = nil
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
-        let before = try transactionChanges()
         let result = try body()
-        return (result, try transactionChanges().since(before))
+        var summary = ChangeSummary()
+        summary.tables = try readMeasure().changed
+        return (result, summary)
     }
 
     public var isDryRun: Bool { dryRunning }
+
+    /// Whether `error` is the server's `lock_timeout` running out (55P03).
+    public static func isLockTimeout(_ error: any Error) -> Bool {
+        (error as? PostgresError)?.code == "55P03"
+    }
 
     /// Whether a shell chunk's transaction is open (``chunk(_:)``).
     public private(set) var isInChunk = false
@@ -392,28 +586,6 @@ public final class PostgresDatabase {
     public func transactionHasWritten() throws -> Bool {
         guard depth > 0 else { return false }
         return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
-    }
-
-    /// The server's counts of rows changed, by table: the open
-    /// transaction's, plus those of earlier transactions the server process
-    /// has not yet added to its statistics (it does so when idle, at most
-    /// once a second). No flush happens inside a transaction, so the
-    /// difference of two readings in one transaction is what ran between.
-    private func transactionChanges() throws -> ChangeSummary {
-        let counts = try connection.query("""
-            SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
-            WHERE n_tup_ins + n_tup_upd + n_tup_del > 0
-            """)
-        var summary = ChangeSummary()
-        for row in counts.rows {
-            guard case let .text(table) = row[0] else { continue }
-            var change = TableChangeCounts()
-            if case let .integer(n) = row[1] { change.inserted = Int(n) }
-            if case let .integer(n) = row[2] { change.updated = Int(n) }
-            if case let .integer(n) = row[3] { change.deleted = Int(n) }
-            summary.tables[PostgresNames.rowKey(table)] = change
-        }
-        return summary
     }
 
     /// Whether a statement's command tag says it changed the schema

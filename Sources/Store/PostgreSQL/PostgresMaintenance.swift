@@ -216,3 +216,110 @@ extension PostgresDatabase {
         return handle.readData(ofLength: 5) == Data("PGDMP".utf8)
     }
 }
+
+// MARK: vacuum and checkpoint
+
+extension PostgresDatabase {
+    /// Runs `body` on a connection of its own, opened now and closed
+    /// after: for the maintenance PostgreSQL runs only outside a
+    /// transaction block (VACUUM), whatever the session's connection is in.
+    /// Ctrl-C and `--timeout` cancel it as they cancel the session's
+    /// statements (``cancelRunning``).
+    func onConnectionOfItsOwn<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        let other = try PostgresConnection(url: url)
+        defer { other.close() }
+        sideCanceller.withLock { $0 = other.canceller }
+        defer { sideCanceller.withLock { $0 = nil } }
+        return try body(other)
+    }
+
+    /// What `vacuum()` did on PostgreSQL.
+    public struct VacuumReport: Sendable {
+        /// The tables vacuumed and analyzed, by the schema's spelling.
+        public var tables: [String]
+        /// Tables of the schema this role may not vacuum (neither it nor
+        /// the database is its owner's); the server would skip them.
+        public var skipped: [String]
+        /// Their size on disk (tables, indexes, TOAST) before and after,
+        /// in bytes and in the server's pages (`block_size`, 8 kB).
+        public var bytesBefore: Int64
+        public var bytesAfter: Int64
+        public var blockSize: Int64
+    }
+
+    /// `VACUUM (ANALYZE)` of opsh's tables, the tables of the database's
+    /// schema (those `stats()` lists), on a connection of its own:
+    /// PostgreSQL runs VACUUM only outside a transaction block
+    /// (SQLSTATE 25001 otherwise). The dead rows' space becomes reusable
+    /// and the planner's statistics are brought up to date; the files
+    /// seldom shrink (that is VACUUM FULL, which locks each table against
+    /// the backend's reads and writes while it rewrites it: opsh does not
+    /// run it). Refuses when the role may vacuum none of them.
+    public func vacuumAnalyze() throws -> VacuumReport {
+        try onConnectionOfItsOwn { connection in
+            let listed = try connection.query("""
+                SELECT c.relname::text,
+                       pg_has_role(c.relowner, 'USAGE')
+                       OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE'),
+                       pg_total_relation_size(c.oid)
+                FROM pg_class c
+                WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'm')
+                ORDER BY c.relname COLLATE "C"
+                """)
+            var mine: [String] = []
+            var skipped: [String] = []
+            var bytesBefore: Int64 = 0
+            for row in listed.rows {
+                guard case let .text(name) = row[0] else { continue }
+                if row[1] == .bool(true) {
+                    mine.append(name)
+                    if case let .integer(bytes) = row[2] { bytesBefore += bytes }
+                } else {
+                    skipped.append(PostgresNames.rowKey(name))
+                }
+            }
+            let role = Self.role(of: connection)
+            guard !mine.isEmpty else {
+                throw StoreError.refused(reason: "vacuum: \(role) may vacuum none of the schema's \(skipped.count) table(s) (PostgreSQL lets only a table's owner, the database's owner or a superuser vacuum it); nothing was done")
+            }
+            let names = mine.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+            _ = try connection.query("VACUUM (ANALYZE) " + names.joined(separator: ", "))
+            let after = try connection.query("""
+                SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint, current_setting('block_size')::bigint
+                FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1::text::text[])
+                """, [.text("{" + names.joined(separator: ",") + "}")])
+            var bytesAfter: Int64 = 0
+            var blockSize: Int64 = 8192
+            if let row = after.rows.first {
+                if case let .integer(bytes) = row[0] { bytesAfter = bytes }
+                if case let .integer(size) = row[1] { blockSize = size }
+            }
+            return VacuumReport(tables: mine.map(PostgresNames.rowKey), skipped: skipped, bytesBefore: bytesBefore,
+                                bytesAfter: bytesAfter, blockSize: blockSize)
+        }
+    }
+
+    /// The connection's role, for messages.
+    static func role(of connection: PostgresConnection) -> String {
+        if case let .text(name)? = try? connection.query("SELECT current_user::text").scalar { return name }
+        return "this role"
+    }
+
+    /// `CHECKPOINT`: the server writes every dirty page of the cluster to
+    /// its files now instead of at its next scheduled checkpoint
+    /// (`checkpoint_timeout`, `max_wal_size`). PostgreSQL allows it to a
+    /// superuser and (from version 15) to a role granted `pg_checkpoint`;
+    /// anyone else is refused, saying so. Returns the seconds it took.
+    public func checkpoint() throws -> Double {
+        try onConnectionOfItsOwn { connection in
+            let started = DispatchTime.now().uptimeNanoseconds
+            do {
+                _ = try connection.query("CHECKPOINT")
+            } catch let error as PostgresError where error.code == "42501" {
+                let role = Self.role(of: connection)
+                throw StoreError.refused(reason: "checkpoint: PostgreSQL runs CHECKPOINT only for a superuser or a role granted pg_checkpoint (PostgreSQL 15 and later), and \(role) is neither (the server said: \(error.message)); the server checkpoints on its own schedule, so nothing opsh committed waits for it (GRANT pg_checkpoint TO \(role) to allow it)")
+            }
+            return Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        }
+    }
+}

@@ -84,21 +84,3 @@ extension ColumnFilter {
         self.init(column, op, storeValues.map(\.databaseValue))
     }
 }
-
-extension AuditTrail {
-    public static func exists(_ database: StoreDatabase) throws -> Bool {
-        try exists(database.db)
-    }
-
-    public static func list(_ database: StoreDatabase, _ request: ListRequest) throws -> [AuditEntry] {
-        try list(database.db, request)
-    }
-
-    public static func prune(before cutoff: Double, _ database: StoreDatabase) throws -> Int {
-        try prune(before: cutoff, database.db)
-    }
-
-    public static func setRequiresReason(_ required: Bool, _ database: StoreDatabase) throws {
-        try setRequiresReason(required, database.db)
-    }
-}

@@ -1,10 +1,11 @@
 import Foundation
-import GRDB
 import Store
 
 /// `opsh runs [--overdue]`: recent runs from the audit trail, and the dead
 /// man's switch for cron (README, "Cron runs that did not happen").
-/// Reads only: it never takes the write lock.
+/// Reads only: it never takes the write lock. Written once over
+/// ``RepositoryConnection``: an SQLite file or a PostgreSQL URL
+/// (`--db postgresql://…`), the same output.
 struct RunsCommand {
     static let overdueOption = OptionSpec(long: "overdue", help: "List only the scripts whose last successful run is older than their period (-- @every in the script's header) plus the grace; exit status 1 when there is one, 0 when none is.")
     static let graceOption = OptionSpec(long: "grace", valueName: "duration", help: "How late a run may be, e.g. 5m (default: 10 % of the script's period, at least 1m).")
@@ -70,33 +71,45 @@ struct RunsCommand {
         let launch = Launch(options: options)
         let now = Date().timeIntervalSince1970
         do {
-            var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
-            storeOptions.createIfMissing = false
-            let store = try Store.prepare(path: options.db, options: storeOptions)
-            let writer = try store.writer
-            let exists = try writer.read { try AuditTrail.exists($0) }
-            guard exists else {
-                launch.fail(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
-            }
-            if overdue {
-                let late = try writer.read { try ScriptSchedule.overdue($0, now: now, grace: grace) }
-                for script in late {
-                    let last = script.lastSuccess.map { "its last successful run started \(Self.time($0)) (\(ScriptSchedule.describe(seconds: now - $0)) ago)" }
-                        ?? "it never ran successfully (due since \(Self.time(script.dueSince)))"
-                    print("overdue: \(script.script): \(last); period \(ScriptSchedule.describe(seconds: script.period)), grace \(ScriptSchedule.describe(seconds: script.grace))")
+            try Self.reading(options) { db in
+                guard try AuditTrail.exists(db) else {
+                    launch.fail(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
                 }
-                if late.isEmpty { launch.console.note("no script is overdue") }
-                exit(late.isEmpty ? ExitStatus.success.rawValue : ExitStatus.scriptError.rawValue)
+                if overdue {
+                    let late = try ScriptSchedule.overdue(db, now: now, grace: grace)
+                    for script in late {
+                        let last = script.lastSuccess.map { "its last successful run started \(Self.time($0)) (\(ScriptSchedule.describe(seconds: now - $0)) ago)" }
+                            ?? "it never ran successfully (due since \(Self.time(script.dueSince)))"
+                        print("overdue: \(script.script): \(last); period \(ScriptSchedule.describe(seconds: script.period)), grace \(ScriptSchedule.describe(seconds: script.grace))")
+                    }
+                    if late.isEmpty { launch.console.note("no script is overdue") }
+                    exit(late.isEmpty ? ExitStatus.success.rawValue : ExitStatus.scriptError.rawValue)
+                }
+                let entries = try AuditTrail.list(db, ListRequest(
+                    filters: [ColumnFilter("mode", .in, storeValues: [.text("run"), .text("eval")])],
+                    order: [ColumnOrder("startedAt", descending: true)], limit: limit))
+                print(Self.table(entries), terminator: "")
             }
-            let entries = try writer.read { db in
-                try AuditTrail.list(db, ListRequest(filters: [ColumnFilter("mode", .in, ["run", "eval"].map(\.databaseValue))],
-                                                    order: [ColumnOrder("startedAt", descending: true)], limit: limit))
-            }
-            print(Self.table(entries), terminator: "")
         } catch {
             launch.fail(.databaseUnavailable, "\(error)")
         }
         exit(ExitStatus.success.rawValue)
+    }
+
+    /// Runs `body` on the database `--db` (else `OPSH_DB`, else the
+    /// default file) names, opened for reading only: an SQLite file (a
+    /// snapshot of it), or a PostgreSQL database (read-only transactions
+    /// of the server's).
+    static func reading(_ options: CommonOptions, _ body: (any RepositoryConnection) throws -> Void) throws {
+        if let url = PostgresBatchMode.url(options) {
+            let database = try PostgresDatabase(url: url, options: .init(readOnly: true))
+            try database.snapshot { try body(database) }
+            return
+        }
+        var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
+        storeOptions.createIfMissing = false
+        let store = try Store.prepare(path: options.db, options: storeOptions)
+        try store.read { db in try body(db) }
     }
 
     static func time(_ seconds: Double) -> String {

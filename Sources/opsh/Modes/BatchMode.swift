@@ -86,7 +86,8 @@ struct BatchMode {
             if case let .file(path) = source { script = path }
             if case .standardInput = source { script = "-" }
             PostgresBatchMode(options: options, url: url)
-                .run(code: code, chunkName: chunkName, script: script, arguments: scriptArguments)
+                .run(code: code, chunkName: chunkName, script: script, arguments: scriptArguments,
+                     recorder: recorder, startedAt: startedAt, reason: reason)
         }
         let session = launch.openSession(interactive: false, requireReasonFromDatabase: reason == nil)
         // Connected already: a database this run created. Creating it is
@@ -126,7 +127,7 @@ struct BatchMode {
             if let problem = session.store.replacedFileProblem {
                 launch.fail(.databaseUnavailable, problem)
             }
-            recorder.record(store: session.store, startedAt: startedAt, status: ExitStatus.success.rawValue,
+            recorder.record(to: SQLiteAuditDestination(store: session.store), startedAt: startedAt, status: ExitStatus.success.rawValue,
                             dryRun: options.dryRun, changes: options.dryRun ? dryRunChanges : session.store.committedChanges.committed)
         } catch {
             deadline?.cancel()
@@ -145,7 +146,7 @@ struct BatchMode {
             }
             // A failed run: what it committed before failing (a dry run:
             // nothing).
-            recorder.record(store: session.store, startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
+            recorder.record(to: SQLiteAuditDestination(store: session.store), startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
                             changes: options.dryRun ? [:] : session.store.committedChanges.committed)
             Launch.pendingMigrationsNote(session.store).map(console.warning)
             Launch.checkpointAtExit(session)

@@ -9,7 +9,10 @@ import Store
 /// the SQLite mode's exit codes, `--dry-run` (one transaction rolled back,
 /// with what it would have changed), `--read-only` (the server's
 /// read-only transactions), `--timeout` and Ctrl-C (the running statement
-/// cancelled on the server).
+/// cancelled on the server), and the audit trail's row, as on SQLite: the
+/// rows each committed transaction changed, from the server's counters
+/// (``PostgresDatabase/committed``), written after the run in a short
+/// transaction of its own.
 struct PostgresBatchMode {
     let options: CommonOptions
     let url: String
@@ -21,7 +24,8 @@ struct PostgresBatchMode {
         return named
     }
 
-    func run(code: String, chunkName: String, script: String?, arguments scriptArguments: [String]) -> Never {
+    func run(code: String, chunkName: String, script: String?, arguments scriptArguments: [String],
+             recorder: AuditRecorder, startedAt: Double, reason: String?) -> Never {
         let launch = Launch(options: options)
         let console = launch.console
         if options.maxChanges != nil {
@@ -33,6 +37,11 @@ struct PostgresBatchMode {
         } catch {
             launch.fail(.databaseUnavailable, "\(error)")
         }
+        // The database asks for a reason this run did not give: refused
+        // before the script reads or writes anything, as on SQLite.
+        if reason == nil, (try? AuditTrail.requiresReason(database)) == true {
+            launch.fail(.usage, ReasonRequired.message)
+        }
         let session: PostgresSession
         do {
             session = try PostgresSession(database: database, sandbox: options.sandbox,
@@ -43,12 +52,20 @@ struct PostgresBatchMode {
         let (watcher, deadline, runner) = BatchMode.prepare(session.runtime, script: script, arguments: scriptArguments,
                                                             options: options, console: console)
         let arguments = scriptArguments.map { LuaValue.string($0) }
+        // The audit trail: what the run commits is counted from here on
+        // (a database this run created is not a use worth a row).
+        database.countsCommits = !options.readOnly
+        recorder.connectedAtStart = !database.appliedAtOpening.isEmpty
+        let trail = PostgresAuditDestination(database: database, statementsBefore: database.statementCount,
+                                             lockWait: options.busyTimeout)
+        var dryRunChanges: TableChanges = [:]
         do {
             if options.dryRun {
                 let (_, summary) = try database.dryRun {
                     try runner.run(code, chunkName: chunkName, arguments: arguments)
                 }
                 deadline?.cancel()
+                dryRunChanges = summary.tables
                 console.raw(BatchMode.describe(summary))
             } else {
                 try runner.run(code, chunkName: chunkName, arguments: arguments)
@@ -60,10 +77,16 @@ struct PostgresBatchMode {
             // its last use.)
             for error in try session.deliverEvents() { console.error(error.message) }
             fflush(nil)
+            recorder.record(to: trail, startedAt: startedAt, status: ExitStatus.success.rawValue, dryRun: options.dryRun,
+                            changes: options.dryRun ? dryRunChanges : database.committed)
         } catch {
             deadline?.cancel()
             let status = BatchMode.status(for: error, signal: watcher.received)
             BatchMode.report(error, status: status, console: console, dryRun: options.dryRun)
+            // A failed run: what it committed before failing (a dry run:
+            // nothing).
+            recorder.record(to: trail, startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
+                            changes: options.dryRun ? [:] : database.committed)
             exit(status.rawValue)
         }
         if !database.pendingMigrations.isEmpty {

@@ -9,7 +9,9 @@ import Store
 /// savepoint per statement (a failure caught with pcall does not doom it);
 /// it commits when the chunk ends and says what it changed, and rolls back
 /// when the chunk fails or is interrupted. `--dry-run` is the whole
-/// session in one transaction, rolled back at the end.
+/// session in one transaction, rolled back at the end. A chunk that
+/// committed changes leaves its row in the audit trail, as on SQLite (not
+/// under `--dry-run` or `--read-only`); the reason is asked for as there.
 struct PostgresShellMode {
     let options: CommonOptions
     let url: String
@@ -30,6 +32,9 @@ struct PostgresShellMode {
             launch.fail(.databaseUnavailable, "\(error)")
         }
         Launch.setArguments(session.runtime, script: nil, arguments: [])
+        let reason = ShellMode.reason(options: options, console: console) {
+            (try? AuditTrail.requiresReason(database)) ?? false
+        }
         var configuration = REPL.Configuration(
             historyPath: DatabaseLocation.stateDirectory() + "/history",
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
@@ -45,11 +50,26 @@ struct PostgresShellMode {
         if !options.quiet {
             var banner = "\(label.sentence) — \(database.label) (PostgreSQL \(database.serverVersion))"
                 + "\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
-            banner += "\neach chunk is one transaction; the audit trail and undo() are not on PostgreSQL yet"
+            banner += "\neach chunk is one transaction; undo() is SQLite's only (--dry-run tries changes)"
             if !database.pendingMigrations.isEmpty {
                 banner += "\nthis database lacks migrations \(database.pendingMigrations.joined(separator: ", "))"
             }
             configuration.banner = banner
+        }
+        // The audit trail: a row per chunk that committed changes (not in a
+        // dry run, whose chunks are rolled back with the session).
+        if !options.dryRun && !options.readOnly {
+            database.countsCommits = true
+            let recorder = AuditRecorder(console: console, mode: .shell, options: options, reason: reason)
+            let trail = PostgresAuditDestination(database: database, statementsBefore: 0, lockWait: options.busyTimeout)
+            var before: TableChanges = [:]
+            configuration.beforeChunk = { before = database.committed }
+            configuration.afterChunk = { code, startedAt, failed in
+                let changes = database.committed.since(before)
+                guard !changes.isEmpty else { return }
+                recorder.code = code
+                recorder.record(to: trail, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+            }
         }
         let repl = REPL(session: session, configuration: configuration)
         repl.runChunkElsewhere = { body in

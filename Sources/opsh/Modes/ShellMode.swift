@@ -30,7 +30,10 @@ struct ShellMode {
         let session = launch.openSession(interactive: true)
         Launch.setArguments(session.runtime, script: nil, arguments: [])
         LockOwner.configure(script: "shell")
-        let reason = Self.reason(options: options, store: session.store, console: launch.console)
+        let store = session.store
+        let reason = Self.reason(options: options, console: launch.console) {
+            (try? store.read { try AuditTrail.requiresReason($0) }) ?? false
+        }
         var configuration = REPL.Configuration(
             historyPath: DatabaseLocation.stateDirectory() + "/history",
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
@@ -64,14 +67,14 @@ struct ShellMode {
         // dry run, whose chunks land in a copy or are rolled back).
         if !options.dryRun {
             let recorder = AuditRecorder(console: launch.console, mode: .shell, options: options, reason: reason)
-            let store = session.store
             var before: TableChanges = [:]
             configuration.beforeChunk = { before = store.committedChanges.committed }
             configuration.afterChunk = { code, startedAt, failed in
                 let changes = store.committedChanges.committed.since(before)
                 guard !changes.isEmpty else { return }
                 recorder.code = code
-                recorder.record(store: store, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+                recorder.record(to: SQLiteAuditDestination(store: store), startedAt: startedAt, status: failed ? 1 : 0,
+                                dryRun: false, changes: changes)
             }
         }
         let repl = REPL(session: session, configuration: configuration)
@@ -97,10 +100,11 @@ struct ShellMode {
 
     /// The session's reason: `--reason` or `OPSH_REASON`; else, when
     /// `OPSH_REQUIRE_REASON=1` or the database asks for one, asked for at
-    /// the terminal. The shell does not start without one.
-    static func reason(options: CommonOptions, store: Store, console: Console) -> String? {
+    /// the terminal. The shell does not start without one. The same on
+    /// both engines: `requiredByDatabase` reads the database's setting.
+    static func reason(options: CommonOptions, console: Console, requiredByDatabase: () -> Bool) -> String? {
         if let given = options.givenReason { return given }
-        let fromDatabase = (try? store.writer.read { try AuditTrail.requiresReason($0) }) ?? false
+        let fromDatabase = requiredByDatabase()
         guard CommonOptions.environmentRequiresReason || fromDatabase else { return nil }
         let why = fromDatabase ? "this database requires a reason (audit.requireReason)" : "OPSH_REQUIRE_REASON=1"
         print("\(why): why are you here? (recorded in the audit trail) ", terminator: "")
