@@ -112,7 +112,7 @@ import Store
         }
         // Control: untouched, both end normally.
         _ = try database.dryRun { try test.run("db.exec('DELETE FROM t')") }
-        try database.transaction { try test.run("db.exec('INSERT INTO t VALUES (2)')") }
+        _ = try database.transaction { try test.run("db.exec('INSERT INTO t VALUES (2)')") }
         #expect(try test.sqlite3("SELECT count(*) FROM t") == "2")
     }
 

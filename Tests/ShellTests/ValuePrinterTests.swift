@@ -102,9 +102,9 @@ import Testing
         let folder = NSTemporaryDirectory() + "opsh-completion-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder + "/repairs", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        FileManager.default.createFile(atPath: folder + "/repairs/purge.lua", contents: Data())
-        FileManager.default.createFile(atPath: folder + "/report.lua", contents: Data())
-        FileManager.default.createFile(atPath: folder + "/.hidden.lua", contents: Data())
+        _ = FileManager.default.createFile(atPath: folder + "/repairs/purge.lua", contents: Data())
+        _ = FileManager.default.createFile(atPath: folder + "/report.lua", contents: Data())
+        _ = FileManager.default.createFile(atPath: folder + "/.hidden.lua", contents: Data())
         // readline's word ends at the last `/`: the candidates replace only it.
         #expect(completer.dotCommandCandidates(word: "re", before: ".read \(folder)/re") == ["repairs/", "report.lua"])
         #expect(completer.dotCommandCandidates(word: "", before: ".read \(folder)/repairs/") == ["purge.lua"])

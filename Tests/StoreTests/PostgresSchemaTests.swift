@@ -17,7 +17,7 @@ import Testing
 
     /// SQLite's columns, with their types as the PostgreSQL schema must write them.
     func sqliteColumns() throws -> [Column] {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
         let store = try makeStore(in: directory)
         return try store.client.read { db in
             let tables = try String.fetchAll(db, sql: """
