@@ -109,21 +109,30 @@ public struct TelemetryCleanup: Sendable {
         var arguments: StatementArguments { StatementArguments(values.map(\.databaseValue)) }
     }
 
-    /// Reads where `keep` draws the line; nil when it protects nothing or
-    /// there is no `keep`. `protectsAll` when fewer rows than `keep` match.
-    func boundary(_ db: Database) throws -> (boundary: Boundary?, protectsAll: Bool) {
-        guard let keep = options.keep else { return (nil, false) }
-        if keep == 0 { return (nil, false) }
-        var sql = "SELECT created_at, id FROM telemetry"
-        var arguments: StatementArguments = []
-        if let event = options.event {
-            sql += " WHERE event = ?"
-            arguments += [event]
+    /// Reads where `keep` draws the line (nil when it protects nothing or
+    /// there is no `keep`) and how many rows the filter it gives matches
+    /// now: 0 when fewer rows than `keep` match at all. One statement of
+    /// each, in either engine's SQL.
+    func survey(_ db: some RepositoryConnection) throws -> (matched: Int, filter: Filter) {
+        var boundary: Boundary?
+        if let keep = options.keep, keep > 0 {
+            var sql = "SELECT created_at, id FROM telemetry"
+            var values: [StoreValue] = []
+            if let event = options.event {
+                sql += " WHERE event = ?"
+                values.append(.text(event))
+            }
+            sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
+            values.append(.integer(Int64(keep - 1)))
+            guard let row = try db.fetch(sql, values).rows.first,
+                  case let .real(date) = row[0], case let .integer(id) = row[1] else {
+                return (0, filter(boundary: nil))
+            }
+            boundary = Boundary(createdAt: date, id: id)
         }
-        sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
-        arguments += [keep - 1]
-        guard let row = try Row.fetchOne(db, sql: sql, arguments: arguments) else { return (nil, true) }
-        return (Boundary(createdAt: row[0], id: row[1]), false)
+        let filter = filter(boundary: boundary)
+        let matched = try db.value("SELECT count(*) FROM telemetry WHERE \(filter.sql)", filter.values)?.integerValue ?? 0
+        return (Int(matched), filter)
     }
 
     func filter(boundary: Boundary?) -> Filter {
@@ -144,10 +153,7 @@ public struct TelemetryCleanup: Sendable {
 
     /// How many rows the cleanup would delete now.
     public func count(_ db: Database) throws -> Int {
-        let (boundary, protectsAll) = try boundary(db)
-        if protectsAll { return 0 }
-        let filter = filter(boundary: boundary)
-        return try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry WHERE \(filter.sql)", arguments: filter.arguments) ?? 0
+        try survey(StoreDatabase(db)).matched
     }
 
     /// Deletes one batch: the `batchSize` oldest matching rows. Returns the
@@ -186,11 +192,15 @@ public struct TelemetryCleanup: Sendable {
         return (db.changesCount, false)
     }
 
-    /// Runs the cleanup.
+    /// Runs the cleanup on SQLite.
     ///
     /// - parameters:
     ///   - read: runs its body as a read (the count and the `keep` boundary).
     ///   - write: runs its body as one transaction of its own (a batch).
+    ///   - unlocked: runs its body on the writer's connection outside any
+    ///     transaction (nil: not available). Then the cleanup checkpoints
+    ///     the WAL itself between batches, with the lock free, instead of
+    ///     letting the commit of a batch (ours or another process's) do it.
     ///   - shouldStop: asked before each batch; true stops the loop (the
     ///     report says `stopped`).
     ///   - progress: told after each batch (deleted so far, of matched).
@@ -198,10 +208,6 @@ public struct TelemetryCleanup: Sendable {
     /// A batch that fails with SQLite's interrupt (`sqlite3_interrupt`, as
     /// Ctrl-C does) rolls back alone: the earlier ones stay committed and
     /// the report says `stopped`. Other errors are thrown.
-    ///   - unlocked: runs its body on the writer's connection outside any
-    ///     transaction (nil: not available). Then the cleanup checkpoints
-    ///     the WAL itself between batches, with the lock free, instead of
-    ///     letting the commit of a batch (ours or another process's) do it.
     public func run(
         read: ((Database) throws -> Void) throws -> Void,
         write: ((Database) throws -> Void) throws -> Void,
@@ -209,35 +215,8 @@ public struct TelemetryCleanup: Sendable {
         shouldStop: () -> Bool = { false },
         progress: (MaintenanceProgress) -> Void = { _ in }
     ) throws -> Report {
-        let start = DispatchTime.now().uptimeNanoseconds
-        func elapsedSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
-        var report = Report()
-        report.dryRun = options.dryRun
-        // The boundary is read once: rows inserted later are newer, so it
-        // keeps at least `keep` rows.
-        var boundary: Boundary?
-        try read { db in
-            let found = try self.boundary(db)
-            boundary = found.boundary
-            let counted = filter(boundary: found.boundary)
-            report.matched = found.protectsAll ? 0 : try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM telemetry WHERE \(counted.sql)", arguments: counted.arguments) ?? 0
-        }
-        if options.dryRun || report.matched == 0 {
-            report.deleted = options.dryRun ? report.matched : 0
-            report.seconds = elapsedSeconds()
-            return report
-        }
-        let batchFilter = filter(boundary: boundary)
-        progress(MaintenanceProgress(completed: 0, total: report.matched))
         // Checkpoints between batches rather than in commits.
         var autoCheckpoint: Int?
-        if let unlocked {
-            try unlocked { db in
-                autoCheckpoint = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint")
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-            }
-        }
         defer {
             if let unlocked, let autoCheckpoint {
                 try? unlocked { db in
@@ -246,17 +225,69 @@ public struct TelemetryCleanup: Sendable {
                 }
             }
         }
+        return try runBatches(
+            survey: {
+                var found: (matched: Int, filter: Filter)?
+                try read { db in found = try survey(StoreDatabase(db)) }
+                return found!
+            },
+            beforeFirstBatch: {
+                try unlocked? { db in
+                    autoCheckpoint = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint")
+                    try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+                }
+            },
+            deleteBatch: { filter in
+                var outcome = (deleted: 0, last: false)
+                try write { db in outcome = try deleteBatch(db, filter: filter) }
+                return outcome
+            },
+            // The lock is free: checkpoint before leaving it free a while.
+            betweenBatches: { try unlocked? { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") } },
+            isCancellation: { ($0 as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT },
+            shouldStop: shouldStop, progress: progress)
+    }
+
+    /// The loop every engine's cleanup runs: the survey (count and `keep`
+    /// boundary, read once: rows inserted later are newer, so it keeps at
+    /// least `keep` rows), then batches, each a transaction of its own that
+    /// the engine's `deleteBatch` runs, with the lock left free after each
+    /// for ``Options/pauseFraction`` of the time it was held (less what
+    /// `betweenBatches` took). A batch that fails with the engine's
+    /// cancellation rolls back alone and the report says `stopped`.
+    func runBatches(
+        survey: () throws -> (matched: Int, filter: Filter),
+        beforeFirstBatch: () throws -> Void = {},
+        deleteBatch: (Filter) throws -> (deleted: Int, last: Bool),
+        betweenBatches: () throws -> Void = {},
+        isCancellation: (any Error) -> Bool,
+        shouldStop: () -> Bool,
+        progress: (MaintenanceProgress) -> Void
+    ) throws -> Report {
+        let start = DispatchTime.now().uptimeNanoseconds
+        func elapsedSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+        var report = Report()
+        report.dryRun = options.dryRun
+        let (matched, filter) = try survey()
+        report.matched = matched
+        if options.dryRun || report.matched == 0 {
+            report.deleted = options.dryRun ? report.matched : 0
+            report.seconds = elapsedSeconds()
+            return report
+        }
+        progress(MaintenanceProgress(completed: 0, total: report.matched))
+        try beforeFirstBatch()
         while true {
             if shouldStop() {
                 report.stopped = true
                 break
             }
             let batchStart = DispatchTime.now().uptimeNanoseconds
-            var deleted = 0
-            var last = false
+            let deleted: Int
+            let last: Bool
             do {
-                try write { db in (deleted, last) = try deleteBatch(db, filter: batchFilter) }
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+                (deleted, last) = try deleteBatch(filter)
+            } catch where isCancellation(error) {
                 report.stopped = true
                 break
             }
@@ -271,10 +302,7 @@ public struct TelemetryCleanup: Sendable {
             // matched at the start.
             progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
             if last { break }
-            // The lock is free: checkpoint, then leave it free a while.
-            if let unlocked {
-                try unlocked { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
-            }
+            try betweenBatches()
             let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
             let pause = options.pauseFraction * elapsed - free
             if pause > 0 { usleep(UInt32(pause * 1000)) }

@@ -92,77 +92,25 @@ extension TelemetryCleanup {
     /// alone; the earlier ones stay committed and the report says `stopped`.
     public func run(on database: PostgresDatabase, shouldStop: () -> Bool,
                     progress: (MaintenanceProgress) -> Void) throws -> Report {
-        let start = DispatchTime.now().uptimeNanoseconds
-        func elapsedSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
-        var report = Report()
-        report.dryRun = options.dryRun
-        // The boundary `keep` draws, read once: later rows are newer.
-        var boundary: Boundary?
-        var protectsAll = false
-        if let keep = options.keep, keep > 0 {
-            var sql = "SELECT created_at, id FROM telemetry"
-            var values: [StoreValue] = []
-            if let event = options.event {
-                sql += " WHERE event = ?"
-                values.append(.text(event))
-            }
-            sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
-            values.append(.integer(Int64(keep - 1)))
-            if let row = try database.execute(sql, .positional(values)).rows.first,
-               case let .real(date) = row[0], case let .integer(id) = row[1] {
-                boundary = Boundary(createdAt: date, id: id)
-            } else {
-                protectsAll = true
-            }
-        }
-        let filter = filter(boundary: boundary)
-        report.matched = protectsAll ? 0 : Int(try database.execute(
-            "SELECT count(*) FROM telemetry WHERE \(filter.sql)", .positional(filter.values)).rows.first?.first?.integerValue ?? 0)
-        if options.dryRun || report.matched == 0 {
-            report.deleted = options.dryRun ? report.matched : 0
-            report.seconds = elapsedSeconds()
-            return report
-        }
-        progress(MaintenanceProgress(completed: 0, total: report.matched))
-        while true {
-            if shouldStop() {
-                report.stopped = true
-                break
-            }
-            let batchStart = DispatchTime.now().uptimeNanoseconds
-            var deleted = 0
-            var last = false
-            do {
+        try runBatches(
+            survey: { try survey(database) },
+            deleteBatch: { filter in
                 try database.transaction {
                     let bound = try database.execute("""
                         SELECT created_at, id FROM telemetry WHERE \(filter.sql) ORDER BY created_at, id LIMIT 1 OFFSET ?
                         """, .positional(filter.values + [.integer(Int64(options.batchSize))])).rows.first
                     if let bound, case let .real(date) = bound[0], case let .integer(id) = bound[1] {
-                        deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql) AND (created_at, id) < (?, ?)",
-                                                       .positional(filter.values + [.real(date), .integer(id)])).changes ?? 0
-                    } else {
-                        deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql)",
-                                                       .positional(filter.values)).changes ?? 0
-                        last = true
+                        let deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql) AND (created_at, id) < (?, ?)",
+                                                           .positional(filter.values + [.real(date), .integer(id)])).changes ?? 0
+                        return (deleted, false)
                     }
+                    let deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql)",
+                                                       .positional(filter.values)).changes ?? 0
+                    return (deleted, true)
                 }
-            } catch let error as PostgresError where error.code == "57014" {
-                report.stopped = true
-                break
-            }
-            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - batchStart) / 1e6
-            if deleted == 0 { break }
-            report.longestLockMs = max(report.longestLockMs, elapsed)
-            report.batchSeconds += elapsed / 1000
-            report.batches += 1
-            report.deleted += deleted
-            progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
-            if last { break }
-            let pause = options.pauseFraction * elapsed
-            if pause > 0 { usleep(UInt32(min(pause, 1000) * 1000)) }
-        }
-        report.seconds = elapsedSeconds()
-        return report
+            },
+            isCancellation: { ($0 as? PostgresError)?.code == "57014" },
+            shouldStop: shouldStop, progress: progress)
     }
 }
 
