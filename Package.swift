@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "Bindings",
             dependencies: [
-                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git", "TextCodec",
+                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "PostgresWire", "Jobs", "Git", "TextCodec",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),

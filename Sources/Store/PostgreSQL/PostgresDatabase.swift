@@ -167,7 +167,8 @@ public final class PostgresDatabase {
         /// The values as the client decoded them; read through ``rows`` or
         /// ``value(row:column:)`` (no row is converted until asked for: a
         /// scan pushed into Lua converts each value once, on the way).
-        let raw: [[PostgresValue]]
+        /// Empty after ``PostgresDatabase/execute(_:_:eachRow:)``.
+        var raw: [[PostgresValue]]
         /// Columns of type numeric (`sum(bigint)`, `avg`, `numeric(10,2)`),
         /// whose text comes back as a number, as SQLite's sums and averages do.
         let numericColumns: Set<Int>
@@ -191,18 +192,43 @@ public final class PostgresDatabase {
     /// Runs one statement with the session's rules (see the type's
     /// documentation). Errors quote the SQL and the SQLSTATE.
     public func execute(_ sql: String, _ arguments: Arguments = .positional([])) throws -> Result {
+        var rows: [[PostgresValue]] = []
+        var result = try execute(sql, arguments) { rows.append(try $0.values()) }
+        result.raw = rows
+        return result
+    }
+
+    /// Runs one statement as ``execute(_:_:)`` does, handing each row to
+    /// `eachRow` as the connection reads it, in place
+    /// (``PostgresConnection/query(_:_:eachRow:)``: valid only during the
+    /// call; the columns' names as rows are keyed are
+    /// ``rowKeys(_:)`` of its layout): for a caller that makes its own
+    /// values (the `db` module's Lua tables) without the
+    /// ``PostgresValue``s and ``StoreValue``s in between. Values mean what
+    /// ``value(_:)`` and ``number(_:)`` say. The result has no rows.
+    ///
+    /// A failure after some rows is thrown after them (the server's
+    /// error, or `eachRow`'s, once the rest was read): the caller drops
+    /// what it made of them.
+    public func execute(_ sql: String, _ arguments: Arguments = .positional([]),
+                        eachRow: (PostgresDataRow) throws -> Void) throws -> Result {
         let statement = try rewrite(sql)
         let parameters = try bind(statement, arguments, sql: sql)
         let result: PostgresResult
         if depth > 0 {
-            result = try underSavepoint(statement.sql, parameters)
+            result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
         } else if options.readOnly {
-            result = try readOnly(statement.sql, parameters)
+            result = try readOnly(statement.sql, parameters, eachRow: eachRow)
         } else {
-            result = try connection.query(statement.sql, parameters)
+            result = try connection.query(statement.sql, parameters, eachRow: eachRow)
         }
         if !tableSpecs.isEmpty, Self.changesSchema(result.commandTag) { tableSpecs = [:] }
         return Self.convert(result)
+    }
+
+    /// The names of a result's columns as rows are keyed (``PostgresNames``).
+    public static func rowKeys(_ layout: PostgresRowLayout) -> [String] {
+        layout.columns.map { PostgresNames.rowKey($0.name) }
     }
 
     private func rewrite(_ sql: String) throws -> PostgresPlaceholders {
@@ -263,11 +289,14 @@ public final class PostgresDatabase {
     /// released when it succeeds and rolled back to when it fails, so the
     /// transaction goes on. The three go to the server in one round trip
     /// (a pipeline: one Sync); only a failure costs a second one.
-    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue],
+                                eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         let results: [PostgresResult]
         do {
             results = try connection.pipeline([("SAVEPOINT opsh_statement", []), (sql, parameters),
-                                               ("RELEASE SAVEPOINT opsh_statement", [])])
+                                               ("RELEASE SAVEPOINT opsh_statement", [])]) { step, row in
+                if step == 1 { try eachRow(row) }
+            }
         } catch let error as PostgresError {
             if connection.transactionStatus == .failed {
                 try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
@@ -279,6 +308,13 @@ public final class PostgresDatabase {
             var reported = error
             reported.step = nil
             throw reported
+        } catch {
+            // eachRow's error (thrown first when the statement failed too),
+            // or the connection's: the transaction goes on as above.
+            if connection.isOpen, connection.transactionStatus == .failed {
+                try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+            }
+            throw error
         }
         guard connection.transactionStatus == .inTransaction else {
             throw PostgresStoreError.endedTransaction(sql)
@@ -288,10 +324,13 @@ public final class PostgresDatabase {
 
     /// `--read-only` outside a transaction: the statement in a read-only
     /// transaction and a savepoint, then COMMIT: one round trip.
-    private func readOnly(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+    private func readOnly(_ sql: String, _ parameters: [PostgresValue],
+                          eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         do {
             let results = try connection.pipeline([("BEGIN READ ONLY", []), ("SAVEPOINT opsh_statement", []),
-                                                   (sql, parameters), ("COMMIT", [])])
+                                                   (sql, parameters), ("COMMIT", [])]) { step, row in
+                if step == 2 { try eachRow(row) }
+            }
             return results[2]
         } catch let error as PostgresError {
             if connection.transactionStatus != .idle { try? connection.simpleQuery("ROLLBACK") }
