@@ -122,7 +122,7 @@ let package = Package(
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
         .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
-        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git", "TestSupport"]),
+        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "PostgresWire", "LuaRuntime", "Git", "TestSupport"]),
         .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TextCodec", "TestSupport"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
         .testTarget(name: "OpshTests", dependencies: ["opsh", "TestSupport"]),

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 // MARK: Reading the wire's bytes
 
@@ -113,6 +114,13 @@ static int parse_float(const unsigned char *bytes, size_t length, int single, do
     switch (bytes[0]) {
     case ' ': case '\t': case '\n': case '\v': case '\f': case '\r': return 0;
     default: break;
+    }
+    // Swift reads "snan" and "-snan", in any case, as a (signaling) NaN;
+    // strtod does not.
+    size_t sign = bytes[0] == '-' ? 1 : 0;
+    if (length - sign == 4 && strncasecmp((const char *)bytes + sign, "snan", 4) == 0) {
+        *out = NAN;
+        return 1;
     }
     pthread_once(&c_locale_once, make_c_locale);
     // A copy with its NUL (numeric's text can be 131,072 digits long).

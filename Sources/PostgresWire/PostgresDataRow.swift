@@ -85,22 +85,33 @@ public struct PostgresDataRow {
     }
 
     /// Checks the body's shape before it is handed out (see the type's
-    /// documentation; a negative length is NULL).
+    /// documentation; a negative length is NULL). Once per row of every
+    /// result: plain loads, no reader.
     static func check(_ body: UnsafeRawBufferPointer, layout: PostgresRowLayout) throws {
-        var reader = BodyReader(body)
-        let count = Int(try reader.int16())
+        func short(_ what: String) -> PostgresClientError {
+            .protocolViolation("a message from the server ended before its \(what)")
+        }
+        let end = body.count
+        guard end >= 2, let base = body.baseAddress else { throw short("Int16") }
+        let count = Int(Int16(bitPattern: UInt16(bigEndian: base.loadUnaligned(as: UInt16.self))))
         guard count == layout.columns.count else {
             throw PostgresClientError.protocolViolation("a row has \(count) values for \(layout.columns.count) columns")
         }
-        for index in 0..<count {
-            let length = Int(try reader.int32())
-            guard length >= 0 else { continue }
-            let size = layout.binarySizes[index]
-            if size != 0, length != size {
-                throw PostgresClientError.protocolViolation(
-                    "a binary value of type \(layout.columns[index].typeOID) has \(length) bytes, expected \(size)")
+        try layout.binarySizes.withUnsafeBufferPointer { sizes in
+            var offset = 2
+            for index in 0..<count {
+                guard end - offset >= 4 else { throw short("Int32") }
+                let length = Int(Int32(bitPattern: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt32.self))))
+                offset += 4
+                guard length >= 0 else { continue }
+                guard length <= end - offset else { throw short("\(length) bytes") }
+                let size = sizes[index]
+                if size != 0, length != size {
+                    throw PostgresClientError.protocolViolation(
+                        "a binary value of type \(layout.columns[index].typeOID) has \(length) bytes, expected \(size)")
+                }
+                offset += length
             }
-            _ = try reader.take(length)
         }
     }
 }
