@@ -49,7 +49,9 @@ public enum PostgresTransactionStatus: Character, Sendable {
 /// Not done: TLS (a URL whose `sslmode` requires it is refused), GSSAPI
 /// and SSPI logins, COPY FROM STDIN (refused with the server's error
 /// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
-/// results fetched in portions (every row of a result is read into memory).
+/// results fetched in portions (every row of a result is read in the call
+/// that runs it; ``query(_:_:eachRow:)`` hands each out in place instead of
+/// collecting it).
 public final class PostgresConnection {
     /// What the connection was opened with.
     public let url: PostgresURL
