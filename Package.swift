@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "Bindings",
             dependencies: [
-                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git", "TextCodec",
+                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "PostgresWire", "Jobs", "Git", "TextCodec",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
@@ -148,7 +148,7 @@ let package = Package(
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
         .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
-        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "LuaRuntime", "Git", "TestSupport"]),
+        .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "PostgresWire", "LuaRuntime", "Git", "TestSupport"]),
         .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TextCodec", "TestSupport"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).
         .testTarget(name: "OpshTests", dependencies: ["opsh", "TestSupport"]),

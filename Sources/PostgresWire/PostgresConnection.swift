@@ -49,7 +49,9 @@ public enum PostgresTransactionStatus: Character, Sendable {
 /// Not done: TLS (a URL whose `sslmode` requires it is refused), GSSAPI
 /// and SSPI logins, COPY FROM STDIN (refused with the server's error
 /// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
-/// results fetched in portions (every row of a result is read into memory).
+/// results fetched in portions (every row of a result is read in the call
+/// that runs it; ``query(_:_:eachRow:)`` hands each out in place instead of
+/// collecting it).
 public final class PostgresConnection {
     /// What the connection was opened with.
     public let url: PostgresURL
@@ -226,15 +228,47 @@ public final class PostgresConnection {
     ///   connection stays usable), ``PostgresClientError`` for the rest.
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws -> PostgresResult {
+        var rows: [[PostgresValue]] = []
+        var result = try query(sql, parameters) { rows.append(try $0.values()) }
+        result.rows = rows
+        return result
+    }
+
+    /// Runs one statement as ``query(_:_:)`` does, handing each row to
+    /// `eachRow` as it is read, in place in the receive buffer, instead of
+    /// collecting decoded rows: what a caller that turns rows into its own
+    /// values (the `db` module's Lua tables) uses to skip the
+    /// ``PostgresValue``s in between.
+    ///
+    /// Every row is read in this one call (one round trip, as
+    /// ``query(_:_:)``); `eachRow` sees them in order, each valid only
+    /// during its call (``PostgresDataRow``).
+    ///
+    /// - Returns: The columns and the command tag; its ``PostgresResult/rows``
+    ///   is empty.
+    /// - Throws: As ``query(_:_:)``: a statement that fails after some rows
+    ///   (a division by zero in row 1,000) throws once the server is ready
+    ///   again, after `eachRow` saw the rows before the failure. If
+    ///   `eachRow` throws, it is not called again, the rest of the result is
+    ///   read and dropped, and its error is thrown: the connection stays
+    ///   usable either way. A statement gone stale (see ``query(_:_:)``) is
+    ///   run again transparently only when no row was handed out yet.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [PostgresValue] = [],
+                      eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         try checkUsable(sql)
         guard parameters.count <= 65_535 else {
             throw PostgresClientError.unsupported("\(parameters.count) parameters: the protocol carries at most 65,535 per statement")
         }
         let key = StatementKey(sql: sql, parameterTypes: parameters.map(\.parameterTypeOID))
         if let statement = statements[key] {
+            var delivered = false
             do {
-                return try execute(statement, sql: sql, parameters: parameters)
-            } catch var error as PostgresError where error.code == "0A000" || error.code == "26000" {
+                return try execute(statement, sql: sql, parameters: parameters) { row in
+                    delivered = true
+                    try eachRow(row)
+                }
+            } catch var error as PostgresError where (error.code == "0A000" || error.code == "26000") && !delivered {
                 // The prepared statement went stale: its result changed
                 // (ALTER TABLE) or it was deallocated (DISCARD ALL). Forget
                 // it; run it again now only if nothing else was lost.
@@ -248,7 +282,7 @@ public final class PostgresConnection {
             }
         }
         let statement = try prepare(key)
-        return try execute(statement, sql: sql, parameters: parameters)
+        return try execute(statement, sql: sql, parameters: parameters, eachRow: eachRow)
     }
 
     /// Runs one or more statements separated by `;` through the simple
@@ -315,16 +349,16 @@ public final class PostgresConnection {
 
     private final class PreparedStatement {
         let name: String
-        let columns: [PostgresColumn]
+        /// Its columns, in the formats Bind asks for.
+        let layout: PostgresRowLayout
         let resultFormats: [Int16]
-        let binary: [Bool]
         var lastUse: UInt64 = 0
+        var columns: [PostgresColumn] { layout.columns }
 
         init(name: String, columns: [PostgresColumn]) {
             self.name = name
-            self.columns = columns
-            binary = columns.map { PostgresType.prefersBinary($0.typeOID) }
-            resultFormats = binary.map { $0 ? 1 : 0 }
+            layout = PostgresRowLayout(columns: columns, binary: columns.map { PostgresType.prefersBinary($0.typeOID) })
+            resultFormats = layout.resultFormats
         }
     }
 
@@ -367,8 +401,10 @@ public final class PostgresConnection {
         }
     }
 
-    /// Bind, Execute, Sync: one round trip.
-    private func execute(_ statement: PreparedStatement, sql: String, parameters: [PostgresValue]) throws -> PostgresResult {
+    /// Bind, Execute, Sync: one round trip. Each row goes to `eachRow`
+    /// (see ``query(_:_:eachRow:)`` for what its errors do).
+    private func execute(_ statement: PreparedStatement, sql: String, parameters: [PostgresValue],
+                         eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         useCounter += 1
         statement.lastUse = useCounter
         return try exchange {
@@ -377,14 +413,21 @@ public final class PostgresConnection {
             Frontend.execute(into: &outbox)
             appendSync()
             try send()
-            var rows: [[PostgresValue]] = []
+            let layout = statement.layout
             var tag = ""
             var failure: [Character: String]? = nil
+            var rowFailure: Error? = nil
             while true {
                 let (type, body) = try nextMessage()
                 switch type {
                 case Backend.dataRow:
-                    rows.append(try Backend.dataRow(body, columns: statement.columns, binary: statement.binary))
+                    try PostgresDataRow.check(body, layout: layout)
+                    guard rowFailure == nil else { continue }
+                    do {
+                        try eachRow(PostgresDataRow(layout: layout, body: body))
+                    } catch {
+                        rowFailure = error
+                    }
                 case Backend.bindComplete, Backend.closeComplete, Backend.emptyQueryResponse, Backend.portalSuspended:
                     break
                 case Backend.commandComplete:
@@ -395,8 +438,9 @@ public final class PostgresConnection {
                 default:
                     if try handleCopy(type, extended: true) { continue }
                     if try finishCycle(type, body) {
+                        if let rowFailure { throw rowFailure }
                         if let failure { throw PostgresError(fields: failure, sql: sql) }
-                        return PostgresResult(columns: statement.columns, rows: rows, commandTag: tag)
+                        return PostgresResult(columns: statement.columns, rows: [], commandTag: tag)
                     }
                 }
             }
@@ -451,6 +495,23 @@ public final class PostgresConnection {
     /// data and end the session (`FATAL 08P01`).
     @discardableResult
     public func pipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PostgresResult] {
+        var rows: [[[PostgresValue]]] = Array(repeating: [], count: steps.count)
+        var results = try pipeline(steps) { step, row in rows[step].append(try row.values()) }
+        for index in results.indices { results[index].rows = rows[index] }
+        return results
+    }
+
+    /// Runs a pipeline as ``pipeline(_:)`` does, handing each row to
+    /// `eachRow` with the index of its step, in place, as
+    /// ``query(_:_:eachRow:)`` does; the results have no rows.
+    ///
+    /// A step that fails after some rows, or `eachRow` throwing, is
+    /// thrown once the server is ready again, as in ``query(_:_:eachRow:)``
+    /// (`eachRow`'s error first: the rest is read and dropped). A stale
+    /// first step is run again only when no row was handed out yet.
+    @discardableResult
+    public func pipeline(_ steps: [(sql: String, parameters: [PostgresValue])],
+                         eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
         guard !steps.isEmpty else { return [] }
         for (index, step) in steps.enumerated() {
             try checkUsable(step.sql)
@@ -463,17 +524,26 @@ public final class PostgresConnection {
                 throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")
             }
         }
+        var delivered = false
         do {
-            return try runPipeline(steps)
+            return try runPipeline(steps) { step, row in
+                delivered = true
+                try eachRow(step, row)
+            }
         } catch let stale as StaleFirstStep {
-            _ = stale  // forgotten already; nothing ran: prepare it again in a new run
-            return try runPipeline(steps)
+            // Forgotten already; nothing ran: prepare it again in a new run.
+            // (Rows handed out before the failure cannot be taken back.)
+            guard !delivered else { throw stale.error }
+            return try runPipeline(steps, eachRow: eachRow)
         }
     }
 
     /// Thrown by runPipeline when the first step's cached statement was
-    /// stale and nothing ran: the pipeline can simply run again.
-    private struct StaleFirstStep: Error {}
+    /// stale and nothing ran: the pipeline can simply run again. `error`
+    /// is what to throw otherwise.
+    private struct StaleFirstStep: Error {
+        var error: PostgresError
+    }
 
     /// A statement parsed in the pipeline being run: its columns arrive
     /// with the answer to its Describe.
@@ -482,7 +552,8 @@ public final class PostgresConnection {
         let name: String
         var parsed = false
         var columns: [PostgresColumn]? = nil
-        var textFormats: [Bool] = []
+        /// Its columns, all in text (Bind asked for no formats).
+        var layout: PostgresRowLayout? = nil
 
         init(key: StatementKey, name: String) {
             self.key = key
@@ -499,7 +570,8 @@ public final class PostgresConnection {
         let fresh: FreshStatement?
     }
 
-    private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PostgresResult] {
+    private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])],
+                             eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
         let caching = statementCacheCapacity > 0
         var plan: [PlannedStep] = []
         plan.reserveCapacity(steps.count)
@@ -540,8 +612,8 @@ public final class PostgresConnection {
             var results: [PostgresResult] = []
             results.reserveCapacity(plan.count)
             var index = 0
-            var rows: [[PostgresValue]] = []
             var failure: (fields: [Character: String], step: Int)? = nil
+            var rowFailure: Error? = nil
             func current() throws -> PlannedStep {
                 guard index < plan.count else {
                     throw PostgresClientError.protocolViolation("more results than the pipeline's \(plan.count) statements")
@@ -560,7 +632,7 @@ public final class PostgresConnection {
                     if let statement = try current().fresh {
                         let described = try Backend.rowDescription(body)
                         statement.columns = described
-                        statement.textFormats = Array(repeating: false, count: described.count)
+                        statement.layout = PostgresRowLayout(columns: described, binary: Array(repeating: false, count: described.count))
                     }
                 case Backend.noData:
                     if let statement = try current().fresh { statement.columns = [] }
@@ -568,21 +640,24 @@ public final class PostgresConnection {
                     break
                 case Backend.dataRow:
                     let step = try current()
-                    if let statement = step.cached {
-                        rows.append(try Backend.dataRow(body, columns: statement.columns, binary: statement.binary))
-                    } else if let statement = step.fresh {
-                        rows.append(try Backend.dataRow(body, columns: statement.columns ?? [], binary: statement.textFormats))
+                    guard let layout = step.cached?.layout ?? step.fresh?.layout else {
+                        throw PostgresClientError.protocolViolation("a row for a statement that returns none")
+                    }
+                    try PostgresDataRow.check(body, layout: layout)
+                    guard rowFailure == nil else { continue readLoop }
+                    do {
+                        try eachRow(index, PostgresDataRow(layout: layout, body: body))
+                    } catch {
+                        rowFailure = error
                     }
                 case Backend.commandComplete:
                     let step = try current()
                     var reader = BodyReader(body)
-                    results.append(PostgresResult(columns: columns(of: step), rows: rows, commandTag: try reader.cString()))
-                    rows = []
+                    results.append(PostgresResult(columns: columns(of: step), rows: [], commandTag: try reader.cString()))
                     index += 1
                 case Backend.emptyQueryResponse:
                     let step = try current()
                     results.append(PostgresResult(columns: columns(of: step), rows: [], commandTag: ""))
-                    rows = []
                     index += 1
                 case Backend.errorResponse:
                     if failure == nil { failure = (try Backend.fields(body), index) }
@@ -613,13 +688,14 @@ public final class PostgresConnection {
             }
             evictStatements(keeping: statementCacheCapacity)
 
+            if let rowFailure { throw rowFailure }
             guard let failure else { return results }
             var error = PostgresError(fields: failure.fields, sql: plan[failure.step].sql)
             error.step = failure.step
             let failed = plan[failure.step]
             if let statement = failed.cached, error.code == "0A000" || error.code == "26000" {
                 if statements[failed.key] === statement { forgetStale(failed.key, code: error.code) }
-                if failure.step == 0, transactionStatus == .idle { throw StaleFirstStep() }
+                if failure.step == 0, transactionStatus == .idle { throw StaleFirstStep(error: error) }
                 if error.hint == nil {
                     error.hint = "The statement is prepared again when it next runs; roll back (to the savepoint) first."
                 }

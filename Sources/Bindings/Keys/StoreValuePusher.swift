@@ -82,8 +82,9 @@ struct StoreValuePusher {
         dropShape(at: holder)
     }
 
-    /// Rows of values in `columns`' order (another engine's result), as
-    /// `db.query` returns them: one shape for every row, NULL columns absent.
+    /// Rows of values in `columns`' order (another engine's result: a
+    /// repository's on PostgreSQL), as `db.query` returns them: one shape
+    /// for every row, NULL columns absent.
     func pushRows(columns: [String], rows: [[StoreValue]]) {
         _ = lua_checkstack(state, 8)
         let holder = shape(columns)
@@ -97,37 +98,8 @@ struct StoreValuePusher {
         dropShape(at: holder)
     }
 
-    /// `count` rows whose values `value(row, column)` gives, in `columns`'
-    /// order (another engine's result, converted as it is pushed): one
-    /// shape for every row, each column's name pushed once, NULL columns
-    /// absent.
-    func pushRows(columns: [String], count: Int, value: (Int, Int) -> StoreValue) {
-        _ = lua_checkstack(state, Int32(columns.count) + 8)
-        let holder = shape(columns)
-        let names = lua_gettop(state) + 1
-        for name in columns { LuaStack(state).push(name) }
-        lua_createtable(state, Int32(clamping: count), 0)
-        for row in 0..<count {
-            lua_createtable(state, 0, Int32(clamping: columns.count))
-            for column in columns.indices {
-                let field = value(row, column)
-                if field == .null { continue }
-                lua_pushvalue(state, names + Int32(column))
-                push(field, asRows: true)
-                lua_rawset(state, -3)
-            }
-            lua_pushvalue(state, holder + 1)
-            lua_setmetatable(state, -2)
-            lua_rawseti(state, -2, lua_Integer(row + 1))
-        }
-        lua_pushvalue(state, holder + 2)
-        lua_setmetatable(state, -2)
-        // The rows down to the holder; the shape and the names go.
-        lua_rotate(state, holder, 1)
-        lua_settop(state, holder)
-    }
-
-    /// One row of values in `columns`' order, as `db.first` returns it.
+    /// One row of values in `columns`' order (another engine's: a
+    /// repository's first row on PostgreSQL).
     func pushRow(columns: [String], values: [StoreValue]) {
         _ = lua_checkstack(state, 8)
         let holder = shape(columns)

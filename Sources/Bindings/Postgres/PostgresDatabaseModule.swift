@@ -2,6 +2,7 @@ import CLuaShim
 import CSQLBridge
 import Foundation
 import LuaRuntime
+import PostgresWire
 import Store
 
 /// The `db` module on PostgreSQL: the API of the SQLite one
@@ -21,44 +22,70 @@ import Store
 ///
 /// Differences from SQLite: `db.exec` returns the rows changed and no
 /// rowid (use `RETURNING id` with `db.value`); `db.rows` reads the whole
-/// result before the loop starts; `db.transaction`'s `maxChanges` is not
-/// there yet. Every statement is PostgreSQL's SQL: `?` and `:name`
-/// placeholders are rewritten into `$n`.
+/// result before the loop starts (each row becomes a table when the loop
+/// reaches it); `db.transaction`'s `maxChanges` is not there yet. Every
+/// statement is PostgreSQL's SQL: `?` and `:name` placeholders are
+/// rewritten into `$n`.
+///
+/// Rows become Lua tables in C, from the bytes as they arrived
+/// (``PostgresRowPusher``).
 enum PostgresDatabaseModule {
     static func install(in session: PostgresSession) {
         let database = session.database
         let markers = session.markers
-        let rowShapes = session.rowShapes
+        let pusher = PostgresRowPusher(rowShapes: session.rowShapes)
 
-        func run(_ call: LuaCall) throws -> PostgresDatabase.Result {
+        /// Runs the call's statement, each row to `eachRow`.
+        func run(_ call: LuaCall, eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresDatabase.Result {
             let sql = try call.string(1)
             let arguments = try Self.arguments(call, from: 2, markers: markers)
-            return try database.execute(sql, arguments)
+            return try database.execute(sql, arguments, eachRow: eachRow)
         }
 
         session.runtime.register(module: "db", [
             "query": { call in
-                let result = try run(call)
-                StoreValuePusher(rowShapes: rowShapes, state: call.state)
-                    .pushRows(columns: result.columns, count: result.rowCount) { result.value(row: $0, column: $1) }
+                let state = call.state
+                let (store, names) = try pusher.collect(state: state) { try run(call, eachRow: $0) }
+                guard opsh_pg_rows_push_all(state, OpaquePointer(lua_touserdata(state, store)), names, names + 1, names + 2) != 0 else {
+                    throw PostgresClientError.protocolViolation("a row the db module cannot read")
+                }
+                luaReplace(state, store)
+                lua_settop(state, store)
                 return 1
             },
             "first": { call in
-                let result = try run(call)
-                guard result.rowCount > 0 else { return call.results(nil) }
-                StoreValuePusher(rowShapes: rowShapes, state: call.state)
-                    .pushRow(columns: result.columns, values: result.columns.indices.map { result.value(row: 0, column: $0) })
+                let state = call.state
+                _ = lua_checkstack(state, 8)
+                var row: Int32 = 0
+                _ = try run(call) { data in
+                    guard row == 0 else { return }
+                    pusher.prepare(data.layout)
+                    let names = pusher.pushShape(state: state)
+                    try pusher.pushRow(data, names: names, state: state)
+                    luaReplace(state, names)
+                    lua_settop(state, names)
+                    row = names
+                }
+                guard row != 0 else { return call.results(nil) }
+                lua_settop(state, row)
                 return 1
             },
             "value": { call in
-                let result = try run(call)
-                guard result.rowCount > 0, !result.columns.isEmpty else { return call.results(nil) }
-                let value = result.value(row: 0, column: 0)
-                StoreValuePusher(rowShapes: rowShapes, state: call.state).push(value, asRows: false)
+                let state = call.state
+                _ = lua_checkstack(state, 4)
+                var value: Int32 = 0
+                _ = try run(call) { data in
+                    guard value == 0 else { return }
+                    pusher.prepare(data.layout)
+                    pusher.pushFirstColumn(data, state: state)
+                    value = lua_gettop(state)
+                }
+                guard value != 0 else { return call.results(nil) }
+                lua_settop(state, value)
                 return 1
             },
             "exec": { call in
-                let result = try run(call)
+                let result = try run(call) { _ in }
                 return call.results(.integer(Int64(result.changes ?? 0)))
             },
             "transaction": { call in
@@ -81,12 +108,23 @@ enum PostgresDatabaseModule {
         session.runtime.stack.push("postgresql")
         session.runtime.stack.setField("engine", at: -2)
         session.runtime.stack.pop()
-        // db.rows: the same loop as on SQLite, over a result read at once.
+        // db.rows: the same loop as on SQLite, over a result read at once
+        // whose rows become tables one at a time. The Lua function around
+        // the host one keeps the errors as they were (`(db):3:`, 'query').
+        session.runtime.pushFunction("query", { call in
+            let state = call.state
+            let (store, names) = try pusher.collect(state: state) { try run(call, eachRow: $0) }
+            opsh_pg_push_rows_iterator(state, store, names, names + 1)
+            luaReplace(state, store)
+            lua_settop(state, store)
+            return 1
+        })
+        lua_setglobal(session.runtime.state, "__opsh_pg_rows")
         _ = try? session.runtime.execute("""
-            local query = db.query
+            local query = __opsh_pg_rows; __opsh_pg_rows = nil
             function db.rows(sql, ...)
-              local rows, i = query(sql, ...), 0
-              return function() i = i + 1; return rows[i] end
+              local rows = query(sql, ...)
+              return rows
             end
             """, chunkName: "=(db)")
     }

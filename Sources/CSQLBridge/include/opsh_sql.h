@@ -16,6 +16,9 @@
 #include "opsh_sql_guard.h"
 #include "opsh_sql_tally.h"
 #include "opsh_session_route.h"
+// The same for PostgreSQL's rows (named here so that a build that had
+// this module before the header existed sees it).
+#include "opsh_pg.h"
 
 // SQLite's handles, declared as sqlite3.h does (that header is GRDB's
 // module in Swift; including it here too would make its functions

@@ -80,7 +80,7 @@ public final class PostgresChangeListener: Sendable {
     /// The thread: wait, dispatch, reconnect. It holds the listener only
     /// for one turn, and ends within half a second of the listener's end.
     private static func run(_ first: PostgresConnection, listener: PostgresChangeListener?) {
-        weak var weakListener = listener
+        weak let weakListener = listener
         var connection: PostgresConnection? = first
         var delay = 0.2
         while true {

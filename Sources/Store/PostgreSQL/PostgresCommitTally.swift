@@ -87,8 +87,13 @@ enum CommitTally {
     /// One statement outside a transaction block, between two readings in
     /// its implicit transaction: its result and the rows it changed.
     static func around(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection,
-                       relations: Relations) throws -> (PostgresResult, TableChanges) {
-        let results = try connection.pipeline([step(relations), (sql, parameters), step(relations)])
+                       relations: Relations, eachRow: (PostgresDataRow) throws -> Void) throws -> (PostgresResult, TableChanges) {
+        var readings: [[[PostgresValue]]] = [[], []]
+        var results = try connection.pipeline([step(relations), (sql, parameters), step(relations)]) { step, row in
+            if step == 1 { try eachRow(row) } else { readings[step / 2].append(try row.values()) }
+        }
+        results[0].rows = readings[0]
+        results[2].rows = readings[1]
         return (results[1], counts(results[2], relations).since(counts(results[0], relations)))
     }
 }

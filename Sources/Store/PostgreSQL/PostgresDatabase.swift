@@ -200,7 +200,8 @@ public final class PostgresDatabase {
         /// The values as the client decoded them; read through ``rows`` or
         /// ``value(row:column:)`` (no row is converted until asked for: a
         /// scan pushed into Lua converts each value once, on the way).
-        let raw: [[PostgresValue]]
+        /// Empty after ``PostgresDatabase/execute(_:_:eachRow:)``.
+        var raw: [[PostgresValue]]
         /// Columns of type numeric (`sum(bigint)`, `avg`, `numeric(10,2)`),
         /// whose text comes back as a number, as SQLite's sums and averages do.
         let numericColumns: Set<Int>
@@ -223,25 +224,52 @@ public final class PostgresDatabase {
 
     /// Runs one statement with the session's rules (see the type's
     /// documentation). Errors quote the SQL and the SQLSTATE.
+    @discardableResult
     public func execute(_ sql: String, _ arguments: Arguments = .positional([])) throws -> Result {
+        var rows: [[PostgresValue]] = []
+        var result = try execute(sql, arguments) { rows.append(try $0.values()) }
+        result.raw = rows
+        return result
+    }
+
+    /// Runs one statement as ``execute(_:_:)`` does, handing each row to
+    /// `eachRow` as the connection reads it, in place
+    /// (``PostgresConnection/query(_:_:eachRow:)``: valid only during the
+    /// call; the columns' names as rows are keyed are
+    /// ``rowKeys(_:)`` of its layout): for a caller that makes its own
+    /// values (the `db` module's Lua tables) without the
+    /// ``PostgresValue``s and ``StoreValue``s in between. Values mean what
+    /// ``value(_:)`` and ``number(_:)`` say. The result has no rows.
+    ///
+    /// A failure after some rows is thrown after them (the server's
+    /// error, or `eachRow`'s, once the rest was read): the caller drops
+    /// what it made of them.
+    @discardableResult
+    public func execute(_ sql: String, _ arguments: Arguments = .positional([]),
+                        eachRow: (PostgresDataRow) throws -> Void) throws -> Result {
         let statement = try rewrite(sql)
         let parameters = try bind(statement, arguments, sql: sql)
         statementCount += 1
         let result: PostgresResult
         if depth > 0 {
-            result = try underSavepoint(statement.sql, parameters)
+            result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
         } else if options.readOnly {
-            result = try readOnly(statement.sql, parameters)
+            result = try readOnly(statement.sql, parameters, eachRow: eachRow)
         } else if countsCommits {
-            result = try counted(statement.sql, parameters)
+            result = try counted(statement.sql, parameters, eachRow: eachRow)
         } else {
-            result = try connection.query(statement.sql, parameters)
+            result = try connection.query(statement.sql, parameters, eachRow: eachRow)
         }
         if Self.changesSchema(result.commandTag) {
             tableSpecs = [:]
             knownTallyRelations = nil
         }
         return Self.convert(result)
+    }
+
+    /// The names of a result's columns as rows are keyed (``PostgresNames``).
+    public static func rowKeys(_ layout: PostgresRowLayout) -> [String] {
+        layout.columns.map { PostgresNames.rowKey($0.name) }
     }
 
     private func rewrite(_ sql: String) throws -> PostgresPlaceholders {
@@ -305,14 +333,19 @@ public final class PostgresDatabase {
     /// measured transaction a reading of the counters follows in the same
     /// round trip, and what a failed statement did before it failed
     /// (which the server's counters keep) is set aside (``Measure``).
-    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue],
+                                eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
                                                                    ("RELEASE SAVEPOINT opsh_statement", [])]
         let relations = measure != nil ? try tallyRelations() : nil
         if let relations { steps.append(CommitTally.step(relations)) }
-        let results: [PostgresResult]
+        var results: [PostgresResult]
         do {
-            results = try connection.pipeline(steps)
+            var readings: [[PostgresValue]] = []
+            results = try connection.pipeline(steps) { step, row in
+                if step == 1 { try eachRow(row) } else if step == 3 { readings.append(try row.values()) }
+            }
+            if results.count > 3 { results[3].rows = readings }
         } catch let error as PostgresError {
             if connection.transactionStatus == .failed {
                 if let relations, error.step == 1 {
@@ -330,6 +363,13 @@ public final class PostgresDatabase {
             var reported = error
             reported.step = nil
             throw reported
+        } catch {
+            // eachRow's error (thrown first when the statement failed too),
+            // or the connection's: the transaction goes on as above.
+            if connection.isOpen, connection.transactionStatus == .failed {
+                try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+            }
+            throw error
         }
         guard connection.transactionStatus == .inTransaction else {
             throw PostgresStoreError.endedTransaction(sql)
@@ -340,10 +380,13 @@ public final class PostgresDatabase {
 
     /// `--read-only` outside a transaction: the statement in a read-only
     /// transaction and a savepoint, then COMMIT: one round trip.
-    private func readOnly(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+    private func readOnly(_ sql: String, _ parameters: [PostgresValue],
+                          eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         do {
             let results = try connection.pipeline([("BEGIN READ ONLY", []), ("SAVEPOINT opsh_statement", []),
-                                                   (sql, parameters), ("COMMIT", [])])
+                                                   (sql, parameters), ("COMMIT", [])]) { step, row in
+                if step == 2 { try eachRow(row) }
+            }
             return results[2]
         } catch let error as PostgresError {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
@@ -471,18 +514,24 @@ public final class PostgresDatabase {
     /// trip). A statement PostgreSQL runs only outside a transaction block
     /// (VACUUM, CREATE INDEX CONCURRENTLY: SQLSTATE 25001, refused before
     /// it does anything) runs alone, uncounted: it changes no rows.
-    private func counted(_ sql: String, _ parameters: [PostgresValue]) throws -> PostgresResult {
+    private func counted(_ sql: String, _ parameters: [PostgresValue],
+                         eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         var attempts = 0
+        var handedRows = false
         while true {
             attempts += 1
             do {
                 let relations = try tallyRelations()
-                let (result, changed) = try CommitTally.around(sql, parameters, on: connection, relations: relations)
+                let (result, changed) = try CommitTally.around(sql, parameters, on: connection, relations: relations) {
+                    handedRows = true
+                    try eachRow($0)
+                }
                 if connection.transactionStatus == .idle { committed.add(changed) }
                 return result
             } catch let error as PostgresError where error.step == 1 {
-                if error.code == "25001" { return try connection.query(sql, parameters) }
-                if (error.code == "0A000" || error.code == "26000"), attempts == 1, connection.transactionStatus == .idle {
+                if error.code == "25001", !handedRows { return try connection.query(sql, parameters, eachRow: eachRow) }
+                // Again only when no row was handed out: the caller would see them twice.
+                if (error.code == "0A000" || error.code == "26000"), attempts == 1, !handedRows, connection.transactionStatus == .idle {
                     continue  // a stale statement, forgotten already: nothing ran
                 }
                 var reported = error
