@@ -180,6 +180,65 @@ import Testing
         #expect(try server.sql("SELECT count(*) FROM projects", url: url) == "0")
     }
 
+    /// A dry run is a transaction the server refuses to commit: a script's
+    /// COMMIT, in any spelling, alone or in a script of several
+    /// statements, fails there and rolls the whole dry run back, and
+    /// nothing runs after it. Each attack is run again without --dry-run
+    /// as its control: there it commits.
+    @Test func aDryRunCannotBeCommittedByTheScript() throws {
+        let attacks = [
+            "db.exec(\"DELETE FROM telemetry\"); db.exec(\"COMMIT\")",
+            "db.exec(\"DELETE FROM telemetry; END\")",
+            "db.exec(\"DELETE FROM telemetry\"); db.exec(\"/* done */ CoMmIt AND CHAIN\")",
+            "db.exec(\"DELETE FROM telemetry\"); pcall(db.exec, \"ALTER TABLE pg_temp.opsh_dry_run DISABLE TRIGGER ALL\"); "
+                + "pcall(db.exec, \"DISCARD TEMP\"); pcall(db.exec, \"SET CONSTRAINTS ALL IMMEDIATE\"); db.exec(\"COMMIT\")",
+            "db.exec(\"DELETE FROM telemetry\"); pcall(db.exec, \"COMMIT\"); db.exec(\"DELETE FROM telemetry\")",
+        ]
+        for attack in attacks {
+            let url = try createdDatabase()
+            try server.sql("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)", url: url)
+            let dry = try opsh(url, ["--dry-run", "-e", attack])
+            #expect(dry.status != 0, "\(attack): \(dry.stdout)")
+            #expect(dry.stderr.contains("--dry-run: the statement tried to commit the dry run")
+                    || dry.stderr.contains("--dry-run: the dry run's transaction was rolled back"), "\(attack): \(dry.stderr)")
+            #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "1", "\(attack)")
+            // Control: the same script without --dry-run deletes the row.
+            let committed = try opsh(url, ["-e", attack])
+            #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0", "\(attack): \(committed.stderr)")
+        }
+        // The guard leaves nothing behind and is not in the summary.
+        let url = try createdDatabase()
+        try server.sql("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)", url: url)
+        let dry = try opsh(url, ["--dry-run", "-e", "db.exec('DELETE FROM telemetry')"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 1 deleted"), "\(dry.stderr)")
+        #expect(!dry.stderr.contains("opsh_dry_run"), "\(dry.stderr)")
+        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "1")
+    }
+
+    /// `db.exec` without values runs a script of several statements, as on
+    /// SQLite: one at a time, all or nothing; `;` inside literals,
+    /// comments and dollar quotes does not split it.
+    @Test func severalStatementsRunAsOneScript() throws {
+        let url = try createdDatabase()
+        let run = try opsh(url, ["-e", """
+            db.exec([[
+              CREATE TABLE notes (body text);  -- a comment; with a semicolon
+              INSERT INTO notes VALUES ('a;b'), ($$c;d$$); /* ; */
+              INSERT INTO notes VALUES (E'e\\;f');
+            ]])
+            print(db.value("SELECT string_agg(body, '|' ORDER BY body) FROM notes"))
+            print(pcall(db.exec, "INSERT INTO notes VALUES ('g'); INSERT INTO nowhere VALUES (1)"))
+            print(db.value("SELECT count(*) FROM notes"))
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "a;b|c;d|e;f", "\(run.stdout)")
+        // The failing script kept nothing of itself: still three rows.
+        #expect(lines.count == 3 && lines[1].contains("false") && lines[1].contains("nowhere"), "\(run.stdout)")
+        #expect(lines.last == "3", "\(run.stdout)")
+    }
+
     /// `--timeout` cancels the running statement on the server: the
     /// server is not left running it after opsh exits.
     @Test func aTimeoutCancelsTheStatementOnTheServer() throws {

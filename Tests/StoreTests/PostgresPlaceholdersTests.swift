@@ -43,6 +43,19 @@ import Testing
         #expect(result.sources == sources)
     }
 
+    /// A script splits at `;` outside literals, identifiers, dollar
+    /// quotes and comments; pieces of only space and comments go.
+    @Test func scriptsSplitWhereTheServerWould() {
+        #expect(PostgresPlaceholders.statements(in: "SELECT 1") == ["SELECT 1"])
+        #expect(PostgresPlaceholders.statements(in: "SELECT 1; SELECT 2;") == ["SELECT 1", "SELECT 2"])
+        #expect(PostgresPlaceholders.statements(in: "SELECT ';', \";\"; SELECT $$;$$, $f$;$f$") == ["SELECT ';', \";\"", "SELECT $$;$$, $f$;$f$"])
+        #expect(PostgresPlaceholders.statements(in: "SELECT 1 -- a; b\n; /* c; /* d; */ */ ;\n  ; SELECT E'\\';'")
+                == ["SELECT 1 -- a; b", "SELECT E'\\';'"])
+        #expect(PostgresPlaceholders.statements(in: " ; -- nothing\n").isEmpty)
+        // Placeholders do not matter to the split, mixed or not.
+        #expect(PostgresPlaceholders.statements(in: "SELECT ?; SELECT $1") == ["SELECT ?", "SELECT $1"])
+    }
+
     @Test func postgresOwnPlaceholdersStayAndCannotBeMixed() throws {
         let native = try PostgresPlaceholders(rewriting: "SELECT $1, $2 FROM t")
         #expect(native.sql == "SELECT $1, $2 FROM t")

@@ -85,7 +85,8 @@ enum PostgresDatabaseModule {
                 return 1
             },
             "exec": { call in
-                let result = try run(call) { _ in }
+                // Without values, several statements run as a script (as on SQLite).
+                let result = call.argumentCount <= 1 ? try database.executeScript(try call.string(1)) : try run(call) { _ in }
                 return call.results(.integer(Int64(result.changes ?? 0)))
             },
             "transaction": { call in

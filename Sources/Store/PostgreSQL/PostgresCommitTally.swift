@@ -24,12 +24,14 @@ enum CommitTally {
     }
 
     /// Every table, partitioned table and materialized view outside the
-    /// system schemas (what `pg_stat_xact_user_tables` covers).
+    /// system schemas (what `pg_stat_xact_user_tables` covers), but for
+    /// temporary ones: they go with the session (a dry run's guard among
+    /// them), so nothing of them is kept to count.
     static func relations(on connection: PostgresConnection) throws -> Relations {
         let result = try connection.query("""
             SELECT c.oid::bigint, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-              AND n.nspname !~ '^pg_toast'
+              AND n.nspname !~ '^pg_toast' AND n.nspname !~ '^pg_temp_'
             """)
         var names: [Int64: String] = [:]
         for row in result.rows {

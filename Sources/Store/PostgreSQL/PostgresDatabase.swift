@@ -272,6 +272,25 @@ public final class PostgresDatabase {
         layout.columns.map { PostgresNames.rowKey($0.name) }
     }
 
+    /// Runs a script of several statements given without values (a
+    /// migration's DDL through `db.exec`), as SQLite runs one: all in one
+    /// transaction (a savepoint inside an open one), so it keeps all or
+    /// nothing, each statement on its own through ``execute(_:_:)``, so
+    /// each is under the session's rules: a `COMMIT` among them stops the
+    /// script with ``PostgresStoreError/endedTransaction(_:)`` (and is
+    /// refused by the server in a dry run, ``dryRunGuard``). The result is
+    /// the last statement's; a script of one statement is that statement.
+    @discardableResult
+    public func executeScript(_ sql: String) throws -> Result {
+        let statements = PostgresPlaceholders.statements(in: sql)
+        guard statements.count > 1 else { return try execute(sql) }
+        return try transaction {
+            var last: Result?
+            for statement in statements { last = try execute(statement) }
+            return last!
+        }
+    }
+
     private func rewrite(_ sql: String) throws -> PostgresPlaceholders {
         if let known = rewritten[sql] { return known }
         let statement: PostgresPlaceholders
@@ -335,6 +354,7 @@ public final class PostgresDatabase {
     /// (which the server's counters keep) is set aside (``Measure``).
     private func underSavepoint(_ sql: String, _ parameters: [PostgresValue],
                                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
+        if dryRunning, connection.transactionStatus == .idle { throw PostgresStoreError.dryRunEnded }
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
                                                                    ("RELEASE SAVEPOINT opsh_statement", [])]
         let relations = measure != nil ? try tallyRelations() : nil
@@ -355,6 +375,9 @@ public final class PostgresDatabase {
                 } else {
                     try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
                 }
+            } else if dryRunning, connection.transactionStatus == .idle {
+                // The dry run's guard refused the statement's commit.
+                throw PostgresStoreError.dryRunCommitRefused(sql)
             } else if error.step == 2, connection.transactionStatus == .idle {
                 // The statement was a COMMIT or ROLLBACK of its own: the
                 // savepoint went with the transaction.
@@ -606,6 +629,15 @@ public final class PostgresDatabase {
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
                                           relations: tallyRelations())
         measure = Measure(first: first)
+        if !options.readOnly {
+            do {
+                try connection.simpleQuery(Self.dryRunGuard)
+            } catch let error as PostgresError {
+                _ = try? connection.simpleQuery("ROLLBACK")
+                measure = nil
+                throw PostgresStoreError.dryRunGuard(error.message)
+            }
+        }
         depth = 1
         dryRunning = true
         defer {
@@ -621,6 +653,28 @@ public final class PostgresDatabase {
     }
 
     public var isDryRun: Bool { dryRunning }
+
+    /// What makes a dry run's transaction one the server refuses to commit,
+    /// whatever the script sends (`COMMIT`, `END`, in any spelling, in a
+    /// script of several statements): a deferred constraint trigger with a
+    /// row to check at commit, whose function, the built-in
+    /// `tsvector_update_trigger`, always fails when fired after the row
+    /// (it is meant to run before). A COMMIT then fails and rolls the
+    /// whole dry run back. The trigger's function is the server's own (a
+    /// script cannot replace it), and while its check is pending the server
+    /// refuses `ALTER TABLE … DISABLE TRIGGER`, `DROP TABLE` and
+    /// `DISCARD TEMP`; `SET CONSTRAINTS ALL IMMEDIATE` runs the check at
+    /// once, which fails. All of it is made inside the dry run's
+    /// transaction, so its rollback leaves nothing behind. (Only a script
+    /// that drops this trigger by name gets past it.) `--read-only` needs
+    /// none: a read-only transaction has nothing to commit.
+    static let dryRunGuard = """
+        CREATE TEMPORARY TABLE opsh_dry_run (note text);
+        CREATE CONSTRAINT TRIGGER opsh_dry_run AFTER INSERT ON pg_temp.opsh_dry_run
+          DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+          EXECUTE FUNCTION pg_catalog.tsvector_update_trigger(note, 'pg_catalog.simple', note);
+        INSERT INTO pg_temp.opsh_dry_run VALUES ('opsh --dry-run: this transaction is never committed');
+        """
 
     /// Whether `error` is the server's `lock_timeout` running out (55P03).
     public static func isLockTimeout(_ error: any Error) -> Bool {
@@ -693,6 +747,13 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case statement(String)
     case endedTransaction(String)
     case notAQuery(String)
+    /// A statement tried to commit a dry run; the server refused, and
+    /// rolled the dry run back whole.
+    case dryRunCommitRefused(String)
+    /// The dry run's transaction is gone (``dryRunCommitRefused(_:)``).
+    case dryRunEnded
+    /// This role may not make the dry run's guard (a temporary table).
+    case dryRunGuard(String)
 
     public var description: String {
         switch self {
@@ -710,6 +771,12 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             "watch observes queries only (SELECT …): \(sql)"
         case let .endedTransaction(sql):
             "the statement ended the transaction db.transaction opened (COMMIT and ROLLBACK belong to db.transaction): \(sql)"
+        case let .dryRunCommitRefused(sql):
+            "--dry-run: the statement tried to commit the dry run; the server refused, and rolled back everything the dry run did (nothing was committed): \(sql)"
+        case .dryRunEnded:
+            "--dry-run: the dry run's transaction was rolled back when a statement tried to commit it; nothing more runs in it (start again with --dry-run)"
+        case let .dryRunGuard(reason):
+            "--dry-run on PostgreSQL makes its transaction one the server refuses to commit, with a temporary table, and this role may not create one (\(reason)): GRANT TEMPORARY ON DATABASE to it, or run without --dry-run"
         }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Rewrites the placeholders opsh's SQL is written with — SQLite's `?`,
 /// `?NNN` and `:name` — into PostgreSQL's `$1 … $n`, so that a script's
 /// `db.query("… WHERE id = ?", id)` runs unchanged on both engines.
@@ -68,6 +70,27 @@ public struct PostgresPlaceholders: Sendable, Equatable {
         sql = result.0
         sources = result.1
     }
+
+    /// The statements of a script, split at each `;` the lexical rules
+    /// above leave outside literals, quoted identifiers, dollar quotes and
+    /// comments; pieces with nothing but space and comments are left out.
+    /// What is split wrongly (a `BEGIN ATOMIC … END` function body, whose
+    /// `;` are its own) reaches the server as a piece it refuses, never as
+    /// two statements in one: the extended protocol runs one at a time.
+    public static func statements(in sql: String) -> [String] {
+        var scanner = Scanner(Array(sql.utf8))
+        _ = try? scanner.rewrite(original: sql)
+        var pieces: [String] = []
+        var start = 0
+        for (end, hasCode) in zip(scanner.statementEnds + [scanner.bytes.count], scanner.pieceHasCode + [scanner.codeSinceEnd]) {
+            if hasCode {
+                pieces.append(String(decoding: scanner.bytes[start..<end], as: UTF8.self)
+                    .trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            start = min(end + 1, scanner.bytes.count)
+        }
+        return pieces
+    }
 }
 
 private struct Scanner {
@@ -78,6 +101,11 @@ private struct Scanner {
     /// `:name` → its number.
     var names: [String: Int] = [:]
     var sawNative = false
+    /// Where each top-level `;` is, and whether the piece it ends had any
+    /// code (not only space and comments).
+    var statementEnds: [Int] = []
+    var pieceHasCode: [Bool] = []
+    var codeSinceEnd = false
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
@@ -106,6 +134,10 @@ private struct Scanner {
 
     mutating func rewrite(original: String) throws -> (String, [PostgresPlaceholders.Source]) {
         while let byte = peek() {
+            let startsComment = (byte == UInt8(ascii: "-") && peek(1) == UInt8(ascii: "-"))
+                || (byte == UInt8(ascii: "/") && peek(1) == UInt8(ascii: "*"))
+            let isSpace = byte == UInt8(ascii: " ") || (byte >= 0x09 && byte <= 0x0D)
+            if !startsComment, !isSpace, byte != UInt8(ascii: ";") { codeSinceEnd = true }
             switch byte {
             case UInt8(ascii: "'"):
                 // E'…' (or e'…') allows backslash escapes; the prefix letter
@@ -127,6 +159,12 @@ private struct Scanner {
                 try question(original: original)
             case UInt8(ascii: ":"):
                 colon()
+            case UInt8(ascii: ";"):
+                statementEnds.append(index)
+                pieceHasCode.append(codeSinceEnd)
+                codeSinceEnd = false
+                output.append(byte)
+                index += 1
             default:
                 if Self.isNameStart(byte) {
                     // A whole word: a `$` or quote inside it belongs to it.
