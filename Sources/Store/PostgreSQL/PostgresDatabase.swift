@@ -21,8 +21,9 @@ import PostgresWire
 ///   the server refuses `SET transaction_read_only = off`), and a
 ///   transaction is `BEGIN READ ONLY`. No statement text is inspected.
 /// - **Dry run.** ``dryRun(_:)`` runs everything in one transaction that
-///   is rolled back, and reports each table's inserted, updated and deleted
-///   rows from the server's own counters (`pg_stat_xact_user_tables`).
+///   is rolled back, and that the server refuses to commit whatever the
+///   script sends (``dryRunGuard``), and reports each table's inserted,
+///   updated and deleted rows from the server's own counters.
 /// - **Cancel.** ``canceller`` stops the running statement on the server
 ///   (Ctrl-C, `--timeout`): it fails with SQLSTATE 57014.
 /// - **The audit's counts.** With ``countsCommits``, the rows each
