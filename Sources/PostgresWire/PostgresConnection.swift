@@ -64,6 +64,10 @@ public final class PostgresConnection {
     private var secretKey: Int32 = 0
     /// The transaction state after the last call.
     public private(set) var transactionStatus: PostgresTransactionStatus = .idle
+    /// How many exchanges (each ended by the server's ReadyForQuery) this
+    /// connection has had: a caller that remembers it knows whether anything
+    /// else ran on the connection since.
+    public private(set) var exchangeCount = 0
     /// Statements kept prepared on the server; past this many the least
     /// recently used one is closed. 0 turns the cache off: each query is
     /// parsed again as the unnamed statement (two round trips a query).
@@ -812,6 +816,7 @@ public final class PostgresConnection {
             throw PostgresClientError.protocolViolation("unknown transaction status \(status)")
         }
         transactionStatus = value
+        exchangeCount += 1
         return true
     }
 

@@ -54,6 +54,30 @@ enum CommitTally {
         (reading, [.text(relations.oids)])
     }
 
+    /// A reading only once the transaction has written (it has an xid):
+    /// before that there is nothing new to read, and the server skips the
+    /// counters (a one-time filter) instead of calling three functions
+    /// per table. An empty result then means "as at the transaction's
+    /// start".
+    static let readingOnceWritten = """
+        SELECT * FROM (
+          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
+                 pg_stat_get_xact_tuples_deleted(o) AS d
+          FROM unnest($1::text::oid[]) o WHERE txid_current_if_assigned() IS NOT NULL) counts
+        WHERE i + u + d > 0
+        """
+
+    static func stepOnceWritten(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
+        (readingOnceWritten, [.text(relations.oids)])
+    }
+
+    /// Asks the server to hand this backend's counts to the shared
+    /// statistics when it next goes idle, at the end of this exchange
+    /// (PostgreSQL 15 and later): the counters read in the next
+    /// transaction then start from nothing, so a statement run after it
+    /// needs no reading before it.
+    static let flush: (sql: String, parameters: [PostgresValue]) = ("SELECT pg_stat_force_next_flush()", [])
+
     /// A reading's counts, tables with none left out.
     static func counts(_ result: PostgresResult, _ relations: Relations) -> TableChanges {
         var counts: TableChanges = [:]
@@ -86,16 +110,47 @@ enum CommitTally {
         return counts(results[0], relations)
     }
 
-    /// One statement outside a transaction block, between two readings in
-    /// its implicit transaction: its result and the rows it changed.
+    /// One statement outside a transaction block, in its implicit
+    /// transaction with the readings around it: its result and the rows
+    /// it changed. With `flushes` (PostgreSQL 15 and later) the exchange
+    /// ends with ``flush``, and `nothingPending` says the last exchange on
+    /// the connection did (nothing ran since): then the counters start
+    /// from nothing and the reading before the statement is left out, and
+    /// the one after it is ``readingOnceWritten``. A statement that does
+    /// not write (a query) then costs the server no reading at all.
     static func around(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection,
-                       relations: Relations, eachRow: (PostgresDataRow) throws -> Void) throws -> (PostgresResult, TableChanges) {
-        var readings: [[[PostgresValue]]] = [[], []]
-        var results = try connection.pipeline([step(relations), (sql, parameters), step(relations)]) { step, row in
-            if step == 1 { try eachRow(row) } else { readings[step / 2].append(try row.values()) }
+                       relations: Relations, flushes: Bool, nothingPending: Bool,
+                       eachRow: (PostgresDataRow) throws -> Void) throws -> (PostgresResult, TableChanges) {
+        let readsBefore = !(flushes && nothingPending)
+        var steps: [(sql: String, parameters: [PostgresValue])] = []
+        if readsBefore { steps.append(step(relations)) }
+        let statement = steps.count
+        steps.append((sql, parameters))
+        steps.append(flushes ? stepOnceWritten(relations) : step(relations))
+        if flushes { steps.append(flush) }
+        var before: [[PostgresValue]] = []
+        var after: [[PostgresValue]] = []
+        var results: [PostgresResult]
+        do {
+            results = try connection.pipeline(steps) { step, row in
+                if step == statement { try eachRow(row) } else if step < statement { before.append(try row.values()) }
+                else if step == statement + 1 { after.append(try row.values()) }
+            }
+        } catch var error as PostgresError {
+            // Callers know the statement as step 1 (a reading before it).
+            if let failed = error.step { error.step = failed - statement + 1 }
+            throw error
         }
-        results[0].rows = readings[0]
-        results[2].rows = readings[1]
-        return (results[1], counts(results[2], relations).since(counts(results[0], relations)))
+        var changed: TableChanges = [:]
+        if !after.isEmpty || !flushes {
+            results[statement + 1].rows = after
+            var start: TableChanges = [:]
+            if readsBefore {
+                results[0].rows = before
+                start = counts(results[0], relations)
+            }
+            changed = counts(results[statement + 1], relations).since(start)
+        }
+        return (results[statement], changed)
     }
 }

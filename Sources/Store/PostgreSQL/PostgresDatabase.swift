@@ -359,7 +359,7 @@ public final class PostgresDatabase {
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
                                                                    ("RELEASE SAVEPOINT opsh_statement", [])]
         let relations = measure != nil ? try tallyRelations() : nil
-        if let relations { steps.append(CommitTally.step(relations)) }
+        if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
         do {
             var readings: [[PostgresValue]] = []
@@ -398,7 +398,13 @@ public final class PostgresDatabase {
         guard connection.transactionStatus == .inTransaction else {
             throw PostgresStoreError.endedTransaction(sql)
         }
-        if let relations { measure?.last = CommitTally.counts(results[3], relations) }
+        // Nothing read: the transaction has not written (or wrote no
+        // counted table), so the counters are as at its start (they only
+        // grow within a transaction).
+        if let relations, var current = measure {
+            current.last = results[3].rows.isEmpty ? current.first : CommitTally.counts(results[3], relations)
+            measure = current
+        }
         return results[1]
     }
 
@@ -530,6 +536,18 @@ public final class PostgresDatabase {
         }
     }
 
+    /// Whether the server has `pg_stat_force_next_flush()` (15 and later):
+    /// ``CommitTally/around(_:_:on:relations:flushes:nothingPending:eachRow:)``
+    /// then reads the counters only after a statement that wrote.
+    private lazy var serverFlushesStatistics: Bool = {
+        guard let version = connection.serverVersion, let major = Int(version.prefix { $0.isNumber }) else { return false }
+        return major >= 15
+    }()
+    /// The connection's exchange that ended with the counters handed to
+    /// the shared statistics: while it is still the last one, nothing is
+    /// pending in this backend's counters.
+    private var flushedAtExchange: Int?
+
     /// Set while a measured transaction is open.
     private var measure: Measure?
 
@@ -546,10 +564,14 @@ public final class PostgresDatabase {
             attempts += 1
             do {
                 let relations = try tallyRelations()
-                let (result, changed) = try CommitTally.around(sql, parameters, on: connection, relations: relations) {
+                let (result, changed) = try CommitTally.around(
+                    sql, parameters, on: connection, relations: relations, flushes: serverFlushesStatistics,
+                    nothingPending: flushedAtExchange == connection.exchangeCount
+                ) {
                     handedRows = true
                     try eachRow($0)
                 }
+                if serverFlushesStatistics { flushedAtExchange = connection.exchangeCount }
                 if connection.transactionStatus == .idle { committed.add(changed) }
                 return result
             } catch let error as PostgresError where error.step == 1 {
