@@ -76,7 +76,11 @@ enum CommitTally {
     /// (PostgreSQL 15 and later): the counters read in the next
     /// transaction then start from nothing, so a statement run after it
     /// needs no reading before it.
-    static let flush: (sql: String, parameters: [PostgresValue]) = ("SELECT pg_stat_force_next_flush()", [])
+    /// Only once the transaction wrote: a forced flush costs the server a
+    /// pass over its shared statistics, and a query leaves no counts of
+    /// rows changed to flush.
+    static let flush: (sql: String, parameters: [PostgresValue]) = (
+        "SELECT pg_stat_force_next_flush() WHERE txid_current_if_assigned() IS NOT NULL", [])
 
     /// A reading's counts, tables with none left out.
     static func counts(_ result: PostgresResult, _ relations: Relations) -> TableChanges {

@@ -81,6 +81,14 @@ public final class PostgresDatabase {
     /// Whether ``committed`` adds up what this connection commits (the
     /// audit trail of a run or a shell that is not read-only).
     public var countsCommits = false
+    /// Whether a measured transaction reads the counters after each
+    /// statement, so that what a statement that failed (and was caught)
+    /// wrote before failing is left out of the counts, as SQLite's are.
+    /// The shell keeps it on; `opsh run` and `-e` turn it off, for a
+    /// reading per statement doubles the server's work on a loop of
+    /// small writes: there such a statement's rolled-back rows stay in
+    /// the audit's counts. A dry run always reads per statement.
+    public var countsFailedStatementsExactly = true
     /// Rows changed per table by the transactions this connection
     /// committed while ``countsCommits`` was on (SQLite's `ChangeTally`).
     public internal(set) var committed: TableChanges = [:]
@@ -358,7 +366,7 @@ public final class PostgresDatabase {
         if dryRunning, connection.transactionStatus == .idle { throw PostgresStoreError.dryRunEnded }
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
                                                                    ("RELEASE SAVEPOINT opsh_statement", [])]
-        let relations = measure != nil ? try tallyRelations() : nil
+        let relations = measure != nil && (dryRunning || countsFailedStatementsExactly) ? try tallyRelations() : nil
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
         do {
@@ -446,14 +454,21 @@ public final class PostgresDatabase {
     /// (a savepoint of a measured transaction keeps it measured).
     private func plainTransaction<T>(_ body: () throws -> T) throws -> T {
         let savepoint = "opsh_\(depth + 1)"
-        // A savepoint of a measured transaction: where the readings were
-        // when it began, so that rolling it back sets aside what it did.
-        let atSavepoint = depth > 0 ? measure : nil
         if depth == 0 {
             try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+        } else if var current = measure, !(dryRunning || countsFailedStatementsExactly) {
+            // The readings are not kept current statement by statement:
+            // read them as the savepoint begins.
+            let relations = try tallyRelations()
+            let results = try connection.pipeline([("SAVEPOINT \(savepoint)", []), CommitTally.step(relations)])
+            current.last = CommitTally.counts(results[1], relations)
+            measure = current
         } else {
             try connection.simpleQuery("SAVEPOINT \(savepoint)")
         }
+        // A savepoint of a measured transaction: where the readings were
+        // when it began, so that rolling it back sets aside what it did.
+        let atSavepoint = depth > 0 ? measure : nil
         depth += 1
         let result: T
         do {

@@ -55,6 +55,8 @@ struct PostgresBatchMode {
         // The audit trail: what the run commits is counted from here on
         // (a database this run created is not a use worth a row).
         database.countsCommits = !options.readOnly
+        // A loop of small writes in db.transaction costs one round trip each, not two readings more.
+        database.countsFailedStatementsExactly = false
         recorder.connectedAtStart = !database.appliedAtOpening.isEmpty
         let trail = PostgresAuditDestination(database: database, statementsBefore: database.statementCount,
                                              lockWait: options.busyTimeout)
