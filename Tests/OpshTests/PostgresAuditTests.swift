@@ -13,6 +13,32 @@ import Testing
         try AuditTrailTests.recordsRunsAsSQLiteDoes(try .postgres(sandbox, server: server))
     }
 
+    /// Statements outside a transaction, one after another, each counted
+    /// once: the reading before a statement is left out only while nothing
+    /// else ran on the connection since the last one flushed the counters
+    /// (a query between them, a transaction before them, a SELECT of a
+    /// function that writes).
+    @Test func autocommitStatementsAreEachCountedOnce() throws {
+        let database = try AuditedDatabase.postgres(sandbox, server: server)
+        _ = try database.sql("""
+            CREATE FUNCTION add_event(e text) RETURNS int LANGUAGE sql AS $$
+              INSERT INTO telemetry (event, created_at) VALUES (e, 9) RETURNING 1 $$
+            """)
+        let run = try database.opsh(["-e", """
+            db.transaction(function() db.exec("INSERT INTO telemetry (event, created_at) VALUES ('t', 1)") end)
+            for i = 1, 3 do db.exec("INSERT INTO telemetry (event, created_at) VALUES ('a', ?)", i) end
+            print(db.value("SELECT count(*) FROM telemetry"))
+            db.exec("UPDATE telemetry SET event = 'b' WHERE created_at = 1")
+            print(db.value("SELECT add_event('f')"))
+            db.exec("DELETE FROM telemetry WHERE created_at = 2")
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        let rows = try database.rows()
+        #expect(rows.count == 1, "\(rows)")
+        guard let row = rows.first else { return }
+        #expect(AuditTrailTests.counts(row, "telemetry") == ["inserted": 5, "updated": 2, "deleted": 1], "\(row)")
+    }
+
     /// The migration's triggers keep the trail append-only whoever writes;
     /// `audit.prune` is the one way rows leave, never the last day.
     @Test func theTrailIsAppendOnlyAndLeavesOnlyThroughPrune() throws {

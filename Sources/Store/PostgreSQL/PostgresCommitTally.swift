@@ -71,16 +71,24 @@ enum CommitTally {
         (readingOnceWritten, [.text(relations.oids)])
     }
 
-    /// Asks the server to hand this backend's counts to the shared
-    /// statistics when it next goes idle, at the end of this exchange
-    /// (PostgreSQL 15 and later): the counters read in the next
-    /// transaction then start from nothing, so a statement run after it
-    /// needs no reading before it.
-    /// Only once the transaction wrote: a forced flush costs the server a
-    /// pass over its shared statistics, and a query leaves no counts of
-    /// rows changed to flush.
-    static let flush: (sql: String, parameters: [PostgresValue]) = (
-        "SELECT pg_stat_force_next_flush() WHERE txid_current_if_assigned() IS NOT NULL", [])
+    /// ``readingOnceWritten`` that also asks the server, when the
+    /// transaction wrote, to hand this backend's counts to the shared
+    /// statistics as it next goes idle, at the end of this exchange
+    /// (`pg_stat_force_next_flush()`, PostgreSQL 15 and later): the
+    /// counters read in the next transaction then start from nothing, so
+    /// the statement after it needs no reading before it. Only when it
+    /// wrote: a forced flush costs the server a pass over its shared
+    /// statistics, and a query leaves no counts of rows changed. One
+    /// statement, so a query costs one step more, not two.
+    static let readingOnceWrittenThenFlush = """
+        WITH written AS MATERIALIZED (
+          SELECT pg_stat_force_next_flush() WHERE txid_current_if_assigned() IS NOT NULL)
+        SELECT counts.* FROM written, (
+          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
+                 pg_stat_get_xact_tuples_deleted(o) AS d
+          FROM unnest($1::text::oid[]) o WHERE txid_current_if_assigned() IS NOT NULL) counts
+        WHERE i + u + d > 0
+        """
 
     /// A reading's counts, tables with none left out.
     static func counts(_ result: PostgresResult, _ relations: Relations) -> TableChanges {
@@ -130,8 +138,7 @@ enum CommitTally {
         if readsBefore { steps.append(step(relations)) }
         let statement = steps.count
         steps.append((sql, parameters))
-        steps.append(flushes ? stepOnceWritten(relations) : step(relations))
-        if flushes { steps.append(flush) }
+        steps.append(flushes ? (readingOnceWrittenThenFlush, [.text(relations.oids)]) : step(relations))
         var before: [[PostgresValue]] = []
         var after: [[PostgresValue]] = []
         var results: [PostgresResult]
