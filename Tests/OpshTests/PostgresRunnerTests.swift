@@ -81,6 +81,76 @@ import Glibc
         #expect(folders.first?.hasPrefix(fixture.root + "/data/opsh/workspaces/") == true, "\(folders)")
     }
 
+    /// The fleet of README's "A fleet on PostgreSQL" on one machine: three
+    /// runners, each on a host of its own (its own network namespace,
+    /// address and host name: RunnerHosts), over TCP to one server. They
+    /// share the queue as on one host, the database records which host ran
+    /// what, the server sees three clients, and a runner on one host takes
+    /// back the build of a runner SIGKILLed on another, naming that host.
+    @Test(.enabled(if: RunnerHosts.enabled, RunnerHosts.skipReason))
+    func runnersOnThreeHostsRunEachBuildOnceAndOneTakesBackWhatAnotherHostsKilledRunnerLeft() throws {
+        let hosts = try RunnerHosts(names: ["ci-1", "ci-2", "ci-3"])
+        defer { hosts.remove() }
+        #expect(!hosts.hosts.map(\.name).contains(hostName()), "this machine is named \(hostName()) too")
+        let fixture = try RunnerSandbox(on: hosts.server)
+        let scheme = try fixture.scheme("Append", """
+            echo "$OPSH_BUILD_ID" >> '\(fixture.ranFile)'; echo "ran $OPSH_BUILD_ID on $(uname -n)"; sleep 0.1
+            """)
+        // The fleet comes up: the server sees each runner connect from its
+        // host's address (this psql, over the Unix socket, left out).
+        let runners = try hosts.hosts.map { try fixture.startRunner(["--concurrency", "2", "--heartbeat", "0.5"], on: $0, of: hosts) }
+        let clients = """
+            SELECT DISTINCT coalesce(host(client_addr), 'the Unix socket') FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY 1
+            """
+        let addresses = hosts.hosts.map(\.address).sorted().joined(separator: "\n")
+        let connected = try waitUntil(20) { try fixture.sql(clients) == addresses }
+        let clientsAtStart = try fixture.sql(clients)
+        #expect(connected, "clients: \(clientsAtStart)")
+        // Then the work: 30 builds.
+        let ids = try fixture.enqueue(scheme, count: 30)
+        let allDone = try waitUntil(60) { try fixture.sql("SELECT count(*) FROM builds WHERE status = 'succeeded'") == "30" }
+        // Their connections, while they are still up: from those three addresses only.
+        let clientsAtEnd = try fixture.sql(clients)
+        for runner in runners { kill(runner.pid, SIGTERM) }
+        let results = runners.map { $0.finish() }
+        let statuses = try fixture.sql("SELECT status, count(*) FROM builds GROUP BY status")
+        #expect(allDone, "statuses: \(statuses)\n\(results.map(\.stderr).joined(separator: "\n"))")
+        for result in results {
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(!result.stderr.contains("problem:"), "\(result.stderr)")
+        }
+        #expect(clientsAtEnd == addresses)
+
+        // Each build ran once, and recorded the host and pid of the runner
+        // that ran it; every host ran some.
+        let ran = fixture.ranIds()
+        #expect(ran.count == 30 && Set(ran) == Set(ids), "\(ran.count) runs")
+        #expect(try fixture.sql("SELECT count(*) FROM builds WHERE status = 'succeeded' AND attempts = 1") == "30")
+        let expected = zip(hosts.hosts, runners).map { "\($0.name)|\($1.pid)" }
+        #expect(try fixture.sql("SELECT runnerHost, runnerPid FROM builds GROUP BY 1, 2 ORDER BY 1") == expected.joined(separator: "\n"))
+        // The build's own commands ran on its runner's host too.
+        #expect(try fixture.sql("SELECT count(*) FROM builds b JOIN buildLogs l ON l.buildId = b.id WHERE l.content = 'ran ' || b.id || ' on ' || b.runnerHost") == "30")
+
+        // A runner on ci-1 is SIGKILLed mid-build; the one on ci-2 takes the build back and runs it.
+        let (build, killed, taker, tookBackIn) = try fixture.killARunnerMidBuild(maxAttempts: 3, hosts: hosts)
+        #expect(tookBackIn < 4, "taken back \(tookBackIn) s after the kill (heartbeat 0.4 s, stale after 3)")
+        let succeeded = try waitUntil(20) { try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded" }
+        kill(taker.pid, SIGTERM)
+        let takerResult = taker.finish()
+        _ = killed.finish()
+        #expect(succeeded, "\(takerResult.stderr)")
+        // What the operator reads: the dead runner's host, and (from another
+        // host) no word on its process, which only ci-1 could see.
+        let note = try fixture.sql("SELECT level || ': ' || content FROM buildLogs WHERE buildId = '\(build)' AND category = 'runner'")
+        #expect(note.hasPrefix("warning: taken back from runner pid \(killed.pid) on ci-1 (started "), "\(note)")
+        #expect(note.contains("no heartbeat since") && !note.contains("its process"), "\(note)")
+        #expect(note.contains("requeued by runner pid \(taker.pid) on ci-2 (attempt 1 of 3 was lost"), "\(note)")
+        #expect(takerResult.stderr.contains("build \(build) requeued: taken back from runner pid \(killed.pid) on ci-1 ("),
+                "\(takerResult.stderr)")
+        #expect(try fixture.sql("SELECT runnerHost, runnerPid, attempts FROM builds WHERE id = '\(build)'") == "ci-2|\(taker.pid)|2")
+    }
+
     @Test func aBuildThatUsedItsAttemptsIsMarkedFailedSayingWhy() throws {
         let fixture = try RunnerSandbox(postgres: true)
         let (build, killed, taker, _) = try fixture.killARunnerMidBuild(maxAttempts: 1)

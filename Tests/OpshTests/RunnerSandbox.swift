@@ -30,11 +30,13 @@ final class RunnerSandbox: @unchecked Sendable {
         }
     }
 
-    init(postgres: Bool = false) throws {
+    /// On `server` (PostgreSQL), if given; else the tests' shared server
+    /// when `postgres`, or SQLite.
+    init(postgres: Bool = false, on server: PostgresServer? = nil) throws {
         sandbox = try Sandbox()
         let repository = sandbox.root + "/repo"
-        if postgres {
-            let server = try PostgresServer.shared()
+        if postgres || server != nil {
+            let server = try server ?? PostgresServer.shared()
             let url = try server.makeDatabase()
             engine = .postgres(server, url: url)
             let created = try sandbox.opsh(["--db", url, "--create", "-e", "return db.engine"], database: false)
@@ -107,8 +109,16 @@ final class RunnerSandbox: @unchecked Sendable {
         }
     }
 
-    func startRunner(_ options: [String]) throws -> ChildProcess {
-        try sandbox.start(opshExecutable, ["runner", "--db", database] + options)
+    /// `opsh runner --db DATABASE options`; on `host` of `hosts`, over
+    /// TCP to the server's address on that host's network (PostgreSQL only).
+    func startRunner(_ options: [String], on host: RunnerHosts.Host? = nil, of hosts: RunnerHosts? = nil) throws -> ChildProcess {
+        guard let host, let hosts else {
+            return try sandbox.start(opshExecutable, ["runner", "--db", database] + options)
+        }
+        guard case let .postgres(server, url) = engine else { throw RunnerHosts.HostsError(message: "separate hosts are for PostgreSQL") }
+        let database = server.tcpURL(of: PostgresServer.databaseName(of: url), at: host.serverAddress)
+        let command = hosts.command(on: host, opshExecutable, ["runner", "--db", database] + options)
+        return try sandbox.start(command.executable, command.arguments)
     }
 
     /// A statement from another process, its rows `|`-separated: the
@@ -139,8 +149,9 @@ final class RunnerSandbox: @unchecked Sendable {
 
     /// Runner A starts a long build and is SIGKILLed; runner B takes the
     /// build back within a few heartbeats, saying why in the build's log.
-    func killARunnerMidBuild(maxAttempts: Int) throws -> (build: String, killed: ChildProcess, taker: ChildProcess,
-                                                          tookBackIn: Double) {
+    /// With `hosts`, A runs on its first host and B on its second.
+    func killARunnerMidBuild(maxAttempts: Int, hosts: RunnerHosts? = nil) throws -> (build: String, killed: ChildProcess,
+                                                                                   taker: ChildProcess, tookBackIn: Double) {
         let attempts = root + "/attempts.txt"
         // The first attempt sleeps (its pid, which leads its process group, is recorded); a second ends at once.
         let scheme = try scheme("Long", """
@@ -150,13 +161,14 @@ final class RunnerSandbox: @unchecked Sendable {
             """)
         let build = try #require(try enqueue(scheme).first)
         let heartbeat = 0.4
-        let killed = try startRunner(["--heartbeat", "\(heartbeat)"])
+        let killed = try startRunner(["--heartbeat", "\(heartbeat)"], on: hosts?[0], of: hosts)
         let started = try waitUntil(20) {
             try sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'started'") == "1"
         }
         #expect(started, "the build never logged 'started'")
         // Quiet: it says only its take-backs (and problems).
-        let taker = try startRunner(["--heartbeat", "\(heartbeat)", "--max-attempts", "\(maxAttempts)", "--quiet"])
+        let taker = try startRunner(["--heartbeat", "\(heartbeat)", "--max-attempts", "\(maxAttempts)", "--quiet"],
+                                    on: hosts?[1], of: hosts)
         // B is up (it logged its start) before A dies: B must not have claimed the running build.
         #expect(try sql("SELECT runnerPid FROM builds WHERE id = '\(build)'") == "\(killed.pid)")
         kill(killed.pid, SIGKILL)

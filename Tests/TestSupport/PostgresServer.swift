@@ -5,6 +5,8 @@ import Foundation
 /// first time a test asks for it (a Unix socket there, no TCP), and
 /// stopped and removed when the process exits. `scripts/setup` installs
 /// the server, so `./scripts/test` (and CI) runs these tests everywhere.
+/// ``start(in:listen:)`` makes another one that also listens on TCP, on
+/// the addresses of a network a test made (RunnerHosts).
 public final class PostgresServer: Sendable {
     /// The folder that holds the cluster and its socket.
     public let directory: String
@@ -25,18 +27,43 @@ public final class PostgresServer: Sendable {
             .deletingLastPathComponent().appendingPathComponent("scripts/pg-server").path
     }()
 
-    private init() throws {
+    private convenience init() throws {
         // Short: a socket's path has at most 107 bytes.
-        let folder = "/tmp/opsh-pg-\(getpid())"
+        try self.init(directory: "/tmp/opsh-pg-\(getpid())", listen: [])
+        atexit {
+            _ = try? sh("'\(PostgresServer.script)' stop '/tmp/opsh-pg-\(getpid())'")
+        }
+    }
+
+    /// A server of its own in `directory` (made by `scripts/pg-server
+    /// start DIR --listen ADDR/PREFIX…`) that also listens on TCP at each
+    /// address of `listen`, trusting every role from those networks: for a
+    /// test that made the network (Tests/OpshTests/RunnerHosts.swift).
+    /// The caller stops it (``stop()``).
+    public static func start(in directory: String, listen: [String]) throws -> PostgresServer {
+        try PostgresServer(directory: directory, listen: listen)
+    }
+
+    private init(directory folder: String, listen: [String]) throws {
         directory = folder
-        url = try sh("'\(Self.script)' start '\(folder)'")
+        let options = listen.map { " --listen '\($0)'" }.joined()
+        url = try sh("'\(Self.script)' start '\(folder)'\(options)")
             .split(separator: "\n").last.map(String.init) ?? ""
         guard url.hasPrefix("postgresql://") else { throw ShellError(script: "scripts/pg-server start", output: url) }
         let found = try sh("ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1")
         psql = found.isEmpty ? "psql" : found
-        atexit {
-            _ = try? sh("'\(PostgresServer.script)' stop '/tmp/opsh-pg-\(getpid())'")
-        }
+    }
+
+    /// Stops the server and removes its folder (`scripts/pg-server stop`).
+    public func stop() {
+        _ = try? sh("'\(Self.script)' stop '\(directory)'")
+    }
+
+    /// The URL of database `name` over TCP at `address` (one of the
+    /// addresses it listens on), as the same role.
+    public func tcpURL(of name: String, at address: String) -> String {
+        let role = url.dropFirst("postgresql://".count).prefix { $0 != "@" }
+        return "postgresql://\(role)@\(address)/\(name)"
     }
 
     /// A PostgreSQL program (`pg_restore`, `pg_dump`) of the server's version.
