@@ -142,7 +142,7 @@ enum PostgresDatabaseModule {
             while lua_next(state, first) != 0 {
                 defer { opsh_pop(state, 1) }
                 if lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) {
-                    named[name] = try value(call, lua_gettop(state), argument: first, markers: markers)
+                    named[name] = try SQLValueReader.value(call, lua_gettop(state), argument: first, markers: markers)
                 }
             }
             let length = lua_rawlen(state, first)
@@ -150,7 +150,7 @@ enum PostgresDatabaseModule {
                 for position in 1...Int64(length) {
                     lua_rawgeti(state, first, position)
                     defer { opsh_pop(state, 1) }
-                    positional.append(try value(call, lua_gettop(state), argument: first, markers: markers))
+                    positional.append(try SQLValueReader.value(call, lua_gettop(state), argument: first, markers: markers))
                 }
             }
             return .table(positional: positional, named: named)
@@ -158,38 +158,10 @@ enum PostgresDatabaseModule {
         var values: [StoreValue] = []
         if given > 0 {
             for index in first...(first + given - 1) {
-                values.append(try value(call, index, argument: index, markers: markers))
+                values.append(try SQLValueReader.value(call, index, argument: index, markers: markers))
             }
         }
         return .positional(values)
     }
 
-    static func value(_ call: LuaCall, _ index: Int32, argument: Int32, markers: SQLMarkers) throws -> StoreValue {
-        let state = call.state
-        switch lua_type(state, index) {
-        case LUA_TNIL, LUA_TNONE:
-            return .null
-        case LUA_TBOOLEAN:
-            return .integer(lua_toboolean(state, index) != 0 ? 1 : 0)
-        case LUA_TNUMBER:
-            if lua_isinteger(state, index) != 0 { return .integer(opsh_tointeger(state, index, nil)) }
-            return .real(opsh_tonumber(state, index, nil))
-        case LUA_TSTRING:
-            var length = 0
-            let bytes = opsh_tostring(state, index, &length)!
-            let buffer = UnsafeRawBufferPointer(start: bytes, count: length)
-            if opsh_utf8_valid(bytes, length) != 0 { return .text(String(decoding: buffer, as: UTF8.self)) }
-            return .blob([UInt8](buffer))
-        default:
-            if markers.isNull(state, index) { return .null }
-            if markers.isBlob(state, index) {
-                lua_rawgeti(state, index, 1)
-                defer { opsh_pop(state, 1) }
-                var length = 0
-                guard let bytes = opsh_tostring(state, -1, &length) else { return .null }
-                return .blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: length)))
-            }
-            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to an SQL parameter (encode tables with json.encode)")
-        }
-    }
 }

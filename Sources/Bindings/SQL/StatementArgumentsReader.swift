@@ -47,33 +47,15 @@ enum StatementArgumentsReader {
         return StatementArguments(values)
     }
 
+    /// ``SQLValueReader``'s value as GRDB binds it.
     static func databaseValue(_ state: OpaquePointer, _ index: Int32, call: LuaCall, argument: Int32,
                               markers: SQLMarkers) throws -> DatabaseValue {
-        switch lua_type(state, index) {
-        case LUA_TNIL, LUA_TNONE:
-            return .null
-        case LUA_TBOOLEAN:
-            return (lua_toboolean(state, index) != 0 ? 1 : 0).databaseValue
-        case LUA_TNUMBER:
-            if lua_isinteger(state, index) != 0 { return opsh_tointeger(state, index, nil).databaseValue }
-            return opsh_tonumber(state, index, nil).databaseValue
-        case LUA_TSTRING:
-            var length = 0
-            let bytes = opsh_tostring(state, index, &length)!
-            if opsh_utf8_valid(bytes, length) != 0 {
-                return String(decoding: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self).databaseValue
-            }
-            return Data(bytes: bytes, count: length).databaseValue
-        default:
-            if markers.isNull(state, index) { return .null }
-            if markers.isBlob(state, index) {
-                lua_rawgeti(state, index, 1)
-                defer { lua_settop(state, -2) }
-                var length = 0
-                guard let bytes = opsh_tostring(state, -1, &length) else { return .null }
-                return Data(bytes: bytes, count: length).databaseValue
-            }
-            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to an SQL parameter (encode tables with json.encode)")
+        switch try SQLValueReader.value(call, index, argument: argument, markers: markers) {
+        case .integer(let number): return number.databaseValue
+        case .real(let number): return number.databaseValue
+        case .text(let text): return text.databaseValue
+        case .blob(let bytes): return Data(bytes).databaseValue
+        case .null, .array, .object: return .null
         }
     }
 }

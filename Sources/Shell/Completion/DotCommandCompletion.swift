@@ -59,7 +59,7 @@ extension Completer {
         return names.filter { $0.hasPrefix(namePrefix) && (!$0.hasPrefix(".") || namePrefix.hasPrefix(".")) }.sorted()
             .map { name in
                 var isFolder: ObjCBool = false
-                FileManager.default.fileExists(atPath: (listed as NSString).appendingPathComponent(name), isDirectory: &isFolder)
+                _ = FileManager.default.fileExists(atPath: (listed as NSString).appendingPathComponent(name), isDirectory: &isFolder)
                 return typedFolder + name + (isFolder.boolValue ? "/" : "")
             }
     }
