@@ -4,23 +4,9 @@ import Testing
 /// `opsh -e` and `opsh run` on a real PostgreSQL server (`--db
 /// postgresql://…`): each test on a database of its own, checked from
 /// another process (psql).
-@Suite struct PostgresBatchTests {
+@Suite struct PostgresBatchTests: PostgresSuite {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
-
-    /// opsh on `url` (no SQLite database).
-    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
-        try sandbox.opsh(["--db", url] + arguments, database: false)
-    }
-
-    /// A new database with opsh's schema.
-    func createdDatabase() throws -> String {
-        let url = try server.makeDatabase()
-        let created = try opsh(url, ["--create", "-e", "return db.engine"])
-        #expect(created.status == 0, "\(created.stderr)")
-        #expect(created.stdout.contains("postgresql"))
-        return url
-    }
 
     @Test func theSchemaIsCreatedOnlyInAnEmptyDatabaseAndOnlyWhenAsked() throws {
         let url = try server.makeDatabase()

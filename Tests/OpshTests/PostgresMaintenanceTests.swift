@@ -4,13 +4,9 @@ import Testing
 /// Maintenance on a real PostgreSQL server: the telemetry cleanup in
 /// batches, backups through pg_dump (restored with pg_restore to check
 /// them), check() and stats(), vacuum() and checkpoint().
-@Suite struct PostgresMaintenanceTests {
+@Suite struct PostgresMaintenanceTests: PostgresSuite {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
-
-    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
-        try sandbox.opsh(["--db", url] + arguments, database: false)
-    }
 
     /// The same cleanup script deletes the same rows on both engines: by
     /// date, by event, keeping the newest, in batches; a dry run deletes

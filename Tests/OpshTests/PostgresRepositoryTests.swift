@@ -6,20 +6,9 @@ import Testing
 /// same script prints the same on SQLite and PostgreSQL; refusals say
 /// why, with a control that works; `--read-only` and `--dry-run` hold for
 /// repository writes. Each test has a database of its own.
-@Suite struct PostgresRepositoryTests {
+@Suite struct PostgresRepositoryTests: PostgresSuite {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
-
-    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
-        try sandbox.opsh(["--db", url] + arguments, database: false)
-    }
-
-    func createdDatabase() throws -> String {
-        let url = try server.makeDatabase()
-        let created = try opsh(url, ["--create", "-e", "return db.engine"])
-        #expect(created.status == 0, "\(created.stderr)")
-        return url
-    }
 
     /// Prints rows field by field in name order, leaving out the fields
     /// that differ between runs (generated ids, the dates of now).

@@ -4,22 +4,9 @@ import Testing
 /// `export.project`, `export.model` and `import` on a real PostgreSQL
 /// server: the same document on both engines, byte for byte, in both
 /// directions; refusals with their reasons; a dry run keeps nothing.
-@Suite struct PostgresTransferTests {
+@Suite struct PostgresTransferTests: PostgresSuite {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
-
-    /// opsh on `url` (no SQLite database of the sandbox's).
-    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
-        try sandbox.opsh(["--db", url] + arguments, database: false)
-    }
-
-    /// A new PostgreSQL database with opsh's schema.
-    func createdDatabase() throws -> String {
-        let url = try server.makeDatabase()
-        let created = try opsh(url, ["--create", "-e", "return db.engine"])
-        #expect(created.status == 0, "\(created.stderr)")
-        return url
-    }
 
     /// A new SQLite database in the sandbox, by path.
     func createdSQLite(_ name: String) throws -> String {

@@ -65,3 +65,26 @@ final class Sandbox: TestFolder, @unchecked Sendable {
     }
 }
 
+
+/// A suite of end-to-end tests on the shared throwaway PostgreSQL server:
+/// opsh on a database URL, and a new database with opsh's schema.
+protocol PostgresSuite {
+    var server: PostgresServer { get }
+    var sandbox: Sandbox { get }
+}
+
+extension PostgresSuite {
+    /// opsh on `url` (no SQLite database of the sandbox's).
+    func opsh(_ url: String, _ arguments: [String]) throws -> Sandbox.Result {
+        try sandbox.opsh(["--db", url] + arguments, database: false)
+    }
+
+    /// A new PostgreSQL database with opsh's schema (`--create`).
+    func createdDatabase() throws -> String {
+        let url = try server.makeDatabase()
+        let created = try opsh(url, ["--create", "-e", "return db.engine"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("postgresql"))
+        return url
+    }
+}

@@ -99,23 +99,7 @@ enum MaintenanceModule {
     }
 
     static func backup(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
-        let path = (try call.string(1) as NSString).expandingTildeInPath
-        if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
-        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
-        let known = ["keep", "overwrite"]
-        for name in options.keys.sorted() where !known.contains(name) {
-            throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
-        }
-        let keep = try keepOption(call, options)
-        var overwrite = false
-        switch options["overwrite"] ?? .nil {
-        case .nil: break
-        case let .boolean(flag): overwrite = flag
-        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
-        }
-        let files = FileEffects(database: database)
-        if overwrite { try files.requireMayDelete("backup", "overwrite = true replaces an earlier backup") }
-        if keep != nil { try files.requireMayDelete("backup", "keep = N deletes older backups") }
+        let (path, keep, overwrite) = try backupArguments(call, files: FileEffects(database: database))
         let target = Store.backupPath(for: path)
         let rotation = try keep.map { _ in try BackupRotation(path: target, store: store) }
         guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(target)") else {
@@ -150,6 +134,37 @@ enum MaintenanceModule {
     }
 
     /// `backup`'s `keep = N` option (argument 2): nil when absent.
+    /// `backup(PATH [, { keep = N, overwrite = true }])` on either engine:
+    /// the path (`~` expanded), the options checked, and what may delete
+    /// files (`keep`, `overwrite`) refused where `files` forbids it.
+    static func backupArguments(_ call: LuaCall, files: FileEffects) throws -> (path: String, keep: Int?, overwrite: Bool) {
+        let path = (try call.string(1) as NSString).expandingTildeInPath
+        if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
+        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
+        for name in options.keys.sorted() where !["keep", "overwrite"].contains(name) {
+            throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
+        }
+        let keep = try keepOption(call, options)
+        var overwrite = false
+        switch options["overwrite"] ?? .nil {
+        case .nil: break
+        case let .boolean(flag): overwrite = flag
+        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
+        }
+        if overwrite { try files.requireMayDelete("backup", "overwrite = true replaces an earlier backup") }
+        if keep != nil { try files.requireMayDelete("backup", "keep = N deletes older backups") }
+        return (path, keep, overwrite)
+    }
+
+    /// `checkpoint([mode])`'s mode on either engine: "passive" when none.
+    static func checkpointMode(_ call: LuaCall) throws -> CheckpointMode {
+        let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
+        guard let mode = CheckpointMode(rawValue: name) else {
+            throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
+        }
+        return mode
+    }
+
     static func keepOption(_ call: LuaCall, _ options: [String: LuaValue]) throws -> Int? {
         switch options["keep"] ?? .nil {
         case .nil: return nil
@@ -167,10 +182,7 @@ enum MaintenanceModule {
     /// `checkpoint([mode])`: "passive" (the default: waits for nobody),
     /// "full", "restart" or "truncate" (empties the -wal file).
     static func checkpoint(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
-        let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
-        guard let mode = CheckpointMode(rawValue: name) else {
-            throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
-        }
+        let mode = try checkpointMode(call)
         guard try outsideTransaction("checkpoint", database: database, detail: "would copy the WAL into the database file") else {
             return call.results(.table(["dryRun": true]))
         }

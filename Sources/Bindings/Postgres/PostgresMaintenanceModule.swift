@@ -120,10 +120,7 @@ enum PostgresMaintenanceModule {
     /// is the same `CHECKPOINT` (PostgreSQL has no WAL file of opsh's to
     /// copy or truncate: the server's checkpoint writes every dirty page).
     static func checkpoint(_ call: LuaCall, database: PostgresDatabase) throws -> Int32 {
-        let name = call.isNoneOrNil(1) ? "passive" : try call.string(1)
-        guard CheckpointMode(rawValue: name) != nil else {
-            throw call.argumentError(1, "a checkpoint mode expected (passive, full, restart, truncate), got '\(name)'")
-        }
+        _ = try MaintenanceModule.checkpointMode(call)
         guard try onItsOwn("checkpoint", database: database, statement: "CHECKPOINT") else {
             return call.results(.table(["dryRun": true]))
         }
@@ -133,22 +130,7 @@ enum PostgresMaintenanceModule {
 
     static func backup(_ call: LuaCall, database: PostgresDatabase, sandbox: Bool) throws -> Int32 {
         if sandbox { throw LuaCallError.message("backup is not available in --sandbox (no files or processes)") }
-        let path = (try call.string(1) as NSString).expandingTildeInPath
-        if path.isEmpty { throw call.argumentError(1, "a file path expected, got an empty string") }
-        let options = call.isNoneOrNil(2) ? [:] : try call.table(2)
-        for name in options.keys.sorted() where !["keep", "overwrite"].contains(name) {
-            throw call.argumentError(2, "unknown option '\(name)' (options: keep, overwrite)")
-        }
-        let keep = try MaintenanceModule.keepOption(call, options)
-        var overwrite = false
-        switch options["overwrite"] ?? .nil {
-        case .nil: break
-        case let .boolean(flag): overwrite = flag
-        case let value: throw call.argumentError(2, "overwrite: boolean expected, got \(value.typeName)")
-        }
-        let files = FileEffects(database: database)
-        if overwrite { try files.requireMayDelete("backup", "overwrite = true replaces an earlier backup") }
-        if keep != nil { try files.requireMayDelete("backup", "keep = N deletes older backups") }
+        let (path, keep, overwrite) = try MaintenanceModule.backupArguments(call, files: FileEffects(database: database))
         // Rotation as on SQLite: only files of the series that are pg_dump
         // archives (PGDMP) are earlier backups; nothing else is deleted.
         let target = PostgresDatabase.backupPath(for: path)
