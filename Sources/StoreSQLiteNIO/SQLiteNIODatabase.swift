@@ -93,10 +93,7 @@ public final class SQLiteNIODatabase: RepositoryConnection, @unchecked Sendable 
         // sqlite-nio does not expose sqlite3_changes(); SQLite's changes()
         // says the same of the last statement on this connection, which no
         // other caller uses meanwhile (the transaction lock).
-        if case let .integer(count)? = try run("SELECT changes()", []).first?.columns.first.map({ Self.storeValue($0.data) }) {
-            return Int(count)
-        }
-        return 0
+        return Int(try value("SELECT changes()")?.integerValue ?? 0)
     }
 
     public func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
@@ -204,7 +201,7 @@ public final class SQLiteNIODatabase: RepositoryConnection, @unchecked Sendable 
         guard !changed.isEmpty else { return }
         let lowercased = Set(changed.map { $0.lowercased() })
         let due = observers.withLock { observers in
-            observers.values.filter { $0.tables.isEmpty || !$0.tables.map { $0.lowercased() }.allSatisfy { !lowercased.contains($0) } }
+            observers.values.filter { $0.tables.isEmpty || !lowercased.isDisjoint(with: $0.tables.map { $0.lowercased() }) }
                 .map(\.onChange)
         }
         for onChange in due { Self.observationQueue.async { onChange() } }

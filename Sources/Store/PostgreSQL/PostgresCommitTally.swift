@@ -41,14 +41,18 @@ enum CommitTally {
         return Relations(oids: "{" + names.keys.sorted().map(String.init).joined(separator: ",") + "}", names: names)
     }
 
-    /// Only tables with counts come back (most have none).
-    static let reading = """
-        SELECT * FROM (
+    /// Each table's counters: `$1` is the oids; `WHERE` limits the
+    /// tables' rows (a one-time filter when it names no column).
+    private static func counters(where condition: String = "true") -> String {
+        """
           SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
                  pg_stat_get_xact_tuples_deleted(o) AS d
-          FROM unnest($1::text::oid[]) o) counts
-        WHERE i + u + d > 0
+          FROM unnest($1::text::oid[]) o WHERE \(condition)
         """
+    }
+
+    /// Only tables with counts come back (most have none).
+    static let reading = "SELECT * FROM (\(counters())) counts WHERE i + u + d > 0"
 
     static func step(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
         (reading, [.text(relations.oids)])
@@ -59,13 +63,8 @@ enum CommitTally {
     /// counters (a one-time filter) instead of calling three functions
     /// per table. An empty result then means "as at the transaction's
     /// start".
-    static let readingOnceWritten = """
-        SELECT * FROM (
-          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
-                 pg_stat_get_xact_tuples_deleted(o) AS d
-          FROM unnest($1::text::oid[]) o WHERE txid_current_if_assigned() IS NOT NULL) counts
-        WHERE i + u + d > 0
-        """
+    static let readingOnceWritten =
+        "SELECT * FROM (\(counters(where: "txid_current_if_assigned() IS NOT NULL"))) counts WHERE i + u + d > 0"
 
     static func stepOnceWritten(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
         (readingOnceWritten, [.text(relations.oids)])
@@ -83,10 +82,7 @@ enum CommitTally {
     static let readingOnceWrittenThenFlush = """
         WITH written AS MATERIALIZED (
           SELECT pg_stat_force_next_flush() WHERE txid_current_if_assigned() IS NOT NULL)
-        SELECT counts.* FROM written, (
-          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
-                 pg_stat_get_xact_tuples_deleted(o) AS d
-          FROM unnest($1::text::oid[]) o WHERE txid_current_if_assigned() IS NOT NULL) counts
+        SELECT counts.* FROM written, (\(counters(where: "txid_current_if_assigned() IS NOT NULL"))) counts
         WHERE i + u + d > 0
         """
 
@@ -128,7 +124,7 @@ enum CommitTally {
     /// ends with ``flush``, and `nothingPending` says the last exchange on
     /// the connection did (nothing ran since): then the counters start
     /// from nothing and the reading before the statement is left out, and
-    /// the one after it is ``readingOnceWritten``. A statement that does
+    /// the one after it is ``readingOnceWrittenThenFlush``. A statement that does
     /// not write (a query) then costs the server no reading at all.
     static func around(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection,
                        relations: Relations, flushes: Bool, nothingPending: Bool,
