@@ -2,7 +2,6 @@ import CLuaShim
 import CSQLBridge
 import Foundation
 import LuaRuntime
-import PostgresWire
 import Store
 
 /// The `db` module on PostgreSQL: the API of the SQLite one
@@ -36,10 +35,10 @@ enum PostgresDatabaseModule {
         let pusher = PostgresRowPusher(rowShapes: session.rowShapes)
 
         /// Runs the call's statement, each row to `eachRow`.
-        func run(_ call: LuaCall, eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresDatabase.Result {
+        func run(_ call: LuaCall, eachRow: (RowSource) throws -> Void) throws -> PostgresDatabase.Result {
             let sql = try call.string(1)
             let arguments = try Self.arguments(call, from: 2, markers: markers)
-            return try database.execute(sql, arguments, eachRow: eachRow)
+            return try database.execute(sql, arguments, rows: eachRow)
         }
 
         session.runtime.register(module: "db", [
@@ -47,7 +46,7 @@ enum PostgresDatabaseModule {
                 let state = call.state
                 let (store, names) = try pusher.collect(state: state) { try run(call, eachRow: $0) }
                 guard opsh_pg_rows_push_all(state, OpaquePointer(lua_touserdata(state, store)), names, names + 1, names + 2) != 0 else {
-                    throw PostgresClientError.protocolViolation("a row the db module cannot read")
+                    throw LuaCallError.message("a row the db module cannot read")
                 }
                 luaReplace(state, store)
                 lua_settop(state, store)
@@ -57,11 +56,11 @@ enum PostgresDatabaseModule {
                 let state = call.state
                 _ = lua_checkstack(state, 8)
                 var row: Int32 = 0
-                _ = try run(call) { data in
-                    guard row == 0 else { return }
-                    pusher.prepare(data.layout)
+                _ = try run(call) { source in
+                    guard row == 0, case let .wire(body, layout) = source else { return }
+                    pusher.prepare(layout)
                     let names = pusher.pushShape(state: state)
-                    try pusher.pushRow(data, names: names, state: state)
+                    try pusher.pushRow(body, names: names, state: state)
                     luaReplace(state, names)
                     lua_settop(state, names)
                     row = names
@@ -74,10 +73,10 @@ enum PostgresDatabaseModule {
                 let state = call.state
                 _ = lua_checkstack(state, 4)
                 var value: Int32 = 0
-                _ = try run(call) { data in
-                    guard value == 0 else { return }
-                    pusher.prepare(data.layout)
-                    pusher.pushFirstColumn(data, state: state)
+                _ = try run(call) { source in
+                    guard value == 0, case let .wire(body, layout) = source else { return }
+                    pusher.prepare(layout)
+                    pusher.pushFirstColumn(body, state: state)
                     value = lua_gettop(state)
                 }
                 guard value != 0 else { return call.results(nil) }

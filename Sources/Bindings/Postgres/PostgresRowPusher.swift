@@ -1,7 +1,6 @@
 import CLuaShim
 import CSQLBridge
 import LuaRuntime
-import PostgresWire
 import Store
 
 /// The `db` module's rows over PostgreSQL, made in C (`opsh_pg.c`) from
@@ -16,7 +15,7 @@ final class PostgresRowPusher {
 
     /// The layout last prepared, held so that its identity cannot be
     /// reused by another while it is compared against.
-    private var layout: PostgresRowLayout?
+    private var layout: WireLayout?
     private(set) var names: [String] = []
     private(set) var kinds: [UInt8] = []
     private var shapeKey = ""
@@ -25,42 +24,13 @@ final class PostgresRowPusher {
         self.rowShapes = rowShapes
     }
 
-    /// How `opsh_pg_push_value` reads a column of this type in this format.
-    static func kind(type: UInt32, binary: Bool) -> UInt8 {
-        let kind: opsh_pg_kind
-        if binary {
-            switch type {
-            case PostgresType.int2: kind = OPSH_PG_BINARY_INT2
-            case PostgresType.int4: kind = OPSH_PG_BINARY_INT4
-            case PostgresType.oid: kind = OPSH_PG_BINARY_OID
-            case PostgresType.int8: kind = OPSH_PG_BINARY_INT8
-            case PostgresType.float4: kind = OPSH_PG_BINARY_FLOAT4
-            case PostgresType.float8: kind = OPSH_PG_BINARY_FLOAT8
-            case PostgresType.bool: kind = OPSH_PG_BINARY_BOOL
-            case PostgresType.bytea: kind = OPSH_PG_BINARY_BYTEA
-            default: kind = OPSH_PG_TEXT
-            }
-        } else {
-            switch type {
-            case PostgresType.int2, PostgresType.int4, PostgresType.int8, PostgresType.oid: kind = OPSH_PG_TEXT_INTEGER
-            case PostgresType.float4: kind = OPSH_PG_TEXT_FLOAT4
-            case PostgresType.float8: kind = OPSH_PG_TEXT_FLOAT8
-            case PostgresType.bool: kind = OPSH_PG_TEXT_BOOL
-            case PostgresType.bytea: kind = OPSH_PG_TEXT_BYTEA
-            case PostgresType.numeric: kind = OPSH_PG_TEXT_NUMERIC
-            default: kind = OPSH_PG_TEXT
-            }
-        }
-        return UInt8(kind.rawValue)
-    }
-
-    /// Works out `layout`'s names and kinds (once per layout: a prepared
+    /// Takes `layout`'s names and kinds (once per layout: a prepared
     /// statement keeps its layout).
-    func prepare(_ layout: PostgresRowLayout) {
+    func prepare(_ layout: WireLayout) {
         guard layout !== self.layout else { return }
         self.layout = layout
-        names = PostgresDatabase.rowKeys(layout)
-        kinds = zip(layout.columns, layout.binary).map { Self.kind(type: $0.typeOID, binary: $1) }
+        names = layout.names
+        kinds = layout.kinds
         shapeKey = Self.shapeKey(names)
     }
 
@@ -81,20 +51,20 @@ final class PostgresRowPusher {
         rowShapes.push(columns: columns, key: Self.shapeKey(columns), state: state)
     }
 
-    /// Pushes `row` (of the prepared layout) as a row table.
-    func pushRow(_ row: PostgresDataRow, names: Int32, state: OpaquePointer) throws {
+    /// Pushes `body` (a row of the prepared layout) as a row table.
+    func pushRow(_ body: UnsafeRawBufferPointer, names: Int32, state: OpaquePointer) throws {
         let pushed = kinds.withUnsafeBufferPointer { kinds in
-            opsh_pg_push_row(state, row.body.baseAddress?.assumingMemoryBound(to: UInt8.self), row.body.count,
+            opsh_pg_push_row(state, body.baseAddress?.assumingMemoryBound(to: UInt8.self), body.count,
                              kinds.baseAddress, Int32(kinds.count), names, names + 1)
         }
-        guard pushed != 0 else { throw PostgresClientError.protocolViolation("a row the db module cannot read") }
+        guard pushed != 0 else { throw LuaCallError.message("a row the db module cannot read") }
     }
 
-    /// Pushes the first column of `row` (of the prepared layout), nil for
-    /// NULL or a row without columns.
-    func pushFirstColumn(_ row: PostgresDataRow, state: OpaquePointer) {
+    /// Pushes the first column of `body` (a row of the prepared layout),
+    /// nil for NULL or a row without columns.
+    func pushFirstColumn(_ body: UnsafeRawBufferPointer, state: OpaquePointer) {
         guard let kind = kinds.first,
-              opsh_pg_push_column(state, row.body.baseAddress?.assumingMemoryBound(to: UInt8.self), row.body.count, kind, 0) != 0
+              opsh_pg_push_column(state, body.baseAddress?.assumingMemoryBound(to: UInt8.self), body.count, kind, 0) != 0
         else { return lua_pushnil(state) }
     }
 
@@ -103,14 +73,15 @@ final class PostgresRowPusher {
     /// row into it, then sets the store's kinds. Returns the store's stack
     /// index and the names' index of the shape pushed above it.
     func collect(state: OpaquePointer,
-                 _ execute: ((PostgresDataRow) throws -> Void) throws -> PostgresDatabase.Result) throws -> (store: Int32, names: Int32) {
+                 _ execute: ((RowSource) throws -> Void) throws -> PostgresDatabase.Result) throws -> (store: Int32, names: Int32) {
         _ = lua_checkstack(state, 8)
         let store = opsh_pg_rows_new(state)!
         let storeIndex = lua_gettop(state)
-        var layout: PostgresRowLayout? = nil
+        var layout: WireLayout? = nil
         let result = try execute { row in
-            if layout == nil { layout = row.layout }
-            guard opsh_pg_rows_append(store, row.body.baseAddress, row.body.count) != 0 else {
+            guard case let .wire(body, rowLayout) = row else { return }
+            if layout == nil { layout = rowLayout }
+            guard opsh_pg_rows_append(store, body.baseAddress, body.count) != 0 else {
                 throw LuaCallError.message("not enough memory")
             }
         }

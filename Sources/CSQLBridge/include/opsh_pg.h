@@ -13,29 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "opsh_lua.h"
-
-/// How a column's bytes become a Lua value: its type and the format it
-/// came in (PostgresRowLayout). Swift chooses one per column
-/// (PostgresRowPusher); anything without a kind of its own is OPSH_PG_TEXT.
-enum opsh_pg_kind {
-    OPSH_PG_TEXT = 0,
-    OPSH_PG_BINARY_INT2,
-    OPSH_PG_BINARY_INT4,
-    OPSH_PG_BINARY_OID,
-    OPSH_PG_BINARY_INT8,
-    OPSH_PG_BINARY_FLOAT4,
-    OPSH_PG_BINARY_FLOAT8,
-    OPSH_PG_BINARY_BOOL,
-    OPSH_PG_BINARY_BYTEA,
-    /// int2, int4, int8 and oid in text (a statement's first run in a pipeline).
-    OPSH_PG_TEXT_INTEGER,
-    OPSH_PG_TEXT_FLOAT4,
-    OPSH_PG_TEXT_FLOAT8,
-    OPSH_PG_TEXT_BOOL,
-    OPSH_PG_TEXT_BYTEA,
-    /// numeric (always text): sum(bigint), avg, numeric(10,2).
-    OPSH_PG_TEXT_NUMERIC,
-};
+#include "opsh_wire_kind.h"
 
 /// Pushes one value of kind `kind` (`length` >= 0 bytes at `bytes`).
 void opsh_pg_push_value(lua_State *L, const unsigned char *bytes, size_t length, unsigned char kind);

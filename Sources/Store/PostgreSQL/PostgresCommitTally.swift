@@ -43,12 +43,41 @@ enum CommitTally {
 
     /// Each table's counters: `$1` is the oids; `WHERE` limits the
     /// tables' rows (a one-time filter when it names no column).
+    ///
+    /// TRUNCATE deletes every row without counting one, so the schema's
+    /// `BEFORE TRUNCATE` triggers (``truncateNotes``) note each table's
+    /// rows just before it is emptied in the transaction's own setting
+    /// `opsh.truncated` ("oid:rows,…"), which the server undoes with the
+    /// transaction or savepoint that set it: those rows read as deleted.
     private static func counters(where condition: String = "true") -> String {
         """
           SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
                  pg_stat_get_xact_tuples_deleted(o) AS d
           FROM unnest($1::text::oid[]) o WHERE \(condition)
+          UNION ALL
+          SELECT split_part(note, ':', 1)::bigint, 0, 0, split_part(note, ':', 2)::bigint
+          FROM unnest(string_to_array(current_setting('opsh.truncated', true), ',')) note
+          WHERE note <> '' AND \(condition)
         """
+    }
+
+    /// The trigger function that notes a table's rows before TRUNCATE
+    /// empties it (see ``counters(where:)``), and its trigger on each of
+    /// opsh's tables: PostgreSQL's side of migration `005_truncateCounts`.
+    /// Counting costs one scan of the table, paid only by a TRUNCATE.
+    static func truncateNotes(tables: [String]) -> String {
+        """
+        CREATE OR REPLACE FUNCTION opsh_note_truncate() RETURNS trigger LANGUAGE plpgsql AS $f$
+        DECLARE n bigint;
+        BEGIN
+          EXECUTE format('SELECT count(*) FROM %I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME) INTO n;
+          PERFORM pg_catalog.set_config('opsh.truncated',
+            COALESCE(pg_catalog.current_setting('opsh.truncated', true), '') || TG_RELID::bigint || ':' || n || ',', true);
+          RETURN NULL;
+        END $f$;
+        """ + tables.map { table in
+            "\nCREATE TRIGGER opsh_note_truncate BEFORE TRUNCATE ON \(table) FOR EACH STATEMENT EXECUTE FUNCTION opsh_note_truncate();"
+        }.joined()
     }
 
     /// Only tables with counts come back (most have none).
