@@ -44,13 +44,40 @@ enum PostgresDatabaseModule {
 
         session.runtime.register(module: "db", [
             "query": { call in
+                // Each row becomes a table as it arrives, counted against
+                // the memory limit then: a result too large for the limit
+                // is refused before it is all read (the connection reads
+                // and drops the rest).
                 let state = call.state
-                let (store, names) = try pusher.collect(state: state) { try run(call, eachRow: $0) }
-                guard opsh_pg_rows_push_all(state, OpaquePointer(lua_touserdata(state, store)), names, names + 1, names + 2) != 0 else {
-                    throw PostgresClientError.protocolViolation("a row the db module cannot read")
+                _ = lua_checkstack(state, 8)
+                let base = lua_gettop(state)
+                var names: Int32 = 0
+                var count = 0
+                let result: PostgresDatabase.Result
+                do {
+                    result = try run(call) { data in
+                        if names == 0 {
+                            pusher.prepare(data.layout)
+                            names = pusher.pushShape(state: state)
+                            lua_createtable(state, 0, 0)
+                        }
+                        try pusher.pushRow(data, names: names, state: state)
+                        count += 1
+                        lua_rawseti(state, -2, lua_Integer(count))
+                        try RowsMemoryLimit.check(state, base: base, rows: count)
+                    }
+                } catch {
+                    lua_settop(state, base)
+                    throw error
                 }
-                luaReplace(state, store)
-                lua_settop(state, store)
+                if names == 0 {
+                    names = pusher.pushShape(columns: result.columns, state: state)
+                    lua_createtable(state, 0, 0)
+                }
+                lua_pushvalue(state, names + 2)
+                lua_setmetatable(state, -2)
+                luaReplace(state, names)
+                lua_settop(state, names)
                 return 1
             },
             "first": { call in

@@ -108,11 +108,15 @@ final class PostgresRowPusher {
         let store = opsh_pg_rows_new(state)!
         let storeIndex = lua_gettop(state)
         var layout: PostgresRowLayout? = nil
+        var count = 0
         let result = try execute { row in
             if layout == nil { layout = row.layout }
             guard opsh_pg_rows_append(store, row.body.baseAddress, row.body.count) != 0 else {
                 throw LuaCallError.message("not enough memory")
             }
+            // The kept bytes count against the memory limit as they arrive.
+            count += 1
+            try RowsMemoryLimit.check(state, base: storeIndex - 1, rows: count)
         }
         let names: Int32
         if let layout {

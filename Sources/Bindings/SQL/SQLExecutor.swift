@@ -137,6 +137,7 @@ final class SQLExecutor {
             lua_pushnil(state)
             return 1
         case .column:
+            let base = lua_gettop(state)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
             var code = sqlite3_step(statement)
@@ -144,11 +145,13 @@ final class SQLExecutor {
                 opsh_sql_push_column(state, statement, 0)
                 count += 1
                 lua_rawseti(state, -2, count)
+                try RowsMemoryLimit.check(state, base: base, rows: Int(count))
                 code = sqlite3_step(statement)
             }
             guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
             return 1
         case .rows:
+            let base = lua_gettop(state)
             let shapeIndex = rowShapes.push(for: entry, state: state)
             let columnCount = sqlite3_column_count(statement)
             lua_createtable(state, 0, 0)
@@ -158,6 +161,7 @@ final class SQLExecutor {
                 opsh_sql_push_row(state, statement, columnCount, shapeIndex, shapeIndex + 1)
                 count += 1
                 lua_rawseti(state, -2, count)
+                try RowsMemoryLimit.check(state, base: base, rows: Int(count))
                 code = sqlite3_step(statement)
             }
             guard code == SQLITE_DONE else { throw failure(connection, entry) }
