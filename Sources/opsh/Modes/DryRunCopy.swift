@@ -47,6 +47,7 @@ struct DryRunCopy {
     func remove() {
         let folder = (path as NSString).deletingLastPathComponent
         for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+        WrittenFileRecord.remove(for: path)
         rmdir(folder)
     }
 
