@@ -52,7 +52,10 @@ public final class DatabaseFileRunLock {
     }
 
     /// Takes the lock of the run identified by `key` (the script's
-    /// identity, hashed) on the database at `path`, without waiting.
+    /// identity, hashed) on the database at `path`, without waiting. Call
+    /// it before this process opens the database with SQLite (`opsh run`
+    /// takes it before anything else): an attempt that fails closes its
+    /// descriptor on the file.
     public static func acquire(database path: String, key: UInt64) throws -> Outcome {
         let entries = folderEntries(of: path)
         var status = stat()
