@@ -8,6 +8,10 @@ public enum LuaInterruptReason: Int32, Sendable {
     case timeout = 2
     /// SIGTERM.
     case terminated = 3
+    /// The script called `os.exit`: it ends as a returning script does
+    /// (the mode's commit or rollback, summary and audit row), then the
+    /// process exits with the status it gave (``LuaError/Kind/exit(_:)``).
+    case exit = 4
 }
 
 /// A failure of Lua code, as the host sees it after the protected call
@@ -23,6 +27,9 @@ public struct LuaError: Error, CustomStringConvertible, Sendable {
         case memory
         /// Stopped from outside (Ctrl-C, a timeout, SIGTERM).
         case interrupted(LuaInterruptReason)
+        /// `os.exit(status)`: not a failure. The host ends the run as if
+        /// the chunk had returned, then exits with `status`.
+        case exit(Int32)
     }
 
     public var kind: Kind
@@ -42,6 +49,22 @@ public struct LuaError: Error, CustomStringConvertible, Sendable {
     }
 
     public var description: String { message }
+
+    /// Whether the error ends the whole run rather than one call: an
+    /// interrupt (Ctrl-C, a timeout, SIGTERM) or `os.exit`. Code that
+    /// reports a callback's error and goes on must rethrow these.
+    public var endsTheRun: Bool {
+        switch kind {
+        case .interrupted, .exit: true
+        default: false
+        }
+    }
+
+    /// The status `os.exit` asked for, or nil for any other error.
+    public var exitStatus: Int32? {
+        if case let .exit(status) = kind { return status }
+        return nil
+    }
 
     /// The message and, below it, the traceback.
     public var fullDescription: String {

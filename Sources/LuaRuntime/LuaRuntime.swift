@@ -56,6 +56,7 @@ public final class LuaRuntime {
         self.options = options
         opsh_set_host_dispatch(hostDispatch, hostRelease)
         opsh_openlibs(state, options.sandbox ? 1 : 0)
+        installExit()
         if options.sandbox {
             // `load` compiles text only: bytecode can crash the VM.
             try execute("""
@@ -344,6 +345,9 @@ public final class LuaRuntime {
         let isOutermost = running.withLock { $0 == 0 }
         if reason != 0, let interruptReason = LuaInterruptReason(rawValue: reason) {
             if isOutermost { opsh_clear_interrupt(state) }
+            if interruptReason == .exit {
+                return LuaError(kind: .exit(exitStatus), message: "os.exit(\(exitStatus))")
+            }
             return LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
         }
         // The shim raises the limit's error as a plain error when what a host
@@ -383,6 +387,7 @@ public final class LuaRuntime {
         case .interrupted: return "interrupted"
         case .timeout: return "timed out"
         case .terminated: return "terminated"
+        case .exit: return "os.exit(\(exitStatus))"
         }
     }
 
@@ -427,6 +432,39 @@ public final class LuaRuntime {
             waited += 0.005
         }
         return true
+    }
+
+    /// The status `os.exit` asked for (``LuaError/Kind/exit(_:)``).
+    private var exitStatus: Int32 = 0
+
+    /// `os.exit([status [, close]])` as `lua` takes it (true: 0, false: 1,
+    /// an integer: itself), but without leaving the process from inside
+    /// Lua: it stops the chunk the way an interrupt does (every instruction
+    /// raises until the host's outermost protected call has returned, so a
+    /// `pcall` cannot swallow it), and the host ends the run as a returning
+    /// script ends it (commit or roll back by the mode's rule, the summary,
+    /// the audit row) before it exits with the status. Safe in the sandbox.
+    private func installExit() {
+        lua_getglobal(state, "os")
+        defer { opsh_pop(state, 1) }
+        guard lua_type(state, -1) == LUA_TTABLE else { return }
+        pushFunction("exit") { [unowned self] call in
+            let status: Int32
+            switch lua_type(call.state, 1) {
+            case LUA_TNONE, LUA_TNIL: status = 0
+            case LUA_TBOOLEAN: status = call.boolean(1) ? 0 : 1
+            default:
+                let value = try call.integer(1)
+                guard let fitting = Int32(exactly: value) else {
+                    throw call.argumentError(1, "an exit status from 0 to 255 expected, got \(value)")
+                }
+                status = fitting
+            }
+            exitStatus = status
+            opsh_interrupt(state, LuaInterruptReason.exit.rawValue)
+            throw LuaCallError.message("os.exit(\(status))")
+        }
+        stack.setField("exit", at: -2)
     }
 
     /// Whether an interrupt is pending: host functions that wait or loop

@@ -1,11 +1,21 @@
 import Foundation
+import Shell
 
-// opsh: the interactive shell, `opsh run FILE`, `opsh -e CODE`.
-// The modes end the process themselves with an ExitStatus; a bad command
+// opsh: the interactive shell, `opsh run FILE`, `opsh -e CODE`, and the
+// commands beside them. This is the process's one exit: every mode
+// returns its status (or throws ``Stop``) after it has ended its run as
+// its rules say — committed or rolled back, the summary printed, the
+// audit row written — and only then does the process exit. A bad command
 // line ends here with status 2.
+let status: Int32
 do {
-    try OpshCommand.main(CommandLine.arguments.dropFirst())
+    status = try OpshCommand.main(CommandLine.arguments.dropFirst())
+} catch let stop as Stop {
+    if let message = stop.message { Console(colour: Terminal.wantsColour(descriptor: 2)).error(message) }
+    status = stop.status.rawValue
 } catch {
     FileHandle.standardError.write(Data(("\(error)\n").utf8))
-    exit(ExitStatus.usage.rawValue)
+    status = ExitStatus.usage.rawValue
 }
+fflush(nil)
+exit(status)

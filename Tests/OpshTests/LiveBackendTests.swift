@@ -130,7 +130,7 @@ import Testing
         let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
         terminal.expect("opsh> ")
         terminal.send(".locks\r")
-        terminal.expect("no other process holds a lock on")
+        terminal.expect("no other session holds a lock on")
         terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)

@@ -89,6 +89,22 @@ public final class PseudoTerminal {
         return false
     }
 
+    /// Whether `text` appears after what earlier expectations matched
+    /// within `timeout` (then it is matched, as by ``expect(_:timeout:sourceLocation:)``);
+    /// records nothing when it does not: for polling.
+    public func sees(_ text: String, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let range = transcript.range(of: text, range: consumed..<transcript.endIndex) {
+                consumed = range.upperBound
+                return true
+            }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { return false }
+            readAvailable(timeout: remaining)
+        }
+    }
+
     private func readAvailable(timeout: Double) {
         var descriptor = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, Int32(max(1, min(timeout, 0.2) * 1000))) > 0 else { return }

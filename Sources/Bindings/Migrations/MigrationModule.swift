@@ -181,7 +181,7 @@ final class MigrationModule {
                             _ = try call.call(up, [.reference(dbModule)])
                         }
                     } catch let error as LuaError {
-                        if case .interrupted = error.kind { throw error }
+                        if error.endsTheRun { throw error }
                         throw ExternalMigrationError("migration '\(id)' failed and was rolled back: \(error.message)")
                     }
                 })

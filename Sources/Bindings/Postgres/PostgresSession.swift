@@ -112,7 +112,7 @@ extension PostgresSession: WatchHost {
     }
 
     /// Nothing to end: each statement reads the latest commits.
-    func releaseReadSnapshot() {}
+    public func releaseReadSnapshot() {}
 
     func tablesRead(by sql: String, arguments: QueryArguments) throws -> Set<String> {
         switch arguments {

@@ -18,13 +18,8 @@ struct FileEffects {
     let readOnly: Bool
     private let isDryRun: () -> Bool
 
-    init(database: SessionDatabase) {
-        readOnly = database.store.options.readOnly
-        isDryRun = { database.isDryRun }
-    }
-
-    init(database: PostgresDatabase) {
-        readOnly = database.options.readOnly
+    init(database: any DatabaseSession) {
+        readOnly = database.isReadOnly
         isDryRun = { database.isDryRun }
     }
 

@@ -41,11 +41,16 @@ public final class OpshSession {
     /// Subscriptions (watches, followed jobs): what to do with their
     /// events on the Lua thread.
 
-    public init(store: Store, options: Options = Options()) throws {
+    public convenience init(store: Store, options: Options = Options()) throws {
+        try self.init(database: SessionDatabase(store: store), options: options)
+    }
+
+    public init(database: SessionDatabase, options: Options = Options()) throws {
+        let store = database.store
         self.store = store
         self.options = options
         runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
-        database = SessionDatabase(store: store)
+        self.database = database
         database.protectsBuildCommands = options.sandbox
         let readConnection = try store.path.map {
             try ReadConnection(path: store.readingName ?? $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })

@@ -33,7 +33,7 @@ final class Subscriptions {
             do {
                 try handler(value)
             } catch let error as LuaError {
-                if case .interrupted = error.kind { throw error }
+                if error.endsTheRun { throw error }
                 errors.append(error)
             } catch {
                 errors.append(LuaError(kind: .runtime, message: String(describing: error)))

@@ -2,29 +2,19 @@ import Foundation
 
 /// Completion on a dot-command line (`.schema proj⇥`): the command's name,
 /// then its argument — a table for `.schema`, a mode for `.mode`, `on` or
-/// `off` for `.timer`, a file for `.read`.
+/// `off` for `.timer`, a file for `.read` — as the registry
+/// (``DotCommand/all``) says.
 extension Completer {
-    /// What a dot command takes, for completion (`REPL.runDotCommand` is
-    /// where they run).
-    enum DotArgument {
-        case none, table, mode, onOff, file, rows, confirm
-    }
-
-    static let dotCommands: [(name: String, argument: DotArgument)] = [
-        (".help", .none), (".tables", .none), (".schema", .table), (".timer", .onOff),
-        (".mode", .mode), (".rows", .rows), (".confirm", .confirm), (".locks", .none), (".output", .file), (".read", .file), (".quit", .none),
-    ]
-
     /// Candidates that replace `word`, given the line before the cursor
     /// (which starts with `.`).
     func dotCommandCandidates(word: String, before: String) -> [String] {
         let line = before.drop { $0 == " " || $0 == "\t" }
         guard let space = line.firstIndex(of: " ") else {
-            return Self.dotCommands.map(\.name).filter { $0.hasPrefix(word) }
+            return DotCommand.all.flatMap(\.names).filter { $0.hasPrefix(word) }
         }
         let name = String(line[..<space])
         let argument = String(line[space...].drop { $0 == " " })
-        guard let kind = Self.dotCommands.first(where: { $0.name == name })?.argument else { return [] }
+        guard let kind = DotCommand.named(name)?.argument else { return [] }
         let choices: [String]
         switch kind {
         case .none: return []

@@ -44,11 +44,12 @@ public final class ChunkTransactions {
         var undoneBy: Int?
     }
 
-    let session: OpshSession
+    let session: any LuaSession
     let console: Console
     private var nextNumber = 1
+    private var database: any DatabaseSession { session.databaseSession }
 
-    init(session: OpshSession, console: Console) {
+    init(session: any LuaSession, console: Console) {
         self.session = session
         self.console = console
     }
@@ -58,12 +59,18 @@ public final class ChunkTransactions {
     func run(code: String, _ body: () throws -> Void) throws {
         if dryRunReplay { return try replay(body) }
         undoing = []
-        let gate = dryRunCopy ? nil : SessionDatabase.CommitGate(
+        let gate = dryRunCopy ? nil : CommitGate(
             needsAnswer: { [confirmThreshold] summary in confirmThreshold.map { summary.total > $0 } ?? false },
             ask: { [unowned self] summary in ask(about: summary) })
-        let (_, outcome) = try session.database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
+        let (_, outcome) = try database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
         if outcome.declined {
             console.note("rolled back: nothing was changed")
+            return
+        }
+        // A chunk of a dry run that spans the session: kept in its
+        // transaction, which is rolled back when the shell ends.
+        if !outcome.committed, database.isDryRun, !outcome.summary.isEmpty {
+            console.note("dry run: " + outcome.summary.sentence)
             return
         }
         guard outcome.committed, !outcome.summary.isEmpty else { return }
@@ -79,7 +86,7 @@ public final class ChunkTransactions {
         var note = (dryRunCopy ? "dry run (on the private copy): " : "committed: ") + outcome.summary.sentence
         if outcome.changeset != nil {
             note += " — undo() takes it back"
-        } else if let why = outcome.notRecorded {
+        } else if database.undoUnavailable == nil, let why = outcome.notRecorded {
             note += " — undo() cannot take it back: \(why)"
         }
         console.note(note)
@@ -88,7 +95,7 @@ public final class ChunkTransactions {
     /// A chunk of a dry run on a database too large to copy.
     private func replay(_ body: () throws -> Void) throws {
         do {
-            let outcome = try session.database.replayScope(carrying: carried, body)
+            let outcome = try database.replayScope(carrying: carried, body)
             carried = outcome.carried
             total = carried?.summary() ?? ChangeSummary()
             guard !outcome.summary.isEmpty else { return }
@@ -154,6 +161,7 @@ public final class ChunkTransactions {
 
     /// `undo([n])`: takes back the n-th last committed chunk (1, the last).
     func undo(_ call: LuaCall) throws -> Int32 {
+        if let why = database.undoUnavailable { throw LuaCallError.message(why) }
         let n = try call.optionalInteger(1) ?? 1
         guard n >= 1 else { throw call.argumentError(1, "the n-th last chunk, 1 or more, expected") }
         guard !history.isEmpty else {
@@ -169,7 +177,7 @@ public final class ChunkTransactions {
         guard let changeset = chunk.changeset else {
             throw LuaCallError.message("chunk \(chunk.number) cannot be undone: \(chunk.whyNoUndo ?? "its changes were not recorded")")
         }
-        let summary = try session.database.apply(
+        let summary = try database.apply(
             try changeset.inverted(), refusal: "undo changed nothing (chunk \(chunk.number): \(Self.excerpt(chunk.code)))")
         undoing.append(chunk.number)
         return call.results(.string("undoes chunk \(chunk.number) (\(Self.excerpt(chunk.code))): \(summary.sentence)"))

@@ -2,142 +2,214 @@ import Foundation
 import LuaRuntime
 import Store
 
-/// The shell's dot commands, for what operators reach for without typing
-/// Lua (sqlite3's names).
-extension REPL {
-    static let dotHelp = """
-        .help                   this list
-        .tables                 the tables and views
-        .schema [TABLE]         CREATE statements (of one table)
-        .timer on|off           show how long each chunk ran
-        .mode MODE              how returned values are shown: table, line
-                                (a record at a time, values whole), json,
-                                csv or lua
-        .locks                  which processes hold the database's locks
-        .rows N|all             rows of a result shown here (default 200);
-                                .output FILE gets them all
-        .output [FILE]          returned values to FILE (a new file); to
-                                the terminal again without FILE
-        .read FILE              run a Lua file here (one chunk)
-        .confirm N|off          ask before committing a chunk that changed
-                                more than N rows (default 1000)
-        .quit                   leave (Ctrl-D too)
+/// A dot command: what operators reach for without typing Lua (sqlite3's
+/// names). One record drives dispatch, `.help` and completion, as
+/// litecli's special-command registry does: a command is added here and
+/// nowhere else.
+struct DotCommand: Sendable {
+    /// What the command takes, for completion and the usage line.
+    enum Argument: Sendable {
+        case none
+        case table
+        case mode
+        case onOff
+        case file
+        case rows
+        case confirm
+    }
 
-        Type Lua; an expression prints its value (`=expr` too). Tab completes
-        globals, fields, query keys in query("…"), names in SQL strings and
-        dot commands.
-        Each chunk is one transaction: an error or Ctrl-C rolls all of it
-        back. undo() takes back the last chunk that changed data, undo(n) the
-        n-th last, unless someone else changed those rows since.
-        Ctrl-C clears the line or stops the running chunk.
-        """
+    let name: String
+    /// Other names typed for it (`.exit`, `.q`).
+    let aliases: [String]
+    /// The argument as the usage line shows it (`[TABLE]`), or "".
+    let usage: String
+    let argument: Argument
+    let help: String
+    /// Why the command is refused on this session (an engine, the
+    /// sandbox), as the sentence the shell says, or nil where it works:
+    /// `.help` leaves it out then.
+    let unavailable: @Sendable (REPL) -> String?
+    /// Runs it with what followed the name; returns false to leave the shell.
+    let action: @Sendable (REPL, String?) -> Bool
 
-    /// Runs a dot command; returns false to leave the shell.
-    func runDotCommand(_ line: String) -> Bool {
-        let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-        let argument = words.count > 1 ? words[1...].joined(separator: " ") : nil
-        switch words.first ?? "" {
-        case ".help":
-            print(Self.dotHelp)
-        case ".quit", ".exit", ".q":
-            return false
-        case ".tables":
-            do {
-                let names = try catalog.tables()
-                if !names.isEmpty { print(columnsLayout(names)) }
-            } catch {
-                report(error)
+    init(_ name: String, aliases: [String] = [], usage: String = "", argument: Argument = .none, help: String,
+         unavailable: @escaping @Sendable (REPL) -> String? = { _ in nil }, action: @escaping @Sendable (REPL, String?) -> Bool) {
+        self.name = name
+        self.aliases = aliases
+        self.usage = usage
+        self.argument = argument
+        self.help = help
+        self.unavailable = unavailable
+        self.action = action
+    }
+
+    var names: [String] { [name] + aliases }
+
+    /// The registry.
+    static let all: [DotCommand] = [
+        DotCommand(".help", help: "this list") { repl, _ in
+            print(repl.dotHelp())
+            return true
+        },
+        DotCommand(".tables", help: "the tables and views") { repl, _ in
+            repl.catalogTask {
+                let names = try repl.catalog.tables()
+                if !names.isEmpty { print(repl.columnsLayout(names)) }
             }
-        case ".schema":
-            do {
-                let statements = try catalog.schemaStatements(of: argument)
-                if let argument, statements.isEmpty {
-                    console.error("no table or view named \(argument); .tables lists them")
-                }
-                for statement in statements { print(statement + ";") }
-            } catch {
-                report(error)
+            return true
+        },
+        DotCommand(".schema", usage: "[TABLE]", argument: .table,
+                   help: "the schema (of one table): SQLite's CREATE statements, PostgreSQL's \\d") { repl, table in
+            repl.catalogTask {
+                let texts = try repl.catalog.schemaText(of: table)
+                if let table, texts.isEmpty { repl.console.error("no table or view named \(table); .tables lists them") }
+                for text in texts { print(text) }
             }
-        case ".timer":
+            return true
+        },
+        DotCommand(".timer", usage: "on|off", argument: .onOff, help: "show how long each chunk ran") { repl, argument in
             switch argument {
-            case "on": timer = true
-            case "off": timer = false
-            default: console.error("usage: .timer on|off")
+            case "on": repl.timer = true
+            case "off": repl.timer = false
+            default: repl.console.error("usage: .timer on|off")
             }
-        case ".mode":
+            return true
+        },
+        DotCommand(".mode", usage: "MODE", argument: .mode,
+                   help: "how returned values are shown: table, line (a record at a time, values whole), json, csv or lua") { repl, argument in
             if let argument, let mode = OutputMode(rawValue: argument) {
-                runner.printer.mode = mode
+                repl.runner.printer.mode = mode
             } else if argument == nil {
-                print(runner.printer.mode.rawValue)
+                print(repl.runner.printer.mode.rawValue)
             } else {
-                console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
+                repl.console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
             }
-        case ".confirm":
-            guard let chunks else {
-                console.error(".confirm is not available on this database: a chunk commits when it ends")
-                break
+            return true
+        },
+        DotCommand(".locks", help: "who holds the database's locks, and who waits") { repl, _ in
+            repl.catalogTask {
+                let locks = try repl.catalog.locks()
+                print(locks.isEmpty ? "no other session holds a lock on \(repl.session.databaseSession.label)" : locks.joined(separator: "\n"))
             }
+            return true
+        },
+        DotCommand(".rows", usage: "N|all", argument: .rows,
+                   help: "rows of a result shown here (default 200); .output FILE gets them all") { repl, argument in
+            switch argument {
+            case "all": repl.rowLimit = nil
+            case let text? where Int(text).map({ $0 > 0 }) == true: repl.rowLimit = Int(text)
+            case nil: print(repl.rowLimit.map(String.init) ?? "all")
+            default: repl.console.error("usage: .rows N|all (a number of rows of 1 or more)")
+            }
+            if repl.runner.resultsFile == nil { repl.runner.printer.maximumRows = repl.rowLimit }
+            return true
+        },
+        DotCommand(".output", usage: "[FILE]", argument: .file,
+                   help: "returned values to FILE (a new file); to the terminal again without FILE",
+                   unavailable: { $0.session.isSandboxed ? ".output FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)" : nil }) { repl, argument in
+            repl.redirectResults(to: argument)
+            return true
+        },
+        DotCommand(".read", usage: "FILE", argument: .file, help: "run a Lua file here (one chunk)",
+                   unavailable: { $0.session.isSandboxed ? ".read is refused in the sandbox: it has no files (run opsh without --sandbox to read one)" : nil }) { repl, argument in
+            guard let argument else {
+                repl.console.error("usage: .read FILE")
+                return true
+            }
+            repl.readFile(argument)
+            return true
+        },
+        DotCommand(".confirm", usage: "N|off", argument: .confirm,
+                   help: "ask before committing a chunk that changed more than N rows (default 1000)") { repl, argument in
+            let chunks = repl.chunks
             switch argument {
             case "off": chunks.confirmThreshold = nil
             case let text? where Int(text).map({ $0 >= 0 }) == true: chunks.confirmThreshold = Int(text)
             case nil: print(chunks.confirmThreshold.map { "asks before committing more than \($0) changed rows" } ?? "off")
-            default: console.error("usage: .confirm N|off (a number of rows, 0 or more)")
+            default: repl.console.error("usage: .confirm N|off (a number of rows, 0 or more)")
             }
-        case ".locks":
-            // Who holds locks on the database now (/proc/locks).
-            if let path = session.databaseFilePath {
-                print(LockHolders.sentence(for: path).map { "locks " + $0 } ?? "no other process holds a lock on \(path)")
-            }
-        case ".rows":
-            switch argument {
-            case "all": rowLimit = nil
-            case let text? where Int(text).map({ $0 > 0 }) == true: rowLimit = Int(text)
-            case nil: print(rowLimit.map(String.init) ?? "all")
-            default: console.error("usage: .rows N|all (a number of rows of 1 or more)")
-            }
-            if runner.resultsFile == nil { runner.printer.maximumRows = rowLimit }
-        case ".output":
-            if argument != nil && argument != "stdout" && session.isSandboxed {
-                console.error(".output FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)")
-                break
-            }
-            redirectResults(to: argument)
-        case ".read":
-            guard let argument else {
-                console.error("usage: .read FILE")
-                break
-            }
-            if session.isSandboxed {
-                console.error(".read is refused in the sandbox: it has no files (run opsh without --sandbox to read one)")
-                break
-            }
-            let path = (argument as NSString).expandingTildeInPath
-            // One chunk, audited as one typed at the prompt.
-            configuration.beforeChunk?()
-            let startedAt = Date().timeIntervalSince1970
-            var failed = false
-            timed {
-                do {
-                    let code = try ChunkRunner.readScript(path)
-                    try runChunk(code: ".read \(argument)") {
-                        try runner.run(code, chunkName: "@\(path)")
-                    }
-                } catch {
-                    failed = true
-                    report(error)
-                }
-            }
-            configuration.afterChunk?(".read \(argument)", startedAt, failed)
-        default:
-            console.error("unknown command \(words.first ?? line); .help lists them")
+            return true
+        },
+        DotCommand(".quit", aliases: [".exit", ".q"], help: "leave (Ctrl-D too)") { _, _ in false },
+    ]
+
+    /// The command typed as `name` (or one of its aliases).
+    static func named(_ name: String) -> DotCommand? {
+        all.first { $0.names.contains(name) }
+    }
+}
+
+extension REPL {
+    /// Runs a dot command; returns false to leave the shell.
+    func runDotCommand(_ line: String) -> Bool {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        let argument = words.count > 1 ? words[1...].joined(separator: " ") : nil
+        let name = words.first ?? ""
+        guard let command = DotCommand.named(name) else {
+            console.error("unknown command \(name); .help lists them")
+            return true
         }
+        if let why = command.unavailable(self) {
+            console.error(why)
+            return true
+        }
+        let goOn = command.action(self, argument)
         fflush(nil)
-        return true
+        return goOn
+    }
+
+    /// `.help`: the commands that work on this session, then how the
+    /// prompt behaves here.
+    func dotHelp() -> String {
+        let available = DotCommand.all.filter { $0.unavailable(self) == nil }
+        let left = available.map { ([$0.name] + [$0.usage]).filter { !$0.isEmpty }.joined(separator: " ") }
+        let width = (left.map(\.count).max() ?? 0) + 2
+        var lines = zip(available, left).map { command, head in
+            head.padding(toLength: width, withPad: " ", startingAt: 0) + command.help
+                + (command.aliases.isEmpty ? "" : " (also \(command.aliases.joined(separator: ", ")))")
+        }
+        lines.append("")
+        lines.append("Type Lua; an expression prints its value (`=expr` too). Tab completes globals, fields, query keys in query(\"…\"), names in SQL strings and dot commands.")
+        lines.append("Each chunk is one transaction: an error or Ctrl-C rolls all of it back.")
+        if session.databaseSession.undoUnavailable == nil {
+            lines.append("undo() takes back the last chunk that changed data, undo(n) the n-th last, unless someone else changed those rows since.")
+        }
+        lines.append("Ctrl-C clears the line or stops the running chunk.")
+        return lines.joined(separator: "\n")
+    }
+
+    /// Runs a catalog read, reporting its failure.
+    func catalogTask(_ body: () throws -> Void) {
+        do {
+            try body()
+        } catch {
+            report(error)
+        }
+    }
+
+    /// `.read FILE`: one chunk, audited as one typed at the prompt.
+    func readFile(_ argument: String) {
+        let path = (argument as NSString).expandingTildeInPath
+        configuration.beforeChunk?()
+        let startedAt = Date().timeIntervalSince1970
+        var failed = false
+        timed {
+            do {
+                let code = try ChunkRunner.readScript(path)
+                try runChunk(code: ".read \(argument)") {
+                    try runner.run(code, chunkName: "@\(path)")
+                }
+            } catch {
+                failed = true
+                report(error)
+            }
+        }
+        configuration.afterChunk?(".read \(argument)", startedAt, failed)
     }
 
     /// `.output FILE`: returned values go to FILE, as text without the
     /// terminal's width limit; `.output` (or `.output stdout`) ends that.
-    private func redirectResults(to argument: String?) {
+    func redirectResults(to argument: String?) {
         guard let argument, argument != "stdout" else {
             runner.resultsFile = nil
             runner.printer.totalWidth = Terminal.width(descriptor: 1)
@@ -163,7 +235,7 @@ extension REPL {
     }
 
     /// Names in columns across an 80-column terminal, as sqlite3 does.
-    private func columnsLayout(_ names: [String]) -> String {
+    func columnsLayout(_ names: [String]) -> String {
         let width = (names.map(\.count).max() ?? 0) + 2
         let perLine = max(1, 80 / width)
         var lines: [String] = []

@@ -40,7 +40,7 @@ public final class REPL {
         }
     }
 
-    let session: any ShellHost
+    let session: any LuaSession
     let configuration: Configuration
     let console: Console
     var runner: ChunkRunner
@@ -51,14 +51,13 @@ public final class REPL {
     var warnedFileGone = false
     /// Files `.output` made in this session: the only ones it writes again.
     var outputFiles: Set<String> = []
-    let catalog: DatabaseCatalog
+    var catalog: any DatabaseCatalog { session.databaseSession.catalog }
     var timer = false
-    /// SQLite: each chunk one transaction begun at its first write,
-    /// confirmation and undo(). Nil on another engine, whose chunks run
-    /// through ``runChunkElsewhere``.
-    public let chunks: ChunkTransactions?
-    /// A chunk's run on an engine without ``ChunkTransactions``.
-    public var runChunkElsewhere: (_ body: () throws -> Void) throws -> Void = { try $0() }
+    /// Each chunk one transaction, with its confirmation and undo().
+    public let chunks: ChunkTransactions
+    /// The status a chunk gave `os.exit`: the shell leaves with it once
+    /// that chunk has ended as a chunk ends.
+    private var exitStatus: Int32?
 
     private let editor = LineEditor()
     private var history: History!
@@ -68,24 +67,19 @@ public final class REPL {
     private let idleSignals: (read: Int32, write: Int32)
     private var watcher: SignalWatcher?
 
-    public init(session: any ShellHost, configuration: Configuration) {
+    public init(session: any LuaSession, configuration: Configuration) {
         self.session = session
         self.configuration = configuration
         self.console = configuration.console
         runner = ChunkRunner(runtime: session.runtime,
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
-        catalog = DatabaseCatalog(runtime: session.runtime)
-        if let sqlite = session as? OpshSession {
-            let chunks = ChunkTransactions(session: sqlite, console: configuration.console)
-            chunks.dryRunCopy = configuration.dryRunCopy
-            chunks.dryRunReplay = configuration.dryRunReplay
-            chunks.changeLimit = configuration.maxChanges
-            session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
-            self.chunks = chunks
-        } else {
-            chunks = nil
-        }
+        let chunks = ChunkTransactions(session: session, console: configuration.console)
+        chunks.dryRunCopy = configuration.dryRunCopy
+        chunks.dryRunReplay = configuration.dryRunReplay
+        chunks.changeLimit = configuration.maxChanges
+        session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
+        self.chunks = chunks
         var ends: [Int32] = [0, 0]
         pipe(&ends)
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -107,7 +101,7 @@ public final class REPL {
             _ = write(writeEnd, &byte, 1)
         }
         history = History(path: configuration.historyPath, console: console)
-        let completer = Completer(schema: { [catalog] in catalog.schema() })
+        let completer = Completer(schema: { [unowned self] in catalog.schema() })
         let runtime = session.runtime
         editor.complete = { [unowned self] word, before in
             // A line that starts a chunk with `.` is a dot command.
@@ -126,7 +120,7 @@ public final class REPL {
         editor.show(prompt: configuration.prompt)
         loop: while true {
             var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: session.eventQueue.wakeDescriptor, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: session.events.wakeDescriptor, events: Int16(POLLIN), revents: 0),
                                pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0)]
             if poll(&descriptors, 3, -1) < 0 {
                 if errno == EINTR { continue }
@@ -158,6 +152,10 @@ public final class REPL {
                         break loop
                     }
                     if !handle(line) { break loop }
+                    if let exitStatus {
+                        status = exitStatus
+                        break loop
+                    }
                     editor.show(prompt: pending.isEmpty ? configuration.prompt : configuration.continuationPrompt)
                 }
             }
@@ -194,7 +192,7 @@ public final class REPL {
             pending = ""
             // Writes would go to a file nobody opens again: the session
             // refuses them (and says so); reads and backup() still work.
-            if let problem = session.writeProblem, !warnedFileGone {
+            if let problem = session.databaseSession.writeProblem, !warnedFileGone {
                 warnedFileGone = true
                 console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
             }
@@ -203,7 +201,7 @@ public final class REPL {
             var failed = false
             timed {
                 do {
-                    try runChunk(code: typed) { try runner.run(code, chunkName: "=stdin") }
+                    try runChunk(code: typed) { exitStatus = try runner.run(code, chunkName: "=stdin") }
                 } catch {
                     failed = true
                     report(error)
@@ -214,10 +212,9 @@ public final class REPL {
         return true
     }
 
-    /// Runs a chunk with the engine's rules for chunks.
+    /// Runs a chunk as one transaction (``ChunkTransactions``).
     func runChunk(code: String, _ body: () throws -> Void) throws {
-        if let chunks { return try chunks.run(code: code, body) }
-        try runChunkElsewhere(body)
+        try chunks.run(code: code, body)
     }
 
     func timed(_ body: () -> Void) {
@@ -265,6 +262,7 @@ public final class REPL {
         } else {
             console.error("\(error)")
         }
-        for hint in session.hints(for: error) { console.error(hint) }
+        let message = (error as? LuaError)?.message ?? "\(error)"
+        for hint in session.databaseSession.hints(for: message) { console.error(hint) }
     }
 }

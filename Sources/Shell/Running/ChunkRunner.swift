@@ -18,9 +18,25 @@ public struct ChunkRunner {
     /// Runs `code` with `arguments` as `...` and prints the values it
     /// returns on stdout (or to ``resultsFile``).
     ///
+    /// - returns: the status the chunk gave `os.exit`, or nil when it
+    ///   returned: either way it ended as the script meant, and the caller
+    ///   ends the run the same way (commit by the mode's rule, summary,
+    ///   audit row), then exits with that status.
     /// - throws: `LuaError` from the chunk, ``PrintError`` when a value
     ///   cannot be printed in the chosen mode.
-    public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true) throws {
+    @discardableResult
+    public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true) throws -> Int32? {
+        do {
+            try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: printResults)
+            return nil
+        } catch let error as LuaError {
+            guard let status = error.exitStatus else { throw error }
+            fflush(nil)
+            return status
+        }
+    }
+
+    private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool) throws {
         let printer = self.printer
         let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments) { stack, first, count in
             printResults ? try printer.render(stack.state, first: first, count: count) : nil
@@ -56,9 +72,10 @@ public struct ChunkRunner {
     }
 
     /// Runs the file at `path` (a `#!` line is skipped, as `lua` does).
-    public func runFile(_ path: String, arguments: [LuaValue] = [], printResults: Bool = true) throws {
+    @discardableResult
+    public func runFile(_ path: String, arguments: [LuaValue] = [], printResults: Bool = true) throws -> Int32? {
         let code = try Self.readScript(path)
-        try run(code, chunkName: "@\(path)", arguments: arguments, printResults: printResults)
+        return try run(code, chunkName: "@\(path)", arguments: arguments, printResults: printResults)
     }
 
     /// The text of a script file, with a first `#` line turned into a

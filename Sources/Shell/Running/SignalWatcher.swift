@@ -76,6 +76,7 @@ public final class SignalWatcher: @unchecked Sendable {
         case .timeout: return 124
         case .interrupted: return 130
         case .terminated: return signal == SIGHUP ? 129 : 143
+        case .exit: return 0
         }
     }
 }

@@ -161,7 +161,10 @@ public final class Store: Sendable {
         }
         let store = Store(path: resolved, options: options, lockWait: lockWait, connection: connection, pending: pending)
         // A new file is made a database now: the caller asked for one.
-        if verdict != .database { try store.connect() }
+        if verdict != .database {
+            try store.connect()
+            store.createdAtOpening = true
+        }
         return store
     }
 
@@ -200,6 +203,10 @@ public final class Store: Sendable {
         guard let path else { return nil }
         return ReadOnlyFileSystem.holds(path) ? ReadOnlyFileSystem.readingName(for: path) : path
     }
+
+    /// Whether opening made the database (a new file, or one without any
+    /// table): making it is not a use worth an audit row.
+    public private(set) nonisolated(unsafe) var createdAtOpening = false
 
     /// Whether the store has connected (see ``prepare(path:options:)``).
     public var isConnected: Bool { connection.isConnected }

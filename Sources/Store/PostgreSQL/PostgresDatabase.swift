@@ -505,6 +505,15 @@ public final class PostgresDatabase {
     /// flush of the counters happens in between), less what rolled-back
     /// savepoints did; returns them once it committed.
     private func measuredTransaction<T>(_ body: () throws -> T) throws -> (T, TableChanges) {
+        let (result, changed, _) = try measuredTransaction(body) { _ in true }
+        return (result, changed)
+    }
+
+    /// ``measuredTransaction(_:)`` that asks `mayCommit`, with what the
+    /// transaction changed, before it commits: false rolls it back, an
+    /// error rolls it back and is thrown.
+    private func measuredTransaction<T>(_ body: () throws -> T, mayCommit: (TableChanges) throws -> Bool)
+        throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
                                           relations: tallyRelations())
@@ -516,9 +525,14 @@ public final class PostgresDatabase {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let result = try body()
+        guard connection.transactionStatus == .inTransaction else {
+            throw PostgresStoreError.endedTransaction("the chunk")
+        }
+        let changed = try readMeasure().changed
+        guard try mayCommit(changed) else { return (result, changed, false) }
         let last = try CommitTally.commit(on: connection, relations: tallyRelations())
         measure?.last = last
-        return (result, measure?.changed ?? [:])
+        return (result, measure?.changed ?? [:], true)
     }
 
     /// The readings of the measured transaction open now (its own
@@ -627,27 +641,46 @@ public final class PostgresDatabase {
         return try body()
     }
 
-    /// Runs a shell chunk as one transaction (a savepoint inside a dry
-    /// run's), each statement under a savepoint of its own; returns the rows
-    /// it changed, by table, from the server's counters (what failed
-    /// statements caught with `pcall` did left out).
-    public func chunk(_ body: () throws -> Void) throws -> ChangeSummary {
+    /// A shell chunk or a `--max-changes` run (``DatabaseSession/scope``):
+    /// one transaction, each statement under a savepoint of its own,
+    /// measured by the server's counters (what failed statements caught
+    /// with `pcall` did left out). Before it commits, the limit is checked
+    /// and `gate` asked with the transaction open: it holds only the rows
+    /// it touched, and the question waits at most its own timeout. Inside
+    /// a dry run it is a savepoint of the dry run's transaction, rolled
+    /// back with it.
+    public func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
+                         _ body: () throws -> T) throws -> (T, ScopeOutcome) {
         let outer = isInChunk
-        isInChunk = true
+        isInChunk = kind == .chunk
         defer { isInChunk = outer }
-        var changed = ChangeSummary()
-        if depth == 0 {
-            (_, changed.tables) = try measuredTransaction(body)
-            if countsCommits && !options.readOnly { committed.add(changed.tables) }
-        } else {
-            try plainTransaction {
+        var outcome = ScopeOutcome()
+        if depth > 0 {
+            let result = try plainTransaction {
                 let before = try readMeasure()
-                try body()
-                let after = try readMeasure()
-                changed.tables = after.changed.since(before.changed)
+                let result = try body()
+                outcome.summary.tables = try readMeasure().changed.since(before.changed)
+                return result
             }
+            return (result, outcome)
         }
-        return changed
+        let (result, changed, committed) = try measuredTransaction(body) { changed in
+            outcome.summary.tables = changed
+            if let changeLimit, outcome.summary.total > changeLimit {
+                throw TooManyChanges(limit: changeLimit, summary: outcome.summary, what: kind == .chunk ? "the chunk" : "the run")
+            }
+            if let gate, gate.needsAnswer(outcome.summary), !gate.ask(outcome.summary) {
+                outcome.declined = true
+                return false
+            }
+            return true
+        }
+        outcome.summary.tables = changed
+        guard committed else { return (result, outcome) }
+        outcome.committed = true
+        if !changed.isEmpty { outcome.notRecorded = Self.undoRefusal }
+        if countsCommits && !options.readOnly { self.committed.add(changed) }
+        return (result, outcome)
     }
 
     /// The open measured transaction's readings, read again now.

@@ -348,7 +348,7 @@ public final class SessionDatabase {
     /// nothing else of this process waiting, and SQLite's write lock is
     /// taken only from the first write to the end of the scope.
     public struct Scope {
-        public enum Kind: Sendable { case chunk, run }
+        public typealias Kind = ScopeKind
         let kind: Kind
         /// Most rows the scope may change (`--max-changes`).
         let changeLimit: Int?
@@ -401,33 +401,6 @@ public final class SessionDatabase {
     /// Interrupts what runs on the session's own connection (Ctrl-C).
     public func interrupt() {
         ownWriter?.interrupt()
-    }
-
-    /// Decides, before a scope commits, whether it may (the shell's
-    /// confirmation): `needsAnswer` says whether to ask about these
-    /// changes, `ask` asks (true: commit).
-    public struct CommitGate {
-        public var needsAnswer: (ChangeSummary) -> Bool
-        public var ask: (ChangeSummary) -> Bool
-        public init(needsAnswer: @escaping (ChangeSummary) -> Bool, ask: @escaping (ChangeSummary) -> Bool) {
-            self.needsAnswer = needsAnswer
-            self.ask = ask
-        }
-    }
-
-    /// How a scope ended.
-    public struct ScopeOutcome {
-        /// Rows inserted, updated and deleted per table (committed or not).
-        public var summary = ChangeSummary()
-        /// Whether anything was committed.
-        public var committed = false
-        /// What was committed, row by row, when every change could be
-        /// recorded (for `undo()`); nil otherwise.
-        public var changeset: Changeset?
-        /// Why ``changeset`` is nil although the scope committed changes.
-        public var notRecorded: String?
-        /// The gate was asked and the answer was not yes.
-        public var declined = false
     }
 
     /// Runs `body` as one transaction that begins at its first write and

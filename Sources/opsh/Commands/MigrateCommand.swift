@@ -38,30 +38,17 @@ struct MigrateCommand {
         }
     }
 
-    func run() -> Never {
+    func run() throws -> Int32 {
         let launch = Launch(options: options)
-        if let url = PostgresBatchMode.url(options) {
-            do {
-                let database = try PostgresDatabase(url: url, options: .init(create: options.create))
-                let applied = database.appliedAtOpening + (try database.migrate(external: [], upTo: nil))
-                launch.console.note(applied.isEmpty ? "nothing to migrate: every migration is applied"
-                                                    : "applied \(applied.joined(separator: ", "))")
-            } catch {
-                launch.fail(.databaseUnavailable, "\(error)")
-            }
-            exit(ExitStatus.success.rawValue)
-        }
+        var database = launch.databaseOptions(interactive: true)
+        database.createIfMissing = options.create || Databases.named(options.db) == nil
         do {
-            var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
-            storeOptions.createIfMissing = options.create || !Launch.namesADatabase(options)
-            let store = try Store.prepare(path: options.db, options: storeOptions)
-            try store.connect()
-            let applied = try store.migratePending()
+            let applied = try Databases.migrate(database)
             launch.console.note(applied.isEmpty ? "nothing to migrate: every migration is applied"
                                                 : "applied \(applied.joined(separator: ", "))")
         } catch {
-            launch.fail(.databaseUnavailable, "\(error)")
+            throw Stop(.databaseUnavailable, "\(error)")
         }
-        exit(ExitStatus.success.rawValue)
+        return ExitStatus.success.rawValue
     }
 }

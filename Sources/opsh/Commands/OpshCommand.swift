@@ -25,56 +25,56 @@ enum OpshCommand {
                       ("runs", "Recent script runs from the audit trail; --overdue for missed ones."),
                       ("runner", "Claim queued builds from the database and run them, until SIGTERM.")])
 
-    /// Parses the command line and runs the mode it names; prints help
-    /// and exits 0, or throws a ``UsageError``.
-    static func main(_ words: ArraySlice<String>) throws -> Never {
+    /// Parses the command line and runs the mode it names: its exit
+    /// status; 0 after printing help; or throws a ``UsageError`` or ``Stop``.
+    static func main(_ words: ArraySlice<String>) throws -> Int32 {
         switch words.first {
         case "run":
-            guard let command = try RunCommand(parsing: words.dropFirst()) else { printHelp(RunCommand.help) }
-            command.run()
+            guard let command = try RunCommand(parsing: words.dropFirst()) else { return printHelp(RunCommand.help) }
+            return try command.run()
         case "shell":
-            guard let command = try ShellCommand(parsing: words.dropFirst()) else { printHelp(ShellCommand.help) }
-            command.run()
+            guard let command = try ShellCommand(parsing: words.dropFirst()) else { return printHelp(ShellCommand.help) }
+            return try command.run()
         case "migrate":
-            guard let command = try MigrateCommand(parsing: words.dropFirst()) else { printHelp(MigrateCommand.help) }
-            command.run()
+            guard let command = try MigrateCommand(parsing: words.dropFirst()) else { return printHelp(MigrateCommand.help) }
+            return try command.run()
         case "runs":
-            guard let command = try RunsCommand(parsing: words.dropFirst()) else { printHelp(RunsCommand.help) }
-            command.run()
+            guard let command = try RunsCommand(parsing: words.dropFirst()) else { return printHelp(RunsCommand.help) }
+            return try command.run()
         case "runner":
-            guard let command = try RunnerCommand(parsing: words.dropFirst()) else { printHelp(RunnerCommand.help) }
-            command.run()
+            guard let command = try RunnerCommand(parsing: words.dropFirst()) else { return printHelp(RunnerCommand.help) }
+            return try command.run()
         case "help":
             switch words.dropFirst().first {
-            case nil: printHelp(help)
-            case "run": printHelp(RunCommand.help)
-            case "shell": printHelp(ShellCommand.help)
-            case "migrate": printHelp(MigrateCommand.help)
-            case "runs": printHelp(RunsCommand.help)
-            case "runner": printHelp(RunnerCommand.help)
+            case nil: return printHelp(help)
+            case "run": return printHelp(RunCommand.help)
+            case "shell": return printHelp(ShellCommand.help)
+            case "migrate": return printHelp(MigrateCommand.help)
+            case "runs": return printHelp(RunsCommand.help)
+            case "runner": return printHelp(RunnerCommand.help)
             case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner)", command: help)
             }
         case "-h", "--help":
-            printHelp(help)
+            return printHelp(help)
         default:
             if let runWords = optionsThen("run", words) {
-                guard let command = try RunCommand(parsing: runWords) else { printHelp(RunCommand.help) }
-                command.run()
+                guard let command = try RunCommand(parsing: runWords) else { return printHelp(RunCommand.help) }
+                return try command.run()
             }
             if let migrateWords = optionsThen("migrate", words) {
-                guard let command = try MigrateCommand(parsing: migrateWords) else { printHelp(MigrateCommand.help) }
-                command.run()
+                guard let command = try MigrateCommand(parsing: migrateWords) else { return printHelp(MigrateCommand.help) }
+                return try command.run()
             }
             if let runsWords = optionsThen("runs", words) {
-                guard let command = try RunsCommand(parsing: runsWords) else { printHelp(RunsCommand.help) }
-                command.run()
+                guard let command = try RunsCommand(parsing: runsWords) else { return printHelp(RunsCommand.help) }
+                return try command.run()
             }
             if let runnerWords = optionsThen("runner", words) {
-                guard let command = try RunnerCommand(parsing: runnerWords) else { printHelp(RunnerCommand.help) }
-                command.run()
+                guard let command = try RunnerCommand(parsing: runnerWords) else { return printHelp(RunnerCommand.help) }
+                return try command.run()
             }
-            guard let command = try ShellCommand(parsing: words) else { printHelp(ShellCommand.help) }
-            command.run()
+            guard let command = try ShellCommand(parsing: words) else { return printHelp(ShellCommand.help) }
+            return try command.run()
         }
     }
 
@@ -92,8 +92,8 @@ enum OpshCommand {
         return nil
     }
 
-    private static func printHelp(_ help: CommandHelp) -> Never {
+    private static func printHelp(_ help: CommandHelp) -> Int32 {
         print(help.render(), terminator: "")
-        exit(ExitStatus.success.rawValue)
+        return ExitStatus.success.rawValue
     }
 }

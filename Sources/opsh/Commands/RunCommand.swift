@@ -57,8 +57,8 @@ struct RunCommand {
         if file == "-" && lock == true { throw UsageError("--lock needs a script file, not -", command: Self.help) }
     }
 
-    func run() -> Never {
+    func run() throws -> Int32 {
         let source: BatchMode.Source = file == "-" ? .standardInput : .file(file)
-        BatchMode(options: options, source: source, scriptArguments: arguments, lock: lock ?? (file != "-")).run()
+        return try BatchMode(options: options, source: source, scriptArguments: arguments, lock: lock ?? (file != "-")).run()
     }
 }

@@ -95,7 +95,7 @@ struct RunnerCommand {
         try options.validate(command: Self.help)
     }
 
-    func run() -> Never {
-        RunnerMode(command: self).run()
+    func run() throws -> Int32 {
+        try RunnerMode(command: self).run()
     }
 }

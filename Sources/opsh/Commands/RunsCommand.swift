@@ -67,13 +67,14 @@ struct RunsCommand {
         if grace != nil && !overdue { throw UsageError("--grace goes with --overdue", command: Self.help) }
     }
 
-    func run() -> Never {
+    func run() throws -> Int32 {
         let launch = Launch(options: options)
         let now = Date().timeIntervalSince1970
+        var status = ExitStatus.success
         do {
-            try Self.reading(options) { db in
+            try Databases.read(launch.databaseOptions(interactive: false)) { db in
                 guard try AuditTrail.exists(db) else {
-                    launch.fail(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
+                    throw Stop(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
                 }
                 if overdue {
                     let late = try ScriptSchedule.overdue(db, now: now, grace: grace)
@@ -83,33 +84,20 @@ struct RunsCommand {
                         print("overdue: \(script.script): \(last); period \(ScriptSchedule.describe(seconds: script.period)), grace \(ScriptSchedule.describe(seconds: script.grace))")
                     }
                     if late.isEmpty { launch.console.note("no script is overdue") }
-                    exit(late.isEmpty ? ExitStatus.success.rawValue : ExitStatus.scriptError.rawValue)
+                    status = late.isEmpty ? .success : .scriptError
+                    return
                 }
                 let entries = try AuditTrail.list(db, ListRequest(
                     filters: [ColumnFilter("mode", .in, storeValues: [.text("run"), .text("eval")])],
                     order: [ColumnOrder("startedAt", descending: true)], limit: limit))
                 print(Self.table(entries), terminator: "")
             }
+        } catch let stop as Stop {
+            throw stop
         } catch {
-            launch.fail(.databaseUnavailable, "\(error)")
+            throw Stop(.databaseUnavailable, "\(error)")
         }
-        exit(ExitStatus.success.rawValue)
-    }
-
-    /// Runs `body` on the database `--db` (else `OPSH_DB`, else the
-    /// default file) names, opened for reading only: an SQLite file (a
-    /// snapshot of it), or a PostgreSQL database (read-only transactions
-    /// of the server's).
-    static func reading(_ options: CommonOptions, _ body: (any RepositoryConnection) throws -> Void) throws {
-        if let url = PostgresBatchMode.url(options) {
-            let database = try PostgresDatabase(url: url, options: .init(readOnly: true))
-            try database.snapshot { try body(database) }
-            return
-        }
-        var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
-        storeOptions.createIfMissing = false
-        let store = try Store.prepare(path: options.db, options: storeOptions)
-        try store.read { db in try body(db) }
+        return status.rawValue
     }
 
     static func time(_ seconds: Double) -> String {

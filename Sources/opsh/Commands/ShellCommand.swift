@@ -46,13 +46,13 @@ struct ShellCommand {
         try options.validate(command: Self.help)
     }
 
-    func run() -> Never {
+    func run() throws -> Int32 {
         if let code {
-            BatchMode(options: options, source: .code(code), scriptArguments: [], lock: false).run()
+            return try BatchMode(options: options, source: .code(code), scriptArguments: [], lock: false).run()
         } else if isatty(0) == 1 {
-            ShellMode(options: options).run()
+            return try ShellMode(options: options).run()
         } else {
-            BatchMode(options: options, source: .standardInput, scriptArguments: [], lock: false).run()
+            return try BatchMode(options: options, source: .standardInput, scriptArguments: [], lock: false).run()
         }
     }
 }

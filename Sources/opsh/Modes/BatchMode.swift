@@ -18,13 +18,16 @@ struct BatchMode {
     let scriptArguments: [String]
     let lock: Bool
 
-    func run() -> Never {
+    /// Runs the script and ends the run as its mode says — committed or
+    /// rolled back, the summary, the audit row — whether it returned,
+    /// called `os.exit`, or failed; returns the exit status (`main` exits).
+    func run() throws -> Int32 {
         let launch = Launch(options: options)
         let console = launch.console
         let startedAt = Date().timeIntervalSince1970
         let reason = options.givenReason
         if reason == nil && CommonOptions.environmentRequiresReason {
-            launch.fail(.usage, "a reason is required (OPSH_REQUIRE_REASON=1): run again with --reason TEXT (or OPSH_REASON) saying why")
+            throw Stop(.usage, "a reason is required (OPSH_REQUIRE_REASON=1): run again with --reason TEXT (or OPSH_REASON) saying why")
         }
 
         // The lock before anything else: the second run must not even
@@ -34,16 +37,18 @@ struct BatchMode {
             do {
                 heldLock = try ScriptLock.acquire(script: path, database: DatabaseLocation.resolve(explicitPath: options.db))
             } catch let failure as ScriptLock.Failure {
-                if case .held = failure { launch.fail(.lockHeld, "\(path): \(failure)") }
-                if case .databaseUnavailable = failure { launch.fail(.databaseUnavailable, "\(failure)") }
-                launch.fail(.scriptError, "\(failure)")
+                if case .held = failure { throw Stop(.lockHeld, "\(path): \(failure)") }
+                if case .databaseUnavailable = failure { throw Stop(.databaseUnavailable, "\(failure)") }
+                throw Stop(.scriptError, "\(failure)")
             } catch {
-                launch.fail(.scriptError, "\(error)")
+                throw Stop(.scriptError, "\(error)")
             }
         }
+        defer { withExtendedLifetime(heldLock) {} }
 
         let code: String
         let chunkName: String
+        var script: String?
         switch source {
         case let .code(text):
             code = text
@@ -52,12 +57,14 @@ struct BatchMode {
             do {
                 code = try ChunkRunner.readScript(path)
             } catch {
-                launch.fail(.usage, "\(error)")
+                throw Stop(.usage, "\(error)")
             }
             chunkName = "@\(path)"
+            script = path
         case .standardInput:
             code = ChunkRunner.readStandardInput()
             chunkName = "=stdin"
+            script = "-"
         }
 
         // The audit trail's row, written when the run ends.
@@ -77,87 +84,75 @@ struct BatchMode {
         do {
             _ = try ScriptSchedule.period(in: code)
         } catch {
-            launch.fail(.usage, "\(chunkName.dropFirst()): \(error)")
+            throw Stop(.usage, "\(chunkName.dropFirst()): \(error)")
         }
 
-        if let url = PostgresBatchMode.url(options) {
-            var script: String?
-            if case let .file(path) = source { script = path }
-            if case .standardInput = source { script = "-" }
-            PostgresBatchMode(options: options, url: url)
-                .run(code: code, chunkName: chunkName, script: script, arguments: scriptArguments,
-                     recorder: recorder, startedAt: startedAt, reason: reason)
-        }
-        let session = launch.openSession(interactive: false, requireReasonFromDatabase: reason == nil)
-        // Connected already: a database this run created. Creating it is
-        // not a use worth a row; what the run then commits is.
-        recorder.connectedAtStart = session.store.isConnected
-        var script: String?
-        if case let .file(path) = source { script = path }
-        if case .standardInput = source { script = "-" }
+        let session = try launch.openSession(interactive: false, refuseWithoutReason: reason == nil)
+        let database = session.databaseSession
+        // What the run commits is counted from here on; a database this
+        // run created is not a use worth a row, what the run commits is.
+        database.startCountingCommits(exactly: false)
+        recorder.connectedAtStart = database.createdAtOpening
+        let trail = database.auditDestination(busyTimeout: options.busyTimeout)
         let (watcher, deadline, runner) = Self.prepare(session.runtime, script: script, arguments: scriptArguments,
                                                        options: options, console: console)
         let arguments = scriptArguments.map { LuaValue.string($0) }
-        var dryRunChanges: TableChanges = [:]
+        /// The script itself, to its end: the status it gave `os.exit`,
+        /// or nil when it returned.
+        func runScript() throws -> Int32? {
+            try runner.run(code, chunkName: chunkName, arguments: arguments)
+        }
+        defer { database.close() }
         do {
+            var exitStatus: Int32?
+            var changes: TableChanges
             if options.dryRun {
-                let (_, summary) = try session.database.dryRun {
-                    try runner.run(code, chunkName: chunkName, arguments: arguments)
-                }
+                let (status, summary) = try database.dryRun(runScript)
                 deadline?.cancel()
-                dryRunChanges = summary.tables
+                exitStatus = status
+                changes = summary.tables
                 console.raw(Self.describe(summary))
                 if let limit = options.maxChanges, summary.total > limit {
                     throw TooManyChanges(limit: limit, summary: summary, what: "the dry run")
                 }
             } else if let limit = options.maxChanges {
                 // The whole run one transaction, rolled back past the limit.
-                _ = try session.database.scope(.run, changeLimit: limit) {
-                    try runner.run(code, chunkName: chunkName, arguments: arguments)
-                }
+                (exitStatus, _) = try database.scope(.run, records: false, changeLimit: limit, gate: nil, runScript)
                 deadline?.cancel()
+                changes = database.committedChanges
             } else {
-                try runner.run(code, chunkName: chunkName, arguments: arguments)
+                exitStatus = try runScript()
                 deadline?.cancel()
+                changes = database.committedChanges
             }
             try deliverRemainingEvents(session, console: console)
             // The run went to a file that is gone from its path: its writes
             // are lost, which the caller (cron) must learn.
-            if let problem = session.store.replacedFileProblem {
-                launch.fail(.databaseUnavailable, problem)
-            }
-            recorder.record(to: SQLiteAuditDestination(store: session.store), startedAt: startedAt, status: ExitStatus.success.rawValue,
-                            dryRun: options.dryRun, changes: options.dryRun ? dryRunChanges : session.store.committedChanges.committed)
+            if let problem = database.writeProblem { throw Stop(.databaseUnavailable, problem) }
+            let status = exitStatus ?? ExitStatus.success.rawValue
+            recorder.record(to: trail, startedAt: startedAt, status: status, dryRun: options.dryRun, changes: changes)
+            Launch.pendingMigrationsNote(database).map(console.warning)
+            return status
+        } catch let stop as Stop {
+            throw stop
         } catch {
             deadline?.cancel()
-            var status = Self.status(for: error, signal: watcher.received,
-                                     databaseFailure: session.store.connectionFailure)
+            let message = (error as? LuaError)?.message ?? "\(error)"
+            var status = Self.status(for: error, signal: watcher.received, databaseFailure: database.connectionFailure)
             // A script stopped by a write refused because the file is gone:
             // the database, not the script, is the problem.
-            if status == .scriptError, session.store.replacedFileProblem != nil { status = .databaseUnavailable }
+            if status == .scriptError, database.writeProblem != nil { status = .databaseUnavailable }
             // The database asks for a reason this run did not give.
-            if session.store.connectionFailure == ReasonRequired.message { status = .usage }
+            if database.connectionFailure == ReasonRequired.message || message.contains(ReasonRequired.message) { status = .usage }
             Self.report(error, status: status, console: console, dryRun: options.dryRun)
-            session.store.missingMigrationHint(for: (error as? LuaError)?.message ?? "\(error)").map(console.error)
-            if status == .databaseUnavailable, "\(error)".contains("database is locked"),
-               let path = session.store.path, let holders = LockHolders.sentence(for: path) {
-                console.error("the database's lock is \(holders)")
-            }
+            for hint in database.hints(for: message) { console.error(hint) }
             // A failed run: what it committed before failing (a dry run:
             // nothing).
-            recorder.record(to: SQLiteAuditDestination(store: session.store), startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
-                            changes: options.dryRun ? [:] : session.store.committedChanges.committed)
-            Launch.pendingMigrationsNote(session.store).map(console.warning)
-            Launch.checkpointAtExit(session)
-            // Held to here: a closure that never returns (exit) would not
-            // extend the lock's life in an optimized build.
-            withExtendedLifetime(heldLock) {}
-            exit(status.rawValue)
+            recorder.record(to: trail, startedAt: startedAt, status: status.rawValue, dryRun: options.dryRun,
+                            changes: options.dryRun ? [:] : database.committedChanges)
+            Launch.pendingMigrationsNote(database).map(console.warning)
+            return status.rawValue
         }
-        Launch.pendingMigrationsNote(session.store).map(console.warning)
-        Launch.checkpointAtExit(session)
-        withExtendedLifetime(heldLock) {}
-        exit(ExitStatus.success.rawValue)
     }
 
     /// Events posted while the chunk ran (job log lines, say).
@@ -189,7 +184,7 @@ struct BatchMode {
         return (watcher, deadline, runner)
     }
 
-    private func deliverRemainingEvents(_ session: OpshSession, console: Console) throws {
+    private func deliverRemainingEvents(_ session: any LuaSession, console: Console) throws {
         for error in try session.deliverEvents() {
             console.error(error.message)
         }

@@ -32,6 +32,9 @@ struct DryRunCopy {
 
     /// The copy, or nil when the database is too large (with the reason).
     static func make(of options: CommonOptions) throws -> (copy: DryRunCopy?, reason: String?) {
+        // Only a file can be copied (a server's database keeps its dry run
+        // in one transaction instead).
+        guard Databases.engine(of: options.db) == .sqlite else { return (nil, nil) }
         var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
         storeOptions.createIfMissing = false
         let source = try Store.prepare(path: options.db, options: storeOptions)

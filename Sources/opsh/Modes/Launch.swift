@@ -4,8 +4,20 @@ import LuaRuntime
 import Shell
 import Store
 
-/// What every mode does first: open the database and a session on it,
-/// ending the process with status 3 when the database is unavailable.
+/// A mode ending early: the status the process exits with and what to say
+/// on stderr first. `main` is the one place the process exits (README,
+/// "Exit status"): modes return their status or throw this.
+struct Stop: Error {
+    let status: ExitStatus
+    let message: String?
+
+    init(_ status: ExitStatus, _ message: String? = nil) {
+        self.status = status
+        self.message = message
+    }
+}
+
+/// What every mode does first: open the database and a session on it.
 struct Launch {
     let options: CommonOptions
     let console: Console
@@ -15,55 +27,51 @@ struct Launch {
         console = Console(colour: Terminal.wantsColour(descriptor: 2), quiet: options.quiet)
     }
 
-    /// - parameter interactive: the shell connects to the database before
-    ///   its first prompt (a database opsh cannot use is refused at once)
-    ///   and installs every module (completion sees every function). The
-    ///   batch modes connect and install modules on first use, so a script
-    ///   that never touches the database starts in a few milliseconds.
-    /// - parameter requireReasonFromDatabase: refuse the database's first
-    ///   use when it asks for a reason (``ReasonRequired``): a run without
+    /// How the options ask for the database to be opened.
+    ///
+    /// - parameter interactive: the shell connects before its first prompt
+    ///   (a database opsh cannot use is refused at once). The batch modes
+    ///   connect on first use, so a script that never touches the database
+    ///   starts in a few milliseconds.
+    /// - parameter refuseWithoutReason: refuse the database's first use
+    ///   when it asks for a reason (``ReasonRequired``): a run without
     ///   `--reason` on such a database.
-    func openSession(interactive: Bool, requireReasonFromDatabase: Bool = false) -> OpshSession {
-        let store: Store
-        do {
-            var storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
-            if requireReasonFromDatabase { storeOptions.afterConnecting = ReasonRequired.check }
-            // Only the default location is made without being asked: a
-            // mistyped --db or OPSH_DB must not succeed on an empty database.
-            storeOptions.createIfMissing = !options.readOnly && (options.create || !Self.namesADatabase(options))
-            store = interactive ? try Store.open(path: options.db, options: storeOptions)
-                : try Store.prepare(path: options.db, options: storeOptions)
-        } catch {
-            fail(.databaseUnavailable, "\(error)")
-        }
-        do {
-            return try OpshSession(store: store, options: .init(sandbox: options.sandbox,
-                                                                memoryLimit: options.memoryLimit.map { $0 << 20 },
-                                                                lazyModules: !interactive))
-        } catch {
-            fail(.databaseUnavailable, "cannot start a session on \(store.path ?? "the database"): \(error)")
-        }
+    func databaseOptions(interactive: Bool, refuseWithoutReason: Bool = false) -> Databases.Options {
+        var database = Databases.Options(db: options.db)
+        database.readOnly = options.readOnly
+        database.create = options.create
+        database.busyTimeout = options.busyTimeout
+        // Only the default location is made without being asked: a
+        // mistyped --db or OPSH_DB must not succeed on an empty database.
+        database.createIfMissing = options.create || Databases.named(options.db) == nil
+        database.connectNow = interactive
+        database.refuseWithoutReason = refuseWithoutReason
+        return database
     }
 
-    /// Before opsh exits: a passive checkpoint (it waits for nobody), so
-    /// that a plain copy of the database file holds what opsh committed.
-    /// Nothing when opsh never connected or opened the file read-only.
-    static func checkpointAtExit(_ session: OpshSession) {
-        guard session.store.isConnected, !session.store.options.readOnly else { return }
-        _ = try? session.store.checkpoint(.passive)
+    /// A Lua session on the database the options name; ``Stop`` with
+    /// status 3 when it cannot be used (2 when it asks for a reason the run
+    /// did not give).
+    func openSession(interactive: Bool, refuseWithoutReason: Bool = false) throws -> any LuaSession {
+        var session = LuaSessions.Options(database: databaseOptions(interactive: interactive,
+                                                                     refuseWithoutReason: refuseWithoutReason))
+        session.sandbox = options.sandbox
+        session.memoryLimit = options.memoryLimit.map { $0 << 20 }
+        session.lazyModules = !interactive
+        do {
+            return try LuaSessions.open(session)
+        } catch is ReasonRequired {
+            throw Stop(.usage, ReasonRequired.message)
+        } catch {
+            throw Stop(.databaseUnavailable, "\(error)")
+        }
     }
 
     /// A sentence about migrations the database lacks, or nil.
-    static func pendingMigrationsNote(_ store: Store) -> String? {
-        let pending = store.pendingMigrations
+    static func pendingMigrationsNote(_ database: any DatabaseSession) -> String? {
+        let pending = database.pendingMigrations
         guard !pending.isEmpty else { return nil }
         return "this database lacks migrations \(pending.joined(separator: ", ")): opsh does not apply them on its own; run `opsh migrate` (or migrate.up()) when the backend allows"
-    }
-
-    /// Whether the database was named (`--db` or `OPSH_DB`) rather than
-    /// found at the default location.
-    static func namesADatabase(_ options: CommonOptions) -> Bool {
-        options.db != nil || getenv("OPSH_DB").map { $0.pointee != 0 } == true
     }
 
     /// Sets the global `arg` as `lua` does: arg[0] the script, arg[1…]
@@ -73,10 +81,5 @@ struct Launch {
         if let script { table.append((0, script)) }
         for (offset, argument) in arguments.enumerated() { table.append((Int64(offset + 1), argument)) }
         runtime.setGlobal("arg", strings: table)
-    }
-
-    func fail(_ status: ExitStatus, _ message: String) -> Never {
-        console.error(message)
-        exit(status.rawValue)
     }
 }

@@ -3,44 +3,23 @@ import Jobs
 import Shell
 import Store
 
-/// `opsh runner`: opens the database (an SQLite file, or PostgreSQL's
-/// ``PostgresBuildQueue`` for a `postgresql://` URL), checks it can hold a queue
-/// (migration 004_runners) and that each `--scheme` names a scheme, then
-/// runs a ``QueueRunner`` until SIGTERM, logging one line per claim,
-/// finished build and take-back on stderr.
+/// `opsh runner`: opens the build queue (``Databases/openBuildQueue(_:)``:
+/// an SQLite file, or PostgreSQL's), checks it can hold a queue (migration
+/// 004_runners) and that each `--scheme` names a scheme, then runs a
+/// ``QueueRunner`` until SIGTERM, logging one line per claim, finished
+/// build and take-back on stderr.
 struct RunnerMode {
     let command: RunnerCommand
 
-    /// A PostgreSQL database with opsh's schema (never created here: a
-    /// runner on a database nobody made would wait for nothing), and the
-    /// queue on it.
-    static func openPostgres(_ url: String) throws -> PostgresBuildQueue {
-        let schema = try PostgresDatabase(url: url)
-        if schema.pendingMigrations.contains("004_runners") {
-            throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build)")
-        }
-        return try PostgresBuildQueue(url: url)
-    }
-
-    func run() -> Never {
+    func run() throws -> Int32 {
         let options = command.options
         let launch = Launch(options: options)
         let database: any BuildStore
-        var sqlite: Store?
+        let close: () -> Void
         do {
-            if let url = PostgresBatchMode.url(options) {
-                database = try Self.openPostgres(url)
-            } else {
-                var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
-                // A runner on a database nobody made would wait for nothing.
-                storeOptions.createIfMissing = false
-                let store = try Store.prepare(path: options.db, options: storeOptions)
-                try store.connect()
-                sqlite = store
-                database = SQLiteBuildStore(store: store)
-            }
+            (database, close) = try Databases.openBuildQueue(launch.databaseOptions(interactive: true))
             guard try database.queueColumnsExist() else {
-                launch.fail(.databaseUnavailable, "this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
+                throw Stop(.databaseUnavailable, "this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
             for scheme in command.schemes {
                 guard try database.schemeExists(idOrName: scheme) else {
@@ -48,10 +27,11 @@ struct RunnerMode {
                 }
             }
         } catch let error as UsageError {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
-            exit(ExitStatus.usage.rawValue)
+            throw error
+        } catch let stop as Stop {
+            throw stop
         } catch {
-            launch.fail(.databaseUnavailable, "\(error)")
+            throw Stop(.databaseUnavailable, "\(error)")
         }
 
         var configuration = QueueRunner.Configuration()
@@ -85,10 +65,10 @@ struct RunnerMode {
             }
         }
         runner.run()
-        _ = try? sqlite?.checkpoint(.passive)
+        close()
         let status = stop.exitStatus
         log.progress("stopped (exit status \(status.rawValue))")
-        exit(status.rawValue)
+        return status.rawValue
     }
 }
 

@@ -3,13 +3,16 @@ import Foundation
 import Shell
 import Store
 
-/// `opsh` on a terminal: the interactive shell.
+/// `opsh` on a terminal: the interactive shell, the same on every engine.
+/// Each chunk typed at the prompt is one transaction (README, "A chunk is a
+/// transaction"); one that committed changes leaves its row in the audit
+/// trail (not under `--dry-run` or `--read-only`).
 struct ShellMode {
     let options: CommonOptions
 
-    func run() -> Never {
-        if let url = PostgresBatchMode.url(options) { PostgresShellMode(options: options, url: url).run() }
-        // --dry-run: the session works on a private copy (DryRunCopy).
+    func run() throws -> Int32 {
+        // --dry-run on an SQLite file small enough to copy: the session
+        // works on a private copy (DryRunCopy).
         var copy: DryRunCopy?
         var copyNote: String?
         var sessionOptions = options
@@ -23,86 +26,93 @@ struct ShellMode {
                     sessionOptions.create = false
                 }
             } catch {
-                Launch(options: options).fail(.databaseUnavailable, "\(error)")
+                throw Stop(.databaseUnavailable, "\(error)")
             }
         }
+        defer { copy?.remove() }
         let launch = Launch(options: sessionOptions)
-        let session = launch.openSession(interactive: true)
+        let console = launch.console
+        let session = try launch.openSession(interactive: true)
+        let database = session.databaseSession
+        defer { if copy == nil { database.close() } }
         Launch.setArguments(session.runtime, script: nil, arguments: [])
         LockOwner.configure(script: "shell")
-        let store = session.store
-        let reason = Self.reason(options: options, console: launch.console) {
-            (try? store.read { try AuditTrail.requiresReason($0) }) ?? false
+        let reason = try Self.reason(options: options, console: console) {
+            (try? database.requiresReason()) ?? false
         }
         var configuration = REPL.Configuration(
             historyPath: DatabaseLocation.stateDirectory() + "/history",
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
-        configuration.console = launch.console
+        configuration.console = console
         configuration.mode = options.json ? .json : .table
-        let path = copy?.source ?? session.store.path ?? ":memory:"
         let label = PromptLabel(
-            database: (path as NSString).lastPathComponent,
+            database: copy.map { ($0.source as NSString).lastPathComponent } ?? database.shortName,
             environment: ProcessInfo.processInfo.environment["OPSH_ENV"],
             modes: [options.readOnly ? "read-only" : nil, options.dryRun ? "dry-run" : nil,
                     options.sandbox ? "sandbox" : nil].compactMap { $0 },
             colour: Terminal.wantsColour(descriptor: 1))
         configuration.prompt = label.prompt
-        // On the private copy every chunk commits into the copy (each sees
-        // the earlier ones' changes, undo() works), and it is thrown away.
+        // The dry run: on the private copy every chunk commits into the copy
+        // (each sees the earlier ones' changes, undo() works), and it is
+        // thrown away; where one transaction may span the session, the
+        // session is that transaction; else each chunk re-applies the
+        // session's earlier changes and is rolled back.
+        let spansSession = options.dryRun && copy == nil && database.dryRunSpansTheSession
         configuration.dryRunCopy = copy != nil
-        configuration.dryRunReplay = options.dryRun && copy == nil && session.store.path != nil
-        if configuration.dryRunReplay { session.database.markedDryRun = true }
+        configuration.dryRunReplay = options.dryRun && copy == nil && !spansSession
+        if configuration.dryRunCopy || configuration.dryRunReplay { database.markAsDryRun() }
         configuration.maxChanges = options.maxChanges
-        if copy != nil { session.database.markedDryRun = true }
         if !options.quiet {
-            var banner = "\(label.sentence) — \(path)\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
+            let server = database.serverDescription.map { " (\($0))" } ?? ""
+            var banner = "\(label.sentence) — \(copy?.source ?? database.label)\(server)\(options.dryRun ? "; a dry run: nothing is kept" : "") — Lua 5.4; .help for help, Ctrl-D to leave"
             if copy != nil {
                 banner += "\nthe dry run works on a private copy taken now: the database is not locked meanwhile, and what the backend writes from now on is not seen here"
             }
             if let copyNote { banner += "\n" + copyNote }
-            if let pending = Launch.pendingMigrationsNote(session.store) { banner += "\n" + pending }
+            if database.undoUnavailable != nil {
+                banner += "\neach chunk is one transaction; undo() is not available on \(database.engine.name) (--dry-run tries changes)"
+            }
+            if let pending = Launch.pendingMigrationsNote(database) { banner += "\n" + pending }
             configuration.banner = banner
         }
         // The audit trail: a row per chunk that committed changes (not in a
         // dry run, whose chunks land in a copy or are rolled back).
-        if !options.dryRun {
-            let recorder = AuditRecorder(console: launch.console, mode: .shell, options: options, reason: reason)
+        if !options.dryRun && !options.readOnly {
+            database.startCountingCommits(exactly: true)
+            let recorder = AuditRecorder(console: console, mode: .shell, options: options, reason: reason)
+            let trail = database.auditDestination(busyTimeout: options.busyTimeout)
             var before: TableChanges = [:]
-            configuration.beforeChunk = { before = store.committedChanges.committed }
+            configuration.beforeChunk = { before = database.committedChanges }
             configuration.afterChunk = { code, startedAt, failed in
-                let changes = store.committedChanges.committed.since(before)
+                let changes = database.committedChanges.since(before)
                 guard !changes.isEmpty else { return }
                 recorder.code = code
-                recorder.record(to: SQLiteAuditDestination(store: store), startedAt: startedAt, status: failed ? 1 : 0,
-                                dryRun: false, changes: changes)
+                recorder.record(to: trail, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
             }
         }
         let repl = REPL(session: session, configuration: configuration)
-        var status: Int32 = 0
-        if copy != nil || configuration.dryRunReplay {
-            status = repl.run()
-            launch.console.raw(BatchMode.describe(repl.chunks?.total ?? ChangeSummary()))
-        } else if options.dryRun {
+        let status: Int32
+        if spansSession {
             do {
-                let (result, summary) = try session.database.dryRun { repl.run() }
+                let (result, summary) = try database.dryRun { repl.run() }
                 status = result
-                launch.console.raw(BatchMode.describe(summary))
+                console.raw(BatchMode.describe(summary))
             } catch {
-                launch.fail(.databaseUnavailable, "\(error)")
+                throw Stop(.databaseUnavailable, "\(error)")
             }
         } else {
             status = repl.run()
+            if options.dryRun { console.raw(BatchMode.describe(repl.chunks.total)) }
         }
-        if copy == nil { Launch.checkpointAtExit(session) }
-        copy?.remove()
-        exit(status)
+        // Callbacks still queued (a watch's) run before the session goes.
+        _ = try? session.deliverEvents()
+        return status
     }
 
     /// The session's reason: `--reason` or `OPSH_REASON`; else, when
     /// `OPSH_REQUIRE_REASON=1` or the database asks for one, asked for at
-    /// the terminal. The shell does not start without one. The same on
-    /// both engines: `requiredByDatabase` reads the database's setting.
-    static func reason(options: CommonOptions, console: Console, requiredByDatabase: () -> Bool) -> String? {
+    /// the terminal. The shell does not start without one.
+    static func reason(options: CommonOptions, console: Console, requiredByDatabase: () -> Bool) throws -> String? {
         if let given = options.givenReason { return given }
         let fromDatabase = requiredByDatabase()
         guard CommonOptions.environmentRequiresReason || fromDatabase else { return nil }
@@ -111,8 +121,7 @@ struct ShellMode {
         fflush(nil)
         let answer = readLine()?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         if answer.isEmpty {
-            console.error("no reason given: the shell does not start without one (\(why)); give one, or --reason TEXT")
-            exit(ExitStatus.usage.rawValue)
+            throw Stop(.usage, "no reason given: the shell does not start without one (\(why)); give one, or --reason TEXT")
         }
         return answer
     }

@@ -1,0 +1,270 @@
+import Foundation
+import PostgresWire
+
+// PostgreSQL's side of the session seam (``DatabaseSession``): one
+// connection, the server's transactions and counters.
+
+extension PostgresDatabase: DatabaseSession {
+    public var engine: DatabaseEngine { .postgresql }
+    public var shortName: String { url.database }
+    public var serverDescription: String? { "PostgreSQL \(serverVersion)" }
+    public var isReadOnly: Bool { options.readOnly }
+    public var createdAtOpening: Bool { !appliedAtOpening.isEmpty }
+
+    public var openTransactionName: String {
+        if isDryRun { return "a dry run" }
+        if isInChunk && depth == 1 {
+            return "a chunk that has written (a chunk at the prompt is one transaction until it ends: run this in a chunk of its own, or before the chunk's first write)"
+        }
+        return "db.transaction"
+    }
+
+    /// Why `undo()` is SQLite's only, and what to do instead.
+    public static let undoRefusal = "undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded for it, and PostgreSQL keeps no changeset of a transaction; to try a change before keeping it, start the shell with --dry-run (the whole session is rolled back when it ends) or run the change inside db.transaction and raise an error to roll it back (a chunk that fails keeps nothing)"
+
+    public var undoUnavailable: String? { Self.undoRefusal }
+
+    /// One transaction for the whole shell session: the server's MVCC lets
+    /// the backend go on meanwhile, and it holds only the rows it touched.
+    public var dryRunSpansTheSession: Bool { true }
+
+    /// Never reached (``dryRunSpansTheSession``): a chunk of the session's
+    /// dry run, measured.
+    public func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
+        throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?) {
+        let (result, outcome) = try scope(.chunk, records: false, changeLimit: nil, gate: nil, body)
+        return (result, nil, outcome.summary, nil)
+    }
+
+    public func markAsDryRun() {}
+
+    public func apply(_ changeset: Changeset, refusal: String) throws -> ChangeSummary {
+        throw PostgresStoreError.statement(Self.undoRefusal)
+    }
+
+    public func startCountingCommits(exactly: Bool) {
+        countsCommits = !options.readOnly
+        countsFailedStatementsExactly = exactly
+    }
+
+    /// Connected at opening, or not at all.
+    public var connectionFailure: String? { nil }
+
+    public var committedChanges: TableChanges { committed }
+
+    public func auditDestination(busyTimeout: Double) -> any AuditDestination {
+        PostgresAuditDestination(database: self, statementsBefore: statementCount, lockWait: busyTimeout)
+    }
+
+    public func requiresReason() throws -> Bool {
+        try AuditTrail.requiresReason(self)
+    }
+
+    public var catalog: any DatabaseCatalog { PostgresCatalog(connection: connection) }
+
+    public var writeProblem: String? { nil }
+
+    public func hints(for message: String) -> [String] { [] }
+
+    public var interruptRunning: @Sendable () -> Void { cancelRunning }
+
+    public func close() {}
+
+    // MARK: Transactions with limits, and scopes
+
+    public func transaction<T>(changeLimit: Int?, _ body: () throws -> T) throws -> T {
+        guard let changeLimit else { return try transaction(body) }
+        return try transaction {
+            // The server's counters of this backend, read before and after:
+            // what the transaction (or savepoint) changed in between,
+            // cascades and triggers included.
+            let before = try currentCounts()
+            let result = try body()
+            let changed = try currentCounts().since(before)
+            var summary = ChangeSummary()
+            summary.tables = changed
+            if summary.total > changeLimit {
+                throw TooManyChanges(limit: changeLimit, summary: summary, what: "the transaction")
+            }
+            return result
+        }
+    }
+
+    /// The counters of this backend's open transaction (and of earlier
+    /// ones not yet flushed): two readings in one transaction differ by
+    /// what happened between them.
+    func currentCounts() throws -> TableChanges {
+        let relations = try tallyRelations()
+        return CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations)
+    }
+}
+
+/// PostgreSQL's catalog: the tables and views of the schema opsh works in
+/// (`current_schema()`), their columns, `\d`'s description of a table,
+/// and who holds locks in the database (`pg_locks`, `pg_blocking_pids`,
+/// with each session's application name and query). Read on the session's
+/// connection (inside a chunk's transaction, its own tables too), past the
+/// session's counters.
+struct PostgresCatalog: DatabaseCatalog {
+    let connection: PostgresConnection
+
+    private func texts(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [[String]] {
+        try connection.query(sql, parameters).rows.map { row in
+            row.map { value in
+                switch value {
+                case .null: ""
+                case let .text(text): text
+                case let .integer(number): String(number)
+                case let .double(number): String(number)
+                case let .bool(flag): flag ? "true" : "false"
+                case let .bytes(bytes): String(decoding: bytes, as: UTF8.self)
+                }
+            }
+        }
+    }
+
+    func tables() throws -> [String] {
+        try texts("""
+            SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = pg_catalog.current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            ORDER BY 1
+            """).map { PostgresNames.rowKey($0[0]) }
+    }
+
+    func columns(of table: String) throws -> [String] {
+        try texts("""
+            SELECT a.attname FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident($1)) AND a.attnum > 0 AND NOT a.attisdropped
+            ORDER BY a.attnum
+            """, [.text(table.lowercased())]).map { PostgresNames.rowKey($0[0]) }
+    }
+
+    /// As psql's `\d TABLE` shows it: the columns with their types,
+    /// nullability and defaults, then indexes, constraints and triggers.
+    func schemaText(of table: String?) throws -> [String] {
+        let names = try table.map { [$0] } ?? tables()
+        return try names.compactMap { try describe($0) }
+    }
+
+    private func describe(_ table: String) throws -> String? {
+        let found = try texts("""
+            SELECT c.oid::text, n.nspname, c.relname, c.relkind::text FROM pg_catalog.pg_class c
+            JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident($1)) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            """, [.text(table.lowercased())])
+        guard let relation = found.first else { return nil }
+        let oid = relation[0]
+        let kind = ["r": "Table", "p": "Partitioned table", "v": "View", "m": "Materialized view", "f": "Foreign table"][relation[3]] ?? "Table"
+        var lines = ["\(kind) \"\(relation[1]).\(relation[2])\""]
+        let columns = try texts("""
+            SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+                   CASE WHEN a.attnotnull THEN 'not null' ELSE '' END,
+                   COALESCE(pg_catalog.pg_get_expr(d.adbin, d.adrelid), ''),
+                   CASE a.attidentity WHEN 'a' THEN 'generated always as identity' WHEN 'd' THEN 'generated by default as identity' ELSE '' END
+            FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+            WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+            """, [.text(oid)])
+        let header = ["Column", "Type", "Nullable", "Default"]
+        let rows = columns.map { [$0[0], $0[1], $0[2], $0[3].isEmpty ? $0[4] : $0[3]] }
+        let widths = header.indices.map { column in ([header[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            " " + cells.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }
+                .joined(separator: " | ").trimmingCharacters(in: .whitespaces)
+        }
+        lines.append(line(header))
+        lines.append(widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "+"))
+        lines += rows.map(line)
+        let sections: [(String, String)] = [
+            ("Indexes:", """
+                SELECT '"' || i.relname || '" ' || pg_catalog.pg_get_indexdef(x.indexrelid)
+                FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+                WHERE x.indrelid = $1::oid ORDER BY x.indisprimary DESC, i.relname
+                """),
+            ("Constraints:", """
+                SELECT '"' || conname || '" ' || pg_catalog.pg_get_constraintdef(oid, true)
+                FROM pg_catalog.pg_constraint WHERE conrelid = $1::oid AND contype IN ('c', 'f', 'u', 'x')
+                ORDER BY contype, conname
+                """),
+            ("Triggers:", """
+                SELECT pg_catalog.pg_get_triggerdef(oid, true) FROM pg_catalog.pg_trigger
+                WHERE tgrelid = $1::oid AND NOT tgisinternal ORDER BY tgname
+                """),
+        ]
+        for (title, sql) in sections {
+            let entries = try texts(sql, [.text(oid)]).map { $0[0] }
+            guard !entries.isEmpty else { continue }
+            lines.append(title)
+            lines += entries.map { "    " + $0 }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Each other session of this database that holds a lock on one of its
+    /// relations or a transaction others wait for, and each that waits:
+    /// its pid, application name, user, state, how long its transaction has
+    /// been open, the relations it locks, whom it waits for, and its query.
+    func locks() throws -> [String] {
+        let rows = try texts("""
+            SELECT a.pid::text, COALESCE(NULLIF(a.application_name, ''), '?'), COALESCE(a.usename::text, '?'),
+                   COALESCE(a.state, '?'),
+                   COALESCE(to_char(extract(epoch FROM clock_timestamp() - a.xact_start), 'FM999990.0'), ''),
+                   COALESCE((SELECT string_agg(DISTINCT c.relname || ' (' || l.mode || ')', ', ')
+                             FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class c ON c.oid = l.relation
+                             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                             WHERE l.pid = a.pid AND l.granted AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+                               AND c.relkind IN ('r', 'p', 'v', 'm')), ''),
+                   COALESCE(array_to_string(pg_catalog.pg_blocking_pids(a.pid), ', '), ''),
+                   left(regexp_replace(COALESCE(a.query, ''), '\\s+', ' ', 'g'), 160)
+            FROM pg_catalog.pg_stat_activity a
+            WHERE a.datname = pg_catalog.current_database() AND a.pid <> pg_catalog.pg_backend_pid()
+              AND (a.xact_start IS NOT NULL OR cardinality(pg_catalog.pg_blocking_pids(a.pid)) > 0)
+            ORDER BY a.xact_start NULLS LAST, a.pid
+            """)
+        return rows.compactMap { row in
+            let (pid, application, user, state, open, relations, waitsFor, query) =
+                (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+            guard !relations.isEmpty || !waitsFor.isEmpty else { return nil }
+            var sentence = "pid \(pid) (\(application), user \(user), \(state)"
+            if !open.isEmpty { sentence += ", transaction open \(open) s" }
+            sentence += ")"
+            if !relations.isEmpty { sentence += " holds locks on \(relations)" }
+            if !waitsFor.isEmpty { sentence += (relations.isEmpty ? "" : ";") + " waits for pid \(waitsFor)" }
+            if !query.isEmpty { sentence += "; query: \(query)" }
+            return sentence
+        }
+    }
+}
+
+/// A PostgreSQL database: the session's connection, once no transaction
+/// of the run's is open; the row itself is not counted among the run's
+/// changes.
+struct PostgresAuditDestination: AuditDestination {
+    let database: PostgresDatabase
+    /// Statements run before the script began (opsh's own).
+    let statementsBefore: Int
+    /// Seconds the row of a run that changed data waits for a lock on the
+    /// trail (`--busy-timeout`, as SQLite's writer waits).
+    let lockWait: Double
+
+    var wasUsed: Bool { database.statementCount > statementsBefore }
+
+    func hasTrail() throws -> Bool {
+        try AuditTrail.exists(database)
+    }
+
+    func write(_ entry: AuditEntry, code: String?, waitingAtMost seconds: Double?) throws {
+        let counting = database.countsCommits
+        database.countsCommits = false
+        defer { database.countsCommits = counting }
+        try database.transaction {
+            // The server's lock wait, for this transaction only.
+            let wait = seconds ?? lockWait
+            _ = try database.execute("SELECT set_config('lock_timeout', ?, true)", .positional([.text("\(max(Int(wait * 1000), 1))ms")]))
+            try AuditTrail.insert(Self.entry(entry, code: code, in: database), database)
+        }
+    }
+
+    func isLockTimeout(_ error: any Error) -> Bool {
+        PostgresDatabase.isLockTimeout(error)
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+
+/// The engine under a session.
+public enum DatabaseEngine: String, Sendable, CaseIterable {
+    case sqlite
+    case postgresql
+
+    /// The engine's name in messages ("SQLite", "PostgreSQL").
+    public var name: String {
+        switch self {
+        case .sqlite: "SQLite"
+        case .postgresql: "PostgreSQL"
+        }
+    }
+}
+
+/// A session's database, whatever the engine: the one seam every route
+/// of the shell and the batch modes goes through (ARCHITECTURE.md, "The
+/// session seam"). SQLite's (``SessionDatabase``) and PostgreSQL's
+/// (``PostgresDatabase``) implement it; a mode, the REPL and the Lua
+/// bindings above it never ask which engine they have, except to say it.
+///
+/// What it owns, so that each promise is kept in one place per engine:
+/// transactions and savepoints, the dry run, a chunk (a transaction with
+/// its count of changed rows and its question before committing), the
+/// rows committed per table (the audit trail's counts), where the audit
+/// row goes, the catalog (tables, columns, schema text, locks), and how
+/// another thread stops what runs now.
+public protocol DatabaseSession: AnyObject {
+    var engine: DatabaseEngine { get }
+    var dialect: SQLDialect { get }
+    /// The database for messages: a file's path, or a URL without its
+    /// password.
+    var label: String { get }
+    /// A short name for the prompt: the file's name, or the database's.
+    var shortName: String { get }
+    /// More to say in the shell's banner (the server's version), or nil.
+    var serverDescription: String? { get }
+    var isReadOnly: Bool { get }
+    /// The built-in migrations the database lacks (opsh never applies
+    /// them to an existing database on its own).
+    var pendingMigrations: [String] { get }
+    /// Whether opening created the database (`--create` on a new file or
+    /// an empty database): its creation is not a use worth an audit row.
+    var createdAtOpening: Bool { get }
+
+    // MARK: Transactions
+
+    /// Inside `db.transaction`, a dry run, or a chunk that has written.
+    var isInTransaction: Bool { get }
+    /// Where the open transaction comes from, for refusals.
+    var openTransactionName: String { get }
+    var isDryRun: Bool { get }
+
+    /// Runs `body` in a transaction (a savepoint inside one): it commits
+    /// when `body` returns and rolls back when it throws; past
+    /// `changeLimit` rows it rolls back with ``TooManyChanges``.
+    func transaction<T>(changeLimit: Int?, _ body: () throws -> T) throws -> T
+    /// Runs `body` in one transaction that is rolled back whatever happens,
+    /// and says what it would have changed.
+    func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary)
+    /// A shell chunk or a whole `--max-changes` run: one transaction, which
+    /// commits when `body` returns — after `gate` said yes, when it asks —
+    /// and rolls back when it throws, the gate says no, or more rows than
+    /// `changeLimit` changed. `records`: keep what it committed for
+    /// ``apply(_:refusal:)`` (undo), where the engine can.
+    func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
+                  _ body: () throws -> T) throws -> (T, ScopeOutcome)
+    /// Whether the shell's `--dry-run` is one transaction for the whole
+    /// session (PostgreSQL: it holds only the rows it touched), rather than
+    /// a chunk at a time (``replayScope(carrying:_:)``: SQLite, where an open
+    /// write transaction would hold the database's one write lock).
+    var dryRunSpansTheSession: Bool { get }
+    /// A chunk of the shell's `--dry-run` a chunk at a time: it re-applies
+    /// the changes `carried` from the earlier chunks, runs `body`, and is
+    /// rolled back, keeping what the session changed so far.
+    func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
+        throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?)
+    /// The session works on a throwaway copy (the shell's `--dry-run` on a
+    /// private copy of an SQLite file): `opsh.dryRun()` says true.
+    func markAsDryRun()
+    /// Why this engine cannot take a committed chunk back, or nil when it
+    /// can (``ScopeOutcome/changeset``).
+    var undoUnavailable: String? { get }
+    /// Applies `changeset` (an undo) as a write of the session: all of it,
+    /// or nothing and ``ChangedSince``.
+    func apply(_ changeset: Changeset, refusal: String) throws -> ChangeSummary
+
+    // MARK: The audit trail
+
+    /// From now on, count the rows each committed transaction changes
+    /// (``committedChanges``): the audit trail's counts. `exactly`: leave
+    /// out what a statement that failed (and was caught) wrote before it
+    /// failed, at a cost per statement where the engine has one
+    /// (PostgreSQL: a reading of the server's counters; the shell pays it,
+    /// `opsh run` does not).
+    func startCountingCommits(exactly: Bool)
+    /// Rows changed per table by what the session committed since it
+    /// began counting.
+    var committedChanges: TableChanges { get }
+    /// Where this session's audit rows go; `busyTimeout`: how long the row
+    /// of a run that changed data waits for a lock.
+    func auditDestination(busyTimeout: Double) -> any AuditDestination
+    /// Whether the database asks every run for a reason.
+    func requiresReason() throws -> Bool
+
+    // MARK: What the shell shows
+
+    var catalog: any DatabaseCatalog { get }
+    /// Why writes are refused now (the database file was replaced under
+    /// opsh), or nil.
+    var writeProblem: String? { get }
+    /// Why the last attempt to connect failed, until one succeeded (a
+    /// database opened on first use: a script's error that carries this
+    /// was the database's refusal).
+    var connectionFailure: String? { get }
+    /// Sentences that help with an error: a missing migration, who holds
+    /// the lock the statement waited for.
+    func hints(for message: String) -> [String]
+
+    // MARK: Stopping and leaving
+
+    /// For another thread (Ctrl-C, `--timeout`, SIGTERM): stops the
+    /// statement that runs now.
+    var interruptRunning: @Sendable () -> Void { get }
+    /// What the session does before the process exits (SQLite: a passive
+    /// checkpoint, so that a copy of the file holds what was committed).
+    func close()
+}
+
+/// What a scope is: a chunk typed at the prompt, or a whole run.
+public enum ScopeKind: Sendable { case chunk, run }
+
+/// Decides, before a scope commits, whether it may (the shell's
+/// confirmation): `needsAnswer` says whether to ask about these changes,
+/// `ask` asks (true: commit).
+public struct CommitGate {
+    public var needsAnswer: (ChangeSummary) -> Bool
+    public var ask: (ChangeSummary) -> Bool
+    public init(needsAnswer: @escaping (ChangeSummary) -> Bool, ask: @escaping (ChangeSummary) -> Bool) {
+        self.needsAnswer = needsAnswer
+        self.ask = ask
+    }
+}
+
+/// How a scope ended.
+public struct ScopeOutcome {
+    /// Rows inserted, updated and deleted per table (committed or not).
+    public var summary = ChangeSummary()
+    /// Whether anything was committed.
+    public var committed = false
+    /// What was committed, row by row, when every change could be
+    /// recorded (for `undo()`); nil otherwise.
+    public var changeset: Changeset?
+    /// Why ``changeset`` is nil although the scope committed changes.
+    public var notRecorded: String?
+    /// The gate was asked and the answer was not yes.
+    public var declined = false
+    public init() {}
+}
+
+/// Where an audit row goes: the engine's side of the trail.
+public protocol AuditDestination {
+    /// Whether the run used the database at all (a one-liner that never
+    /// touched it is not recorded).
+    var wasUsed: Bool { get }
+    /// Whether the database has the trail (migration 003).
+    func hasTrail() throws -> Bool
+    /// Writes the row in a short transaction of its own, `code` masked
+    /// with the secrets the database holds; `waitingAtMost`: seconds it
+    /// may wait for a lock (nil: as long as any write).
+    func write(_ entry: AuditEntry, code: String?, waitingAtMost: Double?) throws
+    /// Whether `error` is a lock wait that ran out.
+    func isLockTimeout(_ error: any Error) -> Bool
+}
+
+extension AuditDestination {
+    /// `entry` with `code` masked by the secrets `db` holds.
+    public static func entry(_ entry: AuditEntry, code: String?, in db: some RepositoryConnection) -> AuditEntry {
+        var masked = entry
+        if let code { masked.code = CodeMask.mask(code, knownSecrets: AuditTrail.knownSecrets(db)) }
+        return masked
+    }
+}
+
+/// The database's tables, columns and schema text, and who holds its
+/// locks: what `.tables`, `.schema`, `.locks` and the shell's completion
+/// show, on either engine.
+public protocol DatabaseCatalog {
+    /// Tables and views, by name.
+    func tables() throws -> [String]
+    /// A table's columns, in order.
+    func columns(of table: String) throws -> [String]
+    /// The schema of one table (or of all, nil) as the engine's own tool
+    /// shows it: SQLite's CREATE statements, PostgreSQL's `\d`.
+    func schemaText(of table: String?) throws -> [String]
+    /// Who holds locks on the database now and who waits, as sentences;
+    /// empty when nobody does.
+    func locks() throws -> [String]
+}
+
+extension DatabaseCatalog {
+    /// Table names and their columns (completion).
+    public func schema() -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for table in (try? tables()) ?? [] { result[table] = (try? columns(of: table)) ?? [] }
+        return result
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// The one place that chooses the engine from a `--db` value (or
+/// `OPSH_DB`): a `postgresql://` or `postgres://` URL is PostgreSQL,
+/// anything else an SQLite file (ARCHITECTURE.md, "The session seam").
+/// Every command opens its database here: the shell and the batch modes a
+/// session, `opsh runner` a build queue, `opsh runs` a reading, `opsh
+/// migrate` the migrations.
+public enum Databases {
+    /// How a command wants its database opened.
+    public struct Options: Sendable {
+        /// `--db`; nil: `OPSH_DB`, else the default file.
+        public var db: String?
+        public var readOnly = false
+        /// Make the database's schema when it has none (`--create`).
+        public var create = false
+        /// Make a missing SQLite file (the default location is made
+        /// without being asked; a named one only with `--create`).
+        public var createIfMissing = false
+        public var busyTimeout: Double = 5
+        /// Connect now (the shell: a database opsh cannot use is refused
+        /// before the first prompt); else on first use (the batch modes
+        /// start in a few milliseconds when a script never touches it).
+        public var connectNow = false
+        /// Refuse the first use when the database asks every run for a
+        /// reason (``ReasonRequired``) and none was given.
+        public var refuseWithoutReason = false
+
+        public init(db: String?) {
+            self.db = db
+        }
+    }
+
+    /// The `--db` value, else `OPSH_DB` (nil when neither names one).
+    public static func named(_ db: String?) -> String? {
+        if let db { return db }
+        guard let variable = getenv("OPSH_DB"), variable.pointee != 0 else { return nil }
+        return String(cString: variable)
+    }
+
+    /// The engine a `--db` value (else `OPSH_DB`) names.
+    public static func engine(of db: String?) -> DatabaseEngine {
+        guard let named = named(db) else { return .sqlite }
+        return named.hasPrefix("postgresql://") || named.hasPrefix("postgres://") ? .postgresql : .sqlite
+    }
+
+    /// Opens the session's database.
+    public static func openSession(_ options: Options) throws -> any DatabaseSession {
+        switch engine(of: options.db) {
+        case .postgresql:
+            let database = try PostgresDatabase(url: named(options.db)!,
+                                                options: .init(readOnly: options.readOnly, create: options.create))
+            if options.refuseWithoutReason, try AuditTrail.requiresReason(database) { throw ReasonRequired() }
+            return database
+        case .sqlite:
+            return SessionDatabase(store: try openStore(options))
+        }
+    }
+
+    /// The SQLite file's store, as ``openSession(_:)`` opens it.
+    static func openStore(_ options: Options) throws -> Store {
+        var storeOptions = StoreOptions(readOnly: options.readOnly, busyTimeout: options.busyTimeout)
+        if options.refuseWithoutReason { storeOptions.afterConnecting = ReasonRequired.check }
+        storeOptions.createIfMissing = !options.readOnly && options.createIfMissing
+        return options.connectNow ? try Store.open(path: options.db, options: storeOptions)
+            : try Store.prepare(path: options.db, options: storeOptions)
+    }
+
+    /// The build queue `opsh runner` claims from: never created here (a
+    /// runner on a database nobody made would wait for nothing), refused
+    /// without migration 004_runners.
+    public static func openBuildQueue(_ options: Options) throws -> (queue: any BuildStore, close: () -> Void) {
+        switch engine(of: options.db) {
+        case .postgresql:
+            let url = named(options.db)!
+            let schema = try PostgresDatabase(url: url)
+            if schema.pendingMigrations.contains("004_runners") {
+                throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
+            }
+            return (try PostgresBuildQueue(url: url), {})
+        case .sqlite:
+            var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
+            storeOptions.createIfMissing = false
+            let store = try Store.prepare(path: options.db, options: storeOptions)
+            try store.connect()
+            return (SQLiteBuildStore(store: store), { _ = try? store.checkpoint(.passive) })
+        }
+    }
+
+    /// Runs `body` on the database, opened for reading only: one snapshot
+    /// of an SQLite file, or PostgreSQL's read-only transaction (`opsh runs`).
+    public static func read(_ options: Options, _ body: (any RepositoryConnection) throws -> Void) throws {
+        switch engine(of: options.db) {
+        case .postgresql:
+            let database = try PostgresDatabase(url: named(options.db)!, options: .init(readOnly: true))
+            try database.snapshot { try body(database) }
+        case .sqlite:
+            var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
+            storeOptions.createIfMissing = false
+            let store = try Store.prepare(path: options.db, options: storeOptions)
+            try store.read { db in try body(db) }
+        }
+    }
+
+    /// Applies the built-in migrations the database lacks (`opsh migrate`),
+    /// waiting for the lock like any writer; returns their names.
+    public static func migrate(_ options: Options) throws -> [String] {
+        switch engine(of: options.db) {
+        case .postgresql:
+            let database = try PostgresDatabase(url: named(options.db)!, options: .init(create: options.create))
+            return database.appliedAtOpening + (try database.migrate(external: [], upTo: nil))
+        case .sqlite:
+            let store = try openStore(options)
+            try store.connect()
+            return try store.migratePending()
+        }
+    }
+}
