@@ -1,5 +1,6 @@
 #include <sqlite3.h>
 #include "opsh_sql.h"
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +93,14 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
         *code = sqlite3_bind_int64(statement, position, lua_toboolean(L, index) ? 1 : 0);
         return 1;
     case LUA_TNUMBER:
-        if (lua_isinteger(L, index)) *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
-        else *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
+        if (lua_isinteger(L, index)) {
+            *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
+            return 1;
+        }
+        // NaN is refused by Swift (StatementBridge), naming the value:
+        // SQLite would store it as NULL.
+        if (isnan(lua_tonumber(L, index))) return 0;
+        *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
         return 1;
     case LUA_TSTRING: {
         size_t length;
