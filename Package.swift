@@ -107,7 +107,8 @@ let package = Package(
         // MARK: Lua
         .target(
             name: "LuaRuntime",
-            dependencies: ["CLuaShim"]),
+            // TextCodec: what a Lua string that is not UTF-8 is refused with.
+            dependencies: ["CLuaShim", "TextCodec"]),
 
         .target(
             name: "Bindings",

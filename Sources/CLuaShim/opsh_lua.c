@@ -1,5 +1,6 @@
 #include "opsh_lua.h"
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,29 @@ void opsh_close(lua_State *L) {
 size_t opsh_memory_used(lua_State *L) { return info_of(L)->used; }
 void opsh_set_memory_limit(lua_State *L, size_t limit) { info_of(L)->limit = limit; }
 
+int opsh_memory_exceeded(lua_State *L) {
+    opsh_state_info *info = info_of(L);
+    if (!info->limit || info->used <= info->limit) return 0;
+    // Garbage counts until it is collected: only what is still held after
+    // a full collection passes the limit.
+    lua_gc(L, LUA_GCCOLLECT);
+    return info->used > info->limit;
+}
+
+void opsh_push_memory_refusal(lua_State *L, const char *what) {
+    lua_pushfstring(L, "not enough memory (the memory limit is %I bytes): %s", (lua_Integer)info_of(L)->limit, what);
+}
+
+int opsh_rows_pass_memory_limit(lua_State *L, int base, long long rows) {
+    if (!opsh_memory_exceeded(L)) return 0;
+    lua_settop(L, base);
+    lua_gc(L, LUA_GCCOLLECT);
+    char what[96];
+    snprintf(what, sizeof what, "the rows of this query would pass it (stopped after %lld rows)", rows);
+    opsh_push_memory_refusal(L, what);
+    return 1;
+}
+
 // MARK: Calling Swift from Lua
 
 static opsh_host_function host_dispatch = NULL;
@@ -197,7 +221,8 @@ static int keep_results_within_limit(lua_State *L, int results) {
     if (info->used <= info->limit) return results;
     lua_pop(L, results);
     lua_gc(L, LUA_GCCOLLECT);
-    return luaL_error(L, "not enough memory (the memory limit is %I bytes): what this call returned would pass it", (lua_Integer)info->limit);
+    opsh_push_memory_refusal(L, "what this call returned would pass it");
+    return opsh_raise_where(L);
 }
 
 static int opsh_trampoline(lua_State *L) {

@@ -363,21 +363,6 @@ static int rows_push_next(lua_State *L, opsh_pg_rows *rows, int names, int metat
     return 1;
 }
 
-int opsh_pg_rows_push_all(lua_State *L, opsh_pg_rows *rows, int names, int metatable, int rows_metatable) {
-    lua_createtable(L, rows->count > INT32_MAX ? INT32_MAX : (int)rows->count, 0);
-    rows->position = 0;
-    for (size_t index = 1; index <= rows->count; index++) {
-        if (!rows_push_next(L, rows, names, metatable)) {
-            lua_pop(L, 1);
-            return 0;
-        }
-        lua_rawseti(L, -2, (lua_Integer)index);
-    }
-    lua_pushvalue(L, rows_metatable);
-    lua_setmetatable(L, -2);
-    return 1;
-}
-
 // Upvalues: 1 the row store, 2 the names, 3 the row metatable.
 static int rows_next(lua_State *L) {
     opsh_pg_rows *rows = (opsh_pg_rows *)lua_touserdata(L, lua_upvalueindex(1));

@@ -1,5 +1,6 @@
 #include <sqlite3.h>
 #include "opsh_sql.h"
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +93,14 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
         *code = sqlite3_bind_int64(statement, position, lua_toboolean(L, index) ? 1 : 0);
         return 1;
     case LUA_TNUMBER:
-        if (lua_isinteger(L, index)) *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
-        else *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
+        if (lua_isinteger(L, index)) {
+            *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
+            return 1;
+        }
+        // NaN is refused by Swift (StatementBridge), naming the value:
+        // SQLite would store it as NULL.
+        if (isnan(lua_tonumber(L, index))) return 0;
+        *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
         return 1;
     case LUA_TSTRING: {
         size_t length;
@@ -199,6 +206,9 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     else if (!entry->readonly) route->session->changed_outside = 1;
 
     int results = 1;
+    int base = lua_gettop(L);
+    // A result past the memory limit: refused as its rows are made.
+    int over_limit = 0;
     int counted = route->session->transaction && !entry->readonly;
     if (counted) opsh_sql_tally_arm(route->session->tally, connection);
     int code = sqlite3_step(statement);
@@ -230,6 +240,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         while (code == SQLITE_ROW && column_count > 0) {
             opsh_sql_push_column(L, statement, 0);
             lua_rawseti(L, -2, ++count);
+            if ((over_limit = opsh_rows_pass_memory_limit(L, base, count))) break;
             code = sqlite3_step(statement);
         }
         break;
@@ -241,6 +252,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         while (code == SQLITE_ROW) {
             opsh_sql_push_row(L, statement, column_count, names, names + 1);
             lua_rawseti(L, -2, ++count);
+            if ((over_limit = opsh_rows_pass_memory_limit(L, base, count))) break;
             code = sqlite3_step(statement);
         }
         if (code != SQLITE_DONE) break;
@@ -252,6 +264,11 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     }
     }
     if (counted) opsh_sql_tally_disarm(route->session->tally, connection);
+    if (over_limit) {
+        sqlite3_reset(statement);
+        sqlite3_clear_bindings(statement);
+        return OPSH_RAISE;
+    }
     if (code != SQLITE_DONE && code != SQLITE_ROW) {
         int failed = fail(L, route, connection, statement);
         sqlite3_reset(statement);

@@ -1,4 +1,5 @@
 import CLuaShim
+import TextCodec
 
 /// A Swift function callable from Lua. It reads its arguments from `call`,
 /// pushes its results and returns how many it pushed. Throwing makes the
@@ -51,13 +52,17 @@ public struct LuaCall {
     public func type(_ index: Int32) -> LuaType { stack.type(at: index) }
     public func isNoneOrNil(_ index: Int32) -> Bool { lua_type(state, index) <= 0 }
 
+    /// The string (or number) at `index` as text: every byte of it, a NUL
+    /// included. A string that is not UTF-8 is refused, naming the byte:
+    /// decoded it would become other text (U+FFFD) behind the caller's
+    /// back; ``bytes(_:)`` takes any bytes.
     public func string(_ index: Int32) throws -> String {
         guard lua_type(state, index) == LUA_TSTRING || lua_type(state, index) == LUA_TNUMBER else {
             throw typeError(index, expected: "string")
         }
         if lua_isinteger(state, index) != 0 { return String(opsh_tointeger(state, index, nil)) }
         if lua_type(state, index) == LUA_TNUMBER { return String(opsh_tonumber(state, index, nil)) }
-        return stack.string(at: index) ?? ""
+        return try stack.text(at: index) { throw argumentError(index, "string is not valid UTF-8 (\($0))") }
     }
 
     public func optionalString(_ index: Int32) throws -> String? {

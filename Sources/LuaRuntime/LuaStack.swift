@@ -1,4 +1,5 @@
 import CLuaShim
+import TextCodec
 
 /// The Lua types, as `lua_type` numbers them.
 public enum LuaType: Int32, Sendable {
@@ -148,6 +149,18 @@ public struct LuaStack {
         return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
             String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
         }
+    }
+
+    /// The string at `index` as text, every byte of it; when it is not
+    /// UTF-8, what `refuse` throws for the first byte that is not.
+    public func text(at index: Int32, refuse: (TextBytes.InvalidUTF8) throws -> Never) throws -> String {
+        var length = 0
+        guard lua_type(state, index) == LUA_TSTRING, let pointer = opsh_tostring(state, index, &length) else { return "" }
+        let buffer = UnsafeRawBufferPointer(start: pointer, count: length)
+        guard let text = String(validating: buffer, as: UTF8.self) else {
+            try refuse(TextBytes.firstInvalidUTF8(buffer) ?? TextBytes.InvalidUTF8(offset: 0, byte: buffer.first ?? 0))
+        }
+        return text
     }
 
     /// The value at `index`, tables copied deeply.

@@ -124,10 +124,10 @@ import LuaRuntime
 
     @Test func sqlErrorsSayWhatAndWhere() throws {
         #expect(test.failure("db.query('SELECT * FROM nope')") == "test:1: SQL error: no such table: nope (in: SELECT * FROM nope)")
-        #expect(test.failure("db.query('SELECT ?', 1, 2)") == "test:1: the statement has 1 parameter(s) but 2 value(s) were given")
-        #expect(test.failure("db.query('SELECT ?', {})") == "test:1: no value for parameter 1 in the table of parameters (write NULL as db.NULL)")
-        #expect(test.failure("db.query('SELECT :id', {ident = 1})") == "test:1: no value for parameter :id in the table of parameters")
-        #expect(test.failure("db.query('SELECT ?', print)") == "test:1: bad argument #2 to 'query' (cannot bind a function to SQL parameter 1 (encode tables with json.encode))")
+        #expect(test.failure("db.query('SELECT ?', 1, 2)") == "test:1: the statement has 1 placeholder but 2 values were given: SELECT ?")
+        #expect(test.failure("db.query('SELECT ?', {})") == "test:1: no value for parameter ?1 in the table of parameters (write NULL as db.NULL): SELECT ?")
+        #expect(test.failure("db.query('SELECT :id', {ident = 1})") == "test:1: no value for parameter :id in the table of parameters: SELECT :id")
+        #expect(test.failure("db.query('SELECT ?', print)") == "test:1: bad argument #2 to 'query' (cannot bind a function to SQL parameter ?1 (encode tables with json.encode))")
         #expect(test.failure("db.query(42)") == "test:1: bad argument #1 to 'query' (string expected, got number)")
         #expect(test.failure("db.query()") == "test:1: bad argument #1 to 'query' (string expected, got no value)")
     }

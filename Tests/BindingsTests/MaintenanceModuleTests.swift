@@ -52,8 +52,7 @@ import LuaRuntime
             removed.append(contentsOf: result)
         }
         #expect(removed == [0, 0, 0, 1, 1])
-        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
-        #expect(names == ["notes-1.txt", "opsh-20240503.sqlite", "opsh-20240504.sqlite", "opsh-20240505.sqlite", "opsh-latest.sqlite"])
+        #expect(try visibleFiles(folder.path) == ["notes-1.txt", "opsh-20240503.sqlite", "opsh-20240504.sqlite", "opsh-20240505.sqlite", "opsh-latest.sqlite"])
     }
 
     @Test func checkReportsAForeignKeyViolation() throws {

@@ -83,7 +83,7 @@ import Store
         // A wrong count of values is explained each time (Swift does it).
         for _ in 0..<2 {
             #expect(test.failure("for i = 1, 2 do db.value('SELECT name FROM items WHERE id = ?', 1, 2) end")
-                == "test:1: the statement has 1 parameter(s) but 2 value(s) were given")
+                == "test:1: the statement has 1 placeholder but 2 values were given: SELECT name FROM items WHERE id = ?")
         }
     }
 

@@ -43,6 +43,22 @@ import Testing
         #expect(try roundTrip("héllo ✓") == "héllo ✓")
     }
 
+    /// `LuaCall.string`, the reader of keys, names and SQL text: every
+    /// byte, a NUL included; a string that is not UTF-8 is refused naming
+    /// the byte (it used to become U+FFFD: other text).
+    @Test func aStringArgumentIsReadWholeOrRefused() throws {
+        lua.register("text") { call in call.results(.string(try call.string(1))) }
+        #expect(try lua.execute("return #text('com.ex.app\\0x')") == [.integer(12)])
+        #expect(try lua.execute("return text('a\\0b') == 'a\\0b'") == [.boolean(true)])
+        #expect(try lua.execute("return text('café')") == ["café"])
+        #expect(throws: LuaError.self) { try lua.execute("return text('caf\\xe9')", chunkName: "=test") }
+        do {
+            _ = try lua.execute("return text('caf\\xe9 ok')", chunkName: "=test")
+        } catch let error as LuaError {
+            #expect(error.message == "test:1: bad argument #1 to 'text' (string is not valid UTF-8 (byte 4: 0xE9))")
+        }
+    }
+
     @Test func tablesNestAndKeepShape() throws {
         let nested: LuaValue = ["name": "app", "tags": ["a", "b"], "meta": ["depth": ["x": 1]], "empty": [:]]
         #expect(try roundTrip(nested) == nested)

@@ -232,6 +232,125 @@ import Testing
         #expect(third.status == 0)
     }
 
+    /// The run lock belongs to the database, not to the environment
+    /// (issue 24, item 13): the same script on the same database, started
+    /// by cron (no XDG_RUNTIME_DIR, another HOME) while a run from a login
+    /// shell holds it, through another spelling of the script's path and
+    /// another name of the database (a symbolic link; on PostgreSQL
+    /// another URL of the same database), exits 75 saying who holds it.
+    /// Control: the same run with --no-lock goes ahead.
+    @Test(arguments: Engine.allCases)
+    func theRunLockHoldsWhateverTheEnvironmentAndSpelling(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let flag = sandbox.root + "/started"
+        let release = sandbox.root + "/release"
+        let script = try sandbox.script("nightly.lua", """
+            if arg[1] == "hold" then
+              io.open("\(flag)", "w"):close()
+              while not io.open("\(release)") do opsh.wait(0.02) end
+            end
+            print("done")
+            """)
+        symlink(sandbox.root + "/scripts", sandbox.root + "/deployed")
+        let sameScript = sandbox.root + "/deployed/./nightly.lua"
+        let sameDatabase: String
+        switch engine {
+        case .sqlite:
+            sameDatabase = sandbox.root + "/alias.sqlite"
+            symlink(database.db, sameDatabase)
+        case .postgresql:
+            sameDatabase = database.db.replacingOccurrences(of: "postgresql://", with: "postgres://") + "&application_name=cron"
+        }
+        let first = try sandbox.start(opshExecutable, ["run", "--db", database.db, script, "hold"])
+        defer {
+            FileManager.default.createFile(atPath: release, contents: Data())
+            let ended = sandbox.finish(first)
+            #expect(ended.status == 0, "\(ended.stderr)")
+        }
+        #expect(waitUntil(10) { FileManager.default.fileExists(atPath: flag) })
+
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/cron", withIntermediateDirectories: true)
+        let cron = ["PATH": "/usr/bin:/bin", "HOME": sandbox.root + "/cron", "LANG": "C.UTF-8"]
+        let second = try sandbox.run(opshExecutable, ["run", "--db", sameDatabase, sameScript], environment: cron)
+        #expect(second.status == 75, "\(second.stderr)")
+        #expect(second.stderr.contains("another run holds the lock of \(script) on"), "\(second.stderr)")
+        #expect(second.stderr.contains("pid \(first.pid)"), "\(second.stderr)")
+        #expect(second.stdout == "")
+        // Control: without the lock the same run goes ahead.
+        let unlocked = try sandbox.run(opshExecutable, ["run", "--no-lock", "--db", sameDatabase, sameScript], environment: cron)
+        #expect(unlocked.status == 0, "\(unlocked.stderr)")
+        #expect(unlocked.stdout == "done\n")
+    }
+
+    /// The run that creates the database (`--create`, the file not there
+    /// when it took its lock) and a run of the same script that starts once
+    /// the file exists do not overlap: the first holds the lock of the
+    /// file's entry in its folder, which the second looks for. SQLite only:
+    /// a PostgreSQL database exists on the server before any run, so the
+    /// advisory lock covers the first run as any other.
+    @Test func theRunThatCreatesTheDatabaseHoldsTheLockToo() throws {
+        let sandbox = try Sandbox()
+        let database = sandbox.root + "/fresh/folder/new.sqlite"
+        let flag = sandbox.root + "/started"
+        let release = sandbox.root + "/release"
+        let script = try sandbox.script("nightly.lua", """
+            if arg[1] == "hold" then
+              db.value("SELECT 1")
+              io.open("\(flag)", "w"):close()
+              while not io.open("\(release)") do opsh.wait(0.02) end
+            end
+            print("done")
+            """)
+        let first = try sandbox.start(opshExecutable, ["run", "--db", database, "--create", script, "hold"])
+        defer {
+            FileManager.default.createFile(atPath: release, contents: Data())
+            #expect(sandbox.finish(first).status == 0)
+        }
+        #expect(waitUntil(10) { FileManager.default.fileExists(atPath: flag) })
+        #expect(FileManager.default.fileExists(atPath: database))
+        let second = try sandbox.run(opshExecutable, ["run", "--db", sandbox.root + "/fresh/./folder/new.sqlite", script])
+        #expect(second.status == 75, "\(second.stderr)")
+        #expect(second.stderr.contains("another run holds the lock of \(script) on"), "\(second.stderr)")
+        // Control: without the lock it runs.
+        let unlocked = try sandbox.run(opshExecutable, ["run", "--no-lock", "--db", database, script])
+        #expect(unlocked.status == 0, "\(unlocked.stderr)")
+    }
+
+    /// Another script, or the same script on another database, is not
+    /// held up by the lock: it is per script and database (both engines).
+    @Test(arguments: Engine.allCases)
+    func theRunLockIsPerScriptAndDatabaseOnBothEngines(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let other = try TestDatabase.empty(engine, in: sandbox.root + "/other")
+        #expect(try sandbox.opsh(["--create", "-e", "return 1"], on: other).status == 0)
+        let flag = sandbox.root + "/started"
+        let release = sandbox.root + "/release"
+        let script = try sandbox.script("nightly.lua", """
+            if arg[1] == "hold" then
+              io.open("\(flag)", "w"):close()
+              while not io.open("\(release)") do opsh.wait(0.02) end
+            end
+            print("done")
+            """)
+        let another = try sandbox.script("hourly.lua", "print('done')")
+        let first = try sandbox.start(opshExecutable, ["run", "--db", database.db, script, "hold"])
+        defer {
+            FileManager.default.createFile(atPath: release, contents: Data())
+            #expect(sandbox.finish(first).status == 0)
+        }
+        #expect(waitUntil(10) { FileManager.default.fileExists(atPath: flag) })
+        for (arguments, what) in [(["run", "--db", other.db, script], "the same script on another database"),
+                                  (["run", "--db", database.db, another], "another script on the same database")] {
+            let result = try sandbox.run(opshExecutable, arguments)
+            #expect(result.status == 0, "\(what): \(result.stderr)")
+            #expect(result.stdout == "done\n", "\(what)")
+        }
+        let same = try sandbox.run(opshExecutable, ["run", "--db", database.db, script])
+        #expect(same.status == 75, "\(same.stderr)")
+    }
+
     @Test func scriptsFromStdinAndTheirArguments() throws {
         let sandbox = try Sandbox()
         let piped = try sandbox.opsh(["run", "-"], stdin: "print(1 + 1)\nreturn 'x'\n")

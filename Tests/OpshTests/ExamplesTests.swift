@@ -52,12 +52,11 @@ import Testing
         try sandbox.createDatabase()
         try sandbox.sql("INSERT INTO projects VALUES ('com.example.app', 'app', 'App', '/srv/app', 0)")
         let folder = sandbox.root + "/backups"
-        // Three older backups of the series and a file of another name.
+        // Three older backups of the series (opsh's, oldest first) and a file of another name.
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        for (offset, name) in ["opsh-20240101-000000.sqlite", "opsh-20240102-000000.sqlite", "opsh-20240103-000000.sqlite"].enumerated() {
-            try sandbox.sql("CREATE TABLE grdb_migrations (identifier TEXT)", file: folder + "/" + name)
-            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)],
-                                                  ofItemAtPath: folder + "/" + name)
+        for name in ["opsh-20240101-000000.sqlite", "opsh-20240102-000000.sqlite", "opsh-20240103-000000.sqlite"] {
+            let made = try sandbox.opsh(["-e", "backup('\(folder)/\(name)')"])
+            #expect(made.status == 0, "\(made.stderr)")
         }
         #expect(FileManager.default.createFile(atPath: folder + "/notes.txt", contents: Data("keep me".utf8)))
         // Named like a backup, but not one: rotation leaves it alone.
@@ -67,13 +66,13 @@ import Testing
         let dry = try sandbox.dryRun("nightly-backup.lua", [folder, "2"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("would copy the database"), "\(dry.stdout)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 5)
+        #expect(try visibleFiles(folder).count == 5)
 
         let run = try sandbox.example("nightly-backup.lua", [folder, "2"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("verified"), "\(run.stdout)")
         #expect(run.stdout.contains("removed 2 old backup(s)"), "\(run.stdout)")
-        let names = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+        let names = try visibleFiles(folder)
         #expect(names.count == 4, "\(names)")
         #expect(names.contains("notes.txt") && names.contains("opsh-20240103-000000.sqlite")
                 && names.contains("opsh-20230101-000000.sqlite"), "\(names)")
@@ -84,7 +83,7 @@ import Testing
         // A folder that does not exist yet is created.
         let nested = try sandbox.example("nightly-backup.lua", [sandbox.root + "/new/folder"])
         #expect(nested.status == 0, "\(nested.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.root + "/new/folder").count == 1)
+        #expect(try visibleFiles(sandbox.root + "/new/folder").count == 1)
 
         let usage = try sandbox.example("nightly-backup.lua")
         #expect(usage.status == 2)

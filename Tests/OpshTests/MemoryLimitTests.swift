@@ -16,8 +16,8 @@ import Testing
         """
     }
 
-    func peak(_ sandbox: Sandbox, _ arguments: [String]) throws -> (ok: Bool, message: String, kib: Int) {
-        let result = try sandbox.opsh(arguments)
+    func peak(_ sandbox: Sandbox, _ arguments: [String], on database: TestDatabase? = nil) throws -> (ok: Bool, message: String, kib: Int) {
+        let result = try database.map { try sandbox.opsh(arguments, on: $0) } ?? sandbox.opsh(arguments)
         #expect(result.status == 0, "\(result.stderr)")
         let fields = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\t").map(String.init)
         return (fields.first == "true", fields.dropFirst().first ?? "", Int(fields.last ?? "") ?? -1)
@@ -49,5 +49,33 @@ import Testing
         let free = try peak(sandbox, ["-e", Self.measured(held)])
         #expect(free.ok)
         #expect(free.kib - baseline.kib > 20 * 1024, "peak \(free.kib) KiB, baseline \(baseline.kib) KiB")
+    }
+
+    /// A result larger than the limit is refused while its rows are built
+    /// (issue 24, item 12), so the process stays under its own size plus
+    /// twice the limit (README) instead of building every row first: the
+    /// rows db.query makes count as they are made, on both engines (on
+    /// PostgreSQL as they arrive, not after the whole result was read).
+    /// Control: without the limit the same query holds far more.
+    @Test(arguments: Engine.allCases)
+    func aLargeResultIsRefusedWhileItsRowsAreBuilt(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let rows = 400_000
+        let sql = engine == .sqlite
+            ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows)) SELECT x AS id, printf('%0100d', x) AS body FROM c"
+            : "SELECT x AS id, lpad(x::text, 100, '0') AS body FROM generate_series(1, \(rows)) AS x"
+        let query = "local r = db.query(\"\(sql)\") assert(#r == \(rows))"
+        let baseline = try peak(sandbox, ["-e", Self.measured("db.query('SELECT 1 AS one')")], on: database)
+        let limit = 16
+        let limited = try peak(sandbox, ["--memory-limit", "\(limit)", "-e", Self.measured(query)], on: database)
+        #expect(!limited.ok)
+        #expect(limited.message.contains("not enough memory (the memory limit is \(limit << 20) bytes)"), "\(limited.message)")
+        #expect(limited.kib - baseline.kib < 2 * limit * 1024, "peak \(limited.kib) KiB, baseline \(baseline.kib) KiB")
+        // Control: without the limit the same query holds its rows.
+        let free = try peak(sandbox, ["-e", Self.measured(query)], on: database)
+        #expect(free.ok, "\(free.message)")
+        #expect(free.kib - baseline.kib > 3 * 2 * limit * 1024, "peak \(free.kib) KiB, baseline \(baseline.kib) KiB")
+        print("figure: db.query of \(rows) rows on \(engine): peak \(limited.kib - baseline.kib) KiB over opsh's own \(baseline.kib) KiB under --memory-limit \(limit), \(free.kib - baseline.kib) KiB without")
     }
 }

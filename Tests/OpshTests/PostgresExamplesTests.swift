@@ -210,9 +210,10 @@ import Testing
         #expect(seeded.status == 0, "\(seeded.stderr)")
         let folder = sandbox.root + "/backups"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        for (offset, name) in ["opsh-20240101-000000.dump", "opsh-20240102-000000.dump", "opsh-20240103-000000.dump"].enumerated() {
-            #expect(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data("PGDMP an earlier dump".utf8),
-                                                   attributes: [.modificationDate: Date(timeIntervalSinceNow: Double(offset - 10) * 3600)]))
+        // Three older dumps of the series, opsh's, oldest first.
+        for name in ["opsh-20240101-000000.dump", "opsh-20240102-000000.dump", "opsh-20240103-000000.dump"] {
+            let made = try sandbox.opsh(["--db", url, "-e", "backup('\(folder)/\(name)')"], database: false)
+            #expect(made.status == 0, "\(made.stderr)")
         }
         #expect(FileManager.default.createFile(atPath: folder + "/notes.txt", contents: Data("keep me".utf8)))
         // Named like a backup, but not one: rotation leaves it alone.
@@ -223,13 +224,13 @@ import Testing
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("would copy the database"), "\(dry.stdout)")
         #expect(dry.stdout.contains(".dump and keep the 2 newest backups"), "\(dry.stdout)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 5)
+        #expect(try visibleFiles(folder).count == 5)
 
         let run = try example(url, "nightly-backup.lua", [folder, "2"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("verified"), "\(run.stdout)")
         #expect(run.stdout.contains("removed 2 old backup(s)"), "\(run.stdout)")
-        let names = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+        let names = try visibleFiles(folder)
         #expect(names.count == 4, "\(names)")
         #expect(names.contains("notes.txt") && names.contains("opsh-20240103-000000.dump")
                 && names.contains("opsh-20230101-000000.dump"), "\(names)")
@@ -243,7 +244,7 @@ import Testing
         // A folder that does not exist yet is created.
         let nested = try example(url, "nightly-backup.lua", [sandbox.root + "/new/folder"])
         #expect(nested.status == 0, "\(nested.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.root + "/new/folder").count == 1)
+        #expect(try visibleFiles(sandbox.root + "/new/folder").count == 1)
 
         let usage = try example(url, "nightly-backup.lua")
         #expect(usage.status == 2)

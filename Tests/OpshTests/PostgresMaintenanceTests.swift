@@ -35,7 +35,7 @@ import Testing
 
     /// backup() runs pg_dump into a temporary file and names it when
     /// it is whole; the dump restores into another database with the same
-    /// rows. An existing file is not replaced, unless it is an earlier dump
+    /// rows. An existing file is not replaced, unless it is a dump opsh wrote
     /// and overwrite is asked for.
     @Test func aBackupIsADumpThatRestores() throws {
         let url = try server.makeDatabase()
@@ -49,7 +49,7 @@ import Testing
         #expect(run.status == 0, "\(run.stderr)")
         let path = run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(path.hasPrefix(folder + "/opsh-") && path.hasSuffix(".dump"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == [(path as NSString).lastPathComponent])
+        #expect(try visibleFiles(folder) == [(path as NSString).lastPathComponent])
 
         // Restored into a new database: the rows are there.
         let restored = try server.makeDatabase()
@@ -61,7 +61,7 @@ import Testing
         let again = try opsh(url, ["-e", "backup('\(path)')"])
         #expect(again.status == 1)
         #expect(again.stderr.contains("exists; choose another path"), "\(again.stderr)")
-        // …unless it is an earlier dump and overwrite is asked for (the control)…
+        // …unless it is a dump opsh wrote there and overwrite is asked for (the control)…
         let replaced = try opsh(url, ["-e", "return backup('\(path)', { overwrite = true }).path"])
         #expect(replaced.status == 0, "\(replaced.stderr)")
         // …and never over a file that is not a dump.
@@ -69,32 +69,35 @@ import Testing
         try "mine".write(toFile: notes, atomically: true, encoding: .utf8)
         let refused = try opsh(url, ["-e", "backup('\(notes)', { overwrite = true })"])
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("it is not an earlier opsh backup"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("it is not a backup opsh wrote there"), "\(refused.stderr)")
         #expect(try String(contentsOfFile: notes, encoding: .utf8) == "mine")
     }
 
     /// backup{ keep = N } rotates a series of dumps as SQLite's rotates its
-    /// copies: only files named like the series that are pg_dump archives
-    /// (PGDMP, regular files) are earlier backups; another file of the
-    /// series, a link and files of other names are never deleted. A dry run
-    /// says what it would remove; --read-only refuses rotation.
+    /// copies: only dumps of the series that opsh wrote are earlier backups
+    /// (BackupSafetyTests holds the rule on both engines); a file of the
+    /// series that merely begins with PGDMP, a link and files of other
+    /// names are never deleted. A dry run says what it would remove;
+    /// --read-only refuses rotation.
     @Test func keepRotatesOnlyEarlierDumpsOfTheSeries() throws {
         let url = try server.makeDatabase()
         #expect(try opsh(url, ["--create", "-e", "return 1"]).status == 0)
         let folder = sandbox.root + "/backups"
         let elsewhere = sandbox.root + "/elsewhere.dump"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        func file(_ name: String, _ content: String, hoursAgo: Double) throws {
-            try content.write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
-            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -hoursAgo * 3600)],
-                                                  ofItemAtPath: folder + "/" + name)
+        for number in [1, 2] {
+            let made = try opsh(url, ["-e", "backup('\(folder)/opsh-\(number).dump')"])
+            #expect(made.status == 0, "\(made.stderr)")
         }
-        try file("opsh-1.dump", "PGDMP old", hoursAgo: 30)
-        try file("opsh-2.dump", "PGDMP newer", hoursAgo: 20)
-        try file("opsh-3.dump", "not a dump", hoursAgo: 40)   // named like one: left alone
-        try file("notes-1.txt", "PGDMP", hoursAgo: 50)       // another series
+        func file(_ name: String, _ content: String) throws {
+            try content.write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
+        }
+        try file("opsh-3.dump", "PGDMP not opsh's")   // named like one, begins like one: left alone
+        try file("opsh-5.dump", "not a dump")         // named like one: left alone
+        try file("notes-1.txt", "PGDMP")              // another series
         try "PGDMP linked".write(toFile: elsewhere, atomically: false, encoding: .utf8)
         try FileManager.default.createSymbolicLink(atPath: folder + "/opsh-4.dump", withDestinationPath: elsewhere)
+        let visible = { try FileManager.default.contentsOfDirectory(atPath: folder).filter { !$0.hasPrefix(".") }.sorted() }
 
         let dry = try opsh(url, ["--dry-run", "-e", "print(table.concat(backup('\(folder)/opsh-9.dump', { keep = 2 }).wouldRemove, ','))"])
         #expect(dry.status == 0, "\(dry.stderr)")
@@ -105,21 +108,20 @@ import Testing
         let bad = try opsh(url, ["-e", "backup('\(folder)/opsh-9.dump', { keep = 0 })"])
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("keep: a number of backups of 1 or more expected"), "\(bad.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 5)
+        #expect(try visible().count == 6)
 
         let run = try opsh(url, ["-e", "print(table.concat(backup('\(folder)/opsh-9.dump', { keep = 2 }).removed, ','))"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == folder + "/opsh-1.dump\n", "\(run.stdout)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
-                == ["notes-1.txt", "opsh-2.dump", "opsh-3.dump", "opsh-4.dump", "opsh-9.dump"])
+        #expect(try visible() == ["notes-1.txt", "opsh-2.dump", "opsh-3.dump", "opsh-4.dump", "opsh-5.dump", "opsh-9.dump"])
         #expect(try String(contentsOfFile: elsewhere, encoding: .utf8) == "PGDMP linked")
-        // keep = 1: only the new one of the series' dumps stays.
+        // keep = 1: only the new one of the series' dumps opsh wrote stays.
         let last = try opsh(url, ["-e", "print(table.concat(backup('\(folder)/opsh-10.dump', { keep = 1 }).removed, ','))"])
         #expect(last.status == 0, "\(last.stderr)")
         #expect(Set(last.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").map(String.init))
                 == [folder + "/opsh-2.dump", folder + "/opsh-9.dump"], "\(last.stdout)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
-                == ["notes-1.txt", "opsh-10.dump", "opsh-3.dump", "opsh-4.dump"])
+        #expect(try visible() == ["notes-1.txt", "opsh-10.dump", "opsh-3.dump", "opsh-4.dump", "opsh-5.dump"])
+        #expect(try String(contentsOfFile: folder + "/opsh-3.dump", encoding: .utf8) == "PGDMP not opsh's")
     }
 
     /// check() reports what an interrupted operation leaves (a constraint

@@ -60,6 +60,17 @@ import Testing
         let native = try PostgresPlaceholders(rewriting: "SELECT $1, $2 FROM t")
         #expect(native.sql == "SELECT $1, $2 FROM t")
         #expect(native.sources.isEmpty)
+        // How many values they take: the largest $n (so a value too many
+        // or too few is refused, not ignored), and none without any.
+        #expect(try PostgresPlaceholders(rewriting: "SELECT $3, $1").placeholderCount == 3)
+        #expect(try PostgresPlaceholders(rewriting: "SELECT 1").placeholderCount == 0)
+        #expect(try PostgresPlaceholders(rewriting: "SELECT ?, :a, ?").placeholderCount == 3)
+        #expect(throws: PostgresPlaceholders.Failure.badNumber("$0", sql: "SELECT $0")) {
+            try PostgresPlaceholders(rewriting: "SELECT $0")
+        }
+        #expect(throws: PostgresPlaceholders.Failure.badNumber("$70000", sql: "SELECT $70000")) {
+            try PostgresPlaceholders(rewriting: "SELECT $70000")
+        }
         #expect(throws: PostgresPlaceholders.Failure.mixed(sql: "SELECT $1, ?")) {
             try PostgresPlaceholders(rewriting: "SELECT $1, ?")
         }

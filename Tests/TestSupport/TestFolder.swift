@@ -81,3 +81,10 @@ open class TestFolder: @unchecked Sendable {
         return ["--db", self.database, "--create"] + arguments
     }
 }
+
+/// The names in `folder` an operator sees with `ls`, sorted: not those
+/// beginning with a dot, such as the records opsh keeps beside the
+/// backups it writes (`.NAME.opsh-record`).
+public func visibleFiles(_ folder: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: folder).filter { !$0.hasPrefix(".") }.sorted()
+}

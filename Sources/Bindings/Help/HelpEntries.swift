@@ -65,7 +65,7 @@ enum HelpEntries {
     static let globals: [HelpEntry] = [
         HelpEntry(module: "", name: "help", signature: "help([fn | \"module.name\" | module])", summary: "Lists every module and function, or describes one."),
         HelpEntry(module: "", name: "backup", signature: "backup(path [, {keep=N, overwrite=bool}]) → {path, pages, bytes, seconds, removed}",
-                  summary: "Online copy of the database, checked with integrity_check; keep=N deletes all but the N newest of the series."),
+                  summary: "Online copy of the database, checked with integrity_check; keep=N deletes all but the N newest backups of the series that opsh wrote (nothing else)."),
         HelpEntry(module: "", name: "checkpoint", signature: "checkpoint([mode]) → {walFrames, checkpointed}", summary: "Copies the WAL into the database file: \"passive\" (default, waits for nobody), \"full\", \"restart\" or \"truncate\" (empties the -wal file). On PostgreSQL: the server's CHECKPOINT (superuser or pg_checkpoint only) → {seconds}."),
         HelpEntry(module: "", name: "vacuum", signature: "vacuum() → {pagesBefore, pagesAfter, freePagesBefore}", summary: "Rebuilds the file to reclaim free pages (not inside db.transaction). On PostgreSQL: VACUUM (ANALYZE) of opsh's tables, on a connection of its own → {tables, pagesBefore, pagesAfter, bytesBefore, bytesAfter, skipped}."),
         HelpEntry(module: "", name: "import", signature: "import(jsonText | {file=} [, {replace=bool}]) → rowsPerTable, replacedPerTable",

@@ -3,6 +3,7 @@ import Foundation
 import Jobs
 import LuaRuntime
 import Store
+import TextCodec
 
 /// The `jobs` module: builds run by this opsh.
 ///
@@ -416,20 +417,27 @@ final class JobsModule {
 
     // MARK: Arguments
 
-    /// A build id: a string, or a row with an `id` field.
+    /// A build id: a string, or a row with an `id` field. One with a NUL
+    /// byte is refused: the job manager's SQLite statements would end it
+    /// there and reach another build (issue 24).
     static func buildId(_ call: LuaCall, _ index: Int32, expected: String = "build id or build row") throws -> String {
+        let id: String
         switch call.type(index) {
         case .string:
-            return try call.string(index)
+            id = try call.string(index)
         case .table:
             // Raw reads: no row metatable runs in this Swift frame.
-            guard case let .string(id)? = try call.table(index)["id"] else {
+            guard case let .string(given)? = try call.table(index)["id"] else {
                 throw call.argumentError(index, "\(expected) expected, got a table without an id")
             }
-            return id
+            id = given
         default:
             throw call.typeError(index, expected: expected)
         }
+        if let offset = TextBytes.firstNUL(id.utf8) {
+            throw call.argumentError(index, "build id '\(TextBytes.visible(id))' contains a NUL byte (byte \(offset + 1)); no build's id has one")
+        }
+        return id
     }
 
     static func isSpec(_ call: LuaCall, _ index: Int32) throws -> Bool {

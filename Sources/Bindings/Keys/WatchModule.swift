@@ -304,7 +304,8 @@ struct WatchSource {
 
 extension WatchSource {
     init(call: LuaCall, host: any WatchHost) throws {
-        if call.type(1) == .string, let sql = call.stack.string(at: 1), Self.isSQL(sql) {
+        if call.type(1) == .string, let text = call.stack.string(at: 1), Self.isSQL(text) {
+            let sql = try SQLTextReader.sql(call, 1)
             let arguments = try Self.arguments(call, from: 3)
             self.init(kind: .sql, description: sql, tables: try host.tablesRead(by: sql, arguments: arguments))
             return
@@ -331,23 +332,25 @@ extension WatchSource {
         if call.argumentCount == first, call.type(first) == .table {
             var named: [String: StoreValue] = [:]
             for (name, value) in try call.table(first) {
-                named[name] = try parameter(value, call: call, index: first)
+                named[name] = try parameter(value, call: call, index: first, label: ":" + name)
             }
             return .named(named)
         }
         var values: [StoreValue] = []
         for index in first...call.argumentCount {
-            values.append(try parameter(try call.value(index), call: call, index: index))
+            values.append(try parameter(try call.value(index), call: call, index: index, label: "?\(index - first + 1)"))
         }
         return .positional(values)
     }
 
-    private static func parameter(_ value: LuaValue, call: LuaCall, index: Int32) throws -> StoreValue {
+    private static func parameter(_ value: LuaValue, call: LuaCall, index: Int32, label: String) throws -> StoreValue {
         switch value {
         case .nil: return .null
         case let .boolean(flag): return .integer(flag ? 1 : 0)
         case let .integer(number): return .integer(number)
-        case let .number(number): return .real(number)
+        case let .number(number):
+            if number.isNaN { throw call.argumentError(index, SQLValueReader.nanRefusal(label)) }
+            return .real(number)
         case let .string(text): return .text(text)
         case let .bytes(bytes): return .blob(bytes)
         default:

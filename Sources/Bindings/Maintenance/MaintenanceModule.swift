@@ -17,9 +17,10 @@ import Store
 /// reading and writing) with SQLite's backup API, shows a progress line on
 /// stderr when it is a terminal, and checks the copy with
 /// `integrity_check` (a copy that fails is removed). `keep = N` then keeps
-/// the N newest files of the destination's folder whose names match the
-/// destination's with its digits varying (`opsh-20240501.sqlite`,
-/// `opsh-20240502.sqlite`, …) and deletes the others.
+/// the N newest backups opsh wrote in the destination's folder whose names
+/// match the destination's with its digits varying (`opsh-20240501.sqlite`,
+/// `opsh-20240502.sqlite`, …) and deletes the others (``BackupRotation``:
+/// nothing opsh did not write there is deleted).
 ///
 /// `backup` and `vacuum` need connections of their own, so they are
 /// refused inside `db.transaction`; under `opsh run --dry-run` they do
@@ -101,9 +102,9 @@ enum MaintenanceModule {
     static func backup(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
         let (path, keep, overwrite) = try backupArguments(call, files: FileEffects(database: database))
         let target = Store.backupPath(for: path)
-        let rotation = try keep.map { _ in try BackupRotation(path: target, store: store) }
+        let rotation = try keep.map { _ in try BackupRotation(path: target, kind: .sqlite, isDatabaseFile: store.isDatabaseFile) }
         guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(target)") else {
-            let wouldRemove = try rotation.map { try $0.doomed(keeping: keep!, newest: target) } ?? []
+            let wouldRemove = rotation.map { $0.doomed(keeping: keep!, newest: target) } ?? []
             return call.results(.table(["path": .string(target), "dryRun": true,
                                         "wouldRemove": .array(wouldRemove.map(LuaValue.string))]))
         }
@@ -207,79 +208,5 @@ enum MaintenanceModule {
 
     static func fileSize(_ path: String) -> Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
-    }
-}
-
-/// Which files are earlier backups of the same series: in the
-/// destination's folder, names equal to the destination's except for their
-/// digits, and each a regular file holding an opsh backup (so a file
-/// that merely matches the name is never deleted), never the database
-/// itself. On SQLite a backup is an opsh database; on PostgreSQL a
-/// pg_dump archive (``PostgresDatabase/isOpshDump(atPath:)``).
-struct BackupRotation {
-    let folder: String
-    let pattern: NSRegularExpression
-    /// Whether a file of the series is an earlier backup (only those are deleted).
-    let isEarlierBackup: (String) -> Bool
-    /// Files beside a backup deleted with it (SQLite's -wal, -shm, -journal).
-    let companions: [String]
-
-    init(path: String, store: Store) throws {
-        try self.init(path: path, suffix: "sqlite", companions: ["-wal", "-shm", "-journal"]) { path in
-            Store.isOpshBackup(atPath: path) && !store.isDatabaseFile(path)
-        }
-    }
-
-    init(path: String, suffix: String, companions: [String], isEarlierBackup: @escaping (String) -> Bool) throws {
-        self.isEarlierBackup = isEarlierBackup
-        self.companions = companions
-        let name = (path as NSString).lastPathComponent
-        folder = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
-        guard name.contains(where: \.isNumber) else {
-            throw LuaCallError.message("backup: keep needs a file name with a date or a number in it (e.g. os.date(\"opsh-%Y%m%d-%H%M%S.\(suffix)\")), or a folder, to tell its backups apart; got \(name)")
-        }
-        var regex = "^"
-        var inDigits = false
-        for character in name {
-            if character.isASCII && character.isNumber {
-                if !inDigits { regex += "[0-9]+" }
-                inDigits = true
-            } else {
-                inDigits = false
-                regex += NSRegularExpression.escapedPattern(for: String(character))
-            }
-        }
-        regex += "$"
-        pattern = try NSRegularExpression(pattern: regex)
-    }
-
-    func matches(_ name: String) -> Bool {
-        pattern.firstMatch(in: name, range: NSRange(name.startIndex..., in: name)) != nil
-    }
-
-    /// The backups beyond the `count` newest (the one just made counts and
-    /// always stays), oldest last.
-    func doomed(keeping count: Int, newest: String) throws -> [String] {
-        let manager = FileManager.default
-        let names = (try? manager.contentsOfDirectory(atPath: folder))?.filter(matches) ?? []
-        let newestName = (newest as NSString).lastPathComponent
-        let dated = names.filter { $0 != newestName }
-            .map { (folder as NSString).appendingPathComponent($0) }
-            .filter(isEarlierBackup)
-            .map { path -> (String, Date) in
-                (path, (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast)
-            }
-        let ordered = dated.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 > $1.0 }.map(\.0)
-        return Array(ordered.dropFirst(max(count - 1, 0)))
-    }
-
-    /// Deletes all but the `count` newest backups; returns the paths deleted.
-    func prune(keeping count: Int, newest: String) throws -> [String] {
-        let doomed = try doomed(keeping: count, newest: newest)
-        for path in doomed {
-            try FileManager.default.removeItem(atPath: path)
-            for suffix in companions { unlink(path + suffix) }
-        }
-        return doomed
     }
 }

@@ -36,20 +36,48 @@ enum PostgresDatabaseModule {
 
         /// Runs the call's statement, each row to `eachRow`.
         func run(_ call: LuaCall, eachRow: (RowSource) throws -> Void) throws -> PostgresDatabase.Result {
-            let sql = try call.string(1)
+            let sql = try SQLTextReader.sql(call)
             let arguments = try Self.arguments(call, from: 2, markers: markers)
             return try database.execute(sql, arguments, rows: eachRow)
         }
 
         session.runtime.register(module: "db", [
             "query": { call in
+                // Each row becomes a table as it arrives, counted against
+                // the memory limit then: a result too large for the limit
+                // is refused before it is all read (the connection reads
+                // and drops the rest).
                 let state = call.state
-                let (store, names) = try pusher.collect(state: state) { try run(call, eachRow: $0) }
-                guard opsh_pg_rows_push_all(state, OpaquePointer(lua_touserdata(state, store)), names, names + 1, names + 2) != 0 else {
-                    throw LuaCallError.message("a row the db module cannot read")
+                _ = lua_checkstack(state, 8)
+                let base = lua_gettop(state)
+                var names: Int32 = 0
+                var count = 0
+                let result: PostgresDatabase.Result
+                do {
+                    result = try run(call) { source in
+                        guard case let .wire(body, layout) = source else { return }
+                        if names == 0 {
+                            pusher.prepare(layout)
+                            names = pusher.pushShape(state: state)
+                            lua_createtable(state, 0, 0)
+                        }
+                        try pusher.pushRow(body, names: names, state: state)
+                        count += 1
+                        lua_rawseti(state, -2, lua_Integer(count))
+                        try RowsMemoryLimit.check(state, base: base, rows: count)
+                    }
+                } catch {
+                    lua_settop(state, base)
+                    throw error
                 }
-                luaReplace(state, store)
-                lua_settop(state, store)
+                if names == 0 {
+                    names = pusher.pushShape(columns: result.columns, state: state)
+                    lua_createtable(state, 0, 0)
+                }
+                lua_pushvalue(state, names + 2)
+                lua_setmetatable(state, -2)
+                luaReplace(state, names)
+                lua_settop(state, names)
                 return 1
             },
             "first": { call in
@@ -85,7 +113,7 @@ enum PostgresDatabaseModule {
             },
             "exec": { call in
                 // Without values, several statements run as a script (as on SQLite).
-                let result = call.argumentCount <= 1 ? try database.executeScript(try call.string(1)) : try run(call) { _ in }
+                let result = call.argumentCount <= 1 ? try database.executeScript(try SQLTextReader.sql(call)) : try run(call) { _ in }
                 return call.results(.integer(Int64(result.changes ?? 0)))
             },
             "transaction": { call in
@@ -131,25 +159,33 @@ enum PostgresDatabaseModule {
 
     /// A call's SQL values, by SQLite's rules: the values after the SQL,
     /// or one table that gives `:name`s by name and `?`s by position.
+    /// Keys that are neither names nor positions of the table's array are
+    /// refused: no value is dropped (``PostgresArguments`` checks the rest).
     static func arguments(_ call: LuaCall, from first: Int32, markers: SQLMarkers) throws -> PostgresDatabase.Arguments {
         let state = call.state
         let given = max(0, call.argumentCount - first + 1)
         if given == 1, lua_type(state, first) == LUA_TTABLE, !markers.isMarker(state, first) {
             var positional: [StoreValue] = []
             var named: [String: StoreValue] = [:]
+            let length = lua_rawlen(state, first)
             lua_pushnil(state)
             while lua_next(state, first) != 0 {
                 defer { opsh_pop(state, 1) }
-                if lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) {
-                    named[name] = try SQLValueReader.value(call, lua_gettop(state), argument: first, markers: markers)
+                if lua_type(state, -2) == LUA_TSTRING {
+                    let name = try call.stack.text(at: -2) { throw call.argumentError(first, "a parameter's name is not valid UTF-8 (\($0))") }
+                    named[name] = try SQLValueReader.value(call, lua_gettop(state), argument: first, label: ":" + name,
+                                                           markers: markers, dialect: .postgresql)
+                } else if lua_isinteger(state, -2) == 0 || !(1...max(1, Int64(length))).contains(opsh_tointeger(state, -2, nil)) {
+                    let key = lua_isinteger(state, -2) != 0 ? String(opsh_tointeger(state, -2, nil)) : "a \(call.stack.typeName(at: -2)) key"
+                    throw PlaceholderMismatch.unusedNames(["[\(key)]"], sql: try SQLTextReader.sql(call))
                 }
             }
-            let length = lua_rawlen(state, first)
             if length > 0 {
                 for position in 1...Int64(length) {
                     lua_rawgeti(state, first, position)
                     defer { opsh_pop(state, 1) }
-                    positional.append(try SQLValueReader.value(call, lua_gettop(state), argument: first, markers: markers))
+                    positional.append(try SQLValueReader.value(call, lua_gettop(state), argument: first, label: "?\(position)",
+                                                               markers: markers, dialect: .postgresql))
                 }
             }
             return .table(positional: positional, named: named)
@@ -157,7 +193,8 @@ enum PostgresDatabaseModule {
         var values: [StoreValue] = []
         if given > 0 {
             for index in first...(first + given - 1) {
-                values.append(try SQLValueReader.value(call, index, argument: index, markers: markers))
+                values.append(try SQLValueReader.value(call, index, argument: index, label: "?\(index - first + 1)",
+                                                       markers: markers, dialect: .postgresql))
             }
         }
         return .positional(values)

@@ -12,7 +12,7 @@ import Store
 ///
 /// ```lua
 /// backup("/var/backups/opsh/")          -- opsh-YYYYMMDD-HHMMSS.dump, pg_dump's custom format
-/// backup("/var/backups/opsh/", { keep = 7 })  -- and deletes all but the 7 newest dumps of the series
+/// backup("/var/backups/opsh/", { keep = 7 })  -- and deletes all but the 7 newest dumps of the series opsh wrote
 /// check()                               -- { ok = true, problems = {} }
 /// stats().rows.telemetry, stats().databaseBytes
 /// telemetry.cleanup{ olderThan = "30d" }
@@ -131,15 +131,13 @@ enum PostgresMaintenanceModule {
     static func backup(_ call: LuaCall, database: PostgresDatabase, sandbox: Bool) throws -> Int32 {
         if sandbox { throw LuaCallError.message("backup is not available in --sandbox (no files or processes)") }
         let (path, keep, overwrite) = try MaintenanceModule.backupArguments(call, files: FileEffects(database: database))
-        // Rotation as on SQLite: only files of the series that are pg_dump
-        // archives (PGDMP) are earlier backups; nothing else is deleted.
+        // Rotation as on SQLite: only dumps of the series that opsh wrote
+        // and nothing uses; nothing else is deleted.
         let target = PostgresDatabase.backupPath(for: path)
-        let rotation = try keep.map { _ in
-            try BackupRotation(path: target, suffix: "dump", companions: [], isEarlierBackup: PostgresDatabase.isOpshDump(atPath:))
-        }
+        let rotation = try keep.map { _ in try BackupRotation(path: target, kind: .pgDump) }
         if database.isDryRun {
             FileHandle.standardError.write(Data("opsh: dry run: backup skipped (would dump the database to \(path))\n".utf8))
-            let wouldRemove = try rotation.map { try $0.doomed(keeping: keep!, newest: target) } ?? []
+            let wouldRemove = rotation.map { $0.doomed(keeping: keep!, newest: target) } ?? []
             return call.results(.table(["path": .string(path), "dryRun": true,
                                         "wouldRemove": .array(wouldRemove.map(LuaValue.string))]))
         }

@@ -4,7 +4,7 @@ import LuaRuntime
 import Store
 
 /// The `db` module's rows over PostgreSQL, made in C (`opsh_pg.c`) from
-/// each DataRow's bytes as PostgresWire hands them out
+/// each DataRow's bytes as Store lends them (RowSource.wire)
 /// (``PostgresDatabase/execute(_:_:eachRow:)``): no ``PostgresValue``,
 /// ``StoreValue`` or Swift `String` per value. The values are the ones
 /// ``PostgresDatabase/value(_:)`` gives (`opsh_pg.h` says how; a test
@@ -78,12 +78,16 @@ final class PostgresRowPusher {
         let store = opsh_pg_rows_new(state)!
         let storeIndex = lua_gettop(state)
         var layout: WireLayout? = nil
+        var count = 0
         let result = try execute { row in
             guard case let .wire(body, rowLayout) = row else { return }
             if layout == nil { layout = rowLayout }
             guard opsh_pg_rows_append(store, body.baseAddress, body.count) != 0 else {
                 throw LuaCallError.message("not enough memory")
             }
+            // The kept bytes count against the memory limit as they arrive.
+            count += 1
+            try RowsMemoryLimit.check(state, base: storeIndex - 1, rows: count)
         }
         let names: Int32
         if let layout {

@@ -9,10 +9,16 @@ func quoted(_ identifier: String) -> String {
 }
 
 /// Reads Lua arguments (row tables, keys, list options) into database
-/// values, checking them the way Lua's library checks arguments.
+/// values, checking them the way Lua's library checks arguments. Text is
+/// read whole, a NUL byte included (SQLite keeps it); what the engine
+/// cannot hold is refused naming the key, field or filter
+/// (``SQLDialect/refusal(ofText:)``), and so are strings that are not
+/// UTF-8 and NaN.
 struct LuaRowReader {
     let call: LuaCall
     let markers: SQLMarkers
+    /// The engine's: what text it holds.
+    let dialect: SQLDialect
 
     var state: OpaquePointer { call.state }
 
@@ -81,11 +87,8 @@ struct LuaRowReader {
         let type = lua_type(state, index)
         switch column.kind {
         case .text:
-            guard type == LUA_TSTRING, let bytes = LuaStack(state).bytes(at: index) else { throw typeError() }
-            guard let text = String(validating: bytes, as: UTF8.self) else {
-                throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
-            }
-            return .text(text)
+            guard type == LUA_TSTRING else { throw typeError() }
+            return .text(try text(at: index, argument: argument, naming: field))
         case .integer:
             guard type == LUA_TNUMBER else { throw typeError() }
             var isInteger: Int32 = 0
@@ -112,10 +115,7 @@ struct LuaRowReader {
         case .json:
             let text: String
             if type == LUA_TSTRING {
-                guard let bytes = LuaStack(state).bytes(at: index), let decoded = String(validating: bytes, as: UTF8.self) else {
-                    throw call.argumentError(argument, "\(field): the string is not valid UTF-8")
-                }
-                text = decoded
+                text = try self.text(at: index, argument: argument, naming: field)
             } else {
                 guard type == LUA_TTABLE, !markers.isBlob(state, index) else { throw typeError() }
                 var writer = LuaJSONWriter(state: state, markers: markers, emptyTableIsObject: column.defaultSQL == "'{}'")
@@ -136,7 +136,9 @@ struct LuaRowReader {
         }
     }
 
-    /// A primary-key argument.
+    /// A primary-key argument: the key as given, every byte of it, or
+    /// refused (it would otherwise reach another row: `com.ex.app\0x` was
+    /// `com.ex.app` to SQLite through GRDB).
     func key(argument: Int32, spec: TableSpec) throws -> StoreValue {
         let column = spec.columns.first(where: \.isPrimaryKey)
         if column?.kind == .integer {
@@ -145,7 +147,17 @@ struct LuaRowReader {
         guard lua_type(state, argument) == LUA_TSTRING || lua_type(state, argument) == LUA_TNUMBER else {
             throw call.typeError(argument, expected: "string")
         }
-        return .text(try call.string(argument))
+        let key = try call.string(argument)
+        if let reason = dialect.refusal(ofText: key) { throw call.argumentError(argument, "key \(reason)") }
+        return .text(key)
+    }
+
+    /// The string at `index` as text the engine holds: UTF-8, and without
+    /// NUL where the engine cannot hold one; else refused naming `what`.
+    func text(at index: Int32, argument: Int32, naming what: String) throws -> String {
+        let text = try LuaStack(state).text(at: index) { throw call.argumentError(argument, "\(what): the string is not valid UTF-8 (\($0))") }
+        if let reason = dialect.refusal(ofText: text) { throw call.argumentError(argument, "\(what): \(reason)") }
+        return text
     }
 
     /// A plain value for a filter on a column of `kind` (when known): a
@@ -156,7 +168,7 @@ struct LuaRowReader {
         if markers.isNull(state, index) { return .null }
         switch lua_type(state, index) {
         case LUA_TSTRING:
-            let text = LuaStack(state).string(at: index) ?? ""
+            let text = try self.text(at: index, argument: argument, naming: path)
             if kind == .real || kind == .integer {
                 guard let seconds = try? DurationText.seconds(text) else {
                     throw call.argumentError(argument, "\(path): a number expected (dates are seconds since 1970; a duration such as \"1d\" or \"30m\" means that long ago), got '\(text)'")
@@ -172,7 +184,12 @@ struct LuaRowReader {
                 // turns 5 into '5' itself; PostgreSQL has no text = bigint.
                 return kind == .text ? .text(String(number)) : .integer(number)
             }
-            return .real(opsh_tonumber(state, index, nil))
+            let number = opsh_tonumber(state, index, nil)
+            if number.isNaN {
+                // SQLite binds NaN as NULL (it matched nothing), PostgreSQL as NaN (it matched NaN rows).
+                throw call.argumentError(argument, "\(path): NaN (not a number) is not a value SQL compares or stores alike on every engine (SQLite takes it for NULL): write a number, or db.NULL")
+            }
+            return .real(number)
         case LUA_TBOOLEAN:
             let flag: Int64 = lua_toboolean(state, index) != 0 ? 1 : 0
             return kind == .text ? .text(String(flag)) : .integer(flag)

@@ -30,7 +30,7 @@ protocol RepositoryEngine {
 
 extension RepositoryEngine {
     func reader(_ call: LuaCall) -> LuaRowReader {
-        LuaRowReader(call: call, markers: markers)
+        LuaRowReader(call: call, markers: markers, dialect: dialect)
     }
 
     /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.

@@ -32,7 +32,7 @@ enum DatabaseModule {
                     return try executor.run(call: call, shape: .changes)
                 } catch let failure as SQLFailure where failure.isSeveralStatements && call.argumentCount == 1 {
                     // A script of statements without parameters.
-                    try executor.runScript(try call.string(1))
+                    try executor.runScript(try SQLTextReader.sql(call))
                     return call.results(0)
                 }
             }),
@@ -46,7 +46,7 @@ enum DatabaseModule {
         runtime.stack.pop()
         runtime.register(module: "db", [
             "rows": { call in
-                let cursor = try executor.openCursor(try call.string(1), call: call, from: 2)
+                let cursor = try executor.openCursor(try SQLTextReader.sql(call), call: call, from: 2)
                 database.closeAtTransactionEnd(cursor)
                 // The to-be-closed value: a loop that breaks or fails
                 // finalizes the statement at once. It also keeps the cursor

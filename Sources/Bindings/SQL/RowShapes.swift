@@ -52,13 +52,19 @@ final class RowShapes {
     /// Pushes the shape of rows with the given columns (for rows that do
     /// not come from a statement, e.g. repositories).
     func push(columns names: [String], key: String, state: OpaquePointer) -> Int32 {
+        pushShape(slot(columns: names, key: key, state: state), state: state)
+    }
+
+    /// The registry slot of the shape of rows with the given columns.
+    func slot(columns names: [String], key: String, state: OpaquePointer) -> Int32 {
         if let shape = shapes[key], shape.columnCount == names.count {
             // Same count: the same columns for a repository's table.
-            return pushShape(shape.slot, state: state)
+            return shape.slot
         }
+        if let old = shapes[key] { opsh_unref(state, old.slot) }
         let slot = makeShape(names, state: state)
         shapes[key] = Shape(slot: slot, columnCount: Int32(names.count))
-        return pushShape(slot, state: state)
+        return slot
     }
 
     private func pushShape(_ slot: Int32, state: OpaquePointer) -> Int32 {

@@ -47,9 +47,32 @@ final class SQLExecutor {
     }
 
     /// Runs the SQL string at argument 1 with the arguments from 2 on and
-    /// pushes the result.
+    /// pushes the result. SQL with no statement in it (space, `;`,
+    /// comments) is nothing to do, as sqlite3 and psql take it.
     func run(call: LuaCall, shape: ResultShape) throws -> Int32 {
         guard lua_type(call.state, 1) == LUA_TSTRING else { throw call.typeError(1, expected: "string") }
+        do {
+            return try runStatement(call: call, shape: shape)
+        } catch let failure as SQLFailure where failure.isNoStatement {
+            return try nothingToDo(call: call, shape: shape, sql: failure.sql ?? "")
+        }
+    }
+
+    /// What a statement that returns nothing gives; values given for it
+    /// are refused (they have no placeholder).
+    private func nothingToDo(call: LuaCall, shape: ResultShape, sql: String) throws -> Int32 {
+        let given = max(0, call.argumentCount - 1)
+        guard given == 0 else { throw PlaceholderMismatch.count(placeholders: 0, given: Int(given), hint: nil, sql: sql) }
+        switch shape {
+        case .changes: return call.results(.integer(0))
+        case .value, .first: return call.results(nil)
+        case .rows, .column:
+            lua_createtable(call.state, 0, 0)
+            return 1
+        }
+    }
+
+    private func runStatement(call: LuaCall, shape: ResultShape) throws -> Int32 {
         statements.releaseShapes(in: call.state)
         if let current = session.current {
             let results = try run(on: current, call: call, shape: shape)
@@ -78,13 +101,13 @@ final class SQLExecutor {
         let connection = db.sqliteConnection!
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
         if session.isCountingChanges && !entry.isReadonly {
-            // Through GRDB, so the dry run's change counter sees the rows.
+            // Through GRDB, so the dry run's change counter sees the rows;
+            // bound by the same rules as the C path (text with its length).
             let sql = entry.sql
             do {
                 let statement = try db.makeStatement(sql: sql)
-                let arguments = try StatementArgumentsReader.arguments(
-                    for: statement.sqliteStatement, call: call, from: 2, markers: markers)
-                try statement.execute(arguments: arguments)
+                try statement.bindRaw { try StatementBridge.bind($0, call: call, from: 2, markers: markers, copy: true) }
+                try statement.execute()
             } catch let error as DatabaseError {
                 throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: sql)
             }
@@ -137,6 +160,7 @@ final class SQLExecutor {
             lua_pushnil(state)
             return 1
         case .column:
+            let base = lua_gettop(state)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
             var code = sqlite3_step(statement)
@@ -144,11 +168,13 @@ final class SQLExecutor {
                 opsh_sql_push_column(state, statement, 0)
                 count += 1
                 lua_rawseti(state, -2, count)
+                try RowsMemoryLimit.check(state, base: base, rows: Int(count))
                 code = sqlite3_step(statement)
             }
             guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
             return 1
         case .rows:
+            let base = lua_gettop(state)
             let shapeIndex = rowShapes.push(for: entry, state: state)
             let columnCount = sqlite3_column_count(statement)
             lua_createtable(state, 0, 0)
@@ -158,6 +184,7 @@ final class SQLExecutor {
                 opsh_sql_push_row(state, statement, columnCount, shapeIndex, shapeIndex + 1)
                 count += 1
                 lua_rawseti(state, -2, count)
+                try RowsMemoryLimit.check(state, base: base, rows: Int(count))
                 code = sqlite3_step(statement)
             }
             guard code == SQLITE_DONE else { throw failure(connection, entry) }
@@ -226,7 +253,15 @@ final class SQLExecutor {
         } else {
             throw LuaCallError.message("db.rows needs a database file or an open transaction")
         }
-        let statement = try ReadConnection.prepare(sql, on: handle)
+        let statement: OpaquePointer
+        do {
+            statement = try ReadConnection.prepare(sql, on: handle)
+        } catch let failure as SQLFailure where failure.isNoStatement {
+            // Nothing to do: a loop over no rows.
+            let given = max(0, call.argumentCount - first + 1)
+            guard given == 0 else { throw PlaceholderMismatch.count(placeholders: 0, given: Int(given), hint: nil, sql: sql) }
+            return SQLCursor(statement: nil, shapeSlot: rowShapes.slot(columns: [], key: "", state: call.state))
+        }
         guard sqlite3_stmt_readonly(statement) != 0 else {
             sqlite3_finalize(statement)
             throw SQLFailure(message: "db.rows only reads; run changes with db.exec", sql: sql)
@@ -250,7 +285,7 @@ final class SQLCursor: TransactionBoundCursor {
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
 
-    init(statement: OpaquePointer, shapeSlot: Int32) {
+    init(statement: OpaquePointer?, shapeSlot: Int32) {
         self.statement = .allocate(capacity: 1)
         self.statement.initialize(to: statement)
         self.shapeSlot = shapeSlot

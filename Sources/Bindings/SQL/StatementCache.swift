@@ -84,7 +84,11 @@ final class StatementCache {
             opsh_sql_remember(route, entry.c)
             return entry
         }
-        let sql = String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self)
+        let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
+        // Checked once, at prepare: a NUL byte or bytes that are not UTF-8
+        // would make it other SQL.
+        try SQLTextReader.check(bytes)
+        let sql = String(decoding: bytes, as: UTF8.self)
         let statement = try ReadConnection.prepare(sql, on: connection)
         guard let c = opsh_sql_entry_new(connection, pointer, length, statement) else {
             sqlite3_finalize(statement)

@@ -1,6 +1,7 @@
 import Foundation
 import LuaRuntime
 import Store
+import TextCodec
 
 /// Export and import of an aggregate as JSON: `export.project`,
 /// `export.model` and the global `import`.
@@ -73,7 +74,12 @@ enum TransferModule {
                 guard let data = FileManager.default.contents(atPath: expanded) else {
                     throw LuaCallError.message("import: cannot read \(expanded)")
                 }
-                text = String(decoding: data, as: UTF8.self)
+                // Decoded as it is: bytes that are not UTF-8 would become other text.
+                guard let decoded = String(validating: data, as: UTF8.self) else {
+                    let invalid = TextBytes.firstInvalidUTF8(data).map { " (\($0))" } ?? ""
+                    throw LuaCallError.message("import: \(expanded) is not UTF-8 text\(invalid); an export document is")
+                }
+                text = decoded
             default:
                 throw call.typeError(1, expected: "string")
             }

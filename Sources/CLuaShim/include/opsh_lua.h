@@ -23,6 +23,22 @@ void opsh_close(lua_State *L);
 /// Bytes the state holds now.
 size_t opsh_memory_used(lua_State *L);
 void opsh_set_memory_limit(lua_State *L, size_t limit);
+/// Inside a host function or a fast path (where allocations past the
+/// limit succeed), whether the state holds more than its limit even after
+/// a full collection. The loops that make a result's rows ask after each
+/// row, so a result larger than the limit is refused while it is made,
+/// not once it is whole (ARCHITECTURE.md, decision 9; README's bound of
+/// the process's own size plus twice the limit). 0 without a limit.
+int opsh_memory_exceeded(lua_State *L);
+/// Pushes "not enough memory (the memory limit is N bytes): " followed by
+/// `what`: the words every refusal of the limit uses.
+void opsh_push_memory_refusal(lua_State *L, const char *what);
+/// For a loop that has made `rows` rows of a result on the stack above
+/// `base`: 0 while the state is within its limit; else the partial result
+/// is dropped (the stack set back to `base` and collected) and the
+/// refusal is pushed ("… the rows of this query would pass it (stopped
+/// after N rows)"), and 1 is returned.
+int opsh_rows_pass_memory_limit(lua_State *L, int base, long long rows);
 
 // MARK: Calling Swift from Lua
 

@@ -30,7 +30,7 @@ int opsh_pg_push_row(lua_State *L, const unsigned char *body, size_t length,
 /// Returns 0, having pushed nothing, if the body has no such column.
 int opsh_pg_push_column(lua_State *L, const unsigned char *body, size_t length, unsigned char kind, int column);
 
-// MARK: A result kept as received (db.query, db.rows)
+// MARK: A result kept as received (db.rows)
 
 /// The DataRow bodies of one result, one after another, in memory from
 /// the Lua state's allocator (counted against its limit). A full userdata
@@ -46,11 +46,6 @@ size_t opsh_pg_rows_count(const opsh_pg_rows *rows);
 /// Sets how the rows' columns are read (copied); before pushing any.
 /// Returns 0 when memory ran out.
 int opsh_pg_rows_set_kinds(opsh_pg_rows *rows, const unsigned char *kinds, int column_count);
-
-/// Pushes every row as an array of row tables (db.query), the array with
-/// the metatable at `rows_metatable`. Returns 0, having pushed nothing, if
-/// a row is malformed (PostgresWire checked them: it does not happen).
-int opsh_pg_rows_push_all(lua_State *L, opsh_pg_rows *rows, int names, int metatable, int rows_metatable);
 
 /// Pushes the iterator of a db.rows loop over the row store at stack index
 /// `store`: each call returns the next row as a table (made then, so a

@@ -35,18 +35,11 @@ public enum DatabaseLocation {
         xdgDirectory("XDG_DATA_HOME", fallback: ".local/share", environment: environment) + "/opsh"
     }
 
-    /// opsh's state folder: shell history, lock files.
+    /// opsh's state folder: shell history.
     public static func stateDirectory(
         environment: EnvironmentVariables = .process
     ) -> String {
         xdgDirectory("XDG_STATE_HOME", fallback: ".local/state", environment: environment) + "/opsh"
-    }
-
-    /// Where per-run files live (script locks): `$XDG_RUNTIME_DIR/opsh`,
-    /// else the state folder.
-    public static func runtimeDirectory(environment: EnvironmentVariables = .process) -> String {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/opsh" }
-        return stateDirectory(environment: environment)
     }
 
     /// opsh's configuration folder: `init.lua`.

@@ -29,6 +29,8 @@ public enum LockHolders {
             guard fields.count >= 8, let pid = Int32(fields[4]), pid != getpid(),
                   let inode = fields[5].split(separator: ":").last.flatMap({ UInt64($0) }),
                   let suffix = inodes[inode] else { continue }
+            // `opsh run`'s lock (DatabaseFileRunLock) is far past SQLite's bytes: not SQLite's.
+            if let start = Int64(fields[6]), start >= DatabaseFileRunLock.firstByte { continue }
             // WAL mode: byte 120 of the -shm is the write lock.
             let writing = fields[3] == "WRITE" && (suffix != "-shm" || fields[6] == "120")
             let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?

@@ -86,6 +86,8 @@ public final class ReadConnection {
     }
 
     public static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
+        // SQLite's prepare stops at a NUL: the rest would not run, unseen.
+        if let reason = SQLText.refusal(sql) { throw StoreError.refused(reason: reason) }
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -99,9 +101,10 @@ public final class ReadConnection {
             sqlite3_finalize(statement)
             throw SQLFailure(message: SQLFailure.severalStatements, sql: sql)
         }
-        guard code == SQLITE_OK, let statement else {
+        guard code == SQLITE_OK else {
             throw SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
         }
+        guard let statement else { throw SQLFailure(message: SQLFailure.noStatement, sql: sql) }
         do {
             try TransactionGuard.check(statement, on: handle)
         } catch {
@@ -139,6 +142,9 @@ public struct SQLFailure: Error, CustomStringConvertible {
 
     public static let severalStatements = "more than one statement (run scripts of several statements with db.exec and no parameters)"
     public var isSeveralStatements: Bool { message == Self.severalStatements }
+    /// SQL with nothing to run in it (space, `;`, comments).
+    public static let noStatement = "no statement in the SQL text"
+    public var isNoStatement: Bool { message == Self.noStatement }
 
     public var description: String {
         guard let sql else { return "SQL error: \(message)" }

@@ -1,4 +1,5 @@
 import Foundation
+import TextCodec
 
 /// Errors of the storage core, each saying what was wrong and where.
 public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
@@ -44,7 +45,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
         case let .unknownColumn(table, column, known):
             return "unknown column '\(column)' in \(table) (columns: \(known.joined(separator: ", ")))"
         case let .notFound(table, key):
-            return "no row in \(table) with key \(key)"
+            return "no row in \(table) with key \(TextBytes.visible(key))"
         case let .refused(reason):
             return reason
         case let .diskFull(path):

@@ -8,6 +8,8 @@ import Foundation
 public enum AtomicFile {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        /// The file system had no room for it (ENOSPC, EDQUOT).
+        public var isDiskFull = false
     }
 
     /// - parameter replacing: asked about an existing file at `path`; true
@@ -54,7 +56,8 @@ public enum AtomicFile {
 
     private static func failure(_ action: String) -> Failure {
         let code = errno
-        let reason = code == ENOSPC || code == EDQUOT ? "disk full (database or disk is full)" : String(cString: strerror(code))
-        return Failure(description: "cannot \(action): \(reason)")
+        let full = code == ENOSPC || code == EDQUOT
+        let reason = full ? "disk full (database or disk is full)" : String(cString: strerror(code))
+        return Failure(description: "cannot \(action): \(reason)", isDiskFull: full)
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import GRDBSQLite
 
 /// What ``Store/backup(to:overwrite:pagesPerStep:progress:)`` made.
 public struct BackupResult: Sendable, Equatable {
@@ -29,8 +28,9 @@ extension Store {
     ///   symbolic or hard link, another spelling of the path) are refused:
     ///   they are compared by device and inode;
     /// - an existing destination is refused, unless `overwrite`, and even
-    ///   then only a regular file that is itself an opsh database (an
-    ///   earlier backup) is replaced.
+    ///   then only a backup opsh itself wrote there, unchanged and unused,
+    ///   is replaced (``BackupOwnership``); every backup gets the record
+    ///   that says so (``WrittenFileRecord``).
     ///
     /// - throws: ``StoreError/refused(reason:)`` for the refusals above,
     ///   ``StoreError/diskFull(path:)`` when the copy does not fit (nothing
@@ -38,7 +38,7 @@ extension Store {
     @discardableResult
     public func backup(to destination: String, overwrite: Bool = false, pagesPerStep: Int32 = 256,
                        progress: ((MaintenanceProgress) -> Void)? = nil) throws -> BackupResult {
-        let target = try BackupTarget(destination: destination, sourcePath: path, overwrite: overwrite)
+        let target = try BackupTarget(destination: destination, sourcePath: path, overwrite: overwrite, kind: .sqlite)
         BackupTarget.removeAbandonedTemporaries(in: target.folder)
         let temporary = try target.createTemporary()
         var pages = 0
@@ -89,13 +89,6 @@ extension Store {
         BackupTarget.finalPath(for: destination)
     }
 
-    /// Whether `path` is a regular file holding an opsh database (an
-    /// earlier backup): what rotation may delete and overwriting replace.
-    public static func isOpshBackup(atPath path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && BackupTarget.isOpshDatabase(path)
-    }
-
     /// Whether `path` names this store's database, its -wal or -shm (by
     /// device and inode).
     public func isDatabaseFile(_ path: String) -> Bool {
@@ -132,9 +125,9 @@ struct BackupTarget {
     let path: String
     let folder: String
     let overwrite: Bool
-    /// Whether a file is an earlier backup of this kind (only those are
-    /// replaced with `overwrite`).
-    var isEarlierBackup: (String) -> Bool = BackupTarget.isOpshDatabase
+    /// What the backup is: only a backup of this kind that opsh wrote is
+    /// replaced with `overwrite` (``BackupOwnership``).
+    let kind: BackupKind
 
     static let temporaryMarker = ".opsh-backup-"
 
@@ -148,10 +141,9 @@ struct BackupTarget {
         return (destination as NSString).appendingPathComponent(formatter.string(from: Date()))
     }
 
-    init(destination: String, sourcePath: String?, overwrite: Bool, suffix: String = "sqlite",
-         isEarlierBackup: @escaping (String) -> Bool = BackupTarget.isOpshDatabase) throws {
-        self.isEarlierBackup = isEarlierBackup
-        let path = Self.finalPath(for: destination, suffix: suffix)
+    init(destination: String, sourcePath: String?, overwrite: Bool, kind: BackupKind) throws {
+        self.kind = kind
+        let path = Self.finalPath(for: destination, suffix: kind.suffix)
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
         self.folder = folder.isEmpty ? "." : folder
@@ -162,11 +154,17 @@ struct BackupTarget {
             guard overwrite else {
                 throw StoreError.refused(reason: "backup destination \(path) exists; choose another path (or a folder), or allow overwriting an earlier backup with { overwrite = true }")
             }
-            guard (existing.st_mode & S_IFMT) == S_IFREG, isEarlierBackup(path) else {
-                throw StoreError.refused(reason: "backup will not overwrite \(path): it is not an earlier opsh backup (only a regular file holding an opsh backup is replaced)")
-            }
+            try refuseUnlessReplaceable()
         }
         try FileManager.default.createDirectory(atPath: self.folder, withIntermediateDirectories: true)
+    }
+
+    /// Refuses to replace what is at the final name unless it is a backup
+    /// opsh wrote there and nothing uses.
+    private func refuseUnlessReplaceable() throws {
+        if let refusal = BackupOwnership.refusal(path, kind: kind) {
+            throw StoreError.refused(reason: "backup will not overwrite \(path): it \(refusal)")
+        }
     }
 
     /// The database, its -wal and -shm, compared by device and inode, so
@@ -182,35 +180,6 @@ struct BackupTarget {
         }
     }
 
-    /// A regular file whose content is an SQLite database with opsh's
-    /// migrations table: a backup (or database) opsh made.
-    static func isOpshDatabase(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        let header = handle.readData(ofLength: 16)
-        try? handle.close()
-        guard header == Data("SQLite format 3\0".utf8) else { return false }
-        // immutable: no locks, no -shm or -wal made beside a file that may
-        // not be opsh's.
-        var uri = "file:"
-        for character in path.unicodeScalars {
-            switch character {
-            case "%": uri += "%25"
-            case "?": uri += "%3F"
-            case "#": uri += "%23"
-            default: uri.unicodeScalars.append(character)
-            }
-        }
-        uri += "?immutable=1"
-        var connection: OpaquePointer?
-        defer { sqlite3_close_v2(connection) }
-        guard sqlite3_open_v2(uri, &connection, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK else { return false }
-        var statement: OpaquePointer?
-        defer { sqlite3_finalize(statement) }
-        guard sqlite3_prepare_v2(connection, "SELECT 1 FROM grdb_migrations LIMIT 1", -1, &statement, nil) == SQLITE_OK else { return false }
-        let code = sqlite3_step(statement)
-        return code == SQLITE_ROW || code == SQLITE_DONE
-    }
-
     /// `.NAME.opsh-backup-PID-RANDOM.tmp` beside the final name, made
     /// exclusively with mode 0600.
     func createTemporary() throws -> String {
@@ -223,22 +192,34 @@ struct BackupTarget {
         return temporary
     }
 
-    /// Gives the verified copy its final name: a hard link, which fails
-    /// when a file appeared there meanwhile, or a rename over an earlier
-    /// backup when overwriting; then syncs the folder.
+    /// Gives the verified copy its final name: records it as opsh's backup
+    /// there (``WrittenFileRecord``, before the name, so no published
+    /// backup is without its record), then a hard link, which fails when a
+    /// file appeared there meanwhile, or, when overwriting, a rename over
+    /// the earlier backup (checked again now); then syncs the folder.
     func publish(_ temporary: String) throws {
-        if link(temporary, path) != 0 {
-            let code = errno
-            guard code == EEXIST, overwrite, isEarlierBackup(path) else {
-                throw code == EEXIST
-                    ? StoreError.refused(reason: "backup destination \(path) appeared while the backup ran; the copy was not kept")
-                    : BackupFileError(action: "create", path: path, code: code)
-            }
+        var existing = stat()
+        let replacing = lstat(path, &existing) == 0
+        if replacing {
+            guard overwrite else { throw Self.appeared(path) }
+            try refuseUnlessReplaceable()
+        }
+        try WrittenFileRecord.write(for: path, describing: temporary)
+        if replacing {
             guard rename(temporary, path) == 0 else { throw BackupFileError(action: "rename to", path: path, code: errno) }
+        } else if link(temporary, path) != 0 {
+            let code = errno
+            // The record names a file that did not get the name.
+            if let written = WrittenFileRecord.current(temporary) { WrittenFileRecord.remove(for: path, ifNaming: written) }
+            throw code == EEXIST ? Self.appeared(path) : BackupFileError(action: "create", path: path, code: code)
         } else {
             unlink(temporary)
         }
         try Self.sync(folder, directory: true)
+    }
+
+    private static func appeared(_ path: String) -> StoreError {
+        .refused(reason: "backup destination \(path) appeared while the backup ran; the copy was not kept")
     }
 
     static func sync(_ path: String, directory: Bool = false) throws {

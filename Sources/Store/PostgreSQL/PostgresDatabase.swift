@@ -313,45 +313,7 @@ public final class PostgresDatabase {
     }
 
     private func bind(_ statement: PostgresPlaceholders, _ arguments: Arguments, sql: String) throws -> [PostgresValue] {
-        var positional: [StoreValue]
-        var named: [String: StoreValue] = [:]
-        switch arguments {
-        case let .positional(values): positional = values
-        case let .table(values, names): positional = values; named = names
-        }
-        // PostgreSQL's own $n: the values in order.
-        if statement.sources.isEmpty {
-            if case .table = arguments, !named.isEmpty {
-                throw PostgresStoreError.statement("a table of named values needs :name placeholders: \(sql)")
-            }
-            return positional.map(Self.parameter)
-        }
-        var parameters: [PostgresValue] = []
-        parameters.reserveCapacity(statement.sources.count)
-        for source in statement.sources {
-            switch source {
-            case let .position(index):
-                guard index <= positional.count else {
-                    if case .table = arguments {
-                        throw PostgresStoreError.statement("no value for parameter ?\(index) in the table of parameters (write NULL as db.NULL): \(sql)")
-                    }
-                    throw PostgresStoreError.statement("no value for parameter ?\(index): \(positional.count) given: \(sql)")
-                }
-                parameters.append(Self.parameter(positional[index - 1]))
-            case let .name(name):
-                guard let value = named[name] else {
-                    throw PostgresStoreError.statement("no value for parameter :\(name) in the table of parameters: \(sql)")
-                }
-                parameters.append(Self.parameter(value))
-            }
-        }
-        if case .positional = arguments {
-            let used = statement.sources.reduce(0) { if case let .position(k) = $1 { return max($0, k) } else { return $0 } }
-            if positional.count > used {
-                throw PostgresStoreError.statement("\(positional.count) values given for \(used) parameter(s): \(sql)")
-            }
-        }
-        return parameters
+        try PostgresArguments.parameters(for: statement, arguments, sql: sql)
     }
 
     /// Inside a transaction: the statement under a savepoint of its own,

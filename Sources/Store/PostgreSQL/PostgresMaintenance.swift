@@ -119,17 +119,18 @@ extension PostgresDatabase {
     /// `opsh-YYYYMMDD-HHMMSS.dump`): `dump` writes it into a temporary file
     /// beside the final name (`pg_dump --format=custom`, run by the caller,
     /// which can start processes), which is checked (pg_dump's custom format
-    /// begins with `PGDMP`), synced and then given its name; nothing at that
-    /// name is replaced unless `overwrite` and it is an earlier dump.
+    /// begins with `PGDMP`), synced, recorded as opsh's and then given its
+    /// name; nothing at that name is replaced unless `overwrite` and it is
+    /// a dump opsh wrote there that nothing uses (``BackupOwnership``, the
+    /// rule SQLite's backups follow).
     public func backup(to destination: String, overwrite: Bool,
                        dump: (_ temporary: String) throws -> Void) throws -> BackupResult {
-        let target = try BackupTarget(destination: destination, sourcePath: nil, overwrite: overwrite, suffix: "dump",
-                                      isEarlierBackup: Self.isDump)
+        let target = try BackupTarget(destination: destination, sourcePath: nil, overwrite: overwrite, kind: .pgDump)
         BackupTarget.removeAbandonedTemporaries(in: target.folder)
         let temporary = try target.createTemporary()
         do {
             try dump(temporary)
-            guard Self.isDump(temporary) else {
+            guard BackupKind.pgDump.hasItsHeader(temporary) else {
                 throw StoreError.refused(reason: "pg_dump did not write a dump (no PGDMP header in \(temporary)); nothing was kept")
             }
             try BackupTarget.sync(temporary)
@@ -147,22 +148,8 @@ extension PostgresDatabase {
         BackupTarget.finalPath(for: destination, suffix: "dump")
     }
 
-    /// Whether `path` is a regular file (not a link) that pg_dump's custom
-    /// format wrote: an earlier backup, what rotation may delete.
-    public static func isOpshDump(atPath path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && isDump(path)
-    }
-
     /// Where `pg_dump` is, or nil.
     public static var pgDumpPath: String? { pgDump() }
-
-    /// A file pg_dump's custom format wrote.
-    static func isDump(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        return handle.readData(ofLength: 5) == Data("PGDMP".utf8)
-    }
 }
 
 // MARK: vacuum and checkpoint

@@ -40,6 +40,9 @@ public struct PostgresPlaceholders: Sendable, Equatable {
     public let sql: String
     /// `sources[k - 1]` binds `$k`.
     public let sources: [Source]
+    /// The largest of PostgreSQL's own `$n` the statement was written
+    /// with (0 without them): how many values it takes then.
+    public let nativeCount: Int
 
     public enum Failure: Error, Equatable, CustomStringConvertible {
         /// `$n` beside `?` or `:name`: the numbers would collide.
@@ -63,13 +66,14 @@ public struct PostgresPlaceholders: Sendable, Equatable {
     /// Rewrites `sql`; a statement without placeholders comes back as it is.
     public init(rewriting sql: String) throws {
         var scanner = Scanner(Array(sql.utf8))
-        try self.init(scanner.rewrite(original: sql))
+        let (rewritten, sources) = try scanner.rewrite(original: sql)
+        self.sql = rewritten
+        self.sources = sources
+        nativeCount = scanner.largestNative
     }
 
-    private init(_ result: (String, [Source])) {
-        sql = result.0
-        sources = result.1
-    }
+    /// How many values the statement takes by position: one per `$k`.
+    public var placeholderCount: Int { sources.isEmpty ? nativeCount : sources.count }
 
     /// The statements of a script, split at each `;` the lexical rules
     /// above leave outside literals, quoted identifiers, dollar quotes and
@@ -101,6 +105,8 @@ private struct Scanner {
     /// `:name` → its number.
     var names: [String: Int] = [:]
     var sawNative = false
+    /// The largest `$n` seen.
+    var largestNative = 0
     /// Where each top-level `;` is, and whether the piece it ends had any
     /// code (not only space and comments).
     var statementEnds: [Int] = []
@@ -228,6 +234,11 @@ private struct Scanner {
             sawNative = true
             var end = index + 1
             while end < bytes.count, Self.isDigit(bytes[end]) { end += 1 }
+            let text = String(decoding: bytes[index..<end], as: UTF8.self)
+            guard let number = Int(text.dropFirst()), number >= 1, number <= PostgresPlaceholders.maximum else {
+                throw PostgresPlaceholders.Failure.badNumber(text, sql: String(decoding: bytes, as: UTF8.self))
+            }
+            largestNative = max(largestNative, number)
             copy(through: end)
             return
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 /// What every record of the schema is: a Codable row of one table, with
 /// dates stored as seconds since 1970 and JSON columns checked on write.
@@ -40,10 +41,9 @@ extension StoreRecord {
         }
     }
 
+    /// Control characters visibly (a NUL as `\0`), at most 60 characters.
     static func excerpt(_ text: String) -> String {
-        let limit = 60
-        let flat = text.replacingOccurrences(of: "\n", with: "\\n")
-        return flat.count > limit ? "\(flat.prefix(limit))…" : flat
+        TextBytes.visible(text, limit: 60)
     }
 }
 

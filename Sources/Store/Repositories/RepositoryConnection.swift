@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// How the repositories' SQL is spelled for one engine. The statements
 /// themselves are written once (``ListRequest``, ``RecordRepository``,
@@ -123,14 +124,25 @@ extension RepositoryConnection {
 extension StoreDatabase: RepositoryConnection {
     public var dialect: SQLDialect { .sqlite }
 
+    /// Text is bound and read with its length (``ExactBinding``): GRDB's
+    /// own would end it at a NUL byte.
     public func fetch(_ sql: String, _ arguments: [StoreValue]) throws -> (columns: [String], rows: [[StoreValue]]) {
         let statement = try db.cachedStatement(sql: sql)
-        let rows = try Row.fetchAll(statement, arguments: StatementArguments(arguments.map(\.databaseValue)))
-        return (statement.columnNames, rows.map { row in row.databaseValues.map(StoreValue.init) })
+        try statement.bindExactly(arguments.map(\.databaseValue))
+        let handle = statement.sqliteStatement
+        let columnCount = sqlite3_column_count(handle)
+        var rows: [[StoreValue]] = []
+        let cursor = try Row.fetchCursor(statement)
+        while try cursor.next() != nil {
+            rows.append((0..<columnCount).map { ExactBinding.value(handle, $0) })
+        }
+        return (statement.columnNames, rows)
     }
 
     public func execute(_ sql: String, _ arguments: [StoreValue]) throws -> Int {
-        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
+        let statement = try db.cachedStatement(sql: sql)
+        try statement.bindExactly(arguments.map(\.databaseValue))
+        try statement.execute()
         return db.changesCount
     }
 

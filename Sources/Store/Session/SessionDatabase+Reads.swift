@@ -42,6 +42,8 @@ extension SessionDatabase {
     /// arguments, and to learn its columns and the tables it reads (through
     /// SQLite's authorizer, as GRDB's region).
     public func inspectQuery(_ sql: String, arguments: QueryArguments) throws -> QueryInspection {
+        // SQLite's prepare stops at a NUL: another query would be inspected.
+        if let reason = SQLText.refusal(sql) { throw QueryInspectionError.refused(reason) }
         do {
             return try unsafeRead { db in
                 let statement = try db.makeStatement(sql: sql)

@@ -410,6 +410,12 @@ public enum Transfer {
             for (index, item) in items.enumerated() {
                 let place = "\(spec.name)[\(index + 1)]"
                 let fields = try spec.fields(of: item, columns: columns, place: place)
+                for (column, value) in fields {
+                    // A NUL byte (`\u0000`): kept on SQLite, refused where text cannot hold it.
+                    if case let .string(text) = value.storage, let reason = database.dialect.refusal(ofText: text) {
+                        throw TransferError.document("\(place): field '\(column)': \(reason)")
+                    }
+                }
                 let values = Dictionary(uniqueKeysWithValues: fields)
                 let keyValues = spec.key.map { values[$0]! }
                 guard seen.insert(keyValues).inserted else {
@@ -571,9 +577,10 @@ public enum Transfer {
             let changed = row.fields.filter { !row.table.key.contains($0.0) && $0.0 != row.table.surrogateKey }
             let keyColumn = row.table.surrogateKey ?? row.table.key[0]
             let keyValue = row.table.surrogateKey == nil ? row.keyValues[0] : existing
-            try db.cachedStatement(
+            let update = try db.cachedStatement(
                 sql: "UPDATE \(table) SET \(changed.map { "\(quoteIdentifier($0.0)) = ?" }.joined(separator: ", ")) WHERE \(quoteIdentifier(keyColumn)) = ?")
-                .execute(arguments: StatementArguments(changed.map(\.1) + [keyValue]))
+            try update.bindExactly(changed.map(\.1) + [keyValue])
+            try update.execute()
             return
         }
         var fields = row.fields
@@ -590,7 +597,8 @@ public enum Transfer {
         // Cached: the rows of one table share their statement.
         let statement = try db.cachedStatement(sql: row.table.insertSQL(columns: fields.map { $0.0 }))
         guard stepsRaw else {
-            return try statement.execute(arguments: StatementArguments(fields.map { $0.1 }))
+            try statement.bindExactly(fields.map { $0.1 })
+            return try statement.execute()
         }
         try Self.insertRaw(statement, fields, on: db)
         // Stepped outside GRDB: the audit's counts are told.
@@ -609,17 +617,8 @@ public enum Transfer {
             sqlite3_clear_bindings(handle)
         }
         for (offset, field) in fields.enumerated() {
-            let position = Int32(offset + 1)
-            switch field.1.storage {
-            case .null: sqlite3_bind_null(handle, position)
-            case let .int64(value): sqlite3_bind_int64(handle, position, value)
-            case let .double(value): sqlite3_bind_double(handle, position, value)
-            case let .string(text): sqlite3_bind_text(handle, position, text, -1, SQLITE_TRANSIENT_DESTRUCTOR)
-            case let .blob(data):
-                _ = data.withUnsafeBytes { bytes in
-                    sqlite3_bind_blob(handle, position, bytes.baseAddress, Int32(bytes.count), SQLITE_TRANSIENT_DESTRUCTOR)
-                }
-            }
+            // Text with its length: a NUL byte in it is kept.
+            ExactBinding.bind(field.1, to: handle, at: Int32(offset + 1))
         }
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE else {
@@ -718,8 +717,7 @@ struct TransferTableSpec: @unchecked Sendable {
         for column in jsonColumns {
             guard let value = values[column], case let .string(text) = value.storage else { continue }
             if try !database.isValidJSON(text) {
-                let flat = text.replacingOccurrences(of: "\n", with: "\\n")
-                throw TransferError.document("\(place): field '\(column)': not valid JSON: \(flat.count > 60 ? "\(flat.prefix(60))…" : flat)")
+                throw TransferError.document("\(place): field '\(column)': not valid JSON: \(TextBytes.visible(text, limit: 60))")
             }
         }
     }
@@ -740,7 +738,8 @@ struct TransferTableSpec: @unchecked Sendable {
         // Cached: an import looks up every row of the document again in its
         // write transaction.
         let statement = try db.cachedStatement(sql: "SELECT \(selected) FROM \(quoteIdentifier(name)) WHERE \(condition)")
-        let row = try Row.fetchOne(statement, arguments: StatementArguments(keyValues))
+        try statement.bindExactly(keyValues)
+        let row = try Row.fetchOne(statement)
         return row.map { $0[0] as DatabaseValue }
     }
 }
@@ -763,6 +762,3 @@ extension Store {
     }
 }
 
-/// SQLite copies what is bound with it (SQLITE_TRANSIENT, a macro Swift
-/// does not import).
-private let SQLITE_TRANSIENT_DESTRUCTOR = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

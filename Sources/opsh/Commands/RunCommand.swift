@@ -14,10 +14,12 @@ struct RunCommand {
             Options go before the file (before or after `run`): every word
             after the file is the script's.
 
-            By default a script file runs under a lock named after its real
-            path (in $XDG_RUNTIME_DIR/opsh/locks, else
-            $XDG_STATE_HOME/opsh/locks): a second run of the same script while
-            the first still runs exits at once with status 75.
+            By default a script file runs under a lock of its real path on
+            the database (on SQLite a lock on the database file itself, on
+            PostgreSQL an advisory lock on the server): a second run of the
+            same script against the same database while the first still runs
+            exits at once with status 75, whatever its environment (cron's
+            too) and whatever name it gives the script or the database.
 
             \(ExitStatus.summary)
             """,

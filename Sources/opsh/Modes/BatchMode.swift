@@ -35,11 +35,10 @@ struct BatchMode {
         var heldLock: ScriptLock?
         if lock, case let .file(path) = source {
             do {
-                heldLock = try ScriptLock.acquire(path: ScriptLock.path(
-                    forScript: path, database: DatabaseLocation.resolve(explicitPath: options.db),
-                    in: DatabaseLocation.runtimeDirectory()))
+                heldLock = try ScriptLock.acquire(script: path, database: DatabaseLocation.resolve(explicitPath: options.db))
             } catch let failure as ScriptLock.Failure {
                 if case .held = failure { throw Stop(.lockHeld, "\(path): \(failure)") }
+                if case .databaseUnavailable = failure { throw Stop(.databaseUnavailable, "\(failure)") }
                 throw Stop(.scriptError, "\(failure)")
             } catch {
                 throw Stop(.scriptError, "\(error)")

@@ -11,6 +11,8 @@ import Store
 /// Limits (README): the copy does not see what the backend writes after
 /// it was taken, and a database larger than ``largest`` is not copied (the
 /// dry run then runs on the live file, locking it from its first write).
+/// The copy lives in a ``PrivateCopyFolder`` of the temporary folder; the
+/// copies of dry runs that were killed are removed when the next starts.
 struct DryRunCopy {
     /// Above this (database and WAL), copying at start costs too much:
     /// 512 MB, or `OPSH_DRY_RUN_COPY_LIMIT_MB`.
@@ -21,9 +23,12 @@ struct DryRunCopy {
         return 512 << 20
     }
 
-    let path: String
+    let folder: PrivateCopyFolder
     let source: String
     let taken: Date
+
+    /// The copy the session opens.
+    var path: String { folder.file }
 
     /// The copy, or nil when the database is too large (with the reason).
     static func make(of options: CommonOptions) throws -> (copy: DryRunCopy?, reason: String?) {
@@ -38,19 +43,23 @@ struct DryRunCopy {
         if size > largest {
             return (nil, "the database (\(size >> 20) MB) is too large for a private copy: each chunk re-applies what the earlier ones changed and is rolled back, holding the write lock only while it runs (from its start once the session has changed anything)")
         }
-        let folder = NSTemporaryDirectory() + "opsh-dry-run-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        let copy = folder + "/" + (sourcePath as NSString).lastPathComponent
-        try source.backup(to: copy)
-        return (DryRunCopy(path: copy, source: sourcePath, taken: Date()), nil)
+        // The copies of dry runs that were killed (their owner is gone).
+        PrivateCopyFolder.removeStale(prefix: folderPrefix)
+        let folder = try PrivateCopyFolder.make(prefix: folderPrefix, fileName: (sourcePath as NSString).lastPathComponent)
+        do {
+            try source.backup(to: folder.file)
+        } catch {
+            folder.remove()
+            throw error
+        }
+        return (DryRunCopy(folder: folder, source: sourcePath, taken: Date()), nil)
     }
+
+    static let folderPrefix = "opsh-dry-run"
 
     /// Removes the copy and its folder (both made by opsh).
     func remove() {
-        let folder = (path as NSString).deletingLastPathComponent
-        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
-        rmdir(folder)
+        folder.remove()
     }
 
     private static func fileSize(_ path: String) -> Int64 {
