@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import PostgresWire
 
 /// One row of the audit trail (`opsh_audit`, migration 003): who ran
 /// what against the database, when, why, and what it committed.
@@ -78,6 +79,11 @@ public enum AuditTrail {
         let name = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         return String(decoding: name, as: UTF8.self)
     }()
+
+    /// The SHA-256 of a script's text, as the trail records it.
+    public static func digest(_ code: String) -> String {
+        SHA256.hex(Array(code.utf8))
+    }
 
     /// Whether this database has the trail (migration 003 applied).
     public static func exists(_ db: some RepositoryConnection) throws -> Bool {

@@ -41,7 +41,7 @@ final class AuditRecorder {
             let absolute = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
             script = absolute
         }
-        scriptSHA256 = SHA256.hex(Array(code.utf8))
+        scriptSHA256 = AuditTrail.digest(code)
         period = try? ScriptSchedule.period(in: code)
     }
 
