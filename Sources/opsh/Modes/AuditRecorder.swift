@@ -5,10 +5,12 @@ import Store
 
 /// Writes the audit trail's rows (README, "The audit trail"): one per
 /// `opsh run` and `-e` that used the database, one per shell chunk that
-/// committed changes. Each row is written after the work's transaction
-/// ended, in a short transaction of its own, so a rollback does not take
-/// it along. `--read-only` runs write nothing and are not recorded. The
-/// same on both engines: where the row goes is an ``AuditDestination``.
+/// committed changes. A run's row is written after the run's transaction
+/// ended (a rollback does not take it along), in a short transaction of
+/// its own on the trail's own connection (``AuditConnection``, never the
+/// script's); a chunk's row likewise, after the chunk's transaction.
+/// `--read-only` runs write nothing and are not recorded. The same on both
+/// engines: where the row goes is an ``AuditDestination``.
 final class AuditRecorder {
     let console: Console
     let mode: AuditEntry.Mode
@@ -45,40 +47,51 @@ final class AuditRecorder {
         period = try? ScriptSchedule.period(in: code)
     }
 
-    /// Records one run or chunk. Nothing when the database was never
-    /// used, or opened read-only. Problems are said on stderr; they never
-    /// change the run's exit status.
+    /// Records one run or chunk, through the trail's own connection
+    /// (``AuditConnection``). Nothing when the database was never used, or
+    /// opened read-only. Problems are said on stderr; they never change
+    /// the run's exit status. A row that cannot be written is spooled for
+    /// the next run; a run that changed nothing says nothing when it only
+    /// found the lock taken (a read beside the backend, which cron would
+    /// mail every time).
     func record(to destination: some AuditDestination, startedAt: Double, status: Int32, dryRun: Bool,
                 changes: TableChanges) {
         guard !readOnly, destination.wasUsed else { return }
         if connectedAtStart && changes.isEmpty && !dryRun && mode != .shell { return }
+        let trail = destination.trail
         do {
-            guard try destination.hasTrail() else {
-                if !saidNotMigrated {
-                    saidNotMigrated = true
-                    console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
-                }
+            guard try trail.hasTrail() else {
+                sayNotMigrated()
                 return
             }
-            let entry = AuditEntry(startedAt: startedAt, endedAt: Date().timeIntervalSince1970, mode: mode,
-                                   script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
-                                   dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
-            // A run that changed nothing (a read, a dry run) must not wait
-            // behind the backend's writers for the whole lock wait just to
-            // leave its row (README, "How opsh behaves beside a live backend").
-            let briefly = changes.isEmpty && mode != .shell
-            do {
-                try destination.write(entry, code: code, waitingAtMost: briefly ? Self.readOnlyRunWait : nil)
-            } catch {
-                if briefly && destination.isLockTimeout(error) {
-                    console.warning("the audit trail could not record this run: another process holds the lock it needs (a run that changed nothing waits at most \(Self.readOnlyRunWait) s for it, so that reading never stalls behind the backend)")
-                    return
-                }
-                throw error
-            }
         } catch {
-            console.error("the audit trail could not record this \(mode == .shell ? "chunk" : "run"): \(error)")
+            console.error("the audit trail could not record this \(what): \(error)")
+            return
         }
+        let entry = AuditEntry(startedAt: startedAt, endedAt: Date().timeIntervalSince1970, mode: mode,
+                               script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
+                               dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
+        // A run that changed nothing (a read, a dry run) must not wait
+        // behind the backend's writers for the whole lock wait just to
+        // leave its row (README, "How opsh behaves beside a live backend").
+        let briefly = changes.isEmpty && mode != .shell
+        switch trail.record(entry, code: code, waitingAtMost: briefly ? Self.readOnlyRunWait : nil) {
+        case .written:
+            break
+        case let .spooled(file, error):
+            if briefly && trail.isLockTimeout(error) { return }
+            console.error("the audit trail could not record this \(what): \(error); the row is kept in \(file) for the next run on this database to write")
+        case let .failed(error):
+            console.error("the audit trail could not record this \(what): \(error)")
+        }
+    }
+
+    private var what: String { mode == .shell ? "chunk" : "run" }
+
+    private func sayNotMigrated() {
+        guard !saidNotMigrated else { return }
+        saidNotMigrated = true
+        console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
     }
 
     /// Seconds the audit row of a run that committed nothing waits for the
@@ -87,80 +100,50 @@ final class AuditRecorder {
 }
 
 /// Where an ``AuditRecorder`` writes: the engine's side of the trail.
+///
+/// (Changed for issue 24: `hasTrail()`, `write(_:code:waitingAtMost:)` and
+/// `isLockTimeout(_:)` moved to ``AuditConnection``, which a destination
+/// now hands out as `trail`: the row is never written on the script's
+/// connection.)
 protocol AuditDestination {
     /// Whether the run used the database at all (a one-liner that never
     /// touched it is not recorded).
     var wasUsed: Bool { get }
-    /// Whether the database has the trail (migration 003).
-    func hasTrail() throws -> Bool
-    /// Writes the row in a short transaction of its own, `code` masked
-    /// with the secrets the database holds; `waitingAtMost`: seconds it
-    /// may wait for a lock (nil: as long as any write).
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost: Double?) throws
-    /// Whether `error` is a lock wait that ran out.
-    func isLockTimeout(_ error: any Error) -> Bool
+    /// The trail's own connection.
+    var trail: AuditConnection { get }
 }
 
-extension AuditDestination {
-    static func entry(_ entry: AuditEntry, code: String?, in db: some RepositoryConnection) -> AuditEntry {
-        var masked = entry
-        if let code { masked.code = CodeMask.mask(code, knownSecrets: AuditTrail.knownSecrets(db)) }
-        return masked
-    }
-}
-
-/// An SQLite file: the store's writer, its lock wait.
+/// An SQLite file: a connection of the trail's own to the file the store
+/// opened, waiting for locks as the store's writer does.
 struct SQLiteAuditDestination: AuditDestination {
     let store: Store
+    let trail: AuditConnection
+
+    init(store: Store) {
+        self.store = store
+        trail = AuditConnection.sqlite(store)
+    }
 
     var wasUsed: Bool { store.isConnected && store.path != nil }
-
-    func hasTrail() throws -> Bool {
-        try store.read { try AuditTrail.exists($0) }
-    }
-
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost seconds: Double?) throws {
-        let write = {
-            try store.write { db in try AuditTrail.insert(Self.entry(entry, code: code, in: db), db) }
-        }
-        if let seconds { try store.lockWait.capped(at: seconds, write) } else { try write() }
-    }
-
-    func isLockTimeout(_ error: any Error) -> Bool {
-        "\(error)".contains("database is locked")
-    }
 }
 
-/// A PostgreSQL database: the session's connection, once no transaction
-/// of the run's is open; the row itself is not counted among the run's
-/// changes.
+/// A PostgreSQL database: a connection of the trail's own to the same
+/// URL; the row is not counted among the run's changes (it is not written
+/// on the session's connection).
 struct PostgresAuditDestination: AuditDestination {
     let database: PostgresDatabase
     /// Statements run before the script began (opsh's own).
     let statementsBefore: Int
-    /// Seconds the row of a run that changed data waits for a lock on the
-    /// trail (`--busy-timeout`, as SQLite's writer waits).
-    let lockWait: Double
+    let trail: AuditConnection
+
+    /// - parameter lockWait: seconds the row of a run that changed data
+    ///   waits for a lock on the trail (`--busy-timeout`, as SQLite's
+    ///   writer waits).
+    init(database: PostgresDatabase, url: String, statementsBefore: Int, lockWait: Double) {
+        self.database = database
+        self.statementsBefore = statementsBefore
+        trail = AuditConnection.postgres(url: url, lockWait: lockWait)
+    }
 
     var wasUsed: Bool { database.statementCount > statementsBefore }
-
-    func hasTrail() throws -> Bool {
-        try AuditTrail.exists(database)
-    }
-
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost seconds: Double?) throws {
-        let counting = database.countsCommits
-        database.countsCommits = false
-        defer { database.countsCommits = counting }
-        try database.transaction {
-            // The server's lock wait, for this transaction only.
-            let wait = seconds ?? lockWait
-            _ = try database.execute("SELECT set_config('lock_timeout', ?, true)", .positional([.text("\(max(Int(wait * 1000), 1))ms")]))
-            try AuditTrail.insert(Self.entry(entry, code: code, in: database), database)
-        }
-    }
-
-    func isLockTimeout(_ error: any Error) -> Bool {
-        PostgresDatabase.isLockTimeout(error)
-    }
 }

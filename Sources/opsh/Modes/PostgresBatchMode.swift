@@ -58,7 +58,7 @@ struct PostgresBatchMode {
         // A loop of small writes in db.transaction costs one round trip each, not two readings more.
         database.countsFailedStatementsExactly = false
         recorder.connectedAtStart = !database.appliedAtOpening.isEmpty
-        let trail = PostgresAuditDestination(database: database, statementsBefore: database.statementCount,
+        let trail = PostgresAuditDestination(database: database, url: url, statementsBefore: database.statementCount,
                                              lockWait: options.busyTimeout)
         var dryRunChanges: TableChanges = [:]
         do {

@@ -61,7 +61,7 @@ struct PostgresShellMode {
         if !options.dryRun && !options.readOnly {
             database.countsCommits = true
             let recorder = AuditRecorder(console: console, mode: .shell, options: options, reason: reason)
-            let trail = PostgresAuditDestination(database: database, statementsBefore: 0, lockWait: options.busyTimeout)
+            let trail = PostgresAuditDestination(database: database, url: url, statementsBefore: 0, lockWait: options.busyTimeout)
             var before: TableChanges = [:]
             configuration.beforeChunk = { before = database.committed }
             configuration.afterChunk = { code, startedAt, failed in

@@ -67,14 +67,14 @@ struct ShellMode {
         // dry run, whose chunks land in a copy or are rolled back).
         if !options.dryRun {
             let recorder = AuditRecorder(console: launch.console, mode: .shell, options: options, reason: reason)
+            let destination = SQLiteAuditDestination(store: store)
             var before: TableChanges = [:]
             configuration.beforeChunk = { before = store.committedChanges.committed }
             configuration.afterChunk = { code, startedAt, failed in
                 let changes = store.committedChanges.committed.since(before)
                 guard !changes.isEmpty else { return }
                 recorder.code = code
-                recorder.record(to: SQLiteAuditDestination(store: store), startedAt: startedAt, status: failed ? 1 : 0,
-                                dryRun: false, changes: changes)
+                recorder.record(to: destination, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
             }
         }
         let repl = REPL(session: session, configuration: configuration)
