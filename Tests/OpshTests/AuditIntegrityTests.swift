@@ -57,6 +57,29 @@ import Testing
         #expect(try db.sql("SELECT json_extract(changes, '$.telemetry.inserted') FROM opsh_audit") == "1")
     }
 
+    /// The same TEMP trigger made at the shell's prompt, where a chunk's row
+    /// is written in the chunk's own transaction (on the session's
+    /// connection): the row does not land there, and opsh writes it after
+    /// the commit through its own connection, saying so. SQLite only, as
+    /// above.
+    @Test func aTemporaryTriggerAtThePromptDoesNotDropTheChunksRow() throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(.sqlite)
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db, "--no-init"], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        terminal.send("db.exec('CREATE TEMP TRIGGER hide BEFORE INSERT ON main.opsh_audit BEGIN SELECT RAISE(IGNORE); END')\r")
+        terminal.expect("opsh> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('prompt', 1)\")\r")
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.expect("the audit row could not be written in this chunk's transaction (the row did not land in main.opsh_audit")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 15) == 0)
+        #expect(try db.count("opsh_audit") == 1)
+        #expect(try db.sql("SELECT code FROM opsh_audit").contains("'prompt'"))
+        #expect(try sandbox.opsh(["runs", "--verify"], on: db).status == 0)
+    }
+
     /// A trigger in the database itself that drops the trail's rows: opsh
     /// reads its row back and says it did not land; without the trigger
     /// the same run is recorded and says nothing.
@@ -347,6 +370,68 @@ import Testing
         #expect(try db.count("opsh_audit") == 3)
     }
 
+    /// opsh killed (SIGKILL) while it writes a shell chunk's audit row:
+    /// the chunk's changes and its row land together or not at all. The
+    /// row's insert is held up by something the test controls: on SQLite
+    /// a trigger on the trail that computes for minutes (SQLite has no
+    /// lock on one table), on PostgreSQL a lock on the trail.
+    @Test(arguments: Engine.allCases) func aChunkAndItsRowLandTogetherWhenOpshIsKilled(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        var holder: ChildProcess?
+        switch engine {
+        case .sqlite:
+            try db.sql("""
+                CREATE TABLE slow_rows (n INTEGER);
+                WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000) INSERT INTO slow_rows SELECT n FROM c;
+                CREATE TRIGGER slow BEFORE INSERT ON opsh_audit
+                WHEN (SELECT count(*) FROM slow_rows a, slow_rows b, slow_rows c) > 0 BEGIN SELECT 1; END;
+                """)
+        case .postgresql:
+            holder = try sandbox.start(try PostgresServer.shared().tool("psql"), ["-X", "-q", "-d", db.db],
+                                       stdin: "BEGIN;\nLOCK TABLE opsh_audit IN ACCESS EXCLUSIVE MODE;\n", keepingStdinOpen: true)
+            #expect(try waitUntil(10) {
+                try db.sql("SELECT count(*) FROM pg_locks WHERE relation = 'opsh_audit'::regclass AND mode = 'AccessExclusiveLock' AND granted") == "1"
+            })
+        }
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db, "--no-init"], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        let cpuBefore = Self.cpuSeconds(terminal.pid)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('killed', 1)\")\r")
+        // Wait until opsh is inside the row's insert.
+        let inside = try waitUntil(60) {
+            switch engine {
+            case .sqlite: Self.cpuSeconds(terminal.pid) - cpuBefore > 1.5
+            case .postgresql:
+                try db.sql("SELECT count(*) FROM pg_locks WHERE relation = 'opsh_audit'::regclass AND NOT granted") != "0"
+            }
+        }
+        #expect(inside)
+        kill(terminal.pid, SIGKILL)
+        #expect(terminal.waitForExit(timeout: 10) == 128 + SIGKILL)
+        if let holder {
+            holder.write("ROLLBACK;\n")
+            holder.closeInput()
+            _ = sandbox.finish(holder)
+        }
+        let changed = try db.count("telemetry", where: "event = 'killed'")
+        let audited = try db.count("opsh_audit", where: "code LIKE '%killed%'")
+        #expect(changed == audited, "the chunk's change landed \(changed) time(s), its audit row \(audited)")
+
+        // Control: nothing holding the row up, the same chunk lands with its row.
+        if engine == .sqlite { try db.sql("DROP TRIGGER slow") }
+        let again = try PseudoTerminal(arguments: ["--db", db.db, "--no-init"], environment: sandbox.environment)
+        again.expect("opsh> ")
+        again.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('killed', 1)\")\r")
+        again.expect("committed: telemetry: 1 inserted")
+        again.expect("opsh> ")
+        again.send("\u{4}")
+        #expect(again.waitForExit(timeout: 15) == 0)
+        #expect(try db.count("telemetry", where: "event = 'killed'") == changed + 1)
+        #expect(try db.count("opsh_audit", where: "code LIKE '%killed%'") == audited + 1)
+        #expect(try sandbox.opsh(["runs", "--verify"], on: db).status == 0)
+    }
+
     // MARK: Concurrent writers
 
     /// Three opsh processes recording runs at once keep one chain.
@@ -363,6 +448,16 @@ import Testing
         let verified = try sandbox.opsh(["runs", "--verify"], on: db)
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         #expect(verified.stdout.contains("18 rows"), "\(verified.stdout)")
+    }
+
+    /// User and system CPU seconds `pid` has used so far.
+    static func cpuSeconds(_ pid: pid_t) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14 and stime 15.
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }
 

@@ -113,7 +113,7 @@ extension REPL {
             }
             let path = (argument as NSString).expandingTildeInPath
             // One chunk, audited as one typed at the prompt.
-            configuration.beforeChunk?()
+            configuration.beforeChunk?(".read \(argument)")
             let startedAt = Date().timeIntervalSince1970
             var failed = false
             timed {

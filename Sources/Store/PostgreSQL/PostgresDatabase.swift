@@ -516,10 +516,29 @@ public final class PostgresDatabase {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let result = try body()
+        if isInChunk, let beforeChunkCommit {
+            // The last reading, then the hook's statements (not counted:
+            // the measure is put back), then COMMIT.
+            let relations = try tallyRelations()
+            measure?.last = CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations)
+            let measured = measure
+            let changed = measured?.changed ?? [:]
+            if !changed.isEmpty { beforeChunkCommit(changed) }
+            measure = measured
+            try connection.simpleQuery("COMMIT")
+            return (result, changed)
+        }
         let last = try CommitTally.commit(on: connection, relations: tallyRelations())
         measure?.last = last
         return (result, measure?.changed ?? [:])
     }
+
+    /// Called right before a shell chunk's transaction commits
+    /// (``chunk(_:)``), with what it changed: the audit trail writes the
+    /// chunk's row into the same transaction, so that no commit is left
+    /// without its row (ARCHITECTURE.md, "Audit and lock-owner records").
+    /// What it writes is not counted. It must not throw: the commit goes on.
+    public var beforeChunkCommit: ((TableChanges) -> Void)?
 
     /// The readings of the measured transaction open now (its own
     /// ``measuredTransaction(_:)``, a dry run's): PostgreSQL's counters

@@ -456,9 +456,10 @@ public final class SessionDatabase {
                 outcome.summary = counter.summary
                 try checkChangeLimit(counter, scopeLimit: changeLimit)
                 if let gate, gate.needsAnswer(outcome.summary) {
-                    try commitAfterAnswer(gate, db: db, outcome: &outcome)
+                    try commitAfterAnswer(gate, kind: kind, db: db, outcome: &outcome)
                 } else {
                     if records { try keepChangeset(db: db, summary: outcome.summary, outcome: &outcome) }
+                    beforeCommit(kind, db: db, summary: outcome.summary)
                     try flushNotifications(db)
                     try db.commit()
                     outcome.committed = true
@@ -538,7 +539,7 @@ public final class SessionDatabase {
     /// scope did, the transaction is rolled back first (the backend never
     /// waits on the operator) and re-applied on yes, refusing rows changed
     /// by someone else meanwhile; otherwise the lock is held while asking.
-    private func commitAfterAnswer(_ gate: CommitGate, db: Database, outcome: inout ScopeOutcome) throws {
+    private func commitAfterAnswer(_ gate: CommitGate, kind: Scope.Kind, db: Database, outcome: inout ScopeOutcome) throws {
         if let recording, try Self.coverageProblem(of: outcome.summary, db: db) == nil {
             let changeset = try recording.changeset()
             recording.stop()
@@ -554,6 +555,7 @@ public final class SessionDatabase {
                 try db.rollback()
                 throw ChangedSince(conflicts: conflicts, action: "the chunk was not committed")
             }
+            beforeCommit(kind, db: db, summary: outcome.summary)
             try db.commit()
             outcome.committed = true
             outcome.changeset = changeset
@@ -567,9 +569,22 @@ public final class SessionDatabase {
         }
         outcome.notRecorded = problem ?? (recording == nil ? "its changes were not recorded" : nil)
         if outcome.notRecorded == nil, let recording { outcome.changeset = try recording.changeset() }
+        beforeCommit(kind, db: db, summary: outcome.summary)
         try flushNotifications(db)
         try db.commit()
         outcome.committed = true
+    }
+
+    /// Called right before a shell chunk's transaction commits, on its
+    /// connection, with what it changed (once its changeset is taken): the
+    /// audit trail writes the chunk's row into the same transaction, so
+    /// that no commit is left without its row (ARCHITECTURE.md, "Audit
+    /// and lock-owner records"). It must not throw: the commit goes on.
+    public var beforeChunkCommit: ((ChangeSummary, StoreDatabase) -> Void)?
+
+    private func beforeCommit(_ kind: Scope.Kind, db: Database, summary: ChangeSummary) {
+        guard kind == .chunk, !summary.isEmpty, let beforeChunkCommit else { return }
+        beforeChunkCommit(summary, StoreDatabase(db))
     }
 
     /// Keeps the committed scope's changeset, or says why there is none.

@@ -8,7 +8,8 @@ import Store
 /// committed changes. A run's row is written after the run's transaction
 /// ended (a rollback does not take it along), in a short transaction of
 /// its own on the trail's own connection (``AuditConnection``, never the
-/// script's); a chunk's row likewise, after the chunk's transaction.
+/// script's); a chunk's row in the chunk's own transaction, checked after
+/// the commit through that connection (AuditRecorder+Chunks.swift).
 /// `--read-only` runs write nothing and are not recorded. The same on both
 /// engines: where the row goes is an ``AuditDestination``.
 final class AuditRecorder {
@@ -86,13 +87,16 @@ final class AuditRecorder {
         }
     }
 
-    private var what: String { mode == .shell ? "chunk" : "run" }
+    var what: String { mode == .shell ? "chunk" : "run" }
 
     private func sayNotMigrated() {
         guard !saidNotMigrated else { return }
         saidNotMigrated = true
         console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
     }
+
+    /// The shell chunk running now (AuditRecorder+Chunks.swift).
+    var chunk: ChunkInProgress?
 
     /// Seconds the audit row of a run that committed nothing waits for the
     /// write lock.

@@ -63,12 +63,25 @@ struct PostgresShellMode {
             let recorder = AuditRecorder(console: console, mode: .shell, options: options, reason: reason)
             let trail = PostgresAuditDestination(database: database, url: url, statementsBefore: 0, lockWait: options.busyTimeout)
             var before: TableChanges = [:]
-            configuration.beforeChunk = { before = database.committed }
+            configuration.beforeChunk = { code in
+                before = database.committed
+                recorder.chunkBegins(code: code)
+            }
+            // The chunk's row in its own transaction (AuditRecorder.writeInChunk),
+            // with names resolved only in pg_catalog and the lock wait of a write.
+            let lockTimeout = "\(max(Int(options.busyTimeout * 1000), 1))ms"
+            database.beforeChunkCommit = { changes in
+                recorder.writeInChunk(changes: changes, on: database) { body in
+                    try database.transaction {
+                        _ = try database.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('lock_timeout', ?, true)",
+                                                 .positional([.text(lockTimeout)]))
+                        return try body()
+                    }
+                }
+            }
             configuration.afterChunk = { code, startedAt, failed in
-                let changes = database.committed.since(before)
-                guard !changes.isEmpty else { return }
-                recorder.code = code
-                recorder.record(to: trail, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+                recorder.chunkEnded(code: code, startedAt: startedAt, failed: failed, changes: database.committed.since(before),
+                                    destination: trail)
             }
         }
         let repl = REPL(session: session, configuration: configuration)

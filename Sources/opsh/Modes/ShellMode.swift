@@ -69,12 +69,17 @@ struct ShellMode {
             let recorder = AuditRecorder(console: launch.console, mode: .shell, options: options, reason: reason)
             let destination = SQLiteAuditDestination(store: store)
             var before: TableChanges = [:]
-            configuration.beforeChunk = { before = store.committedChanges.committed }
+            configuration.beforeChunk = { code in
+                before = store.committedChanges.committed
+                recorder.chunkBegins(code: code)
+            }
+            // The chunk's row in its own transaction (AuditRecorder.writeInChunk).
+            session.database.beforeChunkCommit = { summary, db in
+                recorder.writeInChunk(changes: summary.tables, on: db) { try db.inSavepoint($0) }
+            }
             configuration.afterChunk = { code, startedAt, failed in
-                let changes = store.committedChanges.committed.since(before)
-                guard !changes.isEmpty else { return }
-                recorder.code = code
-                recorder.record(to: destination, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+                let changes = recorder.withoutOwnRow(store.committedChanges.committed.since(before))
+                recorder.chunkEnded(code: code, startedAt: startedAt, failed: failed, changes: changes, destination: destination)
             }
         }
         let repl = REPL(session: session, configuration: configuration)
