@@ -137,7 +137,7 @@ import Testing
         let path = directory.file("new/opsh.sqlite")
         let store = try Store.prepare(path: path)
         #expect(store.isConnected)
-        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "4")
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "5")
     }
 
     @Test func readOnlyOpenRefusesWritesThroughSQLite() throws {
@@ -182,7 +182,7 @@ import Testing
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'grdb%' ORDER BY name")
         }
         #expect(tables == ["analytics_config", "buildLogs", "builds", "configuration", "crashLogs", "generation_sessions",
-                           "generations", "model_metadata", "model_usage_stats", "opsh_audit", "opsh_audit_prune",
+                           "generations", "model_metadata", "model_usage_stats", "opsh_audit", "opsh_audit_cut", "opsh_audit_prune",
                            "opsh_settings", "projects", "routing_policies",
                            "schemes", "storage_config", "telemetry"])
     }
