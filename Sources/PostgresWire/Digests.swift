@@ -8,8 +8,10 @@
 // written to be obviously correct first, and fast enough that a debug
 // build connects in milliseconds.
 
-/// SHA-256 (FIPS 180-4).
-struct SHA256 {
+/// SHA-256 (FIPS 180-4): opsh's one implementation, used by the client's
+/// authentication and by the audit trail (script digests, the rows' hash
+/// chain) alike.
+public struct SHA256: Sendable {
     static let digestSize = 32
     static let blockSize = 64
 
@@ -30,9 +32,9 @@ struct SHA256 {
     private var pending: [UInt8] = []
     private var length: UInt64 = 0
 
-    init() {}
+    public init() {}
 
-    mutating func update(_ bytes: some Sequence<UInt8>) {
+    public mutating func update(_ bytes: some Sequence<UInt8>) {
         for byte in bytes {
             pending.append(byte)
             length &+= 1
@@ -43,7 +45,7 @@ struct SHA256 {
         }
     }
 
-    mutating func finalize() -> [UInt8] {
+    public mutating func finalize() -> [UInt8] {
         let bits = length &* 8
         pending.append(0x80)
         if pending.count > 56 {
@@ -65,10 +67,15 @@ struct SHA256 {
         return digest
     }
 
-    static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+    public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalize()
+    }
+
+    /// The digest as 64 lowercase hexadecimal digits.
+    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        hexString(hash(bytes))
     }
 
     private mutating func compress(_ block: [UInt8]) {

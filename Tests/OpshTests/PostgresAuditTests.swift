@@ -4,7 +4,7 @@ import Testing
 /// The audit trail on a real PostgreSQL server: the same rows as on SQLite
 /// (AuditTrailTests' checks, run here on the other engine), the trail's
 /// protection, reasons, the shell's chunks, `opsh runs`, and a run that
-/// changed nothing not waiting long behind a lock.
+/// changed nothing not waiting long behind a lock (AuditIntegrityTests).
 @Suite struct PostgresAuditTests {
     let server = try! PostgresServer.shared()
     let sandbox = try! Sandbox()
@@ -169,34 +169,6 @@ import Testing
         #expect(made.isEmpty, "\(made)")
     }
 
-    /// A run that changed nothing waits at most 0.2 s for a lock on the
-    /// trail (as on SQLite, so reading never stalls behind another
-    /// writer) and says it could not record; once the lock is gone the
-    /// same run is recorded.
-    @Test func aRunThatChangedNothingDoesNotWaitLongToBeRecorded() throws {
-        let database = try AuditedDatabase.postgres(sandbox, server: server)
-        let url = database.arguments[1]
-        let holder = try sandbox.start(server.tool("psql"), ["-X", "-q", "-d", url], stdin: """
-            BEGIN;
-            LOCK TABLE opsh_audit IN ACCESS EXCLUSIVE MODE;
-
-            """, keepingStdinOpen: true)
-        #expect(try waitUntil(10) {
-            try database.sql("SELECT count(*) FROM pg_locks WHERE relation = 'opsh_audit'::regclass AND mode = 'AccessExclusiveLock' AND granted") == "1"
-        })
-        let started = Date()
-        let read = try database.opsh(["-e", "return db.value('SELECT count(*) FROM telemetry')"])
-        #expect(read.status == 0, "\(read.stderr)")
-        #expect(read.stdout == "0\n")
-        #expect(read.stderr.contains("the audit trail could not record this run: another process holds the lock it needs"), "\(read.stderr)")
-        #expect(Date().timeIntervalSince(started) < 4)
-        holder.write("ROLLBACK;\n")
-        holder.closeInput()
-        _ = sandbox.finish(holder)
-        // Control: the lock released, the same run is recorded.
-        let again = try database.opsh(["-e", "return db.value('SELECT count(*) FROM telemetry')"])
-        #expect(again.status == 0, "\(again.stderr)")
-        #expect(!again.stderr.contains("could not record"), "\(again.stderr)")
-        #expect(try database.rows().count == 1)
-    }
+    // A run that changed nothing beside a lock on the trail: both engines
+    // in AuditIntegrityTests.aReadBesideAHeldLockIsSpooledQuietly.
 }

@@ -9,10 +9,12 @@ import Store
 /// audit.list{ where = { startedAt = { gt = "1d" } } }    -- a duration means that long ago
 /// audit.prune{ olderThan = "90d" }                       --> { deleted = 120 }
 /// audit.requireReason(true)                              -- every run and shell must give a reason
+/// audit.verify()                                         --> { ok = false, row = 7, problem = "…", rows = 9 }
 /// ```
 ///
 /// Rows leave only through `audit.prune` (the schema's triggers refuse an
-/// UPDATE, and a DELETE without prune's permit). Written once over
+/// UPDATE, and a DELETE without prune's permit); `audit.verify` checks
+/// the hash chain (``AuditChain``). Written once over
 /// ``RepositoryEngine``: the same functions on SQLite and PostgreSQL.
 enum AuditModule {
     static let listOptions = ["where", "order", "limit", "offset"]
@@ -26,6 +28,7 @@ enum AuditModule {
             "list": { call in try list(call, context: context) },
             "prune": { call in try prune(call, context: context) },
             "requireReason": { call in try requireReason(call, context: context) },
+            "verify": { call in try verify(call, context: context) },
         ])
     }
 
@@ -59,6 +62,7 @@ enum AuditModule {
             if let text { fields[.string(name)] = .string(text) }
         }
         if let period = entry.period { fields["period"] = .number(period) }
+        if let hash = entry.hash { fields["hash"] = .string(hash) }
         var changes: [LuaValue: LuaValue] = [:]
         for (table, counts) in entry.changes {
             changes[.string(table)] = .table(["inserted": .integer(Int64(counts.inserted)),
@@ -94,11 +98,41 @@ enum AuditModule {
         guard cutoff <= now - 86400 else {
             throw call.argumentError(1, "olderThan: the audit trail keeps at least its last day; give a duration of 1d or more")
         }
-        let deleted = try context.write(AuditTrail.table) { db -> Int in
+        let pruned = try context.write(AuditTrail.table) { db -> AuditTrail.Pruned in
             guard try AuditTrail.exists(db) else { throw LuaCallError.message(missing) }
             return try AuditTrail.prune(before: cutoff, db)
         }
-        return call.results(.table(["deleted": .integer(Int64(deleted))]))
+        AuditSyslog.pruned(deleted: pruned.deleted, cut: pruned.cut, database: label(of: context))
+        return call.results(.table(["deleted": .integer(Int64(pruned.deleted))]))
+    }
+
+    /// The database as syslog names it: the file, or the URL without its password.
+    static func label(of context: some RepositoryEngine) -> String {
+        if let sqlite = context as? RepositoryContext { return sqlite.database.store.path ?? ":memory:" }
+        if let postgres = context as? PostgresRepositoryEngine { return postgres.database.label }
+        return "?"
+    }
+
+    /// `audit.verify()`: reads the whole trail and checks its hash chain.
+    /// `ok`, `rows`, `unchained` (rows from before the chain), and for the
+    /// first row that does not fit, `row` and `problem`; `untrusted`, the
+    /// ids of every such row.
+    static func verify(_ call: LuaCall, context: some RepositoryEngine) throws -> Int32 {
+        let verdict = try context.read(AuditTrail.table) { db -> AuditChain.Verdict in
+            guard try AuditTrail.exists(db) else { throw LuaCallError.message(missing) }
+            return try AuditChain.verify(db)
+        }
+        guard verdict.hasChain else { throw LuaCallError.message(verdict.summary) }
+        var fields: [LuaValue: LuaValue] = [
+            "ok": .boolean(verdict.holds), "rows": .integer(Int64(verdict.rows)),
+            "unchained": .integer(Int64(verdict.unchained)), "summary": .string(verdict.summary),
+            "untrusted": .array(verdict.misfits.map { .integer($0.row) }),
+        ]
+        if let first = verdict.misfits.first {
+            fields["row"] = .integer(first.row)
+            fields["problem"] = .string(first.problem)
+        }
+        return call.results(.table(fields))
     }
 
     static func requireReason(_ call: LuaCall, context: some RepositoryEngine) throws -> Int32 {

@@ -191,11 +191,13 @@ enum HelpEntries {
         HelpEntry(module: "analytics", name: "usage", signature: "analytics.usage{since=} → rows", summary: "Usage from model_usage_stats with error rates."),
         HelpEntry(module: "analytics", name: "builds", signature: "analytics.builds{since=} → rows", summary: "Success rate and duration per scheme."),
         HelpEntry(module: "audit", name: "list", signature: "audit.list{ where=, order=, limit=, offset= } → rows",
-                  summary: "Runs, one-liners and shell chunks recorded: startedAt, endedAt, user, host, pid, mode, script, code, reason, dryRun, readOnly, changes (table → {inserted, updated, deleted}), status; newest first."),
+                  summary: "Runs, one-liners and shell chunks recorded: startedAt, endedAt, user, host, pid, mode, script, code, reason, dryRun, readOnly, changes (table → {inserted, updated, deleted}), status, hash; newest first."),
         HelpEntry(module: "audit", name: "prune", signature: "audit.prune{ olderThan=\"90d\" } → {deleted}",
                   summary: "Deletes audit rows older than that (at least a day): the only way rows leave the trail."),
         HelpEntry(module: "audit", name: "requireReason", signature: "audit.requireReason(boolean)",
                   summary: "Whether every run, one-liner and shell on this database must give a reason (--reason, OPSH_REASON)."),
+        HelpEntry(module: "audit", name: "verify", signature: "audit.verify() → {ok, rows, unchained, row, problem, untrusted, summary}",
+                  summary: "Checks the trail's hash chain: the first row that was rewritten, removed from the middle or not written by opsh (as opsh runs --verify)."),
     ]
 }
 

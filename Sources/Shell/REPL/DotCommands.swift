@@ -190,7 +190,7 @@ extension REPL {
     /// `.read FILE`: one chunk, audited as one typed at the prompt.
     func readFile(_ argument: String) {
         let path = (argument as NSString).expandingTildeInPath
-        configuration.beforeChunk?()
+        configuration.beforeChunk?(".read \(argument)")
         let startedAt = Date().timeIntervalSince1970
         var failed = false
         timed {

@@ -30,8 +30,9 @@ public final class REPL {
         public var maxChanges: Int?
         public var continuationPrompt = "  ... "
         /// Around each chunk typed at the prompt (the audit trail): before
-        /// it runs, and after with its text, start time and whether it failed.
-        public var beforeChunk: (() -> Void)?
+        /// it runs, with its text, and after with its text, start time and
+        /// whether it failed.
+        public var beforeChunk: ((_ code: String) -> Void)?
         public var afterChunk: ((_ code: String, _ startedAt: Double, _ failed: Bool) -> Void)?
 
         public init(historyPath: String?, initPath: String?) {
@@ -196,7 +197,7 @@ public final class REPL {
                 warnedFileGone = true
                 console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
             }
-            configuration.beforeChunk?()
+            configuration.beforeChunk?(typed)
             let startedAt = Date().timeIntervalSince1970
             var failed = false
             timed {

@@ -46,19 +46,18 @@ public enum ScriptSchedule {
     }
 
     /// The scripts whose period (from their latest recorded run) has
-    /// passed, plus the grace, since their last successful run.
+    /// passed, plus the grace, since their last successful run. Rows in
+    /// `untrusted` (those that do not fit the trail's hash chain,
+    /// ``AuditChain/Verdict/untrusted``) count for nothing: a row anyone
+    /// with INSERT could add must not silence the switch.
     /// - parameter grace: seconds; nil: ``defaultGrace(for:)``.
-    public static func overdue(_ db: some RepositoryConnection, now: Double, grace: Double? = nil) throws -> [Overdue] {
+    public static func overdue(_ db: some RepositoryConnection, now: Double, grace: Double? = nil,
+                               untrusted: Set<Int64> = []) throws -> [Overdue] {
+        guard let tables = try AuditTrail.tables(db) else { throw AuditTrailError.missing }
         let result = try db.fetch("""
-            SELECT script,
-                   (SELECT period FROM opsh_audit latest WHERE latest.script = runs.script AND latest.mode = 'run'
-                    ORDER BY startedAt DESC LIMIT 1) AS period,
-                   max(CASE WHEN status = 0 AND dryRun = 0 THEN startedAt END) AS "lastSuccess",
-                   min(startedAt) AS "firstRun"
-            FROM opsh_audit runs
+            SELECT id, script, period, status, dryRun, startedAt FROM \(tables.audit)
             WHERE mode = 'run' AND script IS NOT NULL AND script <> '-'
-            GROUP BY script
-            ORDER BY \(db.dialect.orderTerm("script", descending: false, isText: true))
+            ORDER BY startedAt
             """, [])
         func number(_ value: StoreValue) -> Double? {
             switch value {
@@ -67,18 +66,39 @@ public enum ScriptSchedule {
             default: nil
             }
         }
-        var late: [Overdue] = []
+        var byScript: [String: Runs] = [:]
         for row in result.rows {
-            guard let script = row[0].textValue, let period = number(row[1]) else { continue }
-            let lastSuccess = number(row[2])
-            let from = lastSuccess ?? number(row[3]) ?? now
+            guard let id = AuditChain.integer(row[0]), !untrusted.contains(id), let script = row[1].textValue,
+                  let startedAt = number(row[5]) else { continue }
+            var runs = byScript[script] ?? Runs()
+            // Rows come oldest first: the latest run's period wins.
+            runs.period = number(row[2])
+            if runs.firstRun == nil { runs.firstRun = startedAt }
+            if AuditChain.integer(row[3]) == 0 && AuditChain.integer(row[4]) == 0 {
+                runs.lastSuccess = max(runs.lastSuccess ?? startedAt, startedAt)
+            }
+            byScript[script] = runs
+        }
+        var late: [Overdue] = []
+        // By the script's bytes, as the trail's text is ordered on both engines.
+        for script in byScript.keys.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }) {
+            let runs = byScript[script]!
+            guard let period = runs.period else { continue }
+            let from = runs.lastSuccess ?? runs.firstRun ?? now
             let allowed = grace ?? defaultGrace(for: period)
             if now > from + period + allowed {
-                late.append(Overdue(script: script, period: period, grace: allowed, lastSuccess: lastSuccess,
+                late.append(Overdue(script: script, period: period, grace: allowed, lastSuccess: runs.lastSuccess,
                                     dueSince: from + period))
             }
         }
         return late
+    }
+
+    /// A script's trusted runs, as ``overdue(_:now:grace:untrusted:)`` adds them up.
+    private struct Runs {
+        var period: Double?
+        var lastSuccess: Double?
+        var firstRun: Double?
     }
 
     /// "10m", "1h 30m", "2d": a duration as people write it.

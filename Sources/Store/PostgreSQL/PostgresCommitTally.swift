@@ -76,7 +76,8 @@ enum CommitTally {
           RETURN NULL;
         END $f$;
         """ + tables.map { table in
-            "\nCREATE TRIGGER opsh_note_truncate BEFORE TRUNCATE ON \(table) FOR EACH STATEMENT EXECUTE FUNCTION opsh_note_truncate();"
+            "\nDROP TRIGGER IF EXISTS opsh_note_truncate ON \(table);"
+                + "\nCREATE TRIGGER opsh_note_truncate BEFORE TRUNCATE ON \(table) FOR EACH STATEMENT EXECUTE FUNCTION opsh_note_truncate();"
         }.joined()
     }
 

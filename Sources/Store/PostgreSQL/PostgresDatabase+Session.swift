@@ -235,36 +235,23 @@ struct PostgresCatalog: DatabaseCatalog {
     }
 }
 
-/// A PostgreSQL database: the session's connection, once no transaction
-/// of the run's is open; the row itself is not counted among the run's
-/// changes.
+/// A PostgreSQL database: a connection of the trail's own to the same
+/// URL; the row is not counted among the run's changes (it is not written
+/// on the session's connection).
 struct PostgresAuditDestination: AuditDestination {
     let database: PostgresDatabase
     /// Statements run before the script began (opsh's own).
     let statementsBefore: Int
-    /// Seconds the row of a run that changed data waits for a lock on the
-    /// trail (`--busy-timeout`, as SQLite's writer waits).
-    let lockWait: Double
+    let trail: AuditConnection
+
+    /// - parameter lockWait: seconds the row of a run that changed data
+    ///   waits for a lock on the trail (`--busy-timeout`, as SQLite's
+    ///   writer waits).
+    init(database: PostgresDatabase, statementsBefore: Int, lockWait: Double) {
+        self.database = database
+        self.statementsBefore = statementsBefore
+        trail = AuditConnection.postgres(url: database.urlText, lockWait: lockWait)
+    }
 
     var wasUsed: Bool { database.statementCount > statementsBefore }
-
-    func hasTrail() throws -> Bool {
-        try AuditTrail.exists(database)
-    }
-
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost seconds: Double?) throws {
-        let counting = database.countsCommits
-        database.countsCommits = false
-        defer { database.countsCommits = counting }
-        try database.transaction {
-            // The server's lock wait, for this transaction only.
-            let wait = seconds ?? lockWait
-            _ = try database.execute("SELECT set_config('lock_timeout', ?, true)", .positional([.text("\(max(Int(wait * 1000), 1))ms")]))
-            try AuditTrail.insert(Self.entry(entry, code: code, in: database), database)
-        }
-    }
-
-    func isLockTimeout(_ error: any Error) -> Bool {
-        PostgresDatabase.isLockTimeout(error)
-    }
 }

@@ -44,6 +44,9 @@ public final class PostgresDatabase {
     }
 
     public let url: PostgresURL
+    /// The URL as given (with its password): what another connection of
+    /// opsh's to the same database opens (the audit trail's own).
+    public let urlText: String
     public let options: Options
     let connection: PostgresConnection
     /// For another thread: cancels the statement that runs now.
@@ -104,6 +107,7 @@ public final class PostgresDatabase {
     /// schema is refused, and so is one a newer opsh migrated.
     public init(url text: String, options: Options = Options()) throws {
         url = try PostgresURL(text)
+        urlText = text
         self.options = options
         connection = try PostgresConnection(url: url)
         canceller = connection.canceller
@@ -492,10 +496,27 @@ public final class PostgresDatabase {
         }
         let changed = try readMeasure().changed
         guard try mayCommit(changed) else { return (result, changed, false) }
+        if isInChunk, !changed.isEmpty, let beforeChunkCommit {
+            // The hook's statements (the chunk's audit row) are not counted:
+            // the measure is put back, and COMMIT follows without a reading.
+            let measured = measure
+            beforeChunkCommit(ChunkCommit(changes: changed, connection: self) { body in
+                try self.transaction {
+                    _ = try self.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)")
+                    return try body()
+                }
+            })
+            measure = measured
+            try connection.simpleQuery("COMMIT")
+            return (result, changed, true)
+        }
         let last = try CommitTally.commit(on: connection, relations: tallyRelations())
         measure?.last = last
         return (result, measure?.changed ?? [:], true)
     }
+
+    /// ``DatabaseSession/beforeChunkCommit``: what it writes is not counted.
+    public var beforeChunkCommit: ((ChunkCommit) -> Void)?
 
     /// The readings of the measured transaction open now (its own
     /// ``measuredTransaction(_:)``, a dry run's): PostgreSQL's counters

@@ -18,7 +18,7 @@ public enum PostgresNames {
         "schemeId", "versionString", "buildNumber", "startDate", "endDate", "exitCode", "commitHash",
         "runnerHost", "runnerPid", "runnerStartedAt", "runnerId", "heartbeatAt", "heartbeatInterval",
         "buildId", "incidentIdentifier",
-        "startedAt", "endedAt", "scriptSHA256", "dryRun", "readOnly",
+        "startedAt", "endedAt", "scriptSHA256", "dryRun", "readOnly", "previousHash", "lastId", "lastHash", "cutAt",
     ]
 
     static let byFoldedName: [String: String] = Dictionary(

@@ -102,12 +102,15 @@ extension ListRequest {
     /// in either engine's `dialect` (`textColumns`: the columns that hold
     /// text, which PostgreSQL orders by their bytes as SQLite does).
     /// Unknown columns are refused as ``RecordRepository/list(_:_:)`` does.
+    /// - parameter source: what the statement reads FROM, when not the
+    ///   table's quoted name (a schema-qualified name: the audit trail's).
     public func selectSQL(table: String, columns: [String], counting: Bool = false, dialect: SQLDialect = .sqlite,
-                          textColumns: Set<String> = []) throws -> (sql: String, arguments: [StoreValue]) {
+                          textColumns: Set<String> = [], source: String? = nil) throws -> (sql: String, arguments: [StoreValue]) {
+        let from = source ?? dialect.quote(table)
         let (whereSQL, whereValues) = try whereParts(table: table, columns: columns, dialect: dialect)
-        if counting { return ("SELECT count(*) FROM " + dialect.quote(table) + whereSQL, whereValues.map(StoreValue.init)) }
+        if counting { return ("SELECT count(*) FROM " + from + whereSQL, whereValues.map(StoreValue.init)) }
         let (tailSQL, tailValues) = try tailParts(table: table, columns: columns, dialect: dialect, textColumns: textColumns)
-        return ("SELECT * FROM " + dialect.quote(table) + whereSQL + tailSQL, (whereValues + tailValues).map(StoreValue.init))
+        return ("SELECT * FROM " + from + whereSQL + tailSQL, (whereValues + tailValues).map(StoreValue.init))
     }
 
     private func whereParts(table: String, columns: [String], dialect: SQLDialect = .sqlite) throws -> (sql: String, arguments: [DatabaseValue]) {

@@ -103,6 +103,12 @@ public protocol DatabaseSession: AnyObject {
     func auditDestination(busyTimeout: Double) -> any AuditDestination
     /// Whether the database asks every run for a reason.
     func requiresReason() throws -> Bool
+    /// Called right before a shell chunk's transaction commits, with what
+    /// it changed and a way to write in that transaction: the audit trail
+    /// writes the chunk's row there, so that no commit is left without its
+    /// row (ARCHITECTURE.md, "Audit and lock-owner records"). It must not
+    /// throw: the commit goes on.
+    var beforeChunkCommit: ((ChunkCommit) -> Void)? { get set }
 
     // MARK: What the shell shows
 
@@ -159,28 +165,25 @@ public struct ScopeOutcome {
     public init() {}
 }
 
+/// A shell chunk about to commit (``DatabaseSession/beforeChunkCommit``).
+public struct ChunkCommit {
+    /// What the chunk changed.
+    public let changes: TableChanges
+    /// The chunk's connection, inside its transaction.
+    public let connection: any RepositoryConnection
+    /// Runs `body` in a savepoint of the chunk's transaction (on
+    /// PostgreSQL with names resolved in `pg_catalog` only).
+    public let savepoint: (() throws -> AuditRowStamp) throws -> AuditRowStamp
+}
+
 /// Where an audit row goes: the engine's side of the trail.
 public protocol AuditDestination {
     /// Whether the run used the database at all (a one-liner that never
     /// touched it is not recorded).
     var wasUsed: Bool { get }
-    /// Whether the database has the trail (migration 003).
-    func hasTrail() throws -> Bool
-    /// Writes the row in a short transaction of its own, `code` masked
-    /// with the secrets the database holds; `waitingAtMost`: seconds it
-    /// may wait for a lock (nil: as long as any write).
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost: Double?) throws
-    /// Whether `error` is a lock wait that ran out.
-    func isLockTimeout(_ error: any Error) -> Bool
-}
-
-extension AuditDestination {
-    /// `entry` with `code` masked by the secrets `db` holds.
-    public static func entry(_ entry: AuditEntry, code: String?, in db: some RepositoryConnection) -> AuditEntry {
-        var masked = entry
-        if let code { masked.code = CodeMask.mask(code, knownSecrets: AuditTrail.knownSecrets(db)) }
-        return masked
-    }
+    /// The trail's own connection: the row is never written on the
+    /// script's.
+    var trail: AuditConnection { get }
 }
 
 /// The database's tables, columns and schema text, and who holds its

@@ -104,24 +104,16 @@ struct SQLiteCatalog: DatabaseCatalog {
     }
 }
 
-/// An SQLite file: the store's writer, its lock wait.
+/// An SQLite file: a connection of the trail's own to the file the store
+/// opened, waiting for locks as the store's writer does.
 struct SQLiteAuditDestination: AuditDestination {
     let store: Store
+    let trail: AuditConnection
+
+    init(store: Store) {
+        self.store = store
+        trail = AuditConnection.sqlite(store)
+    }
 
     var wasUsed: Bool { store.isConnected && store.path != nil }
-
-    func hasTrail() throws -> Bool {
-        try store.read { try AuditTrail.exists($0) }
-    }
-
-    func write(_ entry: AuditEntry, code: String?, waitingAtMost seconds: Double?) throws {
-        let write = {
-            try store.write { db in try AuditTrail.insert(Self.entry(entry, code: code, in: db), db) }
-        }
-        if let seconds { try store.lockWait.capped(at: seconds, write) } else { try write() }
-    }
-
-    func isLockTimeout(_ error: any Error) -> Bool {
-        "\(error)".contains("database is locked")
-    }
 }

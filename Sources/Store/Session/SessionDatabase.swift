@@ -429,9 +429,10 @@ public final class SessionDatabase {
                 outcome.summary = counter.summary
                 try checkChangeLimit(counter, scopeLimit: changeLimit)
                 if let gate, gate.needsAnswer(outcome.summary) {
-                    try commitAfterAnswer(gate, db: db, outcome: &outcome)
+                    try commitAfterAnswer(gate, kind: kind, db: db, outcome: &outcome)
                 } else {
                     if records { try keepChangeset(db: db, summary: outcome.summary, outcome: &outcome) }
+                    beforeCommit(kind, db: db, summary: outcome.summary)
                     try flushNotifications(db)
                     try db.commit()
                     outcome.committed = true
@@ -511,7 +512,7 @@ public final class SessionDatabase {
     /// scope did, the transaction is rolled back first (the backend never
     /// waits on the operator) and re-applied on yes, refusing rows changed
     /// by someone else meanwhile; otherwise the lock is held while asking.
-    private func commitAfterAnswer(_ gate: CommitGate, db: Database, outcome: inout ScopeOutcome) throws {
+    private func commitAfterAnswer(_ gate: CommitGate, kind: Scope.Kind, db: Database, outcome: inout ScopeOutcome) throws {
         if let recording, try Self.coverageProblem(of: outcome.summary, db: db) == nil {
             let changeset = try recording.changeset()
             recording.stop()
@@ -527,6 +528,7 @@ public final class SessionDatabase {
                 try db.rollback()
                 throw ChangedSince(conflicts: conflicts, action: "the chunk was not committed")
             }
+            beforeCommit(kind, db: db, summary: outcome.summary)
             try db.commit()
             outcome.committed = true
             outcome.changeset = changeset
@@ -540,9 +542,27 @@ public final class SessionDatabase {
         }
         outcome.notRecorded = problem ?? (recording == nil ? "its changes were not recorded" : nil)
         if outcome.notRecorded == nil, let recording { outcome.changeset = try recording.changeset() }
+        beforeCommit(kind, db: db, summary: outcome.summary)
         try flushNotifications(db)
         try db.commit()
         outcome.committed = true
+    }
+
+    /// ``DatabaseSession/beforeChunkCommit``: called once the chunk's
+    /// changeset is taken, on its connection.
+    public var beforeChunkCommit: ((ChunkCommit) -> Void)?
+
+    private func beforeCommit(_ kind: Scope.Kind, db: Database, summary: ChangeSummary) {
+        guard kind == .chunk, !summary.isEmpty, let beforeChunkCommit else { return }
+        let connection = StoreDatabase(db)
+        beforeChunkCommit(ChunkCommit(changes: summary.tables, connection: connection) { body in
+            var stamp: AuditRowStamp?
+            try db.inSavepoint {
+                stamp = try body()
+                return .commit
+            }
+            return stamp!
+        })
     }
 
     /// Keeps the committed scope's changeset, or says why there is none.

@@ -10,11 +10,12 @@ struct RunsCommand {
     static let overdueOption = OptionSpec(long: "overdue", help: "List only the scripts whose last successful run is older than their period (-- @every in the script's header) plus the grace; exit status 1 when there is one, 0 when none is.")
     static let graceOption = OptionSpec(long: "grace", valueName: "duration", help: "How late a run may be, e.g. 5m (default: 10 % of the script's period, at least 1m).")
     static let limitOption = OptionSpec(long: "limit", valueName: "n", help: "How many recent runs to list.", defaultValue: "20")
+    static let verifyOption = OptionSpec(long: "verify", help: "Check the audit trail's hash chain and name the first row that does not fit (one rewritten, removed from the middle, or not written by opsh); exit status 1 when there is one, 0 when the chain holds.")
 
     static let help = CommandHelp(
         name: "opsh runs",
         abstract: "Recent script runs from the audit trail; --overdue for the ones that did not happen.",
-        usage: "opsh runs [<options>] [--overdue [--grace <duration>]]",
+        usage: "opsh runs [<options>] [--overdue [--grace <duration>] | --verify]",
         discussion: """
             Lists the newest `opsh run` and `opsh -e` runs recorded in the
             database's audit trail: script, start (UTC), duration, rows
@@ -26,16 +27,24 @@ struct RunsCommand {
             (exit status 0, not a dry run) started longer ago than its
             period plus the grace, and exits 1; it exits 0 when none is
             late. The period is the one the script's latest run declared.
+            A row that does not fit the trail's hash chain is not trusted
+            (anyone with INSERT could add a successful run): it is left
+            out, and said on stderr.
 
-            Exit status: 0 (none overdue), 1 (some overdue), 2 (usage),
-            3 (the database is unavailable or has no audit trail yet).
+            With --verify, opsh reads the whole trail and checks its hash
+            chain: each row carries the hash of the row before it.
+
+            Exit status: 0 (none overdue; the chain holds), 1 (some
+            overdue; a row does not fit), 2 (usage), 3 (the database is
+            unavailable or has no audit trail yet).
             """,
         // It only reads: the options about running Lua or writing do not apply.
         options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
-            + [overdueOption, graceOption, limitOption])
+            + [overdueOption, graceOption, limitOption, verifyOption])
 
     var options = CommonOptions()
     var overdue = false
+    var verify = false
     var grace: Double?
     var limit = 20
 
@@ -47,6 +56,7 @@ struct RunsCommand {
             case let .option(spec, value):
                 switch spec.name {
                 case Self.overdueOption.name: overdue = true
+                case Self.verifyOption.name: verify = true
                 case Self.graceOption.name:
                     do {
                         grace = try DurationText.seconds(value!)
@@ -65,6 +75,7 @@ struct RunsCommand {
         }
         try options.validate(command: Self.help)
         if grace != nil && !overdue { throw UsageError("--grace goes with --overdue", command: Self.help) }
+        if verify && overdue { throw UsageError("--verify and --overdue are two questions: ask one at a time", command: Self.help) }
     }
 
     func run() throws -> Int32 {
@@ -76,8 +87,22 @@ struct RunsCommand {
                 guard try AuditTrail.exists(db) else {
                     throw Stop(.databaseUnavailable, "this database has no audit trail yet (migration \(AuditTrail.migration) is pending): run `opsh migrate`")
                 }
+                if verify {
+                    let verdict = try AuditChain.verify(db)
+                    guard verdict.hasChain else { throw Stop(.databaseUnavailable, verdict.summary) }
+                    print(verdict.summary)
+                    for misfit in verdict.misfits.dropFirst() { print(misfit.description) }
+                    status = verdict.holds ? .success : .scriptError
+                    return
+                }
                 if overdue {
-                    let late = try ScriptSchedule.overdue(db, now: now, grace: grace)
+                    // Only rows that fit the chain are trusted.
+                    let verdict = try AuditChain.verify(db)
+                    if let first = verdict.misfits.first {
+                        let count = verdict.misfits.count
+                        launch.console.warning("\(count) row\(count == 1 ? "" : "s") of the audit trail \(count == 1 ? "does" : "do") not fit its chain and \(count == 1 ? "is" : "are") not trusted (\(first)); `opsh runs --verify` lists them")
+                    }
+                    let late = try ScriptSchedule.overdue(db, now: now, grace: grace, untrusted: verdict.untrusted)
                     for script in late {
                         let last = script.lastSuccess.map { "its last successful run started \(Self.time($0)) (\(ScriptSchedule.describe(seconds: now - $0)) ago)" }
                             ?? "it never ran successfully (due since \(Self.time(script.dueSince)))"

@@ -5,10 +5,13 @@ import Store
 
 /// Writes the audit trail's rows (README, "The audit trail"): one per
 /// `opsh run` and `-e` that used the database, one per shell chunk that
-/// committed changes. Each row is written after the work's transaction
-/// ended, in a short transaction of its own, so a rollback does not take
-/// it along. `--read-only` runs write nothing and are not recorded. The
-/// same on both engines: where the row goes is an ``AuditDestination``.
+/// committed changes. A run's row is written after the run's transaction
+/// ended (a rollback does not take it along), in a short transaction of
+/// its own on the trail's own connection (``AuditConnection``, never the
+/// script's); a chunk's row in the chunk's own transaction, checked after
+/// the commit through that connection (AuditRecorder+Chunks.swift).
+/// `--read-only` runs write nothing and are not recorded. The same on both
+/// engines: where the row goes is an ``AuditDestination``.
 final class AuditRecorder {
     let console: Console
     let mode: AuditEntry.Mode
@@ -41,45 +44,59 @@ final class AuditRecorder {
             let absolute = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
             script = absolute
         }
-        scriptSHA256 = SHA256.hex(Array(code.utf8))
+        scriptSHA256 = AuditTrail.digest(code)
         period = try? ScriptSchedule.period(in: code)
     }
 
-    /// Records one run or chunk. Nothing when the database was never
-    /// used, or opened read-only. Problems are said on stderr; they never
-    /// change the run's exit status.
+    /// Records one run or chunk, through the trail's own connection
+    /// (``AuditConnection``). Nothing when the database was never used, or
+    /// opened read-only. Problems are said on stderr; they never change
+    /// the run's exit status. A row that cannot be written is spooled for
+    /// the next run; a run that changed nothing says nothing when it only
+    /// found the lock taken (a read beside the backend, which cron would
+    /// mail every time).
     func record(to destination: some AuditDestination, startedAt: Double, status: Int32, dryRun: Bool,
                 changes: TableChanges) {
         guard !readOnly, destination.wasUsed else { return }
         if connectedAtStart && changes.isEmpty && !dryRun && mode != .shell { return }
+        let trail = destination.trail
         do {
-            guard try destination.hasTrail() else {
-                if !saidNotMigrated {
-                    saidNotMigrated = true
-                    console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
-                }
+            guard try trail.hasTrail() else {
+                sayNotMigrated()
                 return
             }
-            let entry = AuditEntry(startedAt: startedAt, endedAt: Date().timeIntervalSince1970, mode: mode,
-                                   script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
-                                   dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
-            // A run that changed nothing (a read, a dry run) must not wait
-            // behind the backend's writers for the whole lock wait just to
-            // leave its row (README, "How opsh behaves beside a live backend").
-            let briefly = changes.isEmpty && mode != .shell
-            do {
-                try destination.write(entry, code: code, waitingAtMost: briefly ? Self.readOnlyRunWait : nil)
-            } catch {
-                if briefly && destination.isLockTimeout(error) {
-                    console.warning("the audit trail could not record this run: another process holds the lock it needs (a run that changed nothing waits at most \(Self.readOnlyRunWait) s for it, so that reading never stalls behind the backend)")
-                    return
-                }
-                throw error
-            }
         } catch {
-            console.error("the audit trail could not record this \(mode == .shell ? "chunk" : "run"): \(error)")
+            console.error("the audit trail could not record this \(what): \(error)")
+            return
+        }
+        let entry = AuditEntry(startedAt: startedAt, endedAt: Date().timeIntervalSince1970, mode: mode,
+                               script: script, scriptSHA256: scriptSHA256, code: nil, reason: reason,
+                               dryRun: dryRun, readOnly: readOnly, changes: changes, status: status, period: period)
+        // A run that changed nothing (a read, a dry run) must not wait
+        // behind the backend's writers for the whole lock wait just to
+        // leave its row (README, "How opsh behaves beside a live backend").
+        let briefly = changes.isEmpty && mode != .shell
+        switch trail.record(entry, code: code, waitingAtMost: briefly ? Self.readOnlyRunWait : nil) {
+        case .written:
+            break
+        case let .spooled(file, error):
+            if briefly && trail.isLockTimeout(error) { return }
+            console.error("the audit trail could not record this \(what): \(error); the row is kept in \(file) for the next run on this database to write")
+        case let .failed(error):
+            console.error("the audit trail could not record this \(what): \(error)")
         }
     }
+
+    var what: String { mode == .shell ? "chunk" : "run" }
+
+    private func sayNotMigrated() {
+        guard !saidNotMigrated else { return }
+        saidNotMigrated = true
+        console.warning("the audit trail is not recorded on this database until `opsh migrate` applies \(AuditTrail.migration)")
+    }
+
+    /// The shell chunk running now (AuditRecorder+Chunks.swift).
+    var chunk: ChunkInProgress?
 
     /// Seconds the audit row of a run that committed nothing waits for the
     /// write lock.

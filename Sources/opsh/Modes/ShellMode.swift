@@ -82,12 +82,19 @@ struct ShellMode {
             let recorder = AuditRecorder(console: console, mode: .shell, options: options, reason: reason)
             let trail = database.auditDestination(busyTimeout: options.busyTimeout)
             var before: TableChanges = [:]
-            configuration.beforeChunk = { before = database.committedChanges }
+            configuration.beforeChunk = { code in
+                before = database.committedChanges
+                recorder.chunkBegins(code: code)
+            }
+            // The chunk's row in its own transaction (AuditRecorder.writeInChunk).
+            database.beforeChunkCommit = { commit in
+                recorder.writeInChunk(changes: commit.changes, on: commit.connection, savepoint: commit.savepoint)
+            }
             configuration.afterChunk = { code, startedAt, failed in
-                let changes = database.committedChanges.since(before)
-                guard !changes.isEmpty else { return }
-                recorder.code = code
-                recorder.record(to: trail, startedAt: startedAt, status: failed ? 1 : 0, dryRun: false, changes: changes)
+                // (SQLite's tally sees the chunk's own row commit with it;
+                // PostgreSQL's counts leave it out.)
+                let changes = recorder.withoutOwnRow(database.committedChanges.since(before))
+                recorder.chunkEnded(code: code, startedAt: startedAt, failed: failed, changes: changes, destination: trail)
             }
         }
         let repl = REPL(session: session, configuration: configuration)
