@@ -25,6 +25,7 @@ public enum PostgresMigrations {
         ("002_indexes", indexes),
         ("003_audit", audit),
         ("004_runners", runners),
+        ("006_schemeEnvironment", schemeEnvironment),
     ]
 
     /// The table that records applied migrations (SQLite's is GRDB's
@@ -301,5 +302,12 @@ public enum PostgresMigrations {
         ALTER TABLE builds ADD COLUMN attempts bigint NOT NULL DEFAULT 0 CHECK (attempts >= 0);
         CREATE INDEX builds_on_status_created ON builds(status, createdAt, buildNumber);
         CREATE INDEX builds_on_runner ON builds(runnerId);
+        """
+
+    /// Migration006SchemeEnvironment's column: the names of the runner's
+    /// variables a scheme's builds get.
+    static let schemeEnvironment = """
+        ALTER TABLE schemes ADD COLUMN passEnvironment text NOT NULL DEFAULT '[]'
+            CONSTRAINT passEnvironment_is_json CHECK (opsh_json_valid(passEnvironment));
         """
 }

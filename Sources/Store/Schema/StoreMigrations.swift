@@ -11,6 +11,7 @@ public enum StoreMigrations {
         Migration002Indexes.identifier,
         Migration003Audit.identifier,
         Migration004Runners.identifier,
+        Migration006SchemeEnvironment.identifier,
     ]
 
     /// A migrator with the built-in migrations registered.
@@ -24,6 +25,7 @@ public enum StoreMigrations {
         migrator.registerMigration(Migration002Indexes.identifier, migrate: Migration002Indexes.migrate)
         migrator.registerMigration(Migration003Audit.identifier, migrate: Migration003Audit.migrate)
         migrator.registerMigration(Migration004Runners.identifier, migrate: Migration004Runners.migrate)
+        migrator.registerMigration(Migration006SchemeEnvironment.identifier, migrate: Migration006SchemeEnvironment.migrate)
         return migrator
     }
 }
