@@ -96,7 +96,7 @@ let package = Package(
             name: "CSpawn"),
         .target(
             name: "Git",
-            dependencies: ["CSpawn"]),
+            dependencies: ["CSpawn", "TextCodec"]),
         .target(
             name: "Jobs",
             dependencies: [
@@ -127,7 +127,7 @@ let package = Package(
         .executableTarget(
             name: "opsh",
             dependencies: [
-                "Shell", "Bindings", "LuaRuntime", "Store", "Jobs",
+                "Shell", "Bindings", "LuaRuntime", "Store", "Jobs", "TextCodec",
             ]),
 
         // MARK: Benchmarks (scripts/bench)

@@ -71,6 +71,14 @@ public struct Git: Sendable {
     /// The environment git runs with (made predictable: no prompts,
     /// messages in English, no `GIT_DIR` inherited from a hook).
     public var environment: [String: String]
+    /// How long reading a remote (`git ls-remote`) may take before it is
+    /// given up: a remote that never answers would wait for ever. Clones
+    /// of an http(s) remote give up after this long below 1 KB/s.
+    public var networkTimeout: TimeInterval = 60
+    /// Asked while git runs: a reason (`interrupted`) stops it at once,
+    /// with every process it started (Ctrl-C, SIGTERM, `--timeout`, a
+    /// cancelled build).
+    public var stopRequest: (@Sendable () -> String?)?
 
     public init(executable: String = "/usr/bin/git",
                 environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -100,7 +108,7 @@ public struct Git: Sendable {
                 tags.append((fields[0], fields[2].isEmpty ? fields[1] : fields[2]))
             }
         case .remote(let url):
-            let output = try run(["ls-remote", "--tags", "--", url])
+            let output = try run(["ls-remote", "--tags", "--", url], timeout: networkTimeout)
             var peeled: [String: String] = [:]
             var order: [String] = []
             var direct: [String: String] = [:]
@@ -150,7 +158,7 @@ public struct Git: Sendable {
                 return Branch(name: name, ref: ref, commit: fields[1], isRemote: isRemote, isCurrent: fields[2] == "*")
             }
         case .remote(let url):
-            let output = try run(["ls-remote", "--symref", "--", url, "HEAD", "refs/heads/*"])
+            let output = try run(["ls-remote", "--symref", "--", url, "HEAD", "refs/heads/*"], timeout: networkTimeout)
             var head: String?
             var branches: [Branch] = []
             for line in output.lines {
@@ -231,15 +239,14 @@ public struct Git: Sendable {
     /// The revision is looked up as given, then as a branch of the origin;
     /// the checkout is detached. On failure the folder is removed.
     ///
-    /// - parameters:
-    ///   - onOutput: each line git prints (and the commands run), for a build log.
-    ///   - onSpawn: the pid of each git process, which leads its own process
-    ///     group (so that a cancel can stop a long clone).
+    /// A clone of an http(s) remote gives up after ``networkTimeout`` below
+    /// 1 KB/s; any clone stops at ``stopRequest`` (a cancelled build).
+    ///
+    /// - parameter onOutput: each line git prints (and the commands run), for a build log.
     @discardableResult
     public func makeWorkspace(
         of location: String, at revision: String, path: String,
-        onOutput: (String) -> Void = { _ in },
-        onSpawn: (pid_t) -> Void = { _ in }
+        onOutput: (String) -> Void = { _ in }
     ) throws(GitError) -> Workspace {
         guard !revision.isEmpty, !revision.hasPrefix("-"), !revision.contains(where: \.isNewline) else {
             throw .invalidRevision(revision)
@@ -252,7 +259,11 @@ public struct Git: Sendable {
             clone.append("--shared")
         case .remote(let url):
             source = url
-            if Self.isLocalPath(url) { clone.append("--shared") }
+            if Self.isLocalPath(url) {
+                clone.append("--shared")
+            } else {
+                clone = ["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=\(Int(networkTimeout.rounded(.up)))"] + clone
+            }
         }
         try removeWorkspace(path)
         let parent = (path as NSString).deletingLastPathComponent
@@ -262,7 +273,7 @@ public struct Git: Sendable {
             throw .workspace(path: path, reason: "cannot create \(parent): \(error.localizedDescription)")
         }
         do throws(GitError) {
-            try logged(clone + ["--", source, path], onOutput: onOutput, onSpawn: onSpawn)
+            try logged(clone + ["--", source, path], onOutput: onOutput)
             var commit: String?
             for candidate in [revision, "refs/remotes/origin/" + revision] {
                 if let sha = try? run(["-C", path, "rev-parse", "--verify", "--quiet", candidate + "^{commit}"]).lines.first {
@@ -281,7 +292,7 @@ public struct Git: Sendable {
                 throw GitError.revisionNotFound(location: location, revision: revision, message: message)
             }
             try logged(["-C", path, "-c", "advice.detachedHead=false", "checkout", "--detach", commit],
-                       onOutput: onOutput, onSpawn: onSpawn)
+                       onOutput: onOutput)
             return Workspace(path: path, revision: revision, commit: commit)
         } catch {
             try? removeWorkspace(path)
@@ -289,21 +300,21 @@ public struct Git: Sendable {
         }
     }
 
-    /// Removes a workspace folder; nothing happens if it does not exist.
+    /// Removes a workspace folder, never following a link (``FolderRemoval``);
+    /// nothing happens if it does not exist.
     public func removeWorkspace(_ path: String) throws(GitError) {
-        guard FileManager.default.fileExists(atPath: path) else { return }
         do {
-            try FileManager.default.removeItem(atPath: path)
+            try FolderRemoval.remove(path)
         } catch {
-            throw .workspace(path: path, reason: "cannot remove it: \(error.localizedDescription)")
+            throw .workspace(path: path, reason: error.reason)
         }
     }
 
     @discardableResult
-    private func logged(_ arguments: [String], onOutput: (String) -> Void, onSpawn: (pid_t) -> Void) throws(GitError) -> GitOutput {
+    private func logged(_ arguments: [String], onOutput: (String) -> Void) throws(GitError) -> GitOutput {
         onOutput("$ " + GitError.commandLine(["git"] + arguments))
         return try withoutActuallyEscaping(onOutput) { onOutput throws(GitError) in
-            try run(arguments, onSpawn: onSpawn, onLine: onOutput)
+            try run(arguments, onLine: onOutput)
         }
     }
 
@@ -313,20 +324,31 @@ public struct Git: Sendable {
     /// exit is a ``GitError/commandFailed(command:status:message:)`` with
     /// git's standard error.
     ///
+    /// Git runs under a supervisor (``SupervisedProcess``): every process
+    /// it starts (a remote helper, ssh) is killed with it, when it is
+    /// stopped, and when opsh ends however it ends. Every 0.1 s
+    /// ``stopRequest`` is asked; a reason stops git (``GitError/stopped(command:reason:)``).
+    ///
     /// - parameters:
-    ///   - onSpawn: called with git's pid (git leads its own process group).
+    ///   - timeout: how long git may take in all (a remote that never
+    ///     answers): ``GitError/timedOut(command:seconds:)`` after it.
     ///   - onLine: called with each line of output as it arrives.
     @discardableResult
-    public func run(_ arguments: [String], onSpawn: (pid_t) -> Void = { _ in },
+    public func run(_ arguments: [String], timeout: TimeInterval? = nil,
                     onLine: ((String) -> Void)? = nil) throws(GitError) -> GitOutput {
-        let process: SpawnedProcess
+        let command = [executable] + arguments
+        let process: SupervisedProcess
         do {
-            process = try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment,
-                                           newProcessGroup: true)
+            process = try SupervisedProcess.start(executable: executable, arguments: arguments, environment: environment)
         } catch {
             throw .cannotRun(executable: executable, reason: error.reason)
         }
-        onSpawn(process.pid)
+        defer {
+            close(process.standardOutput)
+            close(process.standardError)
+            process.end()
+        }
+        let deadline = timeout.map { Date().addingTimeInterval($0) }
         var output = [UInt8]()
         var errors = [UInt8]()
         var splitters = [LineSplitter(), LineSplitter()]
@@ -335,7 +357,14 @@ public struct Git: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var open = 2
         while open > 0 {
-            if poll(&fds, 2, -1) < 0 {
+            if let reason = stopRequest?() {
+                throw .stopped(command: command, reason: reason)
+            }
+            if let deadline, let timeout, Date() >= deadline {
+                throw .timedOut(command: command, seconds: timeout)
+            }
+            let ready = poll(&fds, 2, 100)
+            if ready < 0 {
                 if errno == EINTR { continue }
                 break
             }
@@ -349,17 +378,21 @@ public struct Git: Sendable {
                     }
                 } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
                     if let onLine { splitters[index].finish(onLine) }
-                    close(fds[index].fd)
                     fds[index].fd = -1
                     open -= 1
                 }
             }
         }
-        let termination = Subprocess.reap(process.pid)
+        var termination: Termination?
+        while termination == nil {
+            if let reason = stopRequest?() { throw .stopped(command: command, reason: reason) }
+            if let deadline, let timeout, Date() >= deadline { throw .timedOut(command: command, seconds: timeout) }
+            termination = process.waitForExit(timeout: 0.1)
+        }
         let result = GitOutput(standardOutput: String(decoding: output, as: UTF8.self),
                                standardError: String(decoding: errors, as: UTF8.self))
         guard termination == .exited(0) else {
-            throw .commandFailed(command: [executable] + arguments, status: termination.exitCode,
+            throw .commandFailed(command: command, status: termination?.exitCode ?? -1,
                                  message: result.standardError.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return result

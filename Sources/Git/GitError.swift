@@ -14,6 +14,11 @@ public enum GitError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidRevision(String)
     /// A workspace folder that cannot be made or removed.
     case workspace(path: String, reason: String)
+    /// Git was stopped before it ended (Ctrl-C, SIGTERM, `--timeout`, a
+    /// cancelled build): `reason` says which.
+    case stopped(command: [String], reason: String)
+    /// Git did not end within its network timeout (a remote that never answers).
+    case timedOut(command: [String], seconds: Double)
 
     /// The git command line, as a person would type it.
     public static func commandLine(_ command: [String]) -> String {
@@ -36,7 +41,16 @@ public enum GitError: Error, Equatable, Sendable, CustomStringConvertible {
             return "invalid version '\(revision)': expected a tag, branch or commit name"
         case let .workspace(path, reason):
             return "workspace \(path): \(reason)"
+        case let .stopped(command, reason):
+            return "\(Self.commandLine(command)) was stopped: \(reason)"
+        case let .timedOut(command, seconds):
+            return "\(Self.commandLine(command)) did not answer within \(Self.seconds(seconds)) (its network timeout), and was stopped"
         }
+    }
+
+    /// `1 s`, `2.5 s`.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value)) s" : "\(value) s"
     }
 
     private static func quoteIfNeeded(_ word: String) -> String {

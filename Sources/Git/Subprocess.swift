@@ -1,5 +1,6 @@
 import CSpawn
 import Foundation
+import TextCodec
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -190,8 +191,10 @@ public enum Subprocess {
 }
 
 /// Cuts a byte stream into lines: `\n` ends a line, a `\r` before it is
-/// dropped, bytes that are not UTF-8 become U+FFFD, and a line longer than
-/// `maxLineLength` bytes is cut into pieces of that length.
+/// dropped, bytes that are not UTF-8 become U+FFFD, a NUL becomes `␀`
+/// (``VisibleText/nulPicture``: neither engine keeps text after a NUL,
+/// so `nul:\0:after` would be stored or read as `nul:`), and a line
+/// longer than `maxLineLength` bytes is cut into pieces of that length.
 public struct LineSplitter: Sendable {
     public let maxLineLength: Int
     private var partial: [UInt8] = []
@@ -208,7 +211,7 @@ public struct LineSplitter: Sendable {
             guard let newline = memchr(start, 0x0A, remaining) else {
                 partial.append(contentsOf: UnsafeRawBufferPointer(start: start, count: remaining))
                 while partial.count > maxLineLength {
-                    emit(String(decoding: partial.prefix(maxLineLength), as: UTF8.self))
+                    Array(partial.prefix(maxLineLength)).withUnsafeBytes { emitPiece($0, emit) }
                     partial.removeFirst(maxLineLength)
                 }
                 return
@@ -239,8 +242,14 @@ public struct LineSplitter: Sendable {
         var offset = 0
         repeat {
             let end = min(line.count, offset + maxLineLength)
-            emit(String(decoding: UnsafeRawBufferPointer(rebasing: line[offset..<end]), as: UTF8.self))
+            emitPiece(UnsafeRawBufferPointer(rebasing: line[offset..<end]), emit)
             offset = end
         } while offset < line.count
+    }
+
+    private func emitPiece(_ bytes: UnsafeRawBufferPointer, _ emit: (String) -> Void) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let base = bytes.baseAddress, bytes.count > 0, memchr(base, 0, bytes.count) != nil else { return emit(text) }
+        emit(String(String.UnicodeScalarView(text.unicodeScalars.map { $0 == "\0" ? VisibleText.nulPicture : $0 })))
     }
 }

@@ -1,11 +1,13 @@
 import Foundation
 import Git
 import Store
+import TextCodec
 
 /// Runs builds: checks the project's repository out at the build's version
-/// into a fresh workspace, runs the scheme's build command there with
-/// `/bin/sh -c` in its own process group, and streams its output into
-/// `buildLogs`.
+/// into a fresh workspace (``Workspaces``), runs the scheme's build command
+/// there with `/bin/sh -c` under a supervisor (``BuildContainment``), with
+/// an allow-listed environment (``BuildEnvironment``), and streams its
+/// output into `buildLogs`.
 ///
 /// Thread-safe; every method is synchronous (the Lua side calls it from its
 /// one thread). Builds run on threads of their own; at most
@@ -26,8 +28,9 @@ import Store
 /// ```
 public final class JobManager: @unchecked Sendable {
     public struct Configuration: Sendable {
-        /// Where workspaces go (`<root>/<build id>`); nil: `workspaces`
-        /// next to the database file (a temporary folder for an in-memory store).
+        /// Where workspaces go (`<root>/<folder named after the build>`,
+        /// ``Workspaces``); nil: `workspaces` next to the database file (a
+        /// temporary folder for an in-memory store).
         public var workspaceRoot: String?
         /// How many builds run at once.
         public var maxConcurrentJobs = max(1, ProcessInfo.processInfo.activeProcessorCount)
@@ -46,12 +49,19 @@ public final class JobManager: @unchecked Sendable {
         /// After the build's main process exits, how long processes it left
         /// in its group may keep its output open before they are killed.
         public var lingerAfterExit: TimeInterval = 1
-        /// Remove a build's workspace when it ends (otherwise at `delete`).
-        public var removeWorkspaceWhenDone = false
+        /// How many builds of each scheme keep their workspaces: when a
+        /// build ends, the workspaces of older ended builds of its scheme
+        /// are removed, and those of deleted builds (0: a build's
+        /// workspace goes when it ends).
+        public var keepWorkspaces = 5
+        /// How a build's processes are kept together (a cgroup where
+        /// there is one; ``BuildContainment``).
+        public var containment = BuildContainment.automatic
         public var git = Git()
         /// The shell that runs build commands (with `-c`).
         public var shell = "/bin/sh"
-        /// The environment builds inherit (plus `OPSH_BUILD_ID`,
+        /// opsh's environment: builds get only ``BuildEnvironment/allowed``
+        /// of it and what their scheme declares (plus `OPSH_BUILD_ID`,
         /// `OPSH_BUILD_VERSION`, `OPSH_SCHEME` …).
         public var environment = ProcessInfo.processInfo.environment
         /// Called (on a job thread) with the build's row whenever a build
@@ -72,7 +82,9 @@ public final class JobManager: @unchecked Sendable {
     public let database: any BuildStore
     public let configuration: Configuration
     /// The folder holding the workspaces.
-    public let workspaceRoot: String
+    public var workspaceRoot: String { workspaces.root }
+    /// The workspaces, and what this manager's database owns there.
+    public let workspaces: Workspaces
     /// This process, recorded on the builds it runs.
     public let runner: RunnerIdentity
     /// This manager as the holder of its builds in the database.
@@ -83,6 +95,8 @@ public final class JobManager: @unchecked Sendable {
     private var waiting: [String] = []
     private var active: [String: BuildRun] = [:]
     private var heartbeat: Heartbeat?
+    /// One sweep of the workspaces at a time.
+    private let sweeping = NSLock()
 
     /// A job manager on an SQLite store.
     public convenience init(store: Store, configuration: Configuration = Configuration()) {
@@ -96,13 +110,18 @@ public final class JobManager: @unchecked Sendable {
         self.runner = runner
         self.holder = BuildHolder(id: UUID().uuidString.lowercased(), host: runner.host, pid: runner.pid,
                                   startedAt: runner.startedAt, heartbeatInterval: configuration.heartbeatInterval)
-        if let root = configuration.workspaceRoot {
-            workspaceRoot = root
+        let root: String
+        if let configured = configuration.workspaceRoot {
+            root = configured
         } else if let path = database.path {
-            workspaceRoot = (path as NSString).deletingLastPathComponent + "/workspaces"
+            root = (path as NSString).deletingLastPathComponent + "/workspaces"
         } else {
-            workspaceRoot = NSTemporaryDirectory() + "opsh-workspaces-\(getpid())"
+            root = NSTemporaryDirectory() + "opsh-workspaces-\(getpid())"
         }
+        // An SQLite file by its absolute path: a session that named it
+        // `./x.sqlite` and a runner that named it in full own the same folders.
+        let owner = database.path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? database.label
+        workspaces = Workspaces(root: root, database: owner)
     }
 
     deinit {
@@ -111,32 +130,12 @@ public final class JobManager: @unchecked Sendable {
 
     /// Where the workspace of a build's first run is.
     public func workspacePath(_ id: String) -> String {
-        workspaceRoot + "/" + id
-    }
-
-    /// Where a run of build `id` checks out: ``workspacePath(_:)`` for its
-    /// first run; for a later one (a runner took the build back after its
-    /// runner stopped) the first of `<id>.attempt-2`, `-3`, … that does not
-    /// exist. A runner killed with SIGKILL cannot stop its build's
-    /// processes, and they may still write in the folder of that attempt:
-    /// the new checkout must not share it.
-    func freshWorkspacePath(_ id: String) -> String {
-        let first = workspacePath(id)
-        guard FileManager.default.fileExists(atPath: first) else { return first }
-        var attempt = 2
-        while FileManager.default.fileExists(atPath: "\(first).attempt-\(attempt)") { attempt += 1 }
-        return "\(first).attempt-\(attempt)"
+        workspaces.path(for: id)
     }
 
     /// The workspaces of every run of build `id` that exist.
     public func workspacePaths(_ id: String) -> [String] {
-        let first = workspacePath(id)
-        let prefix = id + ".attempt-"
-        let later = ((try? FileManager.default.contentsOfDirectory(atPath: workspaceRoot)) ?? [])
-            .filter { $0.hasPrefix(prefix) && Int($0.dropFirst(prefix.count)) != nil }
-            .sorted { Int($0.dropFirst(prefix.count))! < Int($1.dropFirst(prefix.count))! }
-            .map { workspaceRoot + "/" + $0 }
-        return (FileManager.default.fileExists(atPath: first) ? [first] : []) + later
+        workspaces.paths(of: id)
     }
 
     // MARK: - Life of a build
@@ -167,7 +166,14 @@ public final class JobManager: @unchecked Sendable {
         let build = try get(id)
         guard build.status == .queued else { throw JobError.notQueued(id: id, status: build.status) }
         _ = try runnable(scheme: build.schemeId)
-        if try !database.reserve(id, for: holder), let held = try database.lease(id) {
+        let reserved: Bool
+        do {
+            reserved = try database.reserve(id, for: holder)
+        } catch let tampered as SchemeChangedByTrigger {
+            endQueued(id, status: .failed, note: "\(tampered)")
+            throw tampered
+        }
+        if !reserved, let held = try database.lease(id) {
             if held.status != .queued { throw JobError.notQueued(id: id, status: held.status) }
             throw JobError.heldByAnother(id: id, host: held.runnerHost ?? "?", pid: held.runnerPid ?? 0)
         }
@@ -254,8 +260,8 @@ public final class JobManager: @unchecked Sendable {
         condition.withLock { waiting.count + active.count }
     }
 
-    /// Deletes a build with its logs, crash logs and workspace. A running
-    /// build is refused.
+    /// Deletes a build with its logs, crash logs and workspaces (never
+    /// through a link: ``Workspaces/remove(_:)``). A running build is refused.
     public func delete(_ id: String) throws {
         try condition.withLock {
             if active[id] != nil { throw JobError.buildIsRunning(id) }
@@ -264,7 +270,57 @@ public final class JobManager: @unchecked Sendable {
         let build = try get(id)
         if build.status == .running { throw JobError.buildIsRunning(id) }
         try database.delete(id)
-        for workspace in workspacePaths(id) { try configuration.git.removeWorkspace(workspace) }
+        for workspace in workspacePaths(id) {
+            do {
+                try workspaces.remove(workspace)
+            } catch {
+                notice("build \(id) is deleted; its workspace is not: \(error)")
+            }
+        }
+    }
+
+    /// Removes the workspaces this database no longer needs: those of
+    /// deleted builds, and of each scheme's ended builds but the newest
+    /// ``Configuration/keepWorkspaces`` (a queued or running build's is
+    /// never removed, but counts). Only folders opsh recorded for this
+    /// database (``Workspaces/owned()``). Called when a build ends
+    /// (`ended`: that build, still handled by its run, counts as ended).
+    public func sweepWorkspaces(ended: String? = nil) {
+        sweeping.lock()
+        defer { sweeping.unlock() }
+        var byScheme: [String: [(owner: Workspaces.Owner, build: BuildRecord)]] = [:]
+        for owner in workspaces.owned() {
+            let build: BuildRecord?
+            do {
+                build = try database.build(owner.build)
+            } catch {
+                notice("cannot look at the workspaces in \(workspaces.root): \(error)")
+                return
+            }
+            guard let build else {
+                removeWorkspace(owner, because: "its build \(owner.build) was deleted")
+                continue
+            }
+            byScheme[build.schemeId, default: []].append((owner, build))
+        }
+        for (_, folders) in byScheme {
+            // Newest build first; a build's attempts together.
+            let builds = Dictionary(folders.map { ($0.build.id, $0.build) }, uniquingKeysWith: { first, _ in first }).values
+                .sorted { ($0.createdAt, $0.buildNumber) > ($1.createdAt, $1.buildNumber) }
+            let kept = Set(builds.prefix(max(0, configuration.keepWorkspaces)).map(\.id))
+            for folder in folders where !kept.contains(folder.build.id) && folder.build.status.isFinished
+                && (folder.build.id == ended || !isHandling(folder.build.id)) {
+                removeWorkspace(folder.owner, because: "only the workspaces of the last \(configuration.keepWorkspaces) builds of a scheme are kept")
+            }
+        }
+    }
+
+    private func removeWorkspace(_ owner: Workspaces.Owner, because reason: String) {
+        do {
+            try workspaces.remove(workspaces.root + "/" + owner.folder)
+        } catch {
+            notice("cannot remove workspace \(owner.folder) (\(reason)): \(error)")
+        }
     }
 
     /// Blocks until the build has ended and returns its final row.
@@ -375,19 +431,6 @@ public final class JobManager: @unchecked Sendable {
 
     // MARK: - For the runs
 
-    /// What a run needs, read when it starts.
-    struct Plan {
-        var build: BuildRecord
-        var scheme: SchemeRecord
-        var repository: String
-    }
-
-    func plan(_ id: String) throws -> Plan {
-        let build = try get(id)
-        let (scheme, project) = try runnable(scheme: build.schemeId)
-        return Plan(build: build, scheme: scheme, repository: project.gitRepositoryURL)
-    }
-
     /// Ends a build that never ran (status queued → `status`) with a log
     /// line; false when it was not queued any more.
     @discardableResult
@@ -404,12 +447,14 @@ public final class JobManager: @unchecked Sendable {
         onStatusChange(build)
     }
 
-    /// Says something to the operator (``Configuration/onNotice``, else stderr).
+    /// Says something to the operator (``Configuration/onNotice``, else
+    /// stderr), URL credentials masked and control characters visible.
     func notice(_ message: String) {
+        let shown = VisibleText.of(SecretMask.maskingURLCredentials(in: message))
         if let onNotice = configuration.onNotice {
-            onNotice(message)
+            onNotice(shown)
         } else {
-            FileHandle.standardError.write(Data("opsh: \(message)\n".utf8))
+            FileHandle.standardError.write(Data("opsh: \(shown)\n".utf8))
         }
     }
 
@@ -492,7 +537,7 @@ public final class JobManager: @unchecked Sendable {
         return try Self.runnable(schemeId, scheme, project)
     }
 
-    private static func runnable(_ schemeId: String, _ scheme: SchemeRecord?, _ project: ProjectRecord?) throws -> (SchemeRecord, ProjectRecord) {
+    static func runnable(_ schemeId: String, _ scheme: SchemeRecord?, _ project: ProjectRecord?) throws -> (SchemeRecord, ProjectRecord) {
         guard let scheme else { throw JobError.unknownScheme(schemeId) }
         guard !scheme.buildCommand.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw JobError.schemeHasNoBuildCommand(schemeId: scheme.id, name: scheme.name)

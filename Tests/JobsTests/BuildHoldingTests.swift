@@ -87,7 +87,10 @@ import Store
         #expect(try eventually { try (lease(fixture, build.id).heartbeatAt ?? 0) >= first + 0.2 })
         // Alive by its heartbeat: not stale, and markStale refuses without force.
         #expect(try fixture.jobs.staleBuilds().isEmpty)
-        try sh("touch '\(fixture.jobs.workspacePath(build.id))/go'")
+        // Its checkout may take longer than the heartbeats on a busy machine.
+        let workspace = fixture.jobs.workspacePath(build.id)
+        #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: workspace + "/version.txt") })
+        try sh("touch '\(workspace)/go'")
         #expect(try fixture.jobs.wait(build.id, timeout: 10).status == .succeeded)
     }
 

@@ -45,7 +45,7 @@ import Testing
         let lines = onPostgres.stdout.split(separator: "\n").map(String.init)
         let sqliteLines = onSQLite.stdout.split(separator: "\n").map(String.init)
         try #require(lines.count == 7, "\(onPostgres.stdout)")
-        #expect(lines[0] == "001_initialSchema:builtin:applied 002_indexes:builtin:applied 003_audit:builtin:applied 004_runners:builtin:applied 005_auditChain:builtin:applied 010_owner:lua:pending 020_broken:lua:pending")
+        #expect(lines[0] == "001_initialSchema:builtin:applied 002_indexes:builtin:applied 003_audit:builtin:applied 004_runners:builtin:applied 005_auditChain:builtin:applied 006_schemeEnvironment:builtin:applied 010_owner:lua:pending 020_broken:lua:pending")
         #expect(lines[1] == "010_owner")
         #expect(lines[2] == "ops")
         #expect(lines[3].contains("migration '020_broken' failed and was rolled back"), "\(lines[3])")

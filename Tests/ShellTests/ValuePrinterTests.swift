@@ -148,3 +148,42 @@ import Testing
         #expect(SecretMask.mask("short") == "••••")
     }
 }
+
+/// Text from the database never drives the terminal in any mode: control
+/// characters show visibly (TextCodec's VisibleText), a row's newlines
+/// keep each mode's own form (issue "Every hole found by attack", item 29).
+@Suite struct ControlCharacterPrintingTests {
+    let session: OpshSession
+
+    init() throws {
+        session = try OpshSession(store: try Store.inMemory())
+    }
+
+    func show(_ code: String, mode: OutputMode) throws -> String {
+        var printer = ValuePrinter(mode: mode, unicode: true)
+        printer.totalWidth = nil
+        return try session.runtime.execute(code, chunkName: "=test") { stack, first, count in
+            try printer.render(stack.state, first: first, count: count)
+        } ?? ""
+    }
+
+    static func controls(_ text: String) -> [UInt32] {
+        text.unicodeScalars.map(\.value).filter { ($0 < 0x20 && $0 != 0x0A && $0 != 0x09) || $0 == 0x7F || (0x80...0x9F).contains($0) }
+    }
+
+    static let rows = #"return db.query("SELECT ? AS content UNION ALL SELECT ?", "\27]52;c;ZXZpbA==\7osc", "\27[1Aup\194\155c1\rcr")"#
+
+    @Test(arguments: [OutputMode.table, .line, .csv, .lua])
+    func rowsShowControlCharactersVisibly(_ mode: OutputMode) throws {
+        let text = try show(Self.rows, mode: mode)
+        #expect(Self.controls(text) == [], "\(mode): \(text)")
+        if mode != .lua {
+            #expect(text.contains("␛]52;c;ZXZpbA==␇osc") && text.contains("␛[1Aup<U+009B>c1␍cr"), "\(mode): \(text)")
+        }
+    }
+
+    @Test func aReturnedStringShowsItsControlCharactersButKeepsItsLines() throws {
+        let text = try show(#"return "title\27]0;x\7\nsecond\tline""#, mode: .table)
+        #expect(text == "title␛]0;x␇\nsecond\tline")
+    }
+}

@@ -2,6 +2,7 @@ import Foundation
 import LuaRuntime
 import Store
 import Synchronization
+import TextCodec
 
 /// What a background follower posts from its thread.
 enum FollowEvent: Sendable {
@@ -70,18 +71,21 @@ final class BuildFollower: @unchecked Sendable {
     }
 
     /// A log line as printed: info lines as they are, others with their
-    /// level in front unless they start with it (`warning: slow disk`).
+    /// level in front unless they start with it (`warning: slow disk`);
+    /// control characters visible (``VisibleText``): a build's output
+    /// must not drive the operator's terminal.
     static func text(_ record: BuildLogRecord) -> String {
         let level = record.level.rawValue
-        if record.level == .info || record.content.prefix(level.count).lowercased() == level { return record.content }
-        return "\(level): \(record.content)"
+        let content = VisibleText.of(record.content)
+        if record.level == .info || content.prefix(level.count).lowercased() == level { return content }
+        return "\(level): \(content)"
     }
 
     /// `build 3F2A… #4 (1.1.0) succeeded, exit code 0`.
     static func summary(_ build: BuildRecord) -> String {
         var text = "build \(build.id) #\(build.buildNumber) (\(build.versionString)) \(build.status.rawValue)"
         if let exitCode = build.exitCode { text += ", exit code \(exitCode)" }
-        return text
+        return VisibleText.of(text)
     }
 
     /// Polls on a thread of its own and posts to `events`.

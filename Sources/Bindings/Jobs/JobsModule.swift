@@ -21,7 +21,7 @@ import TextCodec
 /// jobs.logs(id, { after = cursor })             -- the lines written after a row's cursor
 /// jobs.get(id); jobs.crashLogs(id)
 /// for _, s in ipairs(jobs.stale()) do jobs.markStale(s.id, "opsh was killed") end
-/// jobs.configure{ concurrency = 2, grace = 5, workspaces = "/srv/opsh/ws" }  -- before the first build
+/// jobs.configure{ concurrency = 2, grace = 5, workspaces = "/srv/opsh/ws", keepWorkspaces = 5 }  -- before the first build
 /// ```
 ///
 /// One ``JobManager`` per session, made at the first call that needs it;
@@ -180,10 +180,13 @@ final class JobsModule {
     }
 
     private func configure(_ call: LuaCall) throws -> Int32 {
-        let options = try Self.options(call, 1, allowed: ["concurrency", "grace", "workspaces"], required: true)
+        let options = try Self.options(call, 1, allowed: ["concurrency", "grace", "workspaces", "keepWorkspaces"], required: true)
         var configuration = self.configuration
         if let concurrency = try Self.integer(call, 1, options, "concurrency", minimum: 1) {
             configuration.maxConcurrentJobs = Int(concurrency)
+        }
+        if let kept = try Self.integer(call, 1, options, "keepWorkspaces", minimum: 0) {
+            configuration.keepWorkspaces = Int(clamping: kept)
         }
         if let grace = try Self.seconds(call, 1, options, "grace") {
             configuration.cancelGracePeriod = grace

@@ -2,6 +2,7 @@
 #define OPSH_SPAWN_H
 
 #include <spawn.h>
+#include "opsh_supervise.h"
 
 /// The GNU extensions a child process needs that Swift's Glibc module does
 /// not import. Linked, not looked up with dlsym: a static opsh has no

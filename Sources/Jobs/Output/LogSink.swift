@@ -29,6 +29,10 @@ final class LogSink: @unchecked Sendable {
     private let database: any BuildStore
     private let limits: Limits
     private let idPrefix: String
+    /// What the lines opsh writes itself go through: URL credentials and
+    /// the configuration's API keys masked (``note(_:level:)``; the
+    /// checkout's git lines are passed through it by the run).
+    let mask: @Sendable (String) -> String
 
     private let condition = NSCondition()
     // Guarded by `condition`:
@@ -44,10 +48,12 @@ final class LogSink: @unchecked Sendable {
     private var failure: (error: String, droppedLines: Int)?
     private var written = 0
 
-    init(buildId: String, database: any BuildStore, limits: Limits) {
+    init(buildId: String, database: any BuildStore, limits: Limits,
+         mask: @escaping @Sendable (String) -> String = { $0 }) {
         self.buildId = buildId
         self.database = database
         self.limits = limits
+        self.mask = mask
         // One prefix per run: a build taken back and run again (README,
         // "Build runners") writes lines beside its earlier run's.
         self.idPrefix = buildId + "-" + UUID().uuidString.prefix(8).lowercased() + "-"
@@ -72,9 +78,10 @@ final class LogSink: @unchecked Sendable {
         append(lines, levels: levels, category: category, progress: latestProgress, output: true)
     }
 
-    /// Adds a line of opsh's own (what it runs, how the build ended).
+    /// Adds a line of opsh's own (what it runs, how the build ended),
+    /// masked (``mask``).
     func note(_ line: String, level: BuildLogLevel = .info) {
-        append([line], levels: [level], category: nil, progress: nil, output: false)
+        append([mask(line)], levels: [level], category: nil, progress: nil, output: false)
     }
 
     /// The last lines of output (not opsh's notes), oldest first.

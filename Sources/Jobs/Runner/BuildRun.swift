@@ -9,6 +9,13 @@ import Glibc
 ///
 /// Threads: this run's own thread (checkout, spawn, wait for the exit),
 /// a reader of the output pipe, and the log sink's flusher.
+///
+/// The build command runs under a supervisor (``SupervisedProcess``, in a
+/// cgroup of its own where there is one: ``BuildContainment``): a cancel
+/// sends SIGTERM to every process it started, SIGKILL after the grace
+/// period, and when the command ends everything it left behind is killed
+/// (after ``JobManager/Configuration/lingerAfterExit``), so no daemon
+/// outlives its build and none keeps its output open.
 final class BuildRun: @unchecked Sendable {
     let buildId: String
     private let manager: JobManager
@@ -24,17 +31,11 @@ final class BuildRun: @unchecked Sendable {
     private var abandoned = false
     /// Its end is being recorded: a finished status in the database is its own.
     private var recordingEnd = false
-    /// The build's process group while it can be signalled (not reaped).
-    private var buildGroup: pid_t?
-    /// The git process of the checkout, while it runs.
-    private var gitProcess: pid_t?
+    /// The build command and what it started, while they run.
+    private var buildProcess: SupervisedProcess?
     private var readersRunning = 0
     private var abandonReaders = false
     private var cancelledWithKill = false
-    /// Where this run checked out (a later attempt of a build checks out
-    /// into a folder of its own: JobManager.freshWorkspacePath). The run's
-    /// thread only.
-    private var workspace: String?
 
     init(buildId: String, manager: JobManager) {
         self.buildId = buildId
@@ -70,26 +71,21 @@ final class BuildRun: @unchecked Sendable {
         cancel(reason: "this opsh no longer holds the build")
     }
 
-    /// Called with the lock held, at cancel or when a process appears
-    /// after a cancel.
+    /// Called with the lock held, at cancel or when the build command
+    /// starts after a cancel (a checkout stops by itself: its git asks
+    /// ``isCancelled``).
     private func signalForCancel() {
-        if let git = gitProcess {
-            Subprocess.signalGroup(git, SIGTERM)
-        }
-        if let group = buildGroup {
-            Subprocess.signalGroup(group, SIGTERM)
-            let grace = configuration.cancelGracePeriod
-            // A thread of its own rather than Dispatch: the KILL must come
-            // on time even when Dispatch's workers are all busy.
-            Thread.detachNewThread { [self] in
-                Thread.sleep(forTimeInterval: grace)
-                condition.withLock {
-                    // Only while the leader is not reaped: its pid, and so
-                    // the group id, cannot belong to anyone else yet.
-                    if let group = buildGroup, Subprocess.signalGroup(group, SIGKILL) {
-                        cancelledWithKill = true
-                    }
-                }
+        guard let process = buildProcess else { return }
+        process.terminateAll()
+        let grace = configuration.cancelGracePeriod
+        // A thread of its own rather than Dispatch: the KILL must come
+        // on time even when Dispatch's workers are all busy.
+        Thread.detachNewThread { [self] in
+            Thread.sleep(forTimeInterval: grace)
+            condition.withLock {
+                guard let process = buildProcess, process.exitStatus == nil else { return }
+                process.killAll()
+                cancelledWithKill = true
             }
         }
     }
@@ -108,30 +104,38 @@ final class BuildRun: @unchecked Sendable {
             manager.endQueued(buildId, status: .cancelled, note: "cancelled before it started")
             return
         }
-        let plan: JobManager.Plan
+        // The claim reads what the build runs (its scheme's command as
+        // last set) in its own transaction, before its statement: a
+        // trigger that rewrites the scheme meanwhile is refused there.
+        let claimed: ClaimedBuild?
         do {
-            plan = try manager.plan(buildId)
-        } catch {
-            manager.endQueued(buildId, status: .failed, note: "cannot start: \(error)")
+            claimed = try database.claim(buildId, for: manager.holder) { scheme, project in
+                _ = try JobManager.runnable(scheme?.id ?? "?", scheme, project)
+            }
+        } catch let tampered as SchemeChangedByTrigger {
+            manager.endQueued(buildId, status: .failed, note: "\(tampered)")
             return
-        }
-        let claimed: Bool
-        do {
-            claimed = try database.claim(buildId, for: manager.holder)
+        } catch let refusal as JobError {
+            manager.endQueued(buildId, status: .failed, note: "cannot start: \(refusal)")
+            return
         } catch {
             manager.notice("cannot start build \(buildId): \(error)")
             return
         }
         // Cancelled, deleted or taken back meanwhile.
-        guard claimed else { return }
+        guard let claimed else { return }
         manager.changed(buildId)
 
+        // The lines opsh writes itself mask URL credentials and the
+        // configuration's API keys, read now (a key set since is known).
+        let secrets = (try? database.knownSecrets()) ?? []
         let sink = LogSink(buildId: buildId, database: database, limits: LogSink.Limits(
             flushInterval: configuration.flushInterval, flushLineCount: configuration.flushLineCount,
             maxBatchLines: configuration.maxBatchLines, maxPendingLines: configuration.maxPendingLines,
-            recentLineCount: configuration.crashLogLineCount))
+            recentLineCount: configuration.crashLogLineCount),
+            mask: { CodeMask.mask(SecretMask.maskingURLCredentials(in: $0), knownSecrets: secrets) })
         let started = Date()
-        let outcome = execute(plan, sink: sink)
+        let outcome = execute(claimed, sink: sink)
         finish(outcome, sink: sink, started: started)
     }
 
@@ -141,25 +145,33 @@ final class BuildRun: @unchecked Sendable {
         case cancelledBeforeBuild
     }
 
-    private func execute(_ plan: JobManager.Plan, sink: LogSink) -> Outcome {
-        // Checkout.
-        let workspace = manager.freshWorkspacePath(buildId)
-        self.workspace = workspace
-        sink.note("checking out '\(plan.build.versionString)' of \(plan.repository) into \(workspace)")
-        let checkout: Workspace
+    private func execute(_ plan: ClaimedBuild, sink: LogSink) -> Outcome {
+        let declared: [String]
         do {
-            checkout = try configuration.git.makeWorkspace(
-                of: plan.repository, at: plan.build.versionString, path: workspace,
-                onOutput: { sink.add([$0]) },
-                onSpawn: { pid in
-                    self.condition.withLock {
-                        self.gitProcess = pid
-                        if self.cancelRequested { Subprocess.signalGroup(pid, SIGTERM) }
-                    }
-                })
-            condition.withLock { gitProcess = nil }
+            declared = try BuildEnvironment.declaredNames(plan.passEnvironment, scheme: plan.scheme.name)
         } catch {
-            condition.withLock { gitProcess = nil }
+            sink.note("cannot start the build: \(error)", level: .error)
+            return .failedToStart
+        }
+        // Checkout, into a folder named after the build under the
+        // workspaces folder, recorded as opsh's first.
+        let workspace = manager.workspaces.freshPath(for: buildId)
+        do {
+            try manager.workspaces.recordOwner(of: workspace, build: buildId, scheme: plan.scheme.id)
+        } catch {
+            sink.note("cannot make the workspace: \(error)", level: .error)
+            return .failedToStart
+        }
+        let repository = plan.project.gitRepositoryURL
+        sink.note("checking out '\(plan.build.versionString)' of \(repository) into \(workspace)")
+        let checkout: Workspace
+        var git = configuration.git
+        git.stopRequest = { [weak self] in self?.isCancelled == false ? nil : "the build was cancelled" }
+        do {
+            // git's own lines are opsh's too: git names the URL in them.
+            checkout = try git.makeWorkspace(of: repository, at: plan.build.versionString, path: workspace,
+                                             onOutput: { sink.add([sink.mask($0)]) })
+        } catch {
             if isCancelled { return .cancelledBeforeBuild }
             sink.note("checkout failed: \(error)", level: .error)
             return .failedToStart
@@ -168,33 +180,41 @@ final class BuildRun: @unchecked Sendable {
         try? database.setCommit(buildId, checkout.commit)
         sink.note("checked out commit \(checkout.commit)")
 
-        // The build command.
+        // The build command, with an allow-listed environment.
         sink.setPhase("build")
-        var environment = configuration.environment
-        environment["OPSH_BUILD_ID"] = buildId
-        environment["OPSH_BUILD_VERSION"] = plan.build.versionString
-        environment["OPSH_BUILD_NUMBER"] = String(plan.build.buildNumber)
-        environment["OPSH_SCHEME"] = plan.scheme.name
-        environment["OPSH_SCHEME_ID"] = plan.scheme.id
-        environment["OPSH_PROJECT"] = plan.scheme.projectBundleIdentifier
-        environment["OPSH_COMMIT"] = checkout.commit
-        environment["OPSH_WORKSPACE"] = workspace
-        environment["PWD"] = workspace
+        let environment = BuildEnvironment.make(from: configuration.environment, declared: declared, own: [
+            "OPSH_BUILD_ID": buildId,
+            "OPSH_BUILD_VERSION": plan.build.versionString,
+            "OPSH_BUILD_NUMBER": String(plan.build.buildNumber),
+            "OPSH_SCHEME": plan.scheme.name,
+            "OPSH_SCHEME_ID": plan.scheme.id,
+            "OPSH_PROJECT": plan.scheme.projectBundleIdentifier,
+            "OPSH_COMMIT": checkout.commit,
+            "OPSH_WORKSPACE": workspace,
+            "PWD": workspace,
+        ])
         sink.note("$ \(configuration.shell) -c \(GitError.commandLine([plan.scheme.buildCommand]))", level: .debug)
-        let process: SpawnedProcess
+        let cgroup = configuration.containment == .automatic ? BuildCgroup.make() : nil
+        defer { cgroup?.remove() }
+        let process: SupervisedProcess
         do {
             // One pipe for stdout and stderr: the log keeps the order the
             // build printed in, as a terminal would show it.
-            process = try Subprocess.spawn(executable: configuration.shell, arguments: ["-c", plan.scheme.buildCommand],
-                                           environment: environment, directory: workspace, newProcessGroup: true,
-                                           mergeStandardError: true)
+            process = try SupervisedProcess.start(executable: configuration.shell, arguments: ["-c", plan.scheme.buildCommand],
+                                                  environment: environment, directory: workspace,
+                                                  mergeStandardError: true, cgroup: cgroup?.descriptors)
         } catch {
             sink.note("cannot start the build: \(error)", level: .error)
             return .failedToStart
         }
+        if let cgroup, cgroup.contains(process.pid) != false {
+            sink.note("contained in cgroup \(cgroup.path)", level: .debug)
+        } else {
+            sink.note("contained by its supervisor (every descendant)", level: .debug)
+        }
         let pipes = [process.standardOutput, process.standardError].filter { $0 >= 0 }
         condition.withLock {
-            buildGroup = process.pid
+            buildProcess = process
             readersRunning = pipes.count
             if cancelRequested { signalForCancel() }
         }
@@ -204,20 +224,22 @@ final class BuildRun: @unchecked Sendable {
             thread.start()
         }
 
-        Subprocess.waitForExit(process.pid)
-        // The leader is gone (a zombie, not reaped). Let the readers drain
-        // what is left, then end the processes it left behind in its group.
+        let termination = process.waitForExit() ?? .exited(-1)
+        // The build command ended. Let the readers drain what is left,
+        // then kill everything it left behind: a daemon, `setsid` or not.
         condition.lock()
         if !cancelRequested { waitForReaders(seconds: configuration.lingerAfterExit) }
-        Subprocess.signalGroup(process.pid, SIGKILL)
+        condition.unlock()
+        process.end()
+        condition.lock()
         if !waitForReaders(seconds: 2) {
-            // A process left the group (setsid) and kept the pipe: stop reading.
+            // Something outside the build holds the pipe (it was passed on): stop reading.
             abandonReaders = true
             waitForReaders(seconds: 1)
         }
-        buildGroup = nil
+        buildProcess = nil
         condition.unlock()
-        return .ended(Subprocess.reap(process.pid))
+        return .ended(termination)
     }
 
     /// Waits (lock held) until both readers are done; false on timeout.
@@ -337,9 +359,7 @@ final class BuildRun: @unchecked Sendable {
                 Thread.sleep(forTimeInterval: 0.05 * Double(attempt + 1))
             }
         }
-        if configuration.removeWorkspaceWhenDone {
-            if let workspace { try? configuration.git.removeWorkspace(workspace) }
-        }
         manager.changed(buildId)
+        manager.sweepWorkspaces(ended: buildId)
     }
 }

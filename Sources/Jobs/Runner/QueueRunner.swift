@@ -130,6 +130,14 @@ public final class QueueRunner: @unchecked Sendable {
                 // A read first: an idle runner never takes the write lock.
                 guard try database.hasClaimable(schemes: schemes) else { return }
                 build = try database.reserveNext(for: manager.holder, schemes: schemes)
+            } catch let tampered as SchemeChangedByTrigger {
+                // Rolled back: failed here, or it would be claimed again for ever.
+                guard let id = tampered.buildId, manager.endQueued(id, status: .failed, note: "\(tampered)") else {
+                    report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(tampered)"))
+                    return
+                }
+                report(.problem("build \(id) refused: \(tampered)"))
+                continue
             } catch {
                 report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(error)"))
                 return
@@ -138,6 +146,8 @@ public final class QueueRunner: @unchecked Sendable {
             report(.claimed(build, scheme: Self.describeScheme(database, build.schemeId)))
             do {
                 try manager.start(build.id)
+            } catch is SchemeChangedByTrigger {
+                continue  // failed by start, saying why
             } catch {
                 // It cannot run (its scheme lost its command, its project its
                 // repository): ended here rather than claimed again forever.

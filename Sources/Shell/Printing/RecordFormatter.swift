@@ -45,16 +45,13 @@ struct RecordFormatter {
     }
 
     /// A value's lines; control characters other than tab would move the
-    /// cursor, so they show as `�`.
+    /// cursor, so they show as VisibleText does everywhere.
     private func display(_ cell: TableFormatter.Cell) -> [String] {
         switch cell {
         case .null: return [nullMarker]
         case .number(let text): return [text]
         case .text(let text):
-            let visible = String(text.unicodeScalars.map { scalar -> Character in
-                scalar.value < 0x20 && scalar != "\n" && scalar != "\t" ? "�" : Character(scalar)
-            })
-            return visible.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            return VisibleText.of(text, keepingNewlines: true).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         }
     }
 }

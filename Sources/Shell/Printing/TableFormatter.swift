@@ -108,15 +108,18 @@ public struct TableFormatter: Sendable {
         case .null: return nullMarker
         case .number(let text): return text
         case .text(let text):
-            // Control characters would break the grid.
-            return String(text.unicodeScalars.map { scalar -> Character in
-                switch scalar {
-                case "\n": return "↵"
-                case "\t": return "→"
-                case _ where scalar.value < 0x20: return "�"
-                default: return Character(scalar)
-                }
-            })
+            // Newlines and tabs would break the grid (↵, →); other control
+            // characters show as VisibleText does everywhere.
+            let flat = text.contains(where: { $0 == "\n" || $0 == "\t" || $0 == "\r\n" })
+                ? String(text.unicodeScalars.map { scalar -> Character in
+                    switch scalar {
+                    case "\n": return "↵"
+                    case "\t": return "→"
+                    default: return Character(scalar)
+                    }
+                })
+                : text
+            return VisibleText.of(flat)
         }
     }
 }

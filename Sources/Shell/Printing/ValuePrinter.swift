@@ -88,7 +88,9 @@ public struct ValuePrinter {
     private func text(_ lua: LuaInspection, _ index: Int32) -> String {
         switch lua.type(index) {
         case LUA_TSTRING:
-            return lua.string(index) ?? ""
+            // A returned string keeps its lines; its control characters
+            // must not drive the terminal.
+            return VisibleText.of(lua.string(index) ?? "", keepingNewlines: true)
         case LUA_TTABLE:
             let name = lua.metatableName(index)
             if name == "opsh.NULL" { return unicode ? "∅" : "NULL" }
@@ -195,8 +197,11 @@ public struct ValuePrinter {
         return lines.joined(separator: "\n")
     }
 
+    /// A CSV field: quoted when it holds a separator, a quote or a line
+    /// break (kept, CSV's own), other control characters visible.
     static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        let text = VisibleText.of(text, keepingNewlines: true)
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) else { return text }
         return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
@@ -300,6 +305,8 @@ public struct ValuePrinter {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F: result += "\\\(scalar.value)"
+            // C1 controls, as Lua writes a code point.
+            case _ where (0x80...0x9F).contains(scalar.value): result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
             default: result.unicodeScalars.append(scalar)
             }
         }

@@ -135,6 +135,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     }
 
     private static func text(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
+    private static func textOf(_ value: PostgresValue) -> String? { if case let .text(text) = value { text } else { nil } }
     private static func double(_ value: Double?) -> PostgresValue { value.map { .double($0) } ?? .null }
     private static func integer(_ value: Int?) -> PostgresValue { value.map { .integer(Int64($0)) } ?? .null }
 
@@ -291,33 +292,38 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
             try check(scheme, project)
             guard scheme != nil else { throw StoreError.notFound(table: "schemes", key: schemeId) }
             let id = makeIdentifier()
-            let inserted = try connection.query("""
-                INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt)
-                SELECT $1::text, $2::text, $3::text, coalesce(max(buildNumber), 0) + 1, 'queued', \(Self.now)
-                FROM builds WHERE schemeId = $2::text
-                RETURNING *
-                """, [.text(id), .text(schemeId), .text(version)])
-            if let holder {
-                try connection.query("""
-                    UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
-                                      heartbeatAt = \(Self.now), heartbeatInterval = $6
-                    WHERE id = $1::text
-                    """, [.text(id)] + Self.holderArguments(holder))
+            return try Self.refusingSchemeWrites(connection, subject: { _ in (nil, schemeId) }) {
+                let inserted = try connection.query("""
+                    INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt)
+                    SELECT $1::text, $2::text, $3::text, coalesce(max(buildNumber), 0) + 1, 'queued', \(Self.now)
+                    FROM builds WHERE schemeId = $2::text
+                    RETURNING *
+                    """, [.text(id), .text(schemeId), .text(version)])
+                if let holder {
+                    try connection.query("""
+                        UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                          heartbeatAt = \(Self.now), heartbeatInterval = $6
+                        WHERE id = $1::text
+                        """, [.text(id)] + Self.holderArguments(holder))
+                }
+                guard let row = Self.rows(inserted).first else { throw StoreError.notFound(table: "builds", key: id) }
+                return try BuildRecord(row: row)
             }
-            guard let row = Self.rows(inserted).first else { throw StoreError.notFound(table: "builds", key: id) }
-            return try BuildRecord(row: row)
         }
     }
 
     public func reserve(_ id: String, for holder: BuildHolder) throws -> Bool {
-        try connection { connection in
-            try connection.query("""
-                UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
-                                  heartbeatAt = \(Self.now), heartbeatInterval = $6
-                WHERE id = $1::text AND status = 'queued'
-                  AND (runnerId IS NULL OR runnerId = $2::text
-                       OR coalesce(heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval, 0) < \(Self.now))
-                """, [.text(id)] + Self.holderArguments(holder)).affectedRows ?? 0 > 0
+        try transaction { connection in
+            let scheme = try connection.query("SELECT schemeId FROM builds WHERE id = $1::text", [.text(id)]).scalar.flatMap(Self.textOf) ?? "?"
+            return try Self.refusingSchemeWrites(connection, subject: { _ in (id, scheme) }) {
+                try connection.query("""
+                    UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                      heartbeatAt = \(Self.now), heartbeatInterval = $6
+                    WHERE id = $1::text AND status = 'queued'
+                      AND (runnerId IS NULL OR runnerId = $2::text
+                           OR coalesce(heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval, 0) < \(Self.now))
+                    """, [.text(id)] + Self.holderArguments(holder)).affectedRows ?? 0 > 0
+            }
         }
     }
 
@@ -332,27 +338,77 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// LOCKED (a row another runner is claiming right now is passed over,
     /// never waited for), held for `holder` in the same statement.
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
-        try connection { connection in
-            let result = try connection.query("""
-                UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
-                                  heartbeatAt = \(Self.now), heartbeatInterval = $6
-                WHERE id = (SELECT id FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes)
-                            ORDER BY createdAt, buildNumber, id LIMIT 1
-                            FOR UPDATE SKIP LOCKED)
-                RETURNING *
-                """, [try Self.schemesArgument(schemes)] + Self.holderArguments(holder))
-            return try Self.rows(result).first.map(BuildRecord.init(row:))
+        try transaction { connection in
+            try Self.refusingSchemeWrites(connection, subject: { ($0?.id, $0?.schemeId ?? "?") }) {
+                let result = try connection.query("""
+                    UPDATE builds SET runnerId = $2::text, runnerHost = $3::text, runnerPid = $4, runnerStartedAt = $5,
+                                      heartbeatAt = \(Self.now), heartbeatInterval = $6
+                    WHERE id = (SELECT id FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes)
+                                ORDER BY createdAt, buildNumber, id LIMIT 1
+                                FOR UPDATE SKIP LOCKED)
+                    RETURNING *
+                    """, [try Self.schemesArgument(schemes)] + Self.holderArguments(holder))
+                return try Self.rows(result).first.map(BuildRecord.init(row:))
+            }
         }
     }
 
-    public func claim(_ id: String, for holder: BuildHolder) throws -> Bool {
-        try connection { connection in
-            try connection.query("""
-                UPDATE builds SET status = 'running', startDate = \(Self.now), endDate = NULL, exitCode = NULL, progress = 0,
-                                  heartbeatAt = \(Self.now), attempts = attempts + 1
-                WHERE id = $1::text AND status = 'queued' AND runnerId = $2::text
-                """, [.text(id), .text(holder.id)]).affectedRows ?? 0 > 0
+    public func claim(_ id: String, for holder: BuildHolder,
+                      check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> ClaimedBuild? {
+        try transaction { connection in
+            guard let build = try Self.rows(connection.query("SELECT * FROM builds WHERE id = $1::text", [.text(id)]))
+                .first.map(BuildRecord.init(row:)) else { return nil }
+            let (scheme, project) = try Self.schemeAndProject(connection, build.schemeId, lock: false)
+            try check(scheme, project)
+            guard let scheme, let project else { return nil }
+            let passEnvironment = try connection.query("""
+                SELECT CASE WHEN EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                                         AND table_name = 'schemes' AND column_name = 'passenvironment')
+                       THEN (SELECT to_jsonb(s) ->> 'passenvironment' FROM schemes AS s WHERE s.id = $1::text) END
+                """, [.text(scheme.id)]).scalar.flatMap(Self.textOf)
+            let claimed = try Self.refusingSchemeWrites(connection, subject: { _ in (id, scheme.id) }) {
+                try connection.query("""
+                    UPDATE builds SET status = 'running', startDate = \(Self.now), endDate = NULL, exitCode = NULL, progress = 0,
+                                      heartbeatAt = \(Self.now), attempts = attempts + 1
+                    WHERE id = $1::text AND status = 'queued' AND runnerId = $2::text
+                    """, [.text(id), .text(holder.id)]).affectedRows ?? 0 > 0
+            }
+            return claimed ? ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment) : nil
         }
+    }
+
+    /// Rows this transaction changed in schemes and projects so far (the
+    /// server's counters of the open transaction, a trigger's writes and
+    /// those of its subtransactions included).
+    private static func schemeWrites(_ connection: PostgresConnection) throws -> Int64 {
+        let value = try connection.query("""
+            SELECT coalesce(sum(pg_stat_get_xact_tuples_inserted(o) + pg_stat_get_xact_tuples_updated(o)
+                                + pg_stat_get_xact_tuples_deleted(o)), 0)::bigint
+            FROM unnest(ARRAY['schemes'::regclass, 'projects'::regclass]::oid[]) AS o
+            """).scalar
+        if case let .integer(count)? = value { return count }
+        return 0
+    }
+
+    /// Runs `body` (in the caller's transaction); when a trigger wrote a
+    /// scheme or project meanwhile, throws ``SchemeChangedByTrigger`` for
+    /// what `subject` names in the result (the transaction is rolled back).
+    private static func refusingSchemeWrites<T>(_ connection: PostgresConnection,
+                                                subject: (T) -> (build: String?, scheme: String),
+                                                _ body: () throws -> T) throws -> T {
+        let before = try schemeWrites(connection)
+        let result = try body()
+        guard try schemeWrites(connection) == before else {
+            let (build, scheme) = subject(result)
+            let triggers = try connection.query("""
+                SELECT tgname::text FROM pg_trigger
+                WHERE tgrelid = 'builds'::regclass AND NOT tgisinternal AND tgenabled <> 'D'
+                  AND tgfoid <> 'opsh_notify_change'::regproc
+                ORDER BY 1
+                """).rows.compactMap { $0.first.flatMap(Self.textOf) }
+            throw SchemeChangedByTrigger(buildId: build, schemeId: scheme, triggers: triggers)
+        }
+        return result
     }
 
     public func heartbeat(for holder: BuildHolder) throws -> Set<String>? {
@@ -441,6 +497,14 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
             guard changed > 0 else { return false }
             if let log { try Self.insertLines(connection, build: id, [NewBuildLogLine(log)]) }
             return true
+        }
+    }
+
+    public func knownSecrets() throws -> [String] {
+        try connection { connection in
+            try connection.query("""
+                SELECT api_key FROM configuration WHERE api_key IS NOT NULL AND api_key <> ''
+                """).rows.compactMap { $0.first.flatMap(Self.textOf) }
         }
     }
 

@@ -26,6 +26,7 @@ public enum PostgresMigrations {
         ("003_audit", audit),
         ("004_runners", runners),
         ("005_auditChain", auditChain),
+        ("006_schemeEnvironment", schemeEnvironment),
     ]
 
     /// The table that records applied migrations (SQLite's is GRDB's
@@ -363,4 +364,10 @@ public enum PostgresMigrations {
             EXECUTE format('ALTER FUNCTION opsh_audit_cut_needs_permit() SET search_path = %I, pg_temp', current_schema());
         END $$;
         """ + CommitTally.truncateNotes(tables: notifyingTables)
+    /// Migration006SchemeEnvironment's column: the names of the runner's
+    /// variables a scheme's builds get.
+    static let schemeEnvironment = """
+        ALTER TABLE schemes ADD COLUMN passEnvironment text NOT NULL DEFAULT '[]'
+            CONSTRAINT passEnvironment_is_json CHECK (opsh_json_valid(passEnvironment));
+        """
 }

@@ -14,7 +14,7 @@ public enum PostgresNames {
     public static let mixedCase: [String] = [
         "buildLogs", "crashLogs",
         "bundleIdentifier", "displayName", "gitRepositoryURL", "createdAt",
-        "projectBundleIdentifier", "buildCommand",
+        "projectBundleIdentifier", "buildCommand", "passEnvironment",
         "schemeId", "versionString", "buildNumber", "startDate", "endDate", "exitCode", "commitHash",
         "runnerHost", "runnerPid", "runnerStartedAt", "runnerId", "heartbeatAt", "heartbeatInterval",
         "buildId", "incidentIdentifier",

@@ -61,8 +61,18 @@ public protocol BuildStore: AnyObject, Sendable {
     func hasClaimable(schemes: [String]?) throws -> Bool
     /// Holds the oldest queued build nobody holds, for `holder`.
     func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord?
-    /// Queued and held by `holder` → running, one more attempt.
-    func claim(_ id: String, for holder: BuildHolder) throws -> Bool
+    /// Queued and held by `holder` → running, one more attempt; nil when
+    /// it is no longer queued and held by `holder`. What the build runs
+    /// is read in the same transaction before the claim's statement (the
+    /// rows as last set, before any trigger the claim fires) and given to
+    /// `check` (the scheme and project, either nil when missing; it throws
+    /// to refuse, and nothing is written).
+    ///
+    /// - throws: ``SchemeChangedByTrigger`` when a trigger wrote a scheme
+    ///   or project during the claim (rolled back), as `create`,
+    ///   `reserve` and `reserveNext` do.
+    func claim(_ id: String, for holder: BuildHolder,
+               check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> ClaimedBuild?
     /// Refreshes the heartbeat of every build `holder` holds; the ids it
     /// still holds, or nil without 004_runners.
     func heartbeat(for holder: BuildHolder) throws -> Set<String>?
@@ -85,6 +95,28 @@ public protocol BuildStore: AnyObject, Sendable {
     /// One batch of a build's log lines, and its progress when it changed,
     /// in one transaction.
     func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws
+
+    /// The secrets opsh masks in the lines it writes itself (the
+    /// configuration's API keys), as the audit trail masks them.
+    func knownSecrets() throws -> [String]
+}
+
+/// What a claimed build runs: its row, its scheme and project, read in
+/// the claim's transaction before the claim's statement.
+public struct ClaimedBuild: Sendable {
+    public var build: BuildRecord
+    public var scheme: SchemeRecord
+    public var project: ProjectRecord
+    /// The scheme's `passEnvironment` (JSON text, migration
+    /// 006_schemeEnvironment); nil on a database without it.
+    public var passEnvironment: String?
+
+    public init(build: BuildRecord, scheme: SchemeRecord, project: ProjectRecord, passEnvironment: String?) {
+        self.build = build
+        self.scheme = scheme
+        self.project = project
+        self.passEnvironment = passEnvironment
+    }
 }
 
 /// The job runner's database on SQLite: today's statements through the
@@ -160,14 +192,21 @@ public final class SQLiteBuildStore: BuildStore {
         try store.client.write { db in
             let (scheme, project) = try Self.schemeAndProject(store, db, schemeId)
             try check(scheme, project)
-            let build = try store.builds.create(db, scheme: schemeId, version: version)
-            if let holder { _ = try store.builds.reserve(db, build.id, for: holder) }
-            return build
+            return try TableWriteWatch.refusingSchemeWrites(db, subject: { _ in (nil, schemeId) }) {
+                let build = try store.builds.create(db, scheme: schemeId, version: version)
+                if let holder { _ = try store.builds.reserve(db, build.id, for: holder) }
+                return build
+            }
         }
     }
 
     public func reserve(_ id: String, for holder: BuildHolder) throws -> Bool {
-        try store.client.write { db in try store.builds.reserve(db, id, for: holder) }
+        try store.client.write { db in
+            let scheme = try String.fetchOne(db, sql: "SELECT schemeId FROM builds WHERE id = ?", arguments: [id]) ?? "?"
+            return try TableWriteWatch.refusingSchemeWrites(db, subject: { _ in (id, scheme) }) {
+                try store.builds.reserve(db, id, for: holder)
+            }
+        }
     }
 
     public func hasClaimable(schemes: [String]?) throws -> Bool {
@@ -176,11 +215,28 @@ public final class SQLiteBuildStore: BuildStore {
     }
 
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
-        try store.client.write { db in try store.builds.reserveNext(db, for: holder, schemes: schemes) }
+        try store.client.write { db in
+            try TableWriteWatch.refusingSchemeWrites(db, subject: { ($0?.id, $0?.schemeId ?? "?") }) {
+                try store.builds.reserveNext(db, for: holder, schemes: schemes)
+            }
+        }
     }
 
-    public func claim(_ id: String, for holder: BuildHolder) throws -> Bool {
-        try store.client.write { db in try store.builds.claim(db, id, for: holder) }
+    public func claim(_ id: String, for holder: BuildHolder,
+                      check: (SchemeRecord?, ProjectRecord?) throws -> Void) throws -> ClaimedBuild? {
+        try store.client.write { db in
+            guard let build = try store.builds.records.get(db, id) else { return nil }
+            let (scheme, project) = try Self.schemeAndProject(store, db, build.schemeId)
+            try check(scheme, project)
+            guard let scheme, let project else { return nil }
+            let passEnvironment = try db.columns(in: "schemes").contains { $0.name.lowercased() == "passenvironment" }
+                ? try String.fetchOne(db, sql: "SELECT passEnvironment FROM schemes WHERE id = ?", arguments: [scheme.id])
+                : nil
+            let claimed = try TableWriteWatch.refusingSchemeWrites(db, subject: { _ in (id, scheme.id) }) {
+                try store.builds.claim(db, id, for: holder)
+            }
+            return claimed ? ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment) : nil
+        }
     }
 
     public func heartbeat(for holder: BuildHolder) throws -> Set<String>? {
@@ -225,5 +281,9 @@ public final class SQLiteBuildStore: BuildStore {
             try store.buildLogs.appendBatch(db, build: buildId, lines)
             if let progress { try store.builds.setProgress(db, buildId, progress) }
         }
+    }
+
+    public func knownSecrets() throws -> [String] {
+        try store.read { db in AuditTrail.knownSecrets(db) }
     }
 }

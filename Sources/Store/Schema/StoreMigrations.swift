@@ -12,6 +12,7 @@ public enum StoreMigrations {
         Migration003Audit.identifier,
         Migration004Runners.identifier,
         Migration005AuditChain.identifier,
+        Migration006SchemeEnvironment.identifier,
     ]
 
     /// A migrator with the built-in migrations registered.
@@ -26,6 +27,7 @@ public enum StoreMigrations {
         migrator.registerMigration(Migration003Audit.identifier, migrate: Migration003Audit.migrate)
         migrator.registerMigration(Migration004Runners.identifier, migrate: Migration004Runners.migrate)
         migrator.registerMigration(Migration005AuditChain.identifier, migrate: Migration005AuditChain.migrate)
+        migrator.registerMigration(Migration006SchemeEnvironment.identifier, migrate: Migration006SchemeEnvironment.migrate)
         return migrator
     }
 }

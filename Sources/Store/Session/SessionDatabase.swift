@@ -100,6 +100,9 @@ public final class SessionDatabase {
                 // and no DROP TRIGGER from a script (TransactionGuard).
                 opsh_sql_set_defensive(db.sqliteConnection)
                 try db.execute(sql: Self.sandboxTriggers)
+                if try db.columns(in: "schemes").contains(where: { $0.name == "passEnvironment" }) {
+                    try db.execute(sql: Self.sandboxEnvironmentTrigger)
+                }
                 TransactionGuard.protect(db.sqliteConnection!)
                 buildCommandsProtected = true
             }
@@ -114,6 +117,14 @@ public final class SessionDatabase {
         CREATE TEMP TRIGGER IF NOT EXISTS opsh_sandbox_build_command BEFORE UPDATE OF buildCommand ON main.schemes
         WHEN NEW.buildCommand IS NOT OLD.buildCommand
         BEGIN SELECT RAISE(ABORT, '\(sandboxRefusal)'); END;
+        """
+    /// What a scheme's builds get of their runner's environment
+    /// (006_schemeEnvironment) is theirs to say as little as the command.
+    public static let sandboxEnvironmentRefusal = "sandbox: the passEnvironment of a scheme cannot be written (a runner gives its builds those variables of its environment); run opsh without --sandbox to change schemes"
+    static let sandboxEnvironmentTrigger = """
+        CREATE TEMP TRIGGER IF NOT EXISTS opsh_sandbox_pass_environment BEFORE UPDATE OF passEnvironment ON main.schemes
+        WHEN NEW.passEnvironment IS NOT OLD.passEnvironment
+        BEGIN SELECT RAISE(ABORT, '\(sandboxEnvironmentRefusal)'); END;
         """
 
     /// Counts writes this session committed (or started), so the read
@@ -391,6 +402,9 @@ public final class SessionDatabase {
             if protectsBuildCommands, try db.tableExists("schemes") {
                 opsh_sql_set_defensive(db.sqliteConnection)
                 try db.execute(sql: Self.sandboxTriggers)
+                if try db.columns(in: "schemes").contains(where: { $0.name == "passEnvironment" }) {
+                    try db.execute(sql: Self.sandboxEnvironmentTrigger)
+                }
                 TransactionGuard.protect(db.sqliteConnection!)
             }
         }

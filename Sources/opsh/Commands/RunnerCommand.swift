@@ -13,6 +13,10 @@ struct RunnerCommand {
                                               help: "How many times a build whose runner stopped is started before it is marked failed instead of requeued.",
                                               defaultValue: "3")
 
+    static let keepWorkspacesOption = OptionSpec(long: "keep-workspaces", valueName: "n",
+                                                 help: "How many builds of each scheme keep their workspace: when a build ends, older ended builds' workspaces of its scheme go, and those of deleted builds (0: each when its build ends).",
+                                                 defaultValue: "5")
+
     static let workspacesOption = OptionSpec(long: "workspaces", valueName: "folder",
                                              help: "Where builds check out (a folder per build and attempt). Default: workspaces/ next to an SQLite database; on PostgreSQL, workspaces/ in opsh's data folder ($XDG_DATA_HOME/opsh).")
 
@@ -45,7 +49,7 @@ struct RunnerCommand {
             database is unavailable or lacks migration 004_runners.
             """,
         options: CommonOptions.specs.filter { ["db", "busy-timeout", "quiet"].contains($0.name) }
-            + [concurrencyOption, heartbeatOption, schemeOption, maxAttemptsOption, workspacesOption])
+            + [concurrencyOption, heartbeatOption, schemeOption, maxAttemptsOption, workspacesOption, keepWorkspacesOption])
 
     var options = CommonOptions()
     var concurrency: Int?
@@ -53,6 +57,7 @@ struct RunnerCommand {
     var schemes: [String] = []
     var maxAttempts = 3
     var workspaces: String?
+    var keepWorkspaces = 5
 
     /// Parses the words after `opsh runner`; nil for `--help`.
     init?(parsing words: ArraySlice<String>) throws {
@@ -82,6 +87,11 @@ struct RunnerCommand {
                         throw UsageError("'\(value)' is not a positive whole number for '--max-attempts'", command: Self.help)
                     }
                     maxAttempts = count
+                case Self.keepWorkspacesOption.name:
+                    guard let count = Int(value), count >= 0 else {
+                        throw UsageError("'\(value)' is not a whole number (0 or more) for '--keep-workspaces'", command: Self.help)
+                    }
+                    keepWorkspaces = count
                 case Self.workspacesOption.name:
                     guard !value.isEmpty else { throw UsageError("--workspaces needs a folder; it was given an empty one", command: Self.help) }
                     workspaces = value

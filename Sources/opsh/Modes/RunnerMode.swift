@@ -2,6 +2,7 @@ import Foundation
 import Jobs
 import Shell
 import Store
+import TextCodec
 
 /// `opsh runner`: opens the build queue (``Databases/openBuildQueue(_:)``:
 /// an SQLite file, or PostgreSQL's), checks it can hold a queue (migration
@@ -46,6 +47,7 @@ struct RunnerMode {
             ?? database.path.map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("workspaces").path }
             ?? DatabaseLocation.dataDirectory() + "/workspaces"
         configuration.jobs.workspaceRoot = URL(fileURLWithPath: workspaces).standardizedFileURL.path
+        configuration.jobs.keepWorkspaces = command.keepWorkspaces
         let log = RunnerLog(quiet: options.quiet)
         let runner = QueueRunner(database: database, configuration: configuration) { log.write($0) }
         let identity = runner.manager.runner
@@ -140,9 +142,12 @@ struct RunnerLog: Sendable {
         if !quiet { line(text) }
     }
 
+    /// Names and versions come from the database and errors from git:
+    /// URL credentials masked, control characters visible.
     func line(_ text: String) {
         let formatter = ISO8601DateFormatter()
-        Terminal.write("\(formatter.string(from: Date())) opsh runner: \(text)\n", to: 2)
+        let shown = VisibleText.of(SecretMask.maskingURLCredentials(in: text))
+        Terminal.write("\(formatter.string(from: Date())) opsh runner: \(shown)\n", to: 2)
     }
 }
 

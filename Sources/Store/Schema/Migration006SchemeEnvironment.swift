@@ -1,0 +1,27 @@
+import GRDB
+
+/// "006_schemeEnvironment": what a scheme's builds get of their runner's
+/// environment beyond the allow list (README, "Build runners";
+/// ARCHITECTURE.md, "Build runners and the queue").
+///
+/// - `passEnvironment`: a JSON array of variable names (`["NPM_TOKEN",
+///   "CC"]`). A build of the scheme gets each one the opsh that runs it
+///   has, with that opsh's value; every other variable of opsh's
+///   environment (a database password, the run's reason, the operator's
+///   tokens) stays out. Names, not values: the database holds no secret,
+///   and what a variable holds is the runner's operator's to say. The
+///   column must be JSON (a CHECK); that it is an array of names is
+///   checked when a build starts, which then fails saying which entry is
+///   wrong.
+///
+/// The same migration exists for PostgreSQL (`PostgresMigrations`).
+enum Migration006SchemeEnvironment {
+    static let identifier = "006_schemeEnvironment"
+
+    static func migrate(_ db: Database) throws {
+        try db.execute(sql: """
+            ALTER TABLE schemes ADD COLUMN passEnvironment TEXT NOT NULL DEFAULT '[]'
+                CONSTRAINT passEnvironment_is_json CHECK (json_valid(passEnvironment));
+            """)
+    }
+}
