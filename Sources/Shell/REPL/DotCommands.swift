@@ -84,8 +84,11 @@ extension REPL {
             default: console.error("usage: .confirm N|off (a number of rows, 0 or more)")
             }
         case ".locks":
-            // Who holds locks on the database now (/proc/locks).
-            if let path = session.databaseFilePath {
+            if let sentence = session.describeLocks() {
+                // PostgreSQL: the server's sessions and their locks.
+                print(sentence)
+            } else if let path = session.databaseFilePath {
+                // Who holds locks on the database now (/proc/locks).
                 print(LockHolders.sentence(for: path).map { "locks " + $0 } ?? "no other process holds a lock on \(path)")
             }
         case ".rows":

@@ -15,6 +15,9 @@ public protocol ShellHost: AnyObject {
     var isSandboxed: Bool { get }
     /// The database file (SQLite), for `.locks`; nil elsewhere.
     var databaseFilePath: String? { get }
+    /// `.locks` where there is no file to look at (PostgreSQL): who holds
+    /// locks on the database now; nil where `.locks` reads the file's.
+    func describeLocks() -> String?
     /// Why writes are refused now (the file was replaced), or nil.
     var writeProblem: String? { get }
     /// Sentences that help with an error (a missing migration, who holds
@@ -26,6 +29,7 @@ extension OpshSession: ShellHost {
     public var eventQueue: EventQueue { events }
     public var databaseFilePath: String? { store.path }
     public var writeProblem: String? { store.replacedFileProblem }
+    public func describeLocks() -> String? { nil }
 
     public func hints(for error: any Error) -> [String] {
         let message = (error as? LuaError)?.message ?? "\(error)"
@@ -43,5 +47,19 @@ extension PostgresSession: ShellHost {
     public var eventQueue: EventQueue { events }
     public var databaseFilePath: String? { nil }
     public var writeProblem: String? { nil }
-    public func hints(for error: any Error) -> [String] { [] }
+
+    public func hints(for error: any Error) -> [String] {
+        let message = (error as? LuaError)?.message ?? "\(error)"
+        return message.contains("database is locked") ? [".locks shows the sessions holding locks now"] : []
+    }
+
+    /// The sessions of this database holding more than a read's lock on
+    /// its tables, or that another waits for (`pg_blocking_pids`).
+    public func describeLocks() -> String? {
+        do {
+            return try database.lockHolders().map { "locks " + $0 } ?? "no other session holds a lock on this database's tables"
+        } catch {
+            return "cannot read the server's locks: \(error)"
+        }
+    }
 }

@@ -42,12 +42,12 @@ struct MigrateCommand {
         let launch = Launch(options: options)
         if let url = PostgresBatchMode.url(options) {
             do {
-                let database = try PostgresDatabase(url: url, options: .init(create: options.create))
+                let database = try PostgresDatabase(url: url, options: PostgresOpening.options(options))
                 let applied = database.appliedAtOpening + (try database.migrate(external: [], upTo: nil))
                 launch.console.note(applied.isEmpty ? "nothing to migrate: every migration is applied"
                                                     : "applied \(applied.joined(separator: ", "))")
             } catch {
-                launch.fail(.databaseUnavailable, "\(error)")
+                launch.fail(PostgresOpening.status(of: error), "\(error)")
             }
             exit(ExitStatus.success.rawValue)
         }

@@ -31,12 +31,7 @@ struct PostgresBatchMode {
         if options.maxChanges != nil {
             launch.fail(.usage, "--max-changes is not available on PostgreSQL yet; use --dry-run to see what a script would change")
         }
-        let database: PostgresDatabase
-        do {
-            database = try PostgresDatabase(url: url, options: .init(readOnly: options.readOnly, create: options.create))
-        } catch {
-            launch.fail(.databaseUnavailable, "\(error)")
-        }
+        let database = PostgresOpening.open(url, options, launch: launch)
         // The database asks for a reason this run did not give: refused
         // before the script reads or writes anything, as on SQLite.
         if reason == nil, (try? AuditTrail.requiresReason(database)) == true {

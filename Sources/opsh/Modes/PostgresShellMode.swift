@@ -22,10 +22,9 @@ struct PostgresShellMode {
         if options.maxChanges != nil {
             launch.fail(.usage, "--max-changes is not available on PostgreSQL yet; use --dry-run to see what a chunk would change")
         }
-        let database: PostgresDatabase
+        let database = PostgresOpening.open(url, options, launch: launch)
         let session: PostgresSession
         do {
-            database = try PostgresDatabase(url: url, options: .init(readOnly: options.readOnly, create: options.create))
             session = try PostgresSession(database: database, sandbox: options.sandbox,
                                           memoryLimit: options.memoryLimit.map { $0 << 20 })
         } catch {
