@@ -89,13 +89,23 @@ public final class PostgresConnection {
         try self.init(url: try PostgresURL(url))
     }
 
-    public init(url: PostgresURL) throws {
+    /// Opens a connection to `url` within its `connect_timeout`, or within
+    /// `timeLimit` seconds when that is shorter (a caller's own deadline,
+    /// such as opsh's `--timeout`): connecting and the start-up (login)
+    /// together. Running out of time throws
+    /// ``PostgresClientError/timedOut(_:seconds:)``.
+    ///
+    /// `settings` are run-time parameters for the session, sent in the
+    /// start-up message (`lock_timeout`, say): they are the session's
+    /// defaults, which `RESET` returns to.
+    public init(url: PostgresURL, timeLimit: Double? = nil, settings: [(name: String, value: String)] = []) throws {
         self.url = url
-        let deadline = monotonicSeconds() + url.connectTimeout
-        let socket = try Socket.connect(to: url.endpoint, timeout: url.connectTimeout)
+        let limit = min(url.connectTimeout, timeLimit ?? .infinity)
+        let deadline = monotonicSeconds() + limit
+        let socket = try Socket.connect(to: url.endpoint, timeout: limit)
         self.socket = socket
         do {
-            try startUp(deadline: deadline)
+            try startUp(deadline: deadline, limit: limit, settings: settings)
         } catch {
             socket.close()
             self.socket = nil
@@ -145,7 +155,23 @@ public final class PostgresConnection {
 
     // MARK: Start-up and login
 
-    private func startUp(deadline: Double) throws {
+    /// The start-up message and the login, until the server is ready for
+    /// queries. A server that closes the connection (or resets it) before
+    /// that was never reached: that is a failure to connect, said so, not
+    /// a connection that closed later.
+    private func startUp(deadline: Double, limit: Double, settings: [(name: String, value: String)]) throws {
+        do {
+            try logIn(deadline: deadline, limit: limit, settings: settings)
+        } catch PostgresClientError.connectionClosed(let reason) {
+            throw PostgresClientError.connectionFailed(
+                "\(url.endpoint): \(reason == Self.closedByPeer ? "the server" : reason + ":") closed the connection before it answered the start-up message (is a PostgreSQL server listening there, and does it accept this client?)")
+        }
+    }
+
+    /// ``Socket/receive(into:)``'s reason when the peer closed the connection.
+    static let closedByPeer = "the server closed the connection"
+
+    private func logIn(deadline: Double, limit: Double, settings: [(name: String, value: String)]) throws {
         guard let socket else { return }
         try socket.send(Frontend.startup([
             ("user", url.user),
@@ -153,7 +179,7 @@ public final class PostgresConnection {
             ("application_name", url.applicationName),
             ("client_encoding", "UTF8"),
             ("DateStyle", "ISO"),
-        ]))
+        ] + settings.map { ($0.name, $0.value) }))
         var scram: SCRAMSHA256Client? = nil
         func requirePassword(_ method: String) throws -> String {
             guard let password = url.password else {
@@ -164,7 +190,7 @@ public final class PostgresConnection {
         }
         while true {
             guard let (type, body) = try readFrame(deadline: deadline) else {
-                throw PostgresClientError.connectionFailed("\(url.endpoint): no answer to the start-up message within \(formatSeconds(url.connectTimeout)) seconds")
+                throw PostgresClientError.timedOut("\(url.endpoint): no answer to the start-up message", seconds: limit)
             }
             if try handleAsynchronous(type, body) { continue }
             var reader = BodyReader(body)
@@ -696,6 +722,7 @@ public final class PostgresConnection {
             guard let failure else { return results }
             var error = PostgresError(fields: failure.fields, sql: plan[failure.step].sql)
             error.step = failure.step
+            error.completedCommandTags = results.prefix(failure.step).map(\.commandTag)
             let failed = plan[failure.step]
             if let statement = failed.cached, error.code == "0A000" || error.code == "26000" {
                 if statements[failed.key] === statement { forgetStale(failed.key, code: error.code) }
@@ -753,6 +780,8 @@ public final class PostgresConnection {
     /// (socket, protocol) leaves the connection in an unknown state, so it
     /// is closed.
     private func exchange<T>(_ body: () throws -> T) throws -> T {
+        exchangeStarted = monotonicSeconds()
+        nextWatch = whileWaiting.map { exchangeStarted + $0.after }
         do {
             return try body()
         } catch let error as PostgresClientError {
@@ -831,6 +860,17 @@ public final class PostgresConnection {
         }
     }
 
+    /// Called in an exchange that has waited ``whileWaiting``'s `after`
+    /// seconds for the server, on the waiting thread, and again each time
+    /// the wait doubles (after 2×, 4×, …), while the wait goes on: for a
+    /// caller that wants to look, from a connection of its own, at what the
+    /// statement waits for (opsh names the sessions holding the locks it
+    /// waits on). It must not use this connection.
+    public var whileWaiting: (after: Double, action: () -> Void)?
+    private var exchangeStarted = 0.0
+    /// When ``whileWaiting`` is called next in this exchange.
+    private var nextWatch: Double?
+
     /// The next frame of any type; nil if `deadline` (monotonic seconds)
     /// passed first.
     private func readFrame(deadline: Double?) throws -> (UInt8, UnsafeRawBufferPointer)? {
@@ -840,6 +880,13 @@ public final class PostgresConnection {
             if let deadline {
                 let left = deadline - monotonicSeconds()
                 guard left > 0, try socket.poll(timeout: left) else { return nil }
+            } else if let watch = whileWaiting, let next = nextWatch {
+                let left = next - monotonicSeconds()
+                if try left <= 0 || !socket.poll(timeout: left) {
+                    watch.action()
+                    nextWatch = exchangeStarted + 2 * max(monotonicSeconds() - exchangeStarted, watch.after)
+                    continue
+                }
             }
             try inbox.fill(from: socket)
         }

@@ -33,6 +33,10 @@ public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible
     /// step that failed; the steps before it ran, the ones after it did not.
     /// nil for every other call.
     public var step: Int?
+    /// In a pipeline: the command tags of the steps before ``step``, which
+    /// completed (what a caller needs to know what they did: `COMMIT` or
+    /// `ROLLBACK`, say).
+    public var completedCommandTags: [String] = []
     /// Every field of the message, by its one-letter code (`S`, `V`, `C`,
     /// `M`, `D`, `H`, `P`, `W` where, `s` schema, `t` table, `c` column,
     /// `n` constraint, …).
@@ -98,8 +102,12 @@ public enum PostgresClientError: Error, Sendable, Equatable, CustomStringConvert
     /// Something this client deliberately does not do (TLS, GSSAPI, COPY
     /// FROM STDIN); the message says what and what to do instead.
     case unsupported(String)
-    /// The server could not be reached: refused, timed out, no such socket.
+    /// The server could not be reached: refused, no such socket, closed
+    /// before it answered.
     case connectionFailed(String)
+    /// Connecting (and logging in) took longer than `seconds`: the URL's
+    /// `connect_timeout`, or the caller's shorter limit.
+    case timedOut(String, seconds: Double)
     /// The login could not proceed on the client's side (no password in
     /// the URL, a server that failed to prove it knows the password).
     /// A wrong password is the server's ``PostgresError`` `28P01`.
@@ -115,6 +123,7 @@ public enum PostgresClientError: Error, Sendable, Equatable, CustomStringConvert
         case .invalidURL(let message): return "invalid PostgreSQL URL: \(message)"
         case .unsupported(let message): return "not supported: \(message)"
         case .connectionFailed(let message): return "could not connect to PostgreSQL: \(message)"
+        case .timedOut(let message, let seconds): return "could not connect to PostgreSQL: \(message) within \(formatSeconds(seconds)) seconds"
         case .authentication(let message): return "PostgreSQL authentication failed: \(message)"
         case .connectionClosed(let message): return "the PostgreSQL connection is closed: \(message)"
         case .protocolViolation(let message): return "PostgreSQL protocol error: \(message)"

@@ -65,6 +65,7 @@ final class Socket {
             }
             defer { freeaddrinfo(list) }
             var failures: [String] = []
+            var timedOut = 0
             var entry: UnsafeMutablePointer<addrinfo>? = first
             while let current = entry {
                 entry = current.pointee.ai_next
@@ -82,7 +83,13 @@ final class Socket {
                     return socket
                 } catch PostgresClientError.connectionFailed(let reason) {
                     failures.append(reason)
+                } catch PostgresClientError.timedOut(let reason, _) {
+                    failures.append(reason)
+                    timedOut += 1
                 }
+            }
+            if timedOut > 0, timedOut == failures.count {
+                throw PostgresClientError.timedOut(failures.joined(separator: "; "), seconds: timeout)
             }
             throw PostgresClientError.connectionFailed(failures.isEmpty ? "no address for \(host)" : failures.joined(separator: "; "))
         }
@@ -101,7 +108,7 @@ final class Socket {
         }
         switch try poll(events: Int16(POLLOUT), timeout: timeout) {
         case false:
-            throw PostgresClientError.connectionFailed("\(target): no answer within \(formatSeconds(timeout)) seconds (connect_timeout)")
+            throw PostgresClientError.timedOut("\(target): no answer", seconds: timeout)
         case true:
             var error: Int32 = 0
             var size = socklen_t(MemoryLayout<Int32>.size)
@@ -135,7 +142,7 @@ final class Socket {
             let count = Glibc.recv(descriptor, buffer.baseAddress!, buffer.count, 0)
             if count > 0 { return count }
             if count < 0, errno == EINTR { continue }
-            throw PostgresClientError.connectionClosed(count == 0 ? "the server closed the connection" : Self.errorText(errno))
+            throw PostgresClientError.connectionClosed(count == 0 ? PostgresConnection.closedByPeer : Self.errorText(errno))
         }
     }
 

@@ -68,7 +68,7 @@ import Testing
             return terminal.sees(expected, timeout: 0.5)
         }
         #expect(named, "\(terminal.transcript)")
-        if engine == .postgresql { terminal.expect("holds locks on telemetry (AccessExclusiveLock)") }
+        if engine == .postgresql { terminal.expect("holding AccessExclusiveLock on telemetry") }
     }
 
     /// `.help` lists what works on this engine: undo() only where a chunk

@@ -130,22 +130,22 @@ enum CommitTally {
         return counts
     }
 
-    /// `BEGIN` and the first reading.
-    static func begin(_ begin: String, on connection: PostgresConnection, relations: Relations) throws -> TableChanges {
+    /// `BEGIN`, the statement that guards the transaction (the
+    /// ``CommitGuard``'s DECLARE, if any) and the first reading, in one
+    /// round trip. (The last reading goes with the COMMIT:
+    /// ``step(_:)`` before it in the same pipeline.)
+    static func begin(_ begin: String, on connection: PostgresConnection, relations: Relations,
+                      guardedBy guardStatement: String? = nil) throws -> TableChanges {
+        var steps: [(sql: String, parameters: [PostgresValue])] = [(begin, [])]
+        if let guardStatement { steps.append((guardStatement, [])) }
+        steps.append(step(relations))
         do {
-            let results = try connection.pipeline([(begin, []), step(relations)])
-            return counts(results[1], relations)
+            let results = try connection.pipeline(steps)
+            return counts(results[steps.count - 1], relations)
         } catch {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             throw error
         }
-    }
-
-    /// The last reading and `COMMIT`; throws when either fails (the
-    /// caller rolls back what is still open).
-    static func commit(on connection: PostgresConnection, relations: Relations) throws -> TableChanges {
-        let results = try connection.pipeline([step(relations), ("COMMIT", [])])
-        return counts(results[0], relations)
     }
 
     /// One statement outside a transaction block, in its implicit

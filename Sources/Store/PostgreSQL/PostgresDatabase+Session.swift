@@ -60,11 +60,13 @@ extension PostgresDatabase: DatabaseSession {
         try AuditTrail.requiresReason(self)
     }
 
-    public var catalog: any DatabaseCatalog { PostgresCatalog(connection: connection) }
+    public var catalog: any DatabaseCatalog { PostgresCatalog(database: self) }
 
     public var writeProblem: String? { nil }
 
-    public func hints(for message: String) -> [String] { [] }
+    public func hints(for message: String) -> [String] {
+        message.contains("database is locked") ? [".locks shows the sessions holding locks now"] : []
+    }
 
     public var interruptRunning: @Sendable () -> Void { cancelRunning }
 
@@ -106,7 +108,8 @@ extension PostgresDatabase: DatabaseSession {
 /// connection (inside a chunk's transaction, its own tables too), past the
 /// session's counters.
 struct PostgresCatalog: DatabaseCatalog {
-    let connection: PostgresConnection
+    let database: PostgresDatabase
+    var connection: PostgresConnection { database.connection }
 
     private func texts(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [[String]] {
         try connection.query(sql, parameters).rows.map { row in
@@ -199,39 +202,11 @@ struct PostgresCatalog: DatabaseCatalog {
         return lines.joined(separator: "\n")
     }
 
-    /// Each other session of this database that holds a lock on one of its
-    /// relations or a transaction others wait for, and each that waits:
-    /// its pid, application name, user, state, how long its transaction has
-    /// been open, the relations it locks, whom it waits for, and its query.
+    /// The other sessions of this database holding more than a read's
+    /// lock on one of its tables, or that another waits for
+    /// (``PostgresDatabase/lockHolders()``).
     func locks() throws -> [String] {
-        let rows = try texts("""
-            SELECT a.pid::text, COALESCE(NULLIF(a.application_name, ''), '?'), COALESCE(a.usename::text, '?'),
-                   COALESCE(a.state, '?'),
-                   COALESCE(to_char(extract(epoch FROM clock_timestamp() - a.xact_start), 'FM999990.0'), ''),
-                   COALESCE((SELECT string_agg(DISTINCT c.relname || ' (' || l.mode || ')', ', ')
-                             FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class c ON c.oid = l.relation
-                             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                             WHERE l.pid = a.pid AND l.granted AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-                               AND c.relkind IN ('r', 'p', 'v', 'm')), ''),
-                   COALESCE(array_to_string(pg_catalog.pg_blocking_pids(a.pid), ', '), ''),
-                   left(regexp_replace(COALESCE(a.query, ''), '\\s+', ' ', 'g'), 160)
-            FROM pg_catalog.pg_stat_activity a
-            WHERE a.datname = pg_catalog.current_database() AND a.pid <> pg_catalog.pg_backend_pid()
-              AND (a.xact_start IS NOT NULL OR cardinality(pg_catalog.pg_blocking_pids(a.pid)) > 0)
-            ORDER BY a.xact_start NULLS LAST, a.pid
-            """)
-        return rows.compactMap { row in
-            let (pid, application, user, state, open, relations, waitsFor, query) =
-                (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
-            guard !relations.isEmpty || !waitsFor.isEmpty else { return nil }
-            var sentence = "pid \(pid) (\(application), user \(user), \(state)"
-            if !open.isEmpty { sentence += ", transaction open \(open) s" }
-            sentence += ")"
-            if !relations.isEmpty { sentence += " holds locks on \(relations)" }
-            if !waitsFor.isEmpty { sentence += (relations.isEmpty ? "" : ";") + " waits for pid \(waitsFor)" }
-            if !query.isEmpty { sentence += "; query: \(query)" }
-            return sentence
-        }
+        try database.lockHolders().map { ["locks " + $0] } ?? []
     }
 }
 

@@ -16,10 +16,20 @@ import PostgresWire
 ///   savepoints. Inside one, each statement runs under a savepoint of its
 ///   own, so that a failed statement a script catches with `pcall` does
 ///   not doom the transaction (psql's ON_ERROR_ROLLBACK).
+/// - **Transaction control** from a script never commits opsh's
+///   transaction: each one opsh opens holds a ``CommitGuard`` the server
+///   fails any other commit on, and what the server reports of a statement
+///   (``TransactionControl``) refuses the rest, as SQLite's guard does.
 /// - **Read-only** is the server's: each statement outside a transaction
 ///   runs in `BEGIN READ ONLY` and a savepoint (inside a subtransaction
 ///   the server refuses `SET transaction_read_only = off`), and a
-///   transaction is `BEGIN READ ONLY`. No statement text is inspected.
+///   transaction is `BEGIN READ ONLY`; and every read-only transaction
+///   ends in ROLLBACK, so that what the server lets a read-only
+///   transaction do (large objects, NOTIFY) is not kept either
+///   (`PostgresDatabase+ReadOnly`). No statement text is inspected.
+/// - **Locks.** `--busy-timeout` is `lock_timeout`; a statement that waits
+///   longer fails as "database is locked", naming the sessions that hold
+///   the lock (``LockWitness``).
 /// - **Dry run.** ``dryRun(_:)`` runs everything in one transaction that
 ///   is rolled back, and that the server refuses to commit whatever the
 ///   script sends (``dryRunGuard``), and reports each table's inserted,
@@ -36,10 +46,19 @@ public final class PostgresDatabase {
         public var readOnly = false
         /// Create opsh's schema in an empty database (`--create`).
         public var create = false
+        /// How long a statement waits for a lock (`--busy-timeout`, the
+        /// session's `lock_timeout`); nil: as the server is set (by
+        /// default, for ever).
+        public var lockTimeout: Double?
+        /// How long connecting may take at most (`--timeout`), when shorter
+        /// than the URL's `connect_timeout`.
+        public var connectTimeLimit: Double?
 
-        public init(readOnly: Bool = false, create: Bool = false) {
+        public init(readOnly: Bool = false, create: Bool = false, lockTimeout: Double? = nil, connectTimeLimit: Double? = nil) {
             self.readOnly = readOnly
             self.create = create
+            self.lockTimeout = lockTimeout
+            self.connectTimeLimit = connectTimeLimit
         }
     }
 
@@ -77,6 +96,15 @@ public final class PostgresDatabase {
     /// Open transactions and savepoints (0: none).
     public private(set) var depth = 0
     private var dryRunning = false
+    /// The level (``depth``) whose transaction or savepoint holds the
+    /// ``CommitGuard`` now; nil when none does (a dry run has its own).
+    var commitGuardDepth: Int?
+    /// `--read-only`: the SET and RESET statements of the open read-only
+    /// transaction, with the level they ran at, to run again for the
+    /// session once it is rolled back (`PostgresDatabase+ReadOnly`).
+    var readOnlySettings: [(depth: Int, sql: String)] = []
+    /// Names the sessions a statement waits for (`--busy-timeout`).
+    private var lockWitness: LockWitness?
     /// The repositories' view of each table (``tableSpec(_:primaryKey:jsonColumns:booleans:)``),
     /// forgotten when a statement changes the schema.
     var tableSpecs: [String: TableSpec] = [:]
@@ -106,11 +134,29 @@ public final class PostgresDatabase {
     /// schema with ``Options/create``; a database with tables but no opsh
     /// schema is refused, and so is one a newer opsh migrated.
     public init(url text: String, options: Options = Options()) throws {
-        url = try PostgresURL(text)
+        do {
+            url = try PostgresURL(text)
+        } catch {
+            throw PostgresStoreError.invalidURL("\(error)")
+        }
         urlText = text
         self.options = options
-        connection = try PostgresConnection(url: url)
+        // --busy-timeout: the session's lock_timeout from its start, so a
+        // script's RESET returns to it. (PostgreSQL's 0 is "for ever",
+        // SQLite's busy timeout of 0 "not at all": at least 1 ms.)
+        let settings = options.lockTimeout.map { [(name: "lock_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")] } ?? []
+        do {
+            connection = try PostgresConnection(url: url, timeLimit: options.connectTimeLimit, settings: settings)
+        } catch PostgresClientError.timedOut(let reason, let seconds) where seconds == options.connectTimeLimit {
+            throw PostgresStoreError.connectTimedOut(url.description, seconds: seconds, reason: reason)
+        }
         canceller = connection.canceller
+        if let seconds = options.lockTimeout {
+            let witness = LockWitness(url: url)
+            let processID = connection.processID
+            connection.whileWaiting = (LockWitness.delay(forBusyTimeout: seconds), { witness.look(at: processID) })
+            lockWitness = witness
+        }
         try prepareSchema()
     }
 
@@ -263,15 +309,17 @@ public final class PostgresDatabase {
         let statement = try rewrite(sql)
         let parameters = try bind(statement, arguments, sql: sql)
         statementCount += 1
+        lockWitness?.reset()
         let result: PostgresResult
-        if depth > 0 {
-            result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
-        } else if options.readOnly {
-            result = try readOnly(statement.sql, parameters, eachRow: eachRow)
-        } else if countsCommits {
-            result = try counted(statement.sql, parameters, eachRow: eachRow)
-        } else {
-            result = try connection.query(statement.sql, parameters, eachRow: eachRow)
+        do {
+            if depth > 0 {
+                result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
+            } else {
+                result = try autocommit(statement.sql, parameters, eachRow: eachRow)
+            }
+        } catch let error as PostgresError where error.code == "55P03" {
+            throw PostgresStoreError.locked(statement.sql, server: error.message, busyTimeout: options.lockTimeout,
+                                            holders: lockWitness?.blockers)
         }
         if Self.changesSchema(result.commandTag) {
             tableSpecs = [:]
@@ -320,6 +368,38 @@ public final class PostgresDatabase {
         try PostgresArguments.parameters(for: statement, arguments, sql: sql)
     }
 
+    /// Outside opsh's transactions: the statement in a read-only
+    /// transaction (`--read-only`), between two readings of the counters
+    /// (the audit's), or alone. A statement the server reports as
+    /// transaction control is refused (``TransactionControl``): a `BEGIN`
+    /// that opened a transaction of the script's own is rolled back first,
+    /// so nothing the script does next waits in it for a commit.
+    private func autocommit(_ sql: String, _ parameters: [PostgresValue],
+                            eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
+        let result: PostgresResult
+        do {
+            if options.readOnly {
+                result = try readOnly(sql, parameters, eachRow: eachRow)
+            } else if countsCommits {
+                result = try counted(sql, parameters, eachRow: eachRow)
+            } else {
+                result = try connection.query(sql, parameters, eachRow: eachRow)
+            }
+        } catch {
+            if connection.isOpen, connection.transactionStatus != .idle {
+                _ = try? connection.simpleQuery("ROLLBACK")
+                throw PostgresStoreError.transactionControl(sql, server: nil)
+            }
+            throw TransactionControl.reported(error, sql)
+        }
+        if connection.transactionStatus != .idle {
+            _ = try? connection.simpleQuery("ROLLBACK")
+            throw PostgresStoreError.transactionControl(sql, server: nil)
+        }
+        if TransactionControl.isControl(result.commandTag) { throw PostgresStoreError.transactionControl(sql, server: nil) }
+        return result
+    }
+
     /// Inside a transaction: the statement under a savepoint of its own,
     /// released when it succeeds and rolled back to when it fails, so the
     /// transaction goes on. The three go to the server in one round trip
@@ -327,9 +407,17 @@ public final class PostgresDatabase {
     /// measured transaction a reading of the counters follows in the same
     /// round trip, and what a failed statement did before it failed
     /// (which the server's counters keep) is set aside (``Measure``).
+    ///
+    /// What the server reports of the statement decides what transaction
+    /// control it was (``TransactionControl``): refused and the transaction
+    /// goes on when it changed nothing; rolled back whole when it ended
+    /// the transaction or broke opsh's savepoints (nothing committed:
+    /// ``CommitGuard``), after which every statement is refused until
+    /// opsh's transaction ends.
     private func underSavepoint(_ sql: String, _ parameters: [PostgresValue],
                                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
-        if dryRunning, connection.transactionStatus == .idle { throw PostgresStoreError.dryRunEnded }
+        // A statement ended opsh's transaction: nothing more runs in it.
+        if connection.transactionStatus == .idle { throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded }
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
                                                                    ("RELEASE SAVEPOINT opsh_statement", [])]
         let relations = measure != nil && (dryRunning || countsFailedStatementsExactly) ? try tallyRelations() : nil
@@ -342,7 +430,14 @@ public final class PostgresDatabase {
             }
             if results.count > 3 { results[3].rows = readings }
         } catch let error as PostgresError {
-            if connection.transactionStatus == .failed {
+            switch connection.transactionStatus {
+            case .failed where error.step == 2:
+                // The statement released opsh's savepoint, or rolled back
+                // past it (RELEASE or ROLLBACK TO one of opsh's): the
+                // savepoints opsh rolls back to are gone.
+                _ = try? connection.simpleQuery("ROLLBACK")
+                throw PostgresStoreError.transactionControlRolledBack(sql, reason: nil)
+            case .failed:
                 if let relations, error.step == 1 {
                     let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
                                                          ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
@@ -350,17 +445,26 @@ public final class PostgresDatabase {
                 } else {
                     try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
                 }
-            } else if dryRunning, connection.transactionStatus == .idle {
+            case .idle where dryRunning:
                 // The dry run's guard refused the statement's commit.
                 throw PostgresStoreError.dryRunCommitRefused(sql)
-            } else if error.step == 2, connection.transactionStatus == .idle {
-                // The statement was a COMMIT or ROLLBACK of its own: the
-                // savepoint went with the transaction.
-                throw PostgresStoreError.endedTransaction(sql)
+            case .idle where error.step == 1:
+                // The statement ended the transaction and failed doing it:
+                // the server refused to commit (the commit guard) or to
+                // prepare it, and rolled it back.
+                throw PostgresStoreError.transactionControlRolledBack(sql, reason: error.message)
+            case .idle where error.step == 2:
+                // The statement ended the transaction itself (the savepoint
+                // went with it): a ROLLBACK, or a COMMIT that a statement
+                // closing the commit guard by name let through.
+                if error.completedCommandTags.count > 1, error.completedCommandTags[1] == "COMMIT" {
+                    throw PostgresStoreError.transactionCommittedPastTheGuard(sql)
+                }
+                throw PostgresStoreError.transactionControlRolledBack(sql, reason: nil)
+            default:
+                break
             }
-            var reported = error
-            reported.step = nil
-            throw reported
+            throw TransactionControl.reported(error, sql)
         } catch {
             // eachRow's error (thrown first when the statement failed too),
             // or the connection's: the transaction goes on as above.
@@ -370,7 +474,8 @@ public final class PostgresDatabase {
             throw error
         }
         guard connection.transactionStatus == .inTransaction else {
-            throw PostgresStoreError.endedTransaction(sql)
+            _ = try? connection.simpleQuery("ROLLBACK")
+            throw PostgresStoreError.transactionControlRolledBack(sql, reason: nil)
         }
         // Nothing read: the transaction has not written (or wrote no
         // counted table), so the counters are as at its start (they only
@@ -379,28 +484,24 @@ public final class PostgresDatabase {
             current.last = results[3].rows.isEmpty ? current.first : CommitTally.counts(results[3], relations)
             measure = current
         }
+        try afterStatement(sql, results[1].commandTag)
         return results[1]
     }
 
-    /// `--read-only` outside a transaction: the statement in a read-only
-    /// transaction and a savepoint, then COMMIT: one round trip.
-    private func readOnly(_ sql: String, _ parameters: [PostgresValue],
-                          eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
-        do {
-            let results = try connection.pipeline([("BEGIN READ ONLY", []), ("SAVEPOINT opsh_statement", []),
-                                                   (sql, parameters), ("COMMIT", [])]) { step, row in
-                if step == 2 { try eachRow(row) }
-            }
-            return results[2]
-        } catch let error as PostgresError {
-            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
-            var reported = error
-            reported.step = nil
-            throw reported
-        } catch {
-            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
-            throw error
+    /// What a statement that ran inside opsh's transaction leaves to do,
+    /// by its command tag: transaction control that changed nothing (a
+    /// BEGIN, a SAVEPOINT released with the statement's, a ROLLBACK TO the
+    /// statement's own savepoint) is refused; a `CLOSE ALL` closed the
+    /// commit guard, which is declared again; under `--read-only`, a
+    /// NOTIFY is refused (the transaction's rollback drops it) and a SET
+    /// is noted, to be kept for the session.
+    private func afterStatement(_ sql: String, _ tag: String) throws {
+        if TransactionControl.isControl(tag) { throw PostgresStoreError.transactionControl(sql, server: nil) }
+        if tag == "CLOSE CURSOR ALL", commitGuardDepth != nil {
+            try connection.query(CommitGuard.declare)
+            commitGuardDepth = depth
         }
+        if options.readOnly { try noteReadOnly(sql, tag) }
     }
 
     // MARK: Transactions
@@ -421,7 +522,9 @@ public final class PostgresDatabase {
     private func plainTransaction<T>(_ body: () throws -> T) throws -> T {
         let savepoint = "opsh_\(depth + 1)"
         if depth == 0 {
-            try connection.simpleQuery(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+            try beginGuarded(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
+        } else if connection.transactionStatus == .idle {
+            throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         } else if var current = measure, !(dryRunning || countsFailedStatementsExactly) {
             // The readings are not kept current statement by statement:
             // read them as the savepoint begins.
@@ -441,6 +544,7 @@ public final class PostgresDatabase {
             result = try body()
         } catch {
             depth -= 1
+            if depth == 0 { endedOutermost() }
             if connection.transactionStatus != .idle {
                 if depth == 0 {
                     _ = try? connection.simpleQuery("ROLLBACK")
@@ -454,16 +558,72 @@ public final class PostgresDatabase {
                 } else {
                     _ = try? connection.simpleQuery("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
                 }
+                if depth > 0, connection.transactionStatus == .inTransaction { try? rolledBackSavepoint() }
             }
             throw error
         }
         depth -= 1
         if depth == 0 {
-            try connection.simpleQuery("COMMIT")
+            defer { endedOutermost() }
+            try commitOutermost()
         } else {
+            guard connection.transactionStatus != .idle else {
+                throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
+            }
             try connection.simpleQuery("RELEASE SAVEPOINT \(savepoint)")
+            if let guardDepth = commitGuardDepth, guardDepth > depth { commitGuardDepth = depth }
         }
         return result
+    }
+
+    /// Begins opsh's outermost transaction with its ``CommitGuard``, in one
+    /// round trip.
+    func beginGuarded(_ begin: String) throws {
+        do {
+            try connection.pipeline([(begin, []), (CommitGuard.declare, [])])
+        } catch {
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
+            throw error
+        }
+        commitGuardDepth = 1
+    }
+
+    /// Commits opsh's outermost transaction: its ``CommitGuard`` closed and
+    /// COMMIT, in one round trip (under `--read-only`: rolled back,
+    /// ``rollBackReadOnly(before:)``). Refused when a statement ended the
+    /// transaction already, or closed the guard by name (then rolled back).
+    @discardableResult
+    private func commitOutermost(before steps: [(sql: String, parameters: [PostgresValue])] = []) throws -> [PostgresResult] {
+        guard connection.transactionStatus == .inTransaction else {
+            if connection.transactionStatus == .failed { _ = try? connection.simpleQuery("ROLLBACK") }
+            throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
+        }
+        if options.readOnly { return try rollBackReadOnly(before: steps) }
+        do {
+            return try connection.pipeline(steps + [(CommitGuard.close, []), ("COMMIT", [])])
+        } catch {
+            if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
+            if CommitGuard.wasClosed(error) { throw PostgresStoreError.commitGuardClosed }
+            throw error
+        }
+    }
+
+    /// A savepoint of opsh's was rolled back (``depth`` is the level it
+    /// was taken in): what was declared or noted inside it went with it.
+    private func rolledBackSavepoint() throws {
+        readOnlySettings.removeAll { $0.depth > depth }
+        if let guardDepth = commitGuardDepth, guardDepth > depth {
+            // Declared again inside it (after a CLOSE ALL): the rollback
+            // dropped it.
+            try connection.query(CommitGuard.declare)
+            commitGuardDepth = depth
+        }
+    }
+
+    /// opsh's outermost transaction is over, however it ended.
+    func endedOutermost() {
+        commitGuardDepth = nil
+        readOnlySettings.removeAll()
     }
 
     /// An outermost transaction whose changes are measured: read from the
@@ -482,17 +642,20 @@ public final class PostgresDatabase {
         throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
-                                          relations: tallyRelations())
+                                          relations: tallyRelations(), guardedBy: CommitGuard.declare)
+        commitGuardDepth = 1
         measure = Measure(first: first)
         depth = 1
         defer {
             depth = 0
             measure = nil
+            endedOutermost()
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let result = try body()
         guard connection.transactionStatus == .inTransaction else {
-            throw PostgresStoreError.endedTransaction("the chunk")
+            if connection.transactionStatus == .failed { _ = try? connection.simpleQuery("ROLLBACK") }
+            throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let changed = try readMeasure().changed
         guard try mayCommit(changed) else { return (result, changed, false) }
@@ -507,11 +670,13 @@ public final class PostgresDatabase {
                 }
             })
             measure = measured
-            try connection.simpleQuery("COMMIT")
+            _ = try commitOutermost()
             return (result, changed, true)
         }
-        let last = try CommitTally.commit(on: connection, relations: tallyRelations())
-        measure?.last = last
+        // The last reading in the round trip that commits.
+        let relations = try tallyRelations()
+        let results = try commitOutermost(before: [CommitTally.step(relations)])
+        measure?.last = CommitTally.counts(results[0], relations)
         return (result, measure?.changed ?? [:], true)
     }
 
@@ -680,8 +845,10 @@ public final class PostgresDatabase {
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
         guard depth == 0 else { throw PostgresStoreError.inTransaction("a dry run") }
         statementCount += 1
+        // Read-only, it has no guard of its own against PREPARE TRANSACTION.
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
-                                          relations: tallyRelations())
+                                          relations: tallyRelations(), guardedBy: options.readOnly ? CommitGuard.declare : nil)
+        if options.readOnly { commitGuardDepth = 1 }
         measure = Measure(first: first)
         if !options.readOnly {
             do {
@@ -698,6 +865,7 @@ public final class PostgresDatabase {
             depth = 0
             dryRunning = false
             measure = nil
+            endedOutermost()
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let result = try body()
@@ -730,9 +898,11 @@ public final class PostgresDatabase {
         INSERT INTO pg_temp.opsh_dry_run VALUES ('opsh --dry-run: this transaction is never committed');
         """
 
-    /// Whether `error` is the server's `lock_timeout` running out (55P03).
+    /// Whether `error` is the server's `lock_timeout` running out (55P03),
+    /// as the server says it or as ``execute(_:_:)`` reports it.
     public static func isLockTimeout(_ error: any Error) -> Bool {
-        (error as? PostgresError)?.code == "55P03"
+        if case .locked? = error as? PostgresStoreError { return true }
+        return (error as? PostgresError)?.code == "55P03"
     }
 
     /// Whether a shell chunk's transaction is open (``chunk(_:)``).
@@ -799,8 +969,39 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case newerSchema(String, unknown: [String])
     case inTransaction(String)
     case statement(String)
-    case endedTransaction(String)
     case notAQuery(String)
+    /// A malformed URL (a usage error): PostgresWire's message.
+    case invalidURL(String)
+    /// Connecting took longer than `--timeout`.
+    case connectTimedOut(String, seconds: Double, reason: String)
+    /// Transaction control from a script, refused; it changed nothing
+    /// (``TransactionControl``). `server`: what the server said, if it
+    /// refused it too.
+    case transactionControl(String, server: String?)
+    /// Transaction control that ended opsh's transaction or broke its
+    /// savepoints: rolled back whole, nothing of it committed. `reason`:
+    /// the server's, when it refused to commit or prepare it.
+    case transactionControlRolledBack(String, reason: String?)
+    /// A statement in a transaction that transaction control ended.
+    case transactionEnded
+    /// A COMMIT from a script that went through, after a statement closed
+    /// the ``CommitGuard`` by name.
+    case transactionCommittedPastTheGuard(String)
+    /// opsh's own commit found its guard closed by a statement: rolled back.
+    case commitGuardClosed
+    /// `--read-only`: the statement wrote what the server's read-only
+    /// transaction lets through (it was given a transaction id).
+    case readOnlyWrote(String)
+    /// `--read-only`: a transaction whose statements wrote so.
+    case readOnlyTransactionWrote
+    /// `--read-only`: NOTIFY, dropped with the transaction's rollback.
+    case readOnlyNotify(String)
+    /// `--read-only` or `--dry-run` on a database with an extension that
+    /// writes through connections of its own (dblink).
+    case connectsOnItsOwn(extensions: [String], flag: String)
+    /// A lock the statement waited for stayed held past the lock timeout
+    /// (`--busy-timeout`), or NOWAIT found it held: SQLSTATE 55P03.
+    case locked(String, server: String, busyTimeout: Double?, holders: String?)
     /// A statement tried to commit a dry run; the server refused, and
     /// rolled the dry run back whole.
     case dryRunCommitRefused(String)
@@ -823,8 +1024,30 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             message
         case let .notAQuery(sql):
             "watch observes queries only (SELECT …): \(sql)"
-        case let .endedTransaction(sql):
-            "the statement ended the transaction db.transaction opened (COMMIT and ROLLBACK belong to db.transaction): \(sql)"
+        case let .invalidURL(message):
+            message
+        case let .connectTimedOut(label, seconds, reason):
+            "timed out after \(Self.seconds(seconds)) s (--timeout) connecting to \(label): \(reason)"
+        case let .transactionControl(sql, server):
+            "\(TransactionGuard.refusal)\(server.map { " (the server: \($0))" } ?? ""): \(sql)"
+        case let .transactionControlRolledBack(sql, reason):
+            "\(TransactionGuard.refusal); this statement would have ended opsh's transaction, so it was rolled back whole and nothing of it was committed\(reason.map { " (the server: \($0))" } ?? ""): \(sql)"
+        case .transactionEnded:
+            "opsh's transaction was rolled back when a statement tried to end it (transaction control is not run through db); nothing of it was committed, and nothing more runs in it: let db.transaction or the chunk end"
+        case let .transactionCommittedPastTheGuard(sql):
+            "\(TransactionGuard.refusal); this statement committed opsh's transaction, because a statement had closed the cursor \(CommitGuard.name) that keeps it from committing: what the transaction did before it is committed: \(sql)"
+        case .commitGuardClosed:
+            "a statement closed the cursor \(CommitGuard.name) that keeps opsh's transaction from being committed by any statement but opsh's: the transaction was rolled back, nothing of it committed"
+        case let .readOnlyWrote(sql):
+            "--read-only: the statement wrote to the database (the server gave its transaction an id: a large object, say, which PostgreSQL's read-only transactions let through); opsh rolled it back, nothing was kept: \(sql)"
+        case .readOnlyTransactionWrote:
+            "--read-only: a statement in this transaction wrote to the database (the server gave the transaction an id: a large object, say, which PostgreSQL's read-only transactions let through); opsh rolled it back, nothing was kept"
+        case let .readOnlyNotify(sql):
+            "--read-only: NOTIFY is not sent (a read-only transaction of PostgreSQL's would send it; opsh rolls every read-only transaction back, so nothing is): \(sql)"
+        case let .connectsOnItsOwn(extensions, flag):
+            "\(flag) cannot hold back what the \(extensions.joined(separator: ", ")) extension does: it is installed in this database and this role may run its functions, which write through a connection of their own (dblink_exec), outside this session's transaction, where \(flag == "--dry-run" ? "the dry run's rollback" : "the server's read-only transaction") does not reach; nothing was run: run as a role without EXECUTE on its functions, or without \(flag)"
+        case let .locked(sql, server, busyTimeout, holders):
+            "database is locked: \(busyTimeout.map { "the statement waited --busy-timeout's \(Self.seconds($0)) s (PostgreSQL's lock_timeout) for a lock" } ?? "a lock the statement needs is held")\(holders.map { " held by " + $0 } ?? "") (the server: \(server)): \(sql)"
         case let .dryRunCommitRefused(sql):
             "--dry-run: the statement tried to commit the dry run; the server refused, and rolled back everything the dry run did (nothing was committed): \(sql)"
         case .dryRunEnded:
@@ -832,6 +1055,11 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case let .dryRunGuard(reason):
             "--dry-run on PostgreSQL makes its transaction one the server refuses to commit, with a temporary table, and this role may not create one (\(reason)): GRANT TEMPORARY ON DATABASE to it, or run without --dry-run"
         }
+    }
+
+    /// "2", "0.5".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
     }
 }
 

@@ -25,6 +25,13 @@ public enum Databases {
         /// Refuse the first use when the database asks every run for a
         /// reason (``ReasonRequired``) and none was given.
         public var refuseWithoutReason = false
+        /// The run is a dry run (`--dry-run`): a database whose extensions
+        /// write through connections of their own is refused, as under
+        /// `--read-only`, since neither could hold such writes back.
+        public var dryRun = false
+        /// `--timeout`: connecting counts against it (a server that never
+        /// answers ends the run as the time limit does).
+        public var connectTimeLimit: Double?
 
         public init(db: String?) {
             self.db = db
@@ -48,12 +55,37 @@ public enum Databases {
     public static func openSession(_ options: Options) throws -> any DatabaseSession {
         switch engine(of: options.db) {
         case .postgresql:
-            let database = try PostgresDatabase(url: named(options.db)!,
-                                                options: .init(readOnly: options.readOnly, create: options.create))
+            let database = try PostgresDatabase(url: named(options.db)!, options: postgresOptions(options))
+            if options.readOnly || options.dryRun {
+                try database.refuseExtensionsThatConnectOnTheirOwn(for: options.readOnly ? "--read-only" : "--dry-run")
+            }
             if options.refuseWithoutReason, try AuditTrail.requiresReason(database) { throw ReasonRequired() }
             return database
         case .sqlite:
             return SessionDatabase(store: try openStore(options))
+        }
+    }
+
+    /// PostgreSQL's session options: `--busy-timeout` is the session's
+    /// lock timeout, `--timeout` covers connecting.
+    static func postgresOptions(_ options: Options) -> PostgresDatabase.Options {
+        PostgresDatabase.Options(readOnly: options.readOnly, create: options.create,
+                                 lockTimeout: options.busyTimeout, connectTimeLimit: options.connectTimeLimit)
+    }
+
+    /// How opening a database failed, for the exit status: the command
+    /// line named it wrong (a malformed URL), the time limit ran out while
+    /// connecting, or the database cannot be used.
+    public enum OpeningFailure {
+        case usage, timeout, unavailable
+    }
+
+    public static func failure(of error: any Error) -> OpeningFailure {
+        if error is ReasonRequired { return .usage }
+        switch error as? PostgresStoreError {
+        case .invalidURL?: return .usage
+        case .connectTimedOut?: return .timeout
+        default: return .unavailable
         }
     }
 
@@ -73,7 +105,7 @@ public enum Databases {
         switch engine(of: options.db) {
         case .postgresql:
             let url = named(options.db)!
-            let schema = try PostgresDatabase(url: url)
+            let schema = try PostgresDatabase(url: url, options: postgresOptions(options))
             if schema.pendingMigrations.contains("004_runners") {
                 throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
@@ -92,7 +124,9 @@ public enum Databases {
     public static func read(_ options: Options, _ body: (any RepositoryConnection) throws -> Void) throws {
         switch engine(of: options.db) {
         case .postgresql:
-            let database = try PostgresDatabase(url: named(options.db)!, options: .init(readOnly: true))
+            var reading = options
+            reading.readOnly = true
+            let database = try PostgresDatabase(url: named(options.db)!, options: postgresOptions(reading))
             try database.snapshot { try body(database) }
         case .sqlite:
             var storeOptions = StoreOptions(readOnly: true, busyTimeout: options.busyTimeout)
@@ -107,7 +141,7 @@ public enum Databases {
     public static func migrate(_ options: Options) throws -> [String] {
         switch engine(of: options.db) {
         case .postgresql:
-            let database = try PostgresDatabase(url: named(options.db)!, options: .init(create: options.create))
+            let database = try PostgresDatabase(url: named(options.db)!, options: postgresOptions(options))
             return database.appliedAtOpening + (try database.migrate(external: [], upTo: nil))
         case .sqlite:
             let store = try openStore(options)

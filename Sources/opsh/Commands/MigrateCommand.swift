@@ -47,7 +47,7 @@ struct MigrateCommand {
             launch.console.note(applied.isEmpty ? "nothing to migrate: every migration is applied"
                                                 : "applied \(applied.joined(separator: ", "))")
         } catch {
-            throw Stop(.databaseUnavailable, "\(error)")
+            throw Launch.stop(opening: error)
         }
         return ExitStatus.success.rawValue
     }

@@ -46,6 +46,8 @@ struct Launch {
         database.createIfMissing = options.create || Databases.named(options.db) == nil
         database.connectNow = interactive
         database.refuseWithoutReason = refuseWithoutReason
+        database.dryRun = options.dryRun
+        database.connectTimeLimit = options.timeout
         return database
     }
 
@@ -60,10 +62,20 @@ struct Launch {
         session.lazyModules = !interactive
         do {
             return try LuaSessions.open(session)
-        } catch is ReasonRequired {
-            throw Stop(.usage, ReasonRequired.message)
         } catch {
-            throw Stop(.databaseUnavailable, "\(error)")
+            throw Self.stop(opening: error)
+        }
+    }
+
+    /// How a failure to open the database ends the process: a malformed
+    /// URL or a missing reason is a usage error (2), the time limit running
+    /// out while connecting a timeout (124), anything else leaves the
+    /// database unavailable (3).
+    static func stop(opening error: any Error) -> Stop {
+        switch Databases.failure(of: error) {
+        case .usage: Stop(.usage, "\(error)")
+        case .timeout: Stop(.timeout, "\(error)")
+        case .unavailable: Stop(.databaseUnavailable, "\(error)")
         }
     }
 

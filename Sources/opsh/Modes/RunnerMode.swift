@@ -32,7 +32,7 @@ struct RunnerMode {
         } catch let stop as Stop {
             throw stop
         } catch {
-            throw Stop(.databaseUnavailable, "\(error)")
+            throw Launch.stop(opening: error)
         }
 
         var configuration = QueueRunner.Configuration()
