@@ -63,10 +63,11 @@ final class SQLExecutor {
                     readConnection.useSnapshot(writeCount: session.writeCount)
                     return try step(entry, connection: readConnection.handle, call: call, shape: shape)
                 }
-            } catch let failure as SQLFailure where failure.message.hasPrefix("no such table") {
-                // A TEMP table lives on the connection that made it, the
-                // writer's: the statement runs there (below), or fails
-                // there with the same message.
+            } catch let failure as SQLFailure where ["no such table", "no such trigger", "no such view", "no such index"]
+                        .contains(where: failure.message.hasPrefix) {
+                // A TEMP table (trigger, view, index) lives on the
+                // connection that made it, the writer's: the statement runs
+                // there (below), or fails there with the same message.
             }
         }
         return try session.writeStatement { db in

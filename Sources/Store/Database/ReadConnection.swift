@@ -76,6 +76,7 @@ public final class ReadConnection {
 
     deinit {
         opsh_sql_reader_free(snapshot)
+        TransactionGuard.unprotect(handle)
         sqlite3_close_v2(handle)
     }
 
@@ -86,6 +87,12 @@ public final class ReadConnection {
     }
 
     public static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
+        try prepareChecked(sql, on: handle).statement
+    }
+
+    /// ``prepare(_:on:)`` with what ``TransactionGuard`` found the
+    /// statement does.
+    public static func prepareChecked(_ sql: String, on handle: OpaquePointer) throws -> (statement: OpaquePointer, effects: StatementEffects) {
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -103,12 +110,11 @@ public final class ReadConnection {
             throw SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
         }
         do {
-            try TransactionGuard.check(statement, on: handle)
+            return (statement, try TransactionGuard.check(statement, on: handle))
         } catch {
             sqlite3_finalize(statement)
             throw error
         }
-        return statement
     }
 
     public func interrupt() { sqlite3_interrupt(handle) }

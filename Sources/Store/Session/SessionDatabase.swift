@@ -94,17 +94,27 @@ public final class SessionDatabase {
     private func writer() throws -> any DatabaseWriter {
         let writer = try store.writer
         if protectsBuildCommands && !buildCommandsProtected {
-            try writer.writeWithoutTransaction { db in
-                guard try db.tableExists("schemes") else { return }
-                // No writable_schema: the triggers cannot be edited away;
-                // and no DROP TRIGGER from a script (TransactionGuard).
-                opsh_sql_set_defensive(db.sqliteConnection)
-                try db.execute(sql: Self.sandboxTriggers)
-                TransactionGuard.protect(db.sqliteConnection!)
-                buildCommandsProtected = true
-            }
+            try writer.writeWithoutTransaction { db in try Self.confine(db) }
+            buildCommandsProtected = true
         }
         return writer
+    }
+
+    /// The sandbox on a writer connection: no schema change from a script
+    /// (``TransactionGuard``: no trigger, no replaced table, no dropped
+    /// sandbox trigger), no writable_schema (the triggers cannot be edited
+    /// away), and the triggers that keep build commands.
+    static func confine(_ db: Database) throws {
+        opsh_sql_set_defensive(db.sqliteConnection)
+        TransactionGuard.protect(db.sqliteConnection!)
+        if try db.tableExists("schemes") { try db.execute(sql: sandboxTriggers) }
+    }
+
+    /// The sandbox on the read connection too: statements prepared there
+    /// are checked like the writers' (TEMP objects live on any connection).
+    public func confine(_ readConnection: ReadConnection) {
+        opsh_sql_set_defensive(readConnection.handle)
+        TransactionGuard.protect(readConnection.handle)
     }
 
     public static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"
@@ -388,11 +398,7 @@ public final class SessionDatabase {
         let queue = try store.openSecondWriter()
         try queue.writeWithoutTransaction { db in
             for setting in connectionSettings { setting(db) }
-            if protectsBuildCommands, try db.tableExists("schemes") {
-                opsh_sql_set_defensive(db.sqliteConnection)
-                try db.execute(sql: Self.sandboxTriggers)
-                TransactionGuard.protect(db.sqliteConnection!)
-            }
+            if protectsBuildCommands { try Self.confine(db) }
         }
         ownWriter = queue
         return queue
