@@ -182,6 +182,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     // writer), writes of a dry run (counted), rows without a shape yet.
     int column_count = sqlite3_column_count(statement);
     if (!entry->readonly && (!route->session->transaction || route->session->dry_run)) return OPSH_DECLINE;
+    if (entry->changes_schema) return OPSH_DECLINE;
     if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && entry->shape_columns != column_count) return OPSH_DECLINE;
 
     // Positional values of plain types only; tables, db.NULL, db.blob and
@@ -199,8 +200,8 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     else if (!entry->readonly) route->session->changed_outside = 1;
 
     int results = 1;
-    int counted = route->session->transaction && !entry->readonly;
-    if (counted) opsh_sql_tally_arm(route->session->tally, connection);
+    // The rows it changes are counted by the writer connection's
+    // preupdate hook (CSQLiteStore/opsh_changes.c).
     int code = sqlite3_step(statement);
     switch (shape) {
     case SHAPE_CHANGES:
@@ -251,7 +252,6 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         break;
     }
     }
-    if (counted) opsh_sql_tally_disarm(route->session->tally, connection);
     if (code != SQLITE_DONE && code != SQLITE_ROW) {
         int failed = fail(L, route, connection, statement);
         sqlite3_reset(statement);

@@ -63,7 +63,10 @@ extension ExternalMigrations {
     /// store, each in a transaction of its own.
     public static func migrate(_ database: SessionDatabase, external: [ExternalMigration],
                                upTo target: String?) throws -> [String] {
-        try migrate(try database.store.writer, external: external, upTo: target)
+        // Migrations change the schema: over a cap unless allowed.
+        let pending = try database.store.writer.read { db in try plan(StoreDatabase(db), external: external, upTo: target) }
+        if !pending.isEmpty { try database.refuseSchemaChange("migrate.up applies \(pending.joined(separator: ", "))") }
+        return try migrate(try database.store.writer, external: external, upTo: target)
     }
 }
 

@@ -592,9 +592,8 @@ public enum Transfer {
         guard stepsRaw else {
             return try statement.execute(arguments: StatementArguments(fields.map { $0.1 }))
         }
+        // Stepped outside GRDB: counted by the connection's preupdate hook.
         try Self.insertRaw(statement, fields, on: db)
-        // Stepped outside GRDB: the audit's counts are told.
-        ChangeTally.countRaw(db, table: row.table.name, inserted: 1)
     }
 
     /// Binds and steps an INSERT with SQLite's C API: GRDB's arguments cost

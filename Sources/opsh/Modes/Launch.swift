@@ -37,9 +37,11 @@ struct Launch {
             fail(.databaseUnavailable, "\(error)")
         }
         do {
-            return try OpshSession(store: store, options: .init(sandbox: options.sandbox,
-                                                                memoryLimit: options.memoryLimit.map { $0 << 20 },
-                                                                lazyModules: !interactive))
+            let session = try OpshSession(store: store, options: .init(sandbox: options.sandbox,
+                                                                       memoryLimit: options.memoryLimit.map { $0 << 20 },
+                                                                       lazyModules: !interactive))
+            session.database.allowsSchemaChanges = options.allowSchemaChanges
+            return session
         } catch {
             fail(.databaseUnavailable, "cannot start a session on \(store.path ?? "the database"): \(error)")
         }
