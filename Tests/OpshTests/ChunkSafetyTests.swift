@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// What the question before a large chunk's commit and `undo()` promise
-/// (issue 24, SQLite, item 9), through a real pty with the
+/// (issue 24, SQLite, items 9 and 11), through a real pty with the
 /// sqlite3 CLI as the other process. SQLite only: changesets (the
 /// re-applied chunk, `undo()`) are SQLite's session extension's, and on
 /// PostgreSQL the shell asks no question before a chunk commits until the
@@ -82,5 +82,48 @@ import Testing
         terminal.expect("opsh> ")
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'u'") == "0")
         leave(terminal)
+    }
+
+    /// Item 11: a schema change at the prompt always asks for the table's
+    /// name, is noted and audited when committed, and undo() says it
+    /// cannot take it back (rather than undoing the chunk before it).
+    @Test func aSchemaChangeAtThePromptAsksAndCannotBeUndone() throws {
+        let sandbox = try prepared()
+        let terminal = try shell(sandbox)
+        terminal.send("db.exec(\"UPDATE notes SET body = 'first' WHERE id = 1\")\r")
+        terminal.expect("committed: notes: 1 updated — undo() takes it back")
+        terminal.expect("opsh> ")
+        terminal.send("db.exec('DROP TABLE notes')\r")
+        terminal.expect("notes: 0 inserted, 0 updated, 3 deleted")
+        terminal.expect("dropped table notes")
+        terminal.expect("type the table's name to commit")
+        terminal.send("y\r")
+        terminal.expect("rolled back: nothing was changed")
+        terminal.expect("opsh> ")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM notes") == "3")
+        // A new table asks too, though it changes no row.
+        terminal.send("db.exec('CREATE TABLE extra (a)')\r")
+        terminal.expect("created table extra")
+        terminal.expect("type the table's name to commit")
+        terminal.send("extra\r")
+        terminal.expect("committed: ")
+        terminal.expect("undo() cannot take it back: it changed the schema")
+        terminal.expect("opsh> ")
+        // The drop, answered with the table's name.
+        terminal.send("db.exec('DROP TABLE notes')\r")
+        terminal.expect("type the table's name to commit")
+        terminal.send("notes\r")
+        terminal.expect("committed: notes: 3 deleted")
+        terminal.expect("undo() cannot take it back: it changed the schema")
+        terminal.expect("opsh> ")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM sqlite_master WHERE name = 'notes'") == "0")
+        terminal.send("undo()\r")
+        terminal.expect("cannot be undone: it changed the schema")
+        terminal.expect("opsh> ")
+        leave(terminal)
+        let audited = try sandbox.sqlite("SELECT json_extract(changes, '$.notes.deleted') FROM opsh_audit WHERE mode = 'shell' ORDER BY id DESC LIMIT 1")
+        #expect(audited == "3")
+        // Control: the chunk before the schema changes was not undone either.
+        #expect(try sandbox.sqlite("SELECT count(*) FROM sqlite_master WHERE name = 'extra'") == "1")
     }
 }

@@ -149,6 +149,10 @@ import Testing
         let open = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
         open.expect("opsh> ")
         open.send("db.exec([[\(Self.pwnedTrigger)]])\r")
+        // A schema change at the prompt asks for the table's name first.
+        open.expect("type the table's name")
+        open.send("builds\r")
+        open.expect("committed")
         open.expect("opsh> ")
         open.send("\u{4}")
         #expect(open.waitForExit(timeout: 15) == 0)

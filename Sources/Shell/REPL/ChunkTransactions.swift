@@ -58,8 +58,12 @@ public final class ChunkTransactions {
     func run(code: String, _ body: () throws -> Void) throws {
         if dryRunReplay { return try replay(body) }
         undoing = []
+        // A schema change always asks, whatever the threshold (README, "A
+        // chunk is a transaction").
         let gate = dryRunCopy ? nil : SessionDatabase.CommitGate(
-            needsAnswer: { [confirmThreshold] summary in confirmThreshold.map { summary.total > $0 } ?? false },
+            needsAnswer: { [confirmThreshold] summary in
+                !summary.schemaChanges.isEmpty || (confirmThreshold.map { summary.total > $0 } ?? false)
+            },
             ask: { [unowned self] summary in ask(about: summary) })
         let (_, outcome) = try session.database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
         if outcome.declined {
@@ -107,17 +111,20 @@ public final class ChunkTransactions {
     // MARK: Asking
 
     /// Shows the changes and asks; true only for yes (or the table's name
-    /// for a large delete).
+    /// for a large delete or a schema change).
     private func ask(about summary: ChangeSummary) -> Bool {
         fflush(nil)
         let lines = ["this chunk changes \(summary.total) rows:"] + summary.tableLines
         Terminal.write(lines.joined(separator: "\n") + "\n", to: 1)
         let threshold = confirmThreshold ?? 0
-        // A delete of more than ten times the threshold from one table:
-        // typing its name, not a reflex "y".
+        // A schema change, or a delete of more than ten times the
+        // threshold from one table: typing its name, not a reflex "y".
+        let schemaTable = summary.schemaChanges.first { $0.type == "table" }?.name ?? summary.schemaChanges.first?.table
         let bigDelete = summary.tables.filter { $0.value.deleted > 10 * threshold }
             .max { $0.value.deleted < $1.value.deleted }
-        let question = bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
+        let nameToType = schemaTable ?? bigDelete?.key
+        let question = schemaTable.map { "it changes the schema of \($0) (\(summary.schemaSentence)): type the table's name to commit, anything else rolls back: " }
+            ?? bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
             ?? "commit? [y/N] "
         Terminal.write(question, to: 1)
         guard let answer = readAnswer() else {
@@ -126,7 +133,7 @@ public final class ChunkTransactions {
             return false
         }
         let trimmed = answer.trimmingCharacters(in: .whitespaces)
-        if let bigDelete { return trimmed == bigDelete.key }
+        if let nameToType { return trimmed == nameToType }
         return ["y", "yes"].contains(trimmed.lowercased())
     }
 
