@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// What the question before a large chunk's commit and `undo()` promise
-/// (issue 24, SQLite, items 9 and 11), through a real pty with the
+/// (issue 24, SQLite, items 8, 9 and 11), through a real pty with the
 /// sqlite3 CLI as the other process. SQLite only: changesets (the
 /// re-applied chunk, `undo()`) are SQLite's session extension's, and on
 /// PostgreSQL the shell asks no question before a chunk commits until the
@@ -81,6 +81,31 @@ import Testing
         terminal.expect("undoes chunk 1")
         terminal.expect("opsh> ")
         #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'u'") == "0")
+        leave(terminal)
+    }
+
+    /// Item 8: Ctrl-C at `commit? [y/N]` is "no", at once, and says so:
+    /// the `y` typed next is a line of Lua, not the answer.
+    @Test func ctrlCAtTheQuestionRollsBack() throws {
+        let sandbox = try prepared()
+        let terminal = try shell(sandbox)
+        terminal.send(".confirm 5\r")
+        terminal.expect("opsh> ")
+        terminal.send("db.exec(\"UPDATE telemetry SET event = 'c'\")\r")
+        terminal.expect("commit? [y/N] ")
+        terminal.send("\u{3}")
+        terminal.expect("Ctrl-C: rolled back, nothing was changed")
+        terminal.expect("opsh> ")
+        terminal.send("y\r")
+        terminal.expect("opsh> ")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'c'") == "0")
+        // Control: y commits.
+        terminal.send("db.exec(\"UPDATE telemetry SET event = 'c'\")\r")
+        terminal.expect("commit? [y/N] ")
+        terminal.send("y\r")
+        terminal.expect("committed: telemetry: 50 updated")
+        terminal.expect("opsh> ")
+        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry WHERE event = 'c'") == "50")
         leave(terminal)
     }
 
