@@ -47,12 +47,14 @@ extension TelemetryCleanup {
     }
 
     /// Runs the cleanup on the session's database: its batches as the
-    /// session's writes, checkpoints between them on the store's writer
-    /// outside any transaction.
+    /// session's writes, each committed on its own (at the prompt, outside
+    /// the chunk's transaction: ``SessionDatabase/writeOnItsOwn(_:)``),
+    /// checkpoints between them on the store's writer outside any
+    /// transaction.
     public func run(on database: SessionDatabase, shouldStop: () -> Bool,
                     progress: (MaintenanceProgress) -> Void) throws -> Report {
         try run(read: { body in try database.read(body) },
-                write: { body in try database.write(body) },
+                write: { body in try database.writeOnItsOwn(body) },
                 unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
                 shouldStop: shouldStop, progress: progress)
     }

@@ -192,6 +192,25 @@ public final class SessionDatabase {
         }
     }
 
+    /// Whether a shell chunk is open and has not written yet: an operation
+    /// that commits batch by batch (``writeOnItsOwn(_:)``) runs outside it.
+    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil }
+
+    /// Runs an atomic write that commits on its own: in a shell chunk that
+    /// has not written yet, a transaction on the store's writer, outside
+    /// the chunk's (whose lock would otherwise be held for every batch of
+    /// `telemetry.cleanup` until the chunk ends); elsewhere as ``write(_:)``.
+    public func writeOnItsOwn<T>(_ body: (Database) throws -> T) throws -> T {
+        guard isInUnwrittenChunk else { return try write(body) }
+        try refuseWritesToAFileThatIsGone()
+        writeCount &+= 1
+        return try writer().write { db in
+            let result = try body(db)
+            try flushNotifications(db)
+            return result
+        }
+    }
+
     /// Runs a write that is a single statement: no savepoint needed.
     public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
         try beginPendingWrite()
