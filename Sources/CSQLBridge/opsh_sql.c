@@ -189,6 +189,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     // writer), writes of a dry run (counted), rows without a shape yet.
     int column_count = sqlite3_column_count(statement);
     if (!entry->readonly && (!route->session->transaction || route->session->dry_run)) return OPSH_DECLINE;
+    if (entry->changes_schema) return OPSH_DECLINE;
     if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && entry->shape_columns != column_count) return OPSH_DECLINE;
 
     // Positional values of plain types only; tables, db.NULL, db.blob and
@@ -209,8 +210,8 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     int base = lua_gettop(L);
     // A result past the memory limit: refused as its rows are made.
     int over_limit = 0;
-    int counted = route->session->transaction && !entry->readonly;
-    if (counted) opsh_sql_tally_arm(route->session->tally, connection);
+    // The rows it changes are counted by the writer connection's
+    // preupdate hook (CSQLiteStore/opsh_changes.c).
     int code = sqlite3_step(statement);
     switch (shape) {
     case SHAPE_CHANGES:
@@ -263,7 +264,6 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
         break;
     }
     }
-    if (counted) opsh_sql_tally_disarm(route->session->tally, connection);
     if (over_limit) {
         sqlite3_reset(statement);
         sqlite3_clear_bindings(statement);

@@ -1,5 +1,7 @@
-// The session extension's declarations are behind these two switches in
-// sqlite3.h; the library itself is built with both (ARCHITECTURE.md).
+// Changesets are made in opsh_changes.c; here they are inverted, walked and
+// applied with SQLite's session extension, whose declarations are behind
+// these two switches in sqlite3.h (the library is built with both:
+// ARCHITECTURE.md, "Measured facts").
 #define SQLITE_ENABLE_SESSION 1
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
@@ -8,25 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opsh_changeset.h"
-
-void *opsh_changeset_record(sqlite3 *connection) {
-    sqlite3_session *session = NULL;
-    if (sqlite3session_create(connection, "main", &session) != SQLITE_OK) return NULL;
-    // NULL: every table of `main`, also those created later.
-    if (sqlite3session_attach(session, NULL) != SQLITE_OK) {
-        sqlite3session_delete(session);
-        return NULL;
-    }
-    return session;
-}
-
-int opsh_changeset_take(void *recording, int *size, void **bytes) {
-    return sqlite3session_changeset((sqlite3_session *)recording, size, bytes);
-}
-
-void opsh_changeset_stop(void *recording) {
-    if (recording) sqlite3session_delete((sqlite3_session *)recording);
-}
 
 int opsh_changeset_invert(int size, const void *bytes, int *inverted_size, void **inverted) {
     return sqlite3changeset_invert(size, bytes, inverted_size, inverted);

@@ -3,9 +3,29 @@
 #include <string.h>
 #include "opsh_sql_guard.h"
 
-/// 1 when the bytecode of `statement` holds one of `opcodes`, 0 when not,
-/// -1 when SQLite could not compile its EXPLAIN.
-static int uses_opcode(sqlite3 *connection, sqlite3_stmt *statement, const char *const *opcodes, int count) {
+/// Whether an opcode can appear in the program of a schema statement that
+/// does nothing now (see opsh_sql_guard.h).
+static int only_verifies_schema(const char *opcode) {
+    static const char *const allowed[] = { "Init", "Halt", "Transaction", "Goto", "JournalMode", "Noop", "TableLock" };
+    for (size_t index = 0; index < sizeof allowed / sizeof *allowed; index++) {
+        if (strcmp(opcode, allowed[index]) == 0) return 1;
+    }
+    return 0;
+}
+
+static void add_dropped(opsh_sql_effects *effects, size_t *length, const char *name) {
+    size_t size = strlen(name) + 1;
+    char *grown = realloc(effects->dropped_tables, *length + size + 1);
+    if (!grown) return;
+    memcpy(grown + *length, name, size);
+    *length += size;
+    grown[*length] = 0;
+    effects->dropped_tables = grown;
+}
+
+int opsh_sql_classify(sqlite3 *connection, sqlite3_stmt *statement, opsh_sql_effects *effects) {
+    memset(effects, 0, sizeof *effects);
+    if (sqlite3_stmt_isexplain(statement) || sqlite3_column_count(statement) > 0) return 0;
     const char *text = sqlite3_sql(statement);
     if (!text) return -1;
     size_t length = strlen(text);
@@ -21,32 +41,50 @@ static int uses_opcode(sqlite3 *connection, sqlite3_stmt *statement, const char 
         sqlite3_finalize(program);
         return -1;
     }
-    int verdict = 0;
+    int verifies = 0, other = 0, destroys = 0;
+    size_t dropped = 0;
+    // EXPLAIN's columns: addr, opcode, p1, p2, p3, p4, p5, comment.
     while ((code = sqlite3_step(program)) == SQLITE_ROW) {
         const char *opcode = (const char *)sqlite3_column_text(program, 1);
-        for (int index = 0; opcode && index < count && !verdict; index++) verdict = strcmp(opcode, opcodes[index]) == 0;
-        if (verdict) break;
+        if (!opcode) continue;
+        int p1 = sqlite3_column_int(program, 2), p2 = sqlite3_column_int(program, 3);
+        if (strcmp(opcode, "AutoCommit") == 0 || strcmp(opcode, "Savepoint") == 0) {
+            effects->transaction_control = 1;
+        } else if (strcmp(opcode, "SetCookie") == 0 && p2 == 1) {
+            effects->schema_change = 1;
+            if (p1 != 1) effects->schema_change_main = 1;
+        } else if (strcmp(opcode, "DropTable") == 0 && p1 == 0) {
+            const char *name = (const char *)sqlite3_column_text(program, 5);
+            if (name) add_dropped(effects, &dropped, name);
+        }
+        if (strcmp(opcode, "Destroy") == 0) destroys = 1;
+        if (strcmp(opcode, "Transaction") == 0) verifies = 1;
+        if (!only_verifies_schema(opcode)) other = 1;
     }
-    if (code != SQLITE_ROW && code != SQLITE_DONE) verdict = -1;
+    if (code != SQLITE_DONE) {
+        sqlite3_finalize(program);
+        opsh_sql_effects_free(effects);
+        return -1;
+    }
     sqlite3_finalize(program);
-    return verdict;
+    // DROP VIEW compiles to DropTable too, but a view has no b-tree to
+    // destroy (and no rows).
+    if (!destroys) opsh_sql_effects_free(effects);
+    effects->dormant_schema_change = verifies && !other && !effects->transaction_control;
+    return 0;
+}
+
+void opsh_sql_effects_free(opsh_sql_effects *effects) {
+    free(effects->dropped_tables);
+    effects->dropped_tables = NULL;
 }
 
 int opsh_sql_is_transaction_control(sqlite3 *connection, sqlite3_stmt *statement) {
-    if (sqlite3_stmt_isexplain(statement)) return 0;
-    // BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT and RELEASE return no
-    // columns: a statement that does (a query, RETURNING, most PRAGMAs) is
-    // none of them and costs no second compilation. (Not
-    // sqlite3_stmt_readonly: BEGIN IMMEDIATE is not read-only.)
-    if (sqlite3_column_count(statement) > 0) return 0;
-    static const char *const control[] = { "AutoCommit", "Savepoint" };
-    return uses_opcode(connection, statement, control, 2);
-}
-
-int opsh_sql_drops_trigger(sqlite3 *connection, sqlite3_stmt *statement) {
-    if (sqlite3_stmt_isexplain(statement) || sqlite3_column_count(statement) > 0) return 0;
-    static const char *const drop[] = { "DropTrigger" };
-    return uses_opcode(connection, statement, drop, 1);
+    opsh_sql_effects effects;
+    if (opsh_sql_classify(connection, statement, &effects) != 0) return -1;
+    int control = effects.transaction_control;
+    opsh_sql_effects_free(&effects);
+    return control;
 }
 
 int opsh_sql_set_defensive(sqlite3 *connection) {

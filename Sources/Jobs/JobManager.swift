@@ -210,8 +210,9 @@ public final class JobManager: @unchecked Sendable {
         switch build.status {
         case .queued:
             // Ended in the database first, so that a run taking it meanwhile
-            // finds it no longer queued.
-            let ended = endQueued(id, status: .cancelled, note: "cancelled before it started")
+            // finds it no longer queued. A write refused (a cap on the
+            // script's changes) is the caller's error.
+            let ended = try finishQueued(id, status: .cancelled, note: "cancelled before it started")
             if isWaiting {
                 condition.withLock {
                     waiting.removeAll { $0 == id }
@@ -435,8 +436,13 @@ public final class JobManager: @unchecked Sendable {
     /// line; false when it was not queued any more.
     @discardableResult
     func endQueued(_ id: String, status: BuildStatus, note: String) -> Bool {
+        (try? finishQueued(id, status: status, note: note)) ?? false
+    }
+
+    /// ``endQueued(_:status:note:)``, throwing why the row could not be ended.
+    func finishQueued(_ id: String, status: BuildStatus, note: String) throws -> Bool {
         let line = BuildLogRecord(buildId: id, level: status == .failed ? .error : .warning, content: note)
-        let ended = (try? database.finish(id, status: status, exitCode: nil, progress: nil, heldBy: nil, log: line, crash: nil)) ?? false
+        let ended = try database.finish(id, status: status, exitCode: nil, progress: nil, heldBy: nil, log: line, crash: nil)
         if ended { changed(id) }
         return ended
     }

@@ -105,6 +105,13 @@ public final class PseudoTerminal {
         }
     }
 
+    /// Reads what the child wrote within `seconds` (a test polling something
+    /// else meanwhile keeps the terminal's buffer from filling up and
+    /// blocking the child).
+    public func readPending(for seconds: Double = 0.02) {
+        readAvailable(timeout: seconds)
+    }
+
     private func readAvailable(timeout: Double) {
         var descriptor = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, Int32(max(1, min(timeout, 0.2) * 1000))) > 0 else { return }

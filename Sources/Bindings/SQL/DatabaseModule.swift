@@ -68,7 +68,9 @@ enum DatabaseModule {
             },
             "transaction": { call in
                 let body = try call.function(1)
-                let results = try database.transaction(changeLimit: try Self.changeLimit(call, 2)) {
+                let options = try Self.transactionOptions(call, 2)
+                let results = try database.transaction(changeLimit: options.changeLimit,
+                                                       allowSchemaChanges: options.allowSchemaChanges) {
                     try call.call(body, [], results: LUA_MULTRET)
                 }
                 for value in results { call.stack.push(value) }
@@ -97,19 +99,27 @@ enum DatabaseModule {
         return 1
     }
 
-    /// `db.transaction(fn, { maxChanges = N })`: the most rows the
-    /// transaction may change; nil without options.
-    static func changeLimit(_ call: LuaCall, _ index: Int32) throws -> Int? {
-        guard !call.isNoneOrNil(index) else { return nil }
+    /// `db.transaction(fn, { maxChanges = N, allowSchemaChanges = true })`:
+    /// the most rows the transaction may change (nil: no cap), and whether
+    /// a schema change may pass the cap (nil: the session's
+    /// `--allow-schema-changes`).
+    static func transactionOptions(_ call: LuaCall, _ index: Int32) throws -> (changeLimit: Int?, allowSchemaChanges: Bool?) {
+        guard !call.isNoneOrNil(index) else { return (nil, nil) }
         let options = try call.table(index)
-        for name in options.keys.sorted() where name != "maxChanges" {
-            throw call.argumentError(index, "unknown option '\(name)' (options: maxChanges)")
+        for name in options.keys.sorted() where name != "maxChanges" && name != "allowSchemaChanges" {
+            throw call.argumentError(index, "unknown option '\(name)' (options: maxChanges, allowSchemaChanges)")
         }
+        var limit: Int?
         switch options["maxChanges"] {
-        case nil: return nil
-        case let .integer(limit)? where limit >= 0: return Int(limit)
+        case nil: break
+        case let .integer(value)? where value >= 0: limit = Int(value)
         case let value?:
             throw call.argumentError(index, "option 'maxChanges' must be a whole number of rows >= 0, got \(value.typeName == "number" ? "a negative or fractional number" : value.typeName)")
+        }
+        switch options["allowSchemaChanges"] {
+        case nil: return (limit, nil)
+        case let .boolean(allowed)?: return (limit, allowed)
+        case let value?: throw call.argumentError(index, "option 'allowSchemaChanges' must be true or false, got \(value.typeName)")
         }
     }
 

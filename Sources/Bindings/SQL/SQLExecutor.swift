@@ -86,10 +86,11 @@ final class SQLExecutor {
                     readConnection.useSnapshot(writeCount: session.writeCount)
                     return try step(entry, connection: readConnection.handle, call: call, shape: shape)
                 }
-            } catch let failure as SQLFailure where failure.message.hasPrefix("no such table") {
-                // A TEMP table lives on the connection that made it, the
-                // writer's: the statement runs there (below), or fails
-                // there with the same message.
+            } catch let failure as SQLFailure where ["no such table", "no such trigger", "no such view", "no such index"]
+                        .contains(where: failure.message.hasPrefix) {
+                // A TEMP table (trigger, view, index) lives on the
+                // connection that made it, the writer's: the statement runs
+                // there (below), or fails there with the same message.
             }
         }
         return try session.writeStatement { db in
@@ -100,6 +101,15 @@ final class SQLExecutor {
     private func run(on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
         let connection = db.sqliteConnection!
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
+        // A dropped table's rows are counted as deleted (no row change
+        // reports them).
+        return try session.countingDroppedRows(of: entry.effects, on: connection) {
+            try run(entry, on: db, call: call, shape: shape)
+        }
+    }
+
+    private func run(_ entry: StatementCache.Entry, on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
+        let connection = db.sqliteConnection!
         if session.isCountingChanges && !entry.isReadonly {
             // Through GRDB, so the dry run's change counter sees the rows;
             // bound by the same rules as the C path (text with its length).
@@ -114,10 +124,9 @@ final class SQLExecutor {
             return pushChanges(connection, call: call)
         }
         if !entry.isReadonly {
+            // GRDB's observers (watch) do not see this step: told at commit.
+            // The rows are counted by the connection's preupdate hook.
             session.changedOutsideGRDB = true
-            // GRDB's observers do not see this step: the audit's counts do.
-            opsh_sql_tally_arm(session.route.pointee.tally, connection)
-            defer { opsh_sql_tally_disarm(session.route.pointee.tally, connection) }
             return try step(entry, connection: connection, call: call, shape: shape)
         }
         return try step(entry, connection: connection, call: call, shape: shape)
@@ -213,14 +222,14 @@ final class SQLExecutor {
             do {
                 let statements = try db.allStatements(sql: sql)
                 while let statement = try statements.next() {
-                    try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
+                    let effects = try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
                     if sqlite3_stmt_readonly(statement.sqliteStatement) != 0 {
-                        // Changes nothing, so GRDB's observers (a dry run's
-                        // counts) need not see it; and GRDB takes
-                        // `EXPLAIN COMMIT` for a commit and traps.
+                        // Changes nothing, so GRDB's observers (watch) need
+                        // not see it; and GRDB takes `EXPLAIN COMMIT` for a
+                        // commit and traps.
                         try Self.stepToEnd(statement.sqliteStatement, on: db.sqliteConnection!)
                     } else {
-                        try statement.execute()
+                        try session.countingDroppedRows(of: effects, on: db.sqliteConnection!) { try statement.execute() }
                     }
                 }
             } catch let error as DatabaseError {

@@ -20,10 +20,16 @@ final class StatementCache {
     final class Entry {
         let c: UnsafeMutablePointer<opsh_sql_entry>
         private let route: UnsafeMutablePointer<opsh_sql_route>
+        /// What it does to the schema (the C path leaves such statements
+        /// to Swift, which counts a dropped table's rows).
+        let effects: StatementEffects
 
-        init(_ c: UnsafeMutablePointer<opsh_sql_entry>, route: UnsafeMutablePointer<opsh_sql_route>) {
+        init(_ c: UnsafeMutablePointer<opsh_sql_entry>, route: UnsafeMutablePointer<opsh_sql_route>,
+             effects: StatementEffects) {
             self.c = c
             self.route = route
+            self.effects = effects
+            c.pointee.changes_schema = effects.changesSchema ? 1 : 0
         }
 
         var statement: OpaquePointer { c.pointee.statement }
@@ -89,14 +95,14 @@ final class StatementCache {
         // would make it other SQL.
         try SQLTextReader.check(bytes)
         let sql = String(decoding: bytes, as: UTF8.self)
-        let statement = try ReadConnection.prepare(sql, on: connection)
+        let (statement, effects) = try ReadConnection.prepareChecked(sql, on: connection)
         guard let c = opsh_sql_entry_new(connection, pointer, length, statement) else {
             sqlite3_finalize(statement)
             throw LuaCallError.message("out of memory")
         }
         if entries.count >= capacity { removeAll() }
         if let old = entries[key], old.shapeSlot >= 0 { releasedShapeSlots.append(old.shapeSlot) }
-        let entry = Entry(c, route: route)
+        let entry = Entry(c, route: route, effects: effects)
         entries[key] = entry
         opsh_sql_remember(route, c)
         return entry

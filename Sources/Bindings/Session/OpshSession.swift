@@ -128,6 +128,7 @@ public final class OpshSession {
     /// (nor `VACUUM INTO` one, which attaches).
     private func confine() throws {
         database.limitEveryConnection(.attachedDatabases(0), readConnection: readConnection)
+        readConnection.map(database.confine)
         try runtime.execute("""
             local function refused(name)
               return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end

@@ -32,7 +32,14 @@ enum TelemetryCleanupModule {
         if database.isInTransaction && !database.isDryRun {
             throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
         }
-        return try cleanup(call, isDryRun: database.isDryRun,
+        if database.isInUnwrittenChunk && !database.isDryRun {
+            // README: the cleanup commits per batch, at the prompt too.
+            FileHandle.standardError.write(Data("opsh: telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes (undo() cannot take it back)\n".utf8))
+        }
+        // Each batch commits on its own, except inside a --max-changes run
+        // (one transaction, rolled back past its cap).
+        let commitsEachBatch = database.isInUnwrittenChunk || !database.isCountingChanges
+        return try cleanup(call, isDryRun: database.isDryRun, commitsEachBatch: commitsEachBatch,
                            retentionDays: { try database.unsafeRead("storage_config", { db in try TelemetryCleanup.retentionDays(db) }) },
                            run: { cleanup, shouldStop, progress in try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) })
     }
@@ -40,7 +47,7 @@ enum TelemetryCleanupModule {
     /// The engine-neutral part: the options read and checked, the progress
     /// bar, `onBatch`, the interrupt's message and the result table; `run`
     /// runs the batches on the session's engine.
-    static func cleanup(_ call: LuaCall, isDryRun: Bool, retentionDays: () throws -> Int?,
+    static func cleanup(_ call: LuaCall, isDryRun: Bool, commitsEachBatch: Bool = true, retentionDays: () throws -> Int?,
                         run: (TelemetryCleanup, () -> Bool, (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report) throws -> Int32 {
         let fields = call.isNoneOrNil(1) ? [:] : try call.table(1)
         for name in fields.keys.sorted() where !optionNames.contains(name) {
@@ -107,11 +114,23 @@ enum TelemetryCleanupModule {
         let bar = ProgressBar(label: "telemetry.cleanup", unit: "rows")
         var callbackError: (any Error)?
         var batches = 0
-        let report = try run(
+        // What is committed so far, for the interrupt's message however
+        // the interrupt surfaces (between batches, or failing one).
+        var committed = (rows: 0, batches: 0)
+        func interrupted(_ rows: Int, _ batches: Int) -> LuaCallError {
+            let message = "telemetry.cleanup interrupted: \(rows) rows deleted in \(batches) batches "
+                + (commitsEachBatch ? "(committed)" : "(in the run's transaction, rolled back with it)")
+            FileHandle.standardError.write(Data("opsh: \(message)\n".utf8))
+            return LuaCallError.message(message)
+        }
+        let report: TelemetryCleanup.Report
+        do {
+            report = try run(
             cleanup,
             { callbackError != nil || call.host.interruptRequested != nil },
             { progress in
                 bar.update(completed: progress.completed, total: progress.total)
+                if progress.completed > 0 { committed = (progress.completed, committed.batches + 1) }
                 guard let onBatch, progress.completed > 0 else { return }
                 batches += 1
                 do {
@@ -122,11 +141,13 @@ enum TelemetryCleanupModule {
                     callbackError = error
                 }
             })
+        } catch where call.host.interruptRequested != nil && !isDryRun {
+            bar.finish()
+            throw interrupted(committed.rows, committed.batches)
+        }
         bar.finish()
         if report.stopped, call.host.interruptRequested != nil {
-            let message = "telemetry.cleanup interrupted: \(report.deleted) rows deleted in \(report.batches) batches (committed)"
-            FileHandle.standardError.write(Data("opsh: \(message)\n".utf8))
-            throw LuaCallError.message(message)
+            throw interrupted(report.deleted, report.batches)
         }
         if let callbackError { throw callbackError }
         return call.results(.table([

@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include "opsh_lua.h"
 #include "opsh_sql_guard.h"
-#include "opsh_sql_tally.h"
 #include "opsh_session_route.h"
 // The same for PostgreSQL's rows (named here so that a build that had
 // this module before the header existed sees it).
@@ -36,6 +35,9 @@ typedef struct opsh_sql_entry {
     char *bytes;
     sqlite3_stmt *statement;
     int readonly;
+    /// It changes the schema: Swift runs it (a dropped table's rows are
+    /// counted before it runs).
+    int changes_schema;
     /// Registry reference of the rows' shape {names, row metatable, rows
     /// metatable} (LUA_NOREF until made), and the column count it is for.
     int shape_ref;

@@ -1,6 +1,7 @@
-// Changesets: what a transaction changed, row by row, as SQLite's session
-// extension records it (Debian's libsqlite3 is built with ENABLE_SESSION
-// and ENABLE_PREUPDATE_HOOK: ARCHITECTURE.md, "Measured facts").
+// Changesets: what a transaction changed, row by row, in the format of
+// SQLite's session extension (made by opsh_changes.h from the preupdate
+// hook, which the extension would otherwise take: ARCHITECTURE.md,
+// decision 6).
 //
 // The shell keeps one per committed chunk so that `undo()` can take it
 // back, and uses one to re-apply a chunk after asking the operator,
@@ -10,18 +11,6 @@
 #pragma once
 
 typedef struct sqlite3 sqlite3;
-
-/// Starts recording every change to the tables of `main` on
-/// `connection` (tables without a PRIMARY KEY are not recorded: callers
-/// check). Returns NULL when SQLite refuses (out of memory).
-void *opsh_changeset_record(sqlite3 *connection);
-
-/// The changes recorded so far, as a changeset in memory the caller frees
-/// with `opsh_changeset_free`. Returns an SQLite result code.
-int opsh_changeset_take(void *recording, int *size, void **bytes);
-
-/// Stops recording (before the connection closes).
-void opsh_changeset_stop(void *recording);
 
 /// The changeset that undoes `bytes` (inserts become deletes, …).
 int opsh_changeset_invert(int size, const void *bytes, int *inverted_size, void **inverted);

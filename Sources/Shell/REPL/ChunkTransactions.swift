@@ -34,6 +34,11 @@ public final class ChunkTransactions {
     var dryRunReplay = false
     /// The session's changes so far, in ``dryRunReplay``.
     private var carried: Changeset?
+    /// The REPL's pipe of signals that came while no Lua ran: Ctrl-C at
+    /// the question arrives there (the chunk's Lua has returned).
+    var signals: (read: Int32, write: Int32)?
+    /// Why the last question was not answered yes.
+    private var declined: Answer = .no
 
     struct CommittedChunk {
         let number: Int
@@ -59,12 +64,16 @@ public final class ChunkTransactions {
     func run(code: String, _ body: () throws -> Void) throws {
         if dryRunReplay { return try replay(body) }
         undoing = []
+        // A schema change always asks, whatever the threshold (README, "A
+        // chunk is a transaction").
         let gate = dryRunCopy ? nil : CommitGate(
-            needsAnswer: { [confirmThreshold] summary in confirmThreshold.map { summary.total > $0 } ?? false },
+            needsAnswer: { [confirmThreshold] summary in
+                !summary.schemaChanges.isEmpty || (confirmThreshold.map { summary.total > $0 } ?? false)
+            },
             ask: { [unowned self] summary in ask(about: summary) })
         let (_, outcome) = try database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
         if outcome.declined {
-            console.note("rolled back: nothing was changed")
+            console.note(declined == .interrupted ? "Ctrl-C: rolled back, nothing was changed" : "rolled back: nothing was changed")
             return
         }
         // A chunk of a dry run that spans the session: kept in its
@@ -114,45 +123,78 @@ public final class ChunkTransactions {
     // MARK: Asking
 
     /// Shows the changes and asks; true only for yes (or the table's name
-    /// for a large delete).
+    /// for a large delete or a schema change).
     private func ask(about summary: ChangeSummary) -> Bool {
         fflush(nil)
         let lines = ["this chunk changes \(summary.total) rows:"] + summary.tableLines
         Terminal.write(lines.joined(separator: "\n") + "\n", to: 1)
         let threshold = confirmThreshold ?? 0
-        // A delete of more than ten times the threshold from one table:
-        // typing its name, not a reflex "y".
+        // A schema change, or a delete of more than ten times the
+        // threshold from one table: typing its name, not a reflex "y".
+        let schemaTable = summary.schemaChanges.first { $0.type == "table" }?.name ?? summary.schemaChanges.first?.table
         let bigDelete = summary.tables.filter { $0.value.deleted > 10 * threshold }
             .max { $0.value.deleted < $1.value.deleted }
-        let question = bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
+        let nameToType = schemaTable ?? bigDelete?.key
+        let question = schemaTable.map { "it changes the schema of \($0) (\(summary.schemaSentence)): type the table's name to commit, anything else rolls back: " }
+            ?? bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
             ?? "commit? [y/N] "
         Terminal.write(question, to: 1)
-        guard let answer = readAnswer() else {
+        switch readAnswer() {
+        case let .line(answer):
+            declined = .no
+            let trimmed = answer.trimmingCharacters(in: .whitespaces)
+            if let nameToType { return trimmed == nameToType }
+            return ["y", "yes"].contains(trimmed.lowercased())
+        case .interrupted:
+            declined = .interrupted
+            Terminal.write("\n", to: 1)
+            return false
+        case .no, .noAnswer:
+            declined = .noAnswer
             Terminal.write("\n", to: 1)
             console.note("no answer in \(Int(answerTimeout)) s: rolled back")
             return false
         }
-        let trimmed = answer.trimmingCharacters(in: .whitespaces)
-        if let bigDelete { return trimmed == bigDelete.key }
-        return ["y", "yes"].contains(trimmed.lowercased())
     }
 
-    /// A line from the terminal within ``answerTimeout``; nil when none
-    /// came (or Ctrl-C, or end of input).
-    private func readAnswer() -> String? {
+    /// How the question was answered.
+    private enum Answer: Equatable {
+        case line(String)
+        case no
+        /// None within ``answerTimeout``, or the end of input.
+        case noAnswer
+        /// Ctrl-C (or another signal): no, at once.
+        case interrupted
+    }
+
+    /// A line from the terminal within ``answerTimeout``. Ctrl-C (SIGINT on
+    /// the REPL's pipe, or the byte itself when the terminal is raw) is
+    /// "no" at once; another signal too, and is passed on to the REPL.
+    private func readAnswer() -> Answer {
         let deadline = Date().addingTimeInterval(answerTimeout)
         var bytes: [UInt8] = []
         while true {
             let left = deadline.timeIntervalSinceNow
-            if left <= 0 || session.runtime.interruptRequested != nil { return nil }
-            var descriptor = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, Int32(min(left, 0.2) * 1000) + 1)
-            if ready < 0 && errno != EINTR { return nil }
+            if session.runtime.interruptRequested != nil { return .interrupted }
+            if left <= 0 { return .noAnswer }
+            var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: signals?.read ?? -1, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&descriptors, 2, Int32(min(left, 0.2) * 1000) + 1)
+            if ready < 0 && errno != EINTR { return .noAnswer }
             guard ready > 0 else { continue }
+            if descriptors[1].revents != 0, let signals {
+                var signal: UInt8 = 0
+                if read(signals.read, &signal, 1) == 1, Int32(signal) != SIGINT {
+                    _ = write(signals.write, &signal, 1)  // SIGTERM: the REPL ends once the chunk has
+                }
+                return .interrupted
+            }
+            guard descriptors[0].revents != 0 else { continue }
             var byte: UInt8 = 0
             let count = read(0, &byte, 1)
-            if count <= 0 { return nil }
-            if byte == 10 || byte == 13 { return String(decoding: bytes, as: UTF8.self) }
+            if count <= 0 { return .noAnswer }
+            if byte == 3 { return .interrupted }
+            if byte == 10 || byte == 13 { return .line(String(decoding: bytes, as: UTF8.self)) }
             bytes.append(byte)
         }
     }

@@ -86,6 +86,7 @@ public final class REPL {
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         idleSignals = (ends[0], ends[1])
+        chunks.signals = idleSignals
     }
 
     deinit {

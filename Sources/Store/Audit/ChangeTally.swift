@@ -1,3 +1,4 @@
+import Glibc
 import GRDB
 import Synchronization
 
@@ -47,32 +48,23 @@ extension Dictionary where Key == String, Value == TableChangeCounts {
     }
 }
 
-/// Where row changes GRDB does not see come from: statements stepped on
-/// a writer connection through SQLite's C API (the `db` module's fast
-/// path), which GRDB's transaction observers are not told about (GRDB
-/// hands them only the changes of statements it executes itself).
-public protocol RawChangeSource: AnyObject, Sendable {
-    /// The changes counted on `connection` since the last drain, which
-    /// forgets them; none when the counts are another connection's.
-    func drain(connection: OpaquePointer?) -> TableChanges
-    /// The changes counted since the last drain, kept.
-    func peek() -> TableChanges
-}
-
 /// Rows committed per table on a store's writer connections, for the
-/// audit trail: a GRDB transaction observer on each connection counts the
-/// rows of its current transaction and adds them up only when it commits
-/// (a rollback forgets them), together with what a ``RawChangeSource``
-/// counted on that connection.
+/// audit trail, and the cap a capped scope puts on the rows the script
+/// changes through any of them (``ChangeBudget``).
 ///
-/// It sees every write of this process: the Lua session's, repositories',
-/// imports', and the log lines jobs write in the background. The main
-/// schema only (no TEMP tables).
+/// Each writer connection counts its open transaction's row changes with
+/// SQLite's preupdate hook (``ConnectionChanges``): every write of this
+/// process, the Lua session's, repositories', imports', the job manager's
+/// and the log lines jobs write in the background, however it was stepped.
+/// A GRDB transaction observer on the connection adds the counts up when
+/// the transaction commits and forgets them when it rolls back. The
+/// database file's tables only (no TEMP tables).
 public final class ChangeTally: @unchecked Sendable {
     private struct State {
         var committed: TableChanges = [:]
-        var raw: [any RawChangeSource] = []
-        var observers: [ConnectionObserver] = []
+        /// Each writer connection's counter, by connection.
+        var connections: [UInt: Weak<ConnectionChanges>] = [:]
+        var budget: ChangeBudget?
     }
 
     private let state = Mutex(State())
@@ -82,93 +74,129 @@ public final class ChangeTally: @unchecked Sendable {
     /// Everything committed so far.
     public var committed: TableChanges { state.withLock { $0.committed } }
 
-    /// Counts from statements GRDB does not execute (see ``RawChangeSource``);
-    /// the tally keeps the source alive.
-    public func attach(_ source: any RawChangeSource) {
-        state.withLock { $0.raw.append(source) }
-    }
-
-    /// Counts what commits on `writer`'s connection (the tally keeps the
-    /// observer alive).
+    /// Counts what commits on `writer`'s connection. GRDB keeps the
+    /// observer, and with it the connection's counter, for the connection's
+    /// lifetime: the preupdate hook never outlives its counter.
     public func install(on writer: any DatabaseWriter) {
-        let observer = ConnectionObserver(tally: self)
-        state.withLock { $0.observers.append(observer) }
         writer.writeWithoutTransaction { db in
-            db.add(transactionObserver: observer, extent: .observerLifetime)
-            if let connection = db.sqliteConnection {
-                Self.observers.withLock { $0[UInt(bitPattern: connection)] = observer }
+            guard let connection = db.sqliteConnection, let changes = ConnectionChanges(connection: connection) else { return }
+            db.add(transactionObserver: ConnectionObserver(tally: self, changes: changes), extent: .databaseLifetime)
+            state.withLock { state in
+                state.connections = state.connections.filter { $0.value.value != nil }
+                state.connections[UInt(bitPattern: connection)] = Weak(changes)
             }
         }
     }
 
-    /// The observers by connection, for ``countRaw(_:table:inserted:)``.
-    // Locked, not a static Mutex: see LockOwner.state.
-    fileprivate static let observers = Locked<[UInt: ConnectionObserver]>([:])
-
-    /// Rows a Store fast path inserted by stepping a statement through
-    /// SQLite's C API on `db` (batched telemetry and build-log inserts),
-    /// which GRDB's observers do not see: counted with the connection's
-    /// open transaction.
-    public static func countRaw(_ db: Database, table: String, inserted: Int) {
-        guard inserted > 0, let connection = db.sqliteConnection,
-              let observer = observers.withLock({ $0[UInt(bitPattern: connection)] }) else { return }
-        observer.add(table: table, inserted: inserted)
+    /// The counter of a writer connection this tally was installed on.
+    public func changes(on connection: OpaquePointer?) -> ConnectionChanges? {
+        guard let connection else { return nil }
+        return state.withLock { $0.connections[UInt(bitPattern: connection)]?.value }
     }
 
-    fileprivate func commit(_ pending: TableChanges, connection: OpaquePointer?) {
+    // MARK: The cap of a scope
+
+    /// Puts `budget` on every writer connection's commits (nil lifts it).
+    func limit(_ budget: ChangeBudget?) {
+        state.withLock { $0.budget = budget }
+    }
+
+    /// What the script changed through connections other than its scope's
+    /// since the budget was set (committed on the script's thread).
+    func budgetCommitted() -> TableChanges {
+        state.withLock { $0.budget?.committedElsewhere ?? [:] }
+    }
+
+    /// Refuses the commit of `changes`' transaction when, on the script's
+    /// thread, it would take what the script changed past its budget.
+    fileprivate func checkBudget(committing changes: ConnectionChanges) throws {
+        guard let budget = state.withLock({ $0.budget }), budget.applies(to: changes) else { return }
+        var total = budget.committedElsewhere
+        total.add(changes.pending())
+        total.add(budget.scope?.pending() ?? [:])
+        try budget.check(total)
+    }
+
+    fileprivate func commit(_ changes: ConnectionChanges) {
+        let pending = changes.pending(includingTemporary: false)
+        let all = changes.pending()
+        changes.clear()
         state.withLock { state in
             state.committed.add(pending)
-            for raw in state.raw { state.committed.add(raw.drain(connection: connection)) }
+            if let budget = state.budget, budget.applies(to: changes) {
+                state.budget?.committedElsewhere.add(all)
+            }
         }
-    }
-
-    fileprivate func rollback(connection: OpaquePointer?) {
-        let sources = state.withLock { $0.raw }
-        for raw in sources { _ = raw.drain(connection: connection) }
     }
 }
 
-/// One connection's observer: its transaction's counts until it ends.
-private final class ConnectionObserver: TransactionObserver, @unchecked Sendable {
-    unowned let tally: ChangeTally
-    private let pending = Mutex<TableChanges>([:])
+/// A cap on the rows a script changes (`--max-changes`, `{ maxChanges = N }`)
+/// put on every writer connection of the process: the scope's own
+/// transaction is checked by ``SessionDatabase``; a transaction another
+/// connection commits on the script's thread (the job manager's
+/// `jobs.delete`, `jobs.create`, a migration's) is refused at its commit
+/// when it would take the script past the cap. A build's own run writes
+/// on threads of its own (its log lines, its end): those rows are the
+/// build's record, audited but not the script's to cap.
+struct ChangeBudget {
+    let limit: Int
+    /// "the run", "the chunk", "the transaction".
+    let what: String
+    /// The scope's connection: its open transaction counts too.
+    let scope: ConnectionChanges?
+    /// The script's thread (a GRDB write runs its closure on the caller's
+    /// thread).
+    let thread: pthread_t
+    /// What other connections committed on the script's thread since.
+    var committedElsewhere: TableChanges = [:]
 
-    init(tally: ChangeTally) { self.tally = tally }
-
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
-
-    func databaseDidChange(with event: DatabaseEvent) {
-        guard event.databaseName == "main" else { return }
-        let table = event.tableName
-        pending.withLock { pending in
-            var counts = pending[table] ?? .init()
-            switch event.kind {
-            case .insert: counts.inserted += 1
-            case .update: counts.updated += 1
-            case .delete: counts.deleted += 1
-            }
-            pending[table] = counts
-        }
+    init(limit: Int, what: String, scope: ConnectionChanges?) {
+        self.limit = limit
+        self.what = what
+        self.scope = scope
+        thread = pthread_self()
     }
 
-    func add(table: String, inserted: Int) {
-        pending.withLock { pending in
-            var counts = pending[table] ?? .init()
-            counts.inserted += inserted
-            pending[table] = counts
+    func applies(to changes: ConnectionChanges) -> Bool {
+        changes !== scope && pthread_equal(pthread_self(), thread) != 0
+    }
+
+    func check(_ total: TableChanges) throws {
+        var summary = ChangeSummary()
+        summary.tables = total
+        if summary.total > limit {
+            throw TooManyChanges(limit: limit, summary: summary, what: what)
         }
+    }
+}
+
+/// One connection's observer: adds its counter's counts to the tally when
+/// a transaction commits, forgets them when it rolls back.
+private final class ConnectionObserver: TransactionObserver, @unchecked Sendable {
+    /// Weak: GRDB keeps the observer as long as the connection, which may
+    /// outlive the store.
+    weak var tally: ChangeTally?
+    let changes: ConnectionChanges
+
+    init(tally: ChangeTally, changes: ConnectionChanges) {
+        self.tally = tally
+        self.changes = changes
+    }
+
+    /// The counts come from the preupdate hook, not from GRDB's events.
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+
+    func databaseDidChange(with event: DatabaseEvent) {}
+
+    func databaseWillCommit() throws {
+        try tally?.checkBudget(committing: changes)
     }
 
     func databaseDidCommit(_ db: Database) {
-        let counts = pending.withLock { pending in
-            defer { pending = [:] }
-            return pending
-        }
-        tally.commit(counts, connection: db.sqliteConnection)
+        if let tally { tally.commit(changes) } else { changes.clear() }
     }
 
     func databaseDidRollback(_ db: Database) {
-        pending.withLock { $0 = [:] }
-        tally.rollback(connection: db.sqliteConnection)
+        changes.clear()
     }
 }

@@ -6,9 +6,12 @@ import GRDBSQLite
 /// the shell keeps one per committed chunk for `undo()`, and re-applies one
 /// after the operator confirmed a large chunk.
 ///
-/// Only tables of `main` with a PRIMARY KEY are recorded, and schema
-/// changes are not at all: ``ChangeRecording/coverage(of:on:)`` says
-/// whether a changeset holds everything a transaction did.
+/// Made from the rows a connection kept (``ConnectionChanges/changeset()``):
+/// only tables of `main` with a PRIMARY KEY are recorded, and schema
+/// changes are not at all (``SessionDatabase``'s coverage check says
+/// whether a changeset holds everything a transaction did). An UPDATE
+/// carries the whole row before and after, so applying it (or its inverse)
+/// refuses a row another writer changed in any column.
 public final class Changeset: @unchecked Sendable {
     let bytes: UnsafeMutableRawPointer?
     let size: Int32
@@ -61,35 +64,6 @@ public final class Changeset: @unchecked Sendable {
         }
         guard count > 0 else { return [] }
         return text.map { String(cString: $0).split(separator: "\n").map(String.init) } ?? ["\(count) conflict(s)"]
-    }
-}
-
-/// Records a transaction's changes on one connection until stopped.
-public final class ChangeRecording {
-    private var handle: UnsafeMutableRawPointer?
-
-    public init(connection: OpaquePointer) throws {
-        guard let handle = opsh_changeset_record(connection) else {
-            throw ChangesetError(code: 7, action: "record the transaction's changes")
-        }
-        self.handle = handle
-    }
-
-    deinit { stop() }
-
-    /// What was recorded so far.
-    public func changeset() throws -> Changeset {
-        guard let handle else { return Changeset(bytes: nil, size: 0) }
-        var size: Int32 = 0
-        var bytes: UnsafeMutableRawPointer?
-        let code = opsh_changeset_take(handle, &size, &bytes)
-        guard code == SQLITE_OK else { throw ChangesetError(code: code, action: "read the recorded changes") }
-        return Changeset(bytes: bytes, size: size)
-    }
-
-    public func stop() {
-        opsh_changeset_stop(handle)
-        handle = nil
     }
 }
 

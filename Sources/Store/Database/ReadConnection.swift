@@ -76,6 +76,7 @@ public final class ReadConnection {
 
     deinit {
         opsh_sql_reader_free(snapshot)
+        TransactionGuard.unprotect(handle)
         sqlite3_close_v2(handle)
     }
 
@@ -86,6 +87,12 @@ public final class ReadConnection {
     }
 
     public static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {
+        try prepareChecked(sql, on: handle).statement
+    }
+
+    /// ``prepare(_:on:)`` with what ``TransactionGuard`` found the
+    /// statement does.
+    public static func prepareChecked(_ sql: String, on handle: OpaquePointer) throws -> (statement: OpaquePointer, effects: StatementEffects) {
         // SQLite's prepare stops at a NUL: the rest would not run, unseen.
         if let reason = SQLText.refusal(sql) { throw StoreError.refused(reason: reason) }
         var statement: OpaquePointer?
@@ -106,12 +113,11 @@ public final class ReadConnection {
         }
         guard let statement else { throw SQLFailure(message: SQLFailure.noStatement, sql: sql) }
         do {
-            try TransactionGuard.check(statement, on: handle)
+            return (statement, try TransactionGuard.check(statement, on: handle))
         } catch {
             sqlite3_finalize(statement)
             throw error
         }
-        return statement
     }
 
     public func interrupt() { sqlite3_interrupt(handle) }

@@ -302,7 +302,13 @@ public struct TelemetryCleanup: Sendable {
             // matched at the start.
             progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
             if last { break }
-            try betweenBatches()
+            do {
+                try betweenBatches()
+            } catch where isCancellation(error) {
+                // Interrupted while checkpointing: the batches stay committed.
+                report.stopped = true
+                break
+            }
             let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
             let pause = options.pauseFraction * elapsed - free
             if pause > 0 { usleep(UInt32(pause * 1000)) }

@@ -74,7 +74,7 @@ extension PostgresDatabase: DatabaseSession {
 
     // MARK: Transactions with limits, and scopes
 
-    public func transaction<T>(changeLimit: Int?, _ body: () throws -> T) throws -> T {
+    public func transaction<T>(changeLimit: Int?, allowSchemaChanges: Bool?, _ body: () throws -> T) throws -> T {
         guard let changeLimit else { return try transaction(body) }
         return try transaction {
             // The server's counters of this backend, read before and after:

@@ -680,6 +680,9 @@ public final class PostgresDatabase {
         return (result, measure?.changed ?? [:], true)
     }
 
+    /// `--allow-schema-changes` (``DatabaseSession/allowsSchemaChanges``).
+    public var allowsSchemaChanges = false
+
     /// ``DatabaseSession/beforeChunkCommit``: what it writes is not counted.
     public var beforeChunkCommit: ((ChunkCommit) -> Void)?
 

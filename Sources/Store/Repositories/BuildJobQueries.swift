@@ -69,8 +69,8 @@ extension BuildLogRepository {
                                     message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
             }
         }
-        // The raw steps bypass GRDB's change tracking: tell observers.
-        ChangeTally.countRaw(db, table: BuildLogRecord.databaseTableName, inserted: lines.count)
+        // The raw steps bypass GRDB's change tracking: tell observers (the
+        // audit's counts come from the connection's preupdate hook).
         try db.notifyChanges(in: Table(BuildLogRecord.databaseTableName))
     }
 

@@ -53,8 +53,6 @@ public struct TelemetryRepository: Sendable {
         sqlite3_clear_bindings(handle)
         // The raw steps bypass GRDB's change tracking: tell observers.
         try db.notifyChanges(in: Table(TelemetryRecord.databaseTableName))
-        // Stepped outside GRDB: the audit's counts are told.
-        ChangeTally.countRaw(db, table: "telemetry", inserted: events.count)
     }
 
     /// Event counts by name, most frequent first.

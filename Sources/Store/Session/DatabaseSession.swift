@@ -54,8 +54,12 @@ public protocol DatabaseSession: AnyObject {
 
     /// Runs `body` in a transaction (a savepoint inside one): it commits
     /// when `body` returns and rolls back when it throws; past
-    /// `changeLimit` rows it rolls back with ``TooManyChanges``.
-    func transaction<T>(changeLimit: Int?, _ body: () throws -> T) throws -> T
+    /// `changeLimit` rows, or after a schema change unless
+    /// `allowSchemaChanges` (nil: ``allowsSchemaChanges``), it rolls back
+    /// with ``TooManyChanges``.
+    func transaction<T>(changeLimit: Int?, allowSchemaChanges: Bool?, _ body: () throws -> T) throws -> T
+    /// `--allow-schema-changes`: a schema change is not over every limit.
+    var allowsSchemaChanges: Bool { get set }
     /// Runs `body` in one transaction that is rolled back whatever happens,
     /// and says what it would have changed.
     func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary)

@@ -1,66 +1,104 @@
 import CSQLiteStore
 import Foundation
+import GRDB
+import GRDBSQLite
 
-/// The rows this session's raw statements change, for the store's
-/// ``ChangeTally`` (the audit trail's per-table counts): GRDB's observers
-/// see only the statements GRDB executes, so the `db` module counts the
-/// rest with SQLite's update hook (`CSQLiteStore/opsh_sql_tally.c`).
-final class RawChangeTally: RawChangeSource, @unchecked Sendable {
-    let tally: UnsafeMutablePointer<opsh_sql_tally>
+/// What a dry run, a scope or a capped `db.transaction` counts: the rows
+/// its connection's counter saw since (``ConnectionChanges``), and the
+/// schema it changed.
+struct Counting {
+    /// The counted transaction's connection's counter (nil: a connection
+    /// the store does not count, read-only).
+    let changes: ConnectionChanges?
+    /// The cap (nil: counted, not capped).
+    let limit: Int?
+    /// "the run", "the chunk", "the transaction", "the dry run".
+    let what: String
+    /// Whether a schema change may pass the cap.
+    let allowSchemaChanges: Bool
+    /// The counts when counting began (a replayed chunk's carried changes).
+    var baseline: TableChanges = [:]
+    /// The schema when the transaction began (nil until it has).
+    var schema: SchemaSnapshot?
 
-    init() { tally = opsh_sql_tally_new() }
-    deinit { opsh_sql_tally_free(tally) }
-
-    func peek() -> TableChanges { Self.peek(tally) }
-
-    func drain(connection: OpaquePointer?) -> TableChanges {
-        guard tally.pointee.count > 0, tally.pointee.connection == connection else { return [:] }
-        let changes = peek()
-        opsh_sql_tally_clear(tally)
-        return changes
-    }
-
-    static func peek(_ tally: UnsafeMutablePointer<opsh_sql_tally>) -> TableChanges {
-        var changes: TableChanges = [:]
-        for index in 0..<Int(tally.pointee.count) {
-            let entry = tally.pointee.entries[index]
-            changes[String(cString: entry.table)] = TableChangeCounts(
-                inserted: Int(entry.inserted), updated: Int(entry.updated), deleted: Int(entry.deleted))
-        }
-        return changes
+    init(changes: ConnectionChanges?, limit: Int?, what: String, allowSchemaChanges: Bool) {
+        self.changes = changes
+        self.limit = limit
+        self.what = what
+        self.allowSchemaChanges = allowSchemaChanges
     }
 }
 
 extension SessionDatabase {
-    /// Counts what this session's raw statements change, into the
-    /// store's tally (which keeps the counter alive).
-    func countRawChanges() {
-        let raw = RawChangeTally()
-        store.committedChanges.attach(raw)
-        route.pointee.tally = raw.tally
+    /// A counted transaction began on `db` (BEGIN just ran): what its
+    /// counter holds belongs to no transaction, and the schema is taken to
+    /// say at the end what the transaction did to it.
+    func beganCountedTransaction(_ db: Database) throws {
+        guard counting != nil else { return }
+        counting?.changes?.clear()
+        counting?.schema = try SchemaSnapshot.take(db)
     }
 
-    /// The raw counts of the open transaction, to go back to when a
-    /// savepoint rolls back.
-    func rawChangesMark() -> TableChanges? {
-        guard let tally = route.pointee.tally else { return nil }
-        return RawChangeTally.peek(tally)
+    /// What `counting`'s transaction changed so far: its rows and the
+    /// database file's schema.
+    func summary(of counting: Counting, db: Database) throws -> ChangeSummary {
+        var summary = ChangeSummary()
+        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
+        summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
+        return summary
     }
 
-    func rewindRawChanges(to mark: TableChanges?) {
-        guard let mark, let tally = route.pointee.tally else { return }
-        opsh_sql_tally_clear(tally)
-        for (table, counts) in mark {
-            opsh_sql_tally_add(tally, table, Int64(counts.inserted), Int64(counts.updated), Int64(counts.deleted))
+    /// Throws ``TooManyChanges`` when the counted transaction with what the
+    /// script committed elsewhere meanwhile (jobs.*, migrations) is past
+    /// the cap, or changed the schema while that is not allowed.
+    func check(_ counting: Counting, db: Database) throws {
+        guard let limit = counting.limit else { return }
+        var summary = ChangeSummary()
+        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
+        summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
+        let kept = store.committedChanges.budgetCommitted()
+        summary.tables.add(kept)
+        try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: counting.allowSchemaChanges,
+                                 what: counting.what, kept: kept)
+    }
+
+    /// Refuses what changes the schema (`what`: a migration) while a cap is
+    /// on that schema changes may not pass.
+    public func refuseSchemaChange(_ what: String) throws {
+        guard let counting, let limit = counting.limit, !counting.allowSchemaChanges else { return }
+        throw TooManyChanges(limit: limit, summary: nil, what: counting.what, schemaChange: what)
+    }
+
+    /// Runs `body`, a statement with `effects` stepped on `connection`
+    /// (a writer's), counting the rows of the tables it drops as deleted:
+    /// SQLite reports no row change for a DROP TABLE (only for the rows a
+    /// foreign key makes it delete first, which are not counted twice).
+    public func countingDroppedRows<T>(of effects: StatementEffects, on connection: OpaquePointer,
+                                       _ body: () throws -> T) throws -> T {
+        guard !effects.droppedTables.isEmpty, let changes = store.committedChanges.changes(on: connection) else {
+            return try body()
         }
+        var rows: [String: Int] = [:]
+        for table in effects.droppedTables { rows[table] = try Self.rowCount(of: table, on: connection) }
+        let before = changes.pending(includingTemporary: false)
+        let result = try body()
+        let after = changes.pending(includingTemporary: false)
+        for (table, count) in rows {
+            let reported = (after[table]?.deleted ?? 0) - (before[table]?.deleted ?? 0)
+            changes.addDeleted(count - reported, in: table)
+        }
+        return result
     }
 
-    /// Runs `body` (which steps statements through SQLite's C API on
-    /// `connection`: a changeset applied) with the audit's update hook armed.
-    public func countingRawChanges<T>(on connection: OpaquePointer, _ body: (OpaquePointer) throws -> T) rethrows -> T {
-        opsh_sql_tally_arm(route.pointee.tally, connection)
-        defer { opsh_sql_tally_disarm(route.pointee.tally, connection) }
-        return try body(connection)
+    private static func rowCount(of table: String, on connection: OpaquePointer) throws -> Int {
+        let sql = "SELECT count(*) FROM main.\"\(table.replacingOccurrences(of: "\"", with: "\"\""))\""
+        var statement: OpaquePointer?
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_prepare_v2(connection, sql, -1, &statement, nil) == SQLITE_OK,
+              sqlite3_step(statement) == SQLITE_ROW else {
+            throw SQLFailure(message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+        }
+        return Int(sqlite3_column_int64(statement, 0))
     }
 
     /// Rows this session (and the store's other writers: jobs' log lines)

@@ -47,12 +47,14 @@ extension TelemetryCleanup {
     }
 
     /// Runs the cleanup on the session's database: its batches as the
-    /// session's writes, checkpoints between them on the store's writer
-    /// outside any transaction.
+    /// session's writes, each committed on its own (at the prompt, outside
+    /// the chunk's transaction: ``SessionDatabase/writeOnItsOwn(_:)``),
+    /// checkpoints between them on the store's writer outside any
+    /// transaction.
     public func run(on database: SessionDatabase, shouldStop: () -> Bool,
                     progress: (MaintenanceProgress) -> Void) throws -> Report {
         try run(read: { body in try database.read(body) },
-                write: { body in try database.write(body) },
+                write: { body in try database.writeOnItsOwn(body) },
                 unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
                 shouldStop: shouldStop, progress: progress)
     }
@@ -63,7 +65,10 @@ extension ExternalMigrations {
     /// store, each in a transaction of its own.
     public static func migrate(_ database: SessionDatabase, external: [ExternalMigration],
                                upTo target: String?) throws -> [String] {
-        try migrate(try database.store.writer, external: external, upTo: target)
+        // Migrations change the schema: over a cap unless allowed.
+        let pending = try database.store.writer.read { db in try plan(StoreDatabase(db), external: external, upTo: target) }
+        if !pending.isEmpty { try database.refuseSchemaChange("migrate.up applies \(pending.joined(separator: ", "))") }
+        return try migrate(try database.store.writer, external: external, upTo: target)
     }
 }
 

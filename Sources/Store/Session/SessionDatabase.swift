@@ -28,13 +28,19 @@ public final class SessionDatabase {
         get { route.pointee.changed_outside != 0 }
         set { route.pointee.changed_outside = newValue ? 1 : 0 }
     }
-    /// Counts changes per table during a dry run or a scope. While it
-    /// counts, the C fast path leaves writes to GRDB, whose observer counts.
-    private(set) var changeCounter: ChangeCounter? {
-        didSet { route.pointee.dry_run = changeCounter == nil ? 0 : 1 }
+    /// What a dry run, a scope or a capped transaction counts (its
+    /// connection's rows, from SQLite's preupdate hook: ``ConnectionChanges``).
+    /// While it counts, the C fast path leaves writes to Swift, which
+    /// checks the cap after each one.
+    var counting: Counting? {
+        didSet { route.pointee.dry_run = counting == nil ? 0 : 1 }
     }
-    /// Whether writes are being counted (routed through GRDB).
-    public var isCountingChanges: Bool { changeCounter != nil }
+    /// Whether writes are being counted.
+    public var isCountingChanges: Bool { counting != nil }
+    /// Whether a schema change may pass a cap (`--allow-schema-changes`);
+    /// without it any schema change is over every cap. A `db.transaction`
+    /// may say otherwise for itself (`allowSchemaChanges`).
+    public var allowsSchemaChanges = false
 
     /// `db.rows` cursors opened on `current`: finalized when the
     /// transaction ends, since the connection goes back to GRDB then.
@@ -43,7 +49,6 @@ public final class SessionDatabase {
     public init(store: Store) {
         self.store = store
         route = opsh_session_route_new()
-        countRawChanges()
     }
 
     deinit { opsh_session_route_free(route) }
@@ -94,20 +99,31 @@ public final class SessionDatabase {
     private func writer() throws -> any DatabaseWriter {
         let writer = try store.writer
         if protectsBuildCommands && !buildCommandsProtected {
-            try writer.writeWithoutTransaction { db in
-                guard try db.tableExists("schemes") else { return }
-                // No writable_schema: the triggers cannot be edited away;
-                // and no DROP TRIGGER from a script (TransactionGuard).
-                opsh_sql_set_defensive(db.sqliteConnection)
-                try db.execute(sql: Self.sandboxTriggers)
-                if try db.columns(in: "schemes").contains(where: { $0.name == "passEnvironment" }) {
-                    try db.execute(sql: Self.sandboxEnvironmentTrigger)
-                }
-                TransactionGuard.protect(db.sqliteConnection!)
-                buildCommandsProtected = true
-            }
+            try writer.writeWithoutTransaction { db in try Self.confine(db) }
+            buildCommandsProtected = true
         }
         return writer
+    }
+
+    /// The sandbox on a writer connection: no schema change from a script
+    /// (``TransactionGuard``: no trigger, no replaced table, no dropped
+    /// sandbox trigger), no writable_schema (the triggers cannot be edited
+    /// away), and the triggers that keep build commands.
+    static func confine(_ db: Database) throws {
+        opsh_sql_set_defensive(db.sqliteConnection)
+        TransactionGuard.protect(db.sqliteConnection!)
+        guard try db.tableExists("schemes") else { return }
+        try db.execute(sql: sandboxTriggers)
+        if try db.columns(in: "schemes").contains(where: { $0.name == "passEnvironment" }) {
+            try db.execute(sql: sandboxEnvironmentTrigger)
+        }
+    }
+
+    /// The sandbox on the read connection too: statements prepared there
+    /// are checked like the writers' (TEMP objects live on any connection).
+    public func confine(_ readConnection: ReadConnection) {
+        opsh_sql_set_defensive(readConnection.handle)
+        TransactionGuard.protect(readConnection.handle)
     }
 
     public static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"
@@ -168,13 +184,38 @@ public final class SessionDatabase {
         writeCount &+= 1
         if let current {
             var result: T?
-            try current.inSavepoint {
-                result = try body(current)
-                return .commit
+            let mark = changes(of: current)?.mark()
+            do {
+                try current.inSavepoint {
+                    result = try body(current)
+                    return .commit
+                }
+            } catch {
+                if let mark { changes(of: current)?.rewind(to: mark) }
+                throw error
             }
             try afterWrite()
             return result!
         }
+        return try writer().write { db in
+            let result = try body(db)
+            try flushNotifications(db)
+            return result
+        }
+    }
+
+    /// Whether a shell chunk is open and has not written yet: an operation
+    /// that commits batch by batch (``writeOnItsOwn(_:)``) runs outside it.
+    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil }
+
+    /// Runs an atomic write that commits on its own: in a shell chunk that
+    /// has not written yet, a transaction on the store's writer, outside
+    /// the chunk's (whose lock would otherwise be held for every batch of
+    /// `telemetry.cleanup` until the chunk ends); elsewhere as ``write(_:)``.
+    public func writeOnItsOwn<T>(_ body: (Database) throws -> T) throws -> T {
+        guard isInUnwrittenChunk else { return try write(body) }
+        try refuseWritesToAFileThatIsGone()
+        writeCount &+= 1
         return try writer().write { db in
             let result = try body(db)
             try flushNotifications(db)
@@ -203,9 +244,13 @@ public final class SessionDatabase {
     ///
     /// - parameter changeLimit: most rows it may change
     ///   (`db.transaction(fn, { maxChanges = N })`); past that it rolls
-    ///   back with ``TooManyChanges``.
-    public func transaction<T>(changeLimit: Int? = nil, _ body: () throws -> T) throws -> T {
+    ///   back with ``TooManyChanges``, as it does for a schema change
+    ///   unless `allowSchemaChanges` (nil: the session's
+    ///   ``allowsSchemaChanges``).
+    public func transaction<T>(changeLimit: Int? = nil, allowSchemaChanges: Bool? = nil,
+                               _ body: () throws -> T) throws -> T {
         try beginPendingWrite()
+        let allowSchemaChanges = allowSchemaChanges ?? allowsSchemaChanges
         if let current {
             depth += 1
             let wasExplicit = scope?.explicitTransaction ?? false
@@ -214,51 +259,54 @@ public final class SessionDatabase {
                 depth -= 1
                 scope?.explicitTransaction = wasExplicit
             }
-            // Inside a savepoint GRDB holds back change events until it is
-            // released, so a nested limit counts SQLite's row changes.
-            let before = sqlite3_total_changes64(current.sqliteConnection)
+            // Inside a savepoint a nested limit counts what its savepoint
+            // changed on the connection.
+            let changes = changes(of: current)
+            let mark = changes?.mark()
+            let before = changes?.pending() ?? [:]
+            let schema = changeLimit == nil ? nil : try SchemaSnapshot.take(current)
             var result: T?
-            let mark = rawChangesMark()
             do {
                 try current.inSavepoint {
                     result = try body()
-                    if let changeLimit {
-                        let changed = Int(sqlite3_total_changes64(current.sqliteConnection) - before)
-                        if changed > changeLimit {
-                            throw TooManyChanges(limit: changeLimit, summary: nil, what: "the transaction", rowChanges: changed)
-                        }
+                    if let changeLimit, let schema {
+                        var summary = ChangeSummary()
+                        summary.tables = (changes?.pending() ?? [:]).since(before)
+                        summary.schemaChanges = try schema.changes(now: current)
+                        try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowSchemaChanges,
+                                                 what: "the transaction")
                     }
                     return .commit
                 }
             } catch {
-                rewindRawChanges(to: mark)
+                if let mark { changes?.rewind(to: mark) }
                 throw error
             }
             try afterWrite()
             return result!
         }
         return try writer().writeWithoutTransaction { db in
-            let counter = changeLimit == nil ? nil : ChangeCounter()
-            if let counter {
-                db.add(transactionObserver: counter, extent: .observerLifetime)
-                changeCounter = counter
-                transactionLimit = changeLimit
+            let changes = changes(of: db)
+            if let changeLimit {
+                counting = Counting(changes: changes, limit: changeLimit, what: "the transaction",
+                                    allowSchemaChanges: allowSchemaChanges)
+                store.committedChanges.limit(ChangeBudget(limit: changeLimit, what: "the transaction", scope: changes))
             }
             current = db
             defer {
-                if let counter {
-                    db.remove(transactionObserver: counter)
-                    changeCounter = nil
-                    transactionLimit = nil
+                if changeLimit != nil {
+                    counting = nil
+                    store.committedChanges.limit(nil)
                 }
                 endTransaction()
             }
             var result: T?
             try db.inTransaction(.immediate) {
                 LockOwner.beganWriting(database: store.path)
+                try beganCountedTransaction(db)
                 result = try body()
                 try Self.requireOpenTransaction(db, of: "db.transaction")
-                if let counter { try checkChangeLimit(counter, scopeLimit: nil) }
+                if let counting { try check(counting, db: db) }
                 try flushNotifications(db)
                 return .commit
             }
@@ -276,14 +324,18 @@ public final class SessionDatabase {
             return try transaction { try apply(changeset, refusal: refusal) }
         }
         writeCount &+= 1
-        let conflicts = try countingRawChanges(on: current.sqliteConnection!) { try changeset.apply(on: $0) }
-        guard conflicts.isEmpty else { throw ChangedSince(conflicts: conflicts, action: refusal) }
-        // Stepped outside GRDB: its observers (watch, the counter) are told here.
+        // The preupdate hook counts what it applies; a conflict rolls all
+        // of it back, so its counts go too.
+        let mark = changes(of: current)?.mark()
+        let conflicts = try changeset.apply(on: current.sqliteConnection!)
+        guard conflicts.isEmpty else {
+            if let mark { changes(of: current)?.rewind(to: mark) }
+            throw ChangedSince(conflicts: conflicts, action: refusal)
+        }
+        // Stepped outside GRDB: its observers (watch) are told here.
         changedOutsideGRDB = true
-        let summary = changeset.summary()
-        changeCounter?.add(summary)
         try afterWrite()
-        return summary
+        return changeset.summary()
     }
 
     /// Belt and braces behind ``TransactionGuard``: the transaction opsh
@@ -314,16 +366,13 @@ public final class SessionDatabase {
     /// Runs `body` in one transaction that is rolled back at the end, and
     /// reports what it would have changed.
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
-        let counter = ChangeCounter()
-        changeCounter = counter
         dryRunning = true
         defer {
-            changeCounter = nil
+            counting = nil
             dryRunning = false
         }
         return try writer().writeWithoutTransaction { db in
-            db.add(transactionObserver: counter, extent: .observerLifetime)
-            defer { db.remove(transactionObserver: counter) }
+            counting = Counting(changes: changes(of: db), limit: nil, what: "the dry run", allowSchemaChanges: true)
             // The transaction begins at the first write (beginPendingWrite):
             // a dry run that only reads never takes the write lock, and
             // until it writes its reads go where reads outside a
@@ -337,9 +386,10 @@ public final class SessionDatabase {
             }
             do {
                 let result = try body()
-                let summary = counter.summary
-                if current != nil {
+                var summary = ChangeSummary()
+                if current != nil, let counting {
                     try Self.requireOpenTransaction(db, of: "the dry run")
+                    summary = try self.summary(of: counting, db: db)
                     try db.rollback()
                 }
                 return (result, summary)
@@ -369,14 +419,11 @@ public final class SessionDatabase {
     private var scope: Scope?
     /// The connection a scope or dry run holds before its first write.
     private var pending: Database?
-    /// The scope's changes, recorded for undo and for re-applying after a
-    /// question (the shell).
-    private var recording: ChangeRecording?
+    /// The scope's connection while it records its changes, for undo and
+    /// for re-applying after a question (the shell).
+    private var recording: ConnectionChanges?
     /// Whether the scope records a changeset.
     private var recordsChanges = false
-    /// The limit of an outermost `db.transaction(fn, { maxChanges = N })`
-    /// (a nested one counts its savepoint's row changes itself).
-    private var transactionLimit: Int?
 
     /// The writer of scopes: a connection of the session's own to the same
     /// file, configured like the store's (``configureConnection``, the
@@ -392,6 +439,12 @@ public final class SessionDatabase {
         if let ownWriter { try? ownWriter.writeWithoutTransaction { db in setting(db) } }
     }
 
+    /// The row counter of `db`'s connection (the store installs one on
+    /// each of its writer connections).
+    func changes(of db: Database) -> ConnectionChanges? {
+        store.committedChanges.changes(on: db.sqliteConnection)
+    }
+
     private func scopeWriter() throws -> any DatabaseWriter {
         let storeWriter = try writer()
         if let ownWriter { return ownWriter }
@@ -399,14 +452,7 @@ public final class SessionDatabase {
         let queue = try store.openSecondWriter()
         try queue.writeWithoutTransaction { db in
             for setting in connectionSettings { setting(db) }
-            if protectsBuildCommands, try db.tableExists("schemes") {
-                opsh_sql_set_defensive(db.sqliteConnection)
-                try db.execute(sql: Self.sandboxTriggers)
-                if try db.columns(in: "schemes").contains(where: { $0.name == "passEnvironment" }) {
-                    try db.execute(sql: Self.sandboxEnvironmentTrigger)
-                }
-                TransactionGuard.protect(db.sqliteConnection!)
-            }
+            if protectsBuildCommands { try Self.confine(db) }
         }
         ownWriter = queue
         return queue
@@ -429,19 +475,25 @@ public final class SessionDatabase {
         // Inside a dry run or a transaction (the shell's --dry-run on a
         // large database): the chunk is part of that.
         guard current == nil, pending == nil else { return (try body(), ScopeOutcome()) }
-        let counter = ChangeCounter()
         return try scopeWriter().writeWithoutTransaction { db in
-            db.add(transactionObserver: counter, extent: .observerLifetime)
-            changeCounter = counter
+            let what = kind == .chunk ? "the chunk" : "the run"
+            let changes = changes(of: db)
+            counting = Counting(changes: changes, limit: changeLimit, what: what, allowSchemaChanges: allowsSchemaChanges)
+            // The cap holds for what the script commits through other
+            // connections meanwhile (jobs.*, migrations) too.
+            if let changeLimit { store.committedChanges.limit(ChangeBudget(limit: changeLimit, what: what, scope: changes)) }
             enterScope(Scope(kind: kind, changeLimit: changeLimit), records: records, on: db)
-            defer { leaveScope(db, counter) }
+            defer {
+                if changeLimit != nil { store.committedChanges.limit(nil) }
+                leaveScope(db)
+            }
             var outcome = ScopeOutcome()
             do {
                 let result = try body()
-                guard current != nil else { return (result, outcome) }
+                guard current != nil, let counting else { return (result, outcome) }
                 try Self.requireOpenTransaction(db, of: kind == .chunk ? "the chunk" : "the run")
-                outcome.summary = counter.summary
-                try checkChangeLimit(counter, scopeLimit: changeLimit)
+                outcome.summary = try summary(of: counting, db: db)
+                try check(counting, db: db)
                 if let gate, gate.needsAnswer(outcome.summary) {
                     try commitAfterAnswer(gate, kind: kind, db: db, outcome: &outcome)
                 } else {
@@ -473,10 +525,10 @@ public final class SessionDatabase {
     public func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
         throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?) {
         guard current == nil, pending == nil else { return (try body(), carried, ChangeSummary(), nil) }
-        let counter = ChangeCounter()
         return try scopeWriter().writeWithoutTransaction { db in
+            counting = Counting(changes: changes(of: db), limit: nil, what: "the chunk", allowSchemaChanges: true)
             enterScope(Scope(kind: .chunk, changeLimit: nil), records: true, on: db)
-            defer { leaveScope(db, counter) }
+            defer { leaveScope(db) }
             do {
                 if let carried, !carried.isEmpty {
                     try beginPendingWrite()  // records from here: the carried changes, then the chunk's
@@ -487,13 +539,13 @@ public final class SessionDatabase {
                     }
                 }
                 // Counted from here: this chunk's own changes.
-                db.add(transactionObserver: counter, extent: .observerLifetime)
-                changeCounter = counter
+                let carriedCounts = counting?.changes?.pending() ?? [:]
+                counting?.baseline = carriedCounts
                 let result = try body()
-                guard current != nil else { return (result, carried, ChangeSummary(), nil) }
+                guard current != nil, let counting else { return (result, carried, ChangeSummary(), nil) }
                 try Self.requireOpenTransaction(db, of: "the dry run's chunk")
-                let summary = counter.summary
-                let problem = try Self.coverageProblem(of: summary, db: db)
+                let summary = try self.summary(of: counting, db: db)
+                let problem = try coverageProblem(of: summary, db: db)
                 let next = try recording?.changeset()
                 try db.rollback()
                 return (result, problem == nil ? next : carried, summary, problem)
@@ -512,11 +564,11 @@ public final class SessionDatabase {
         pending = db
     }
 
-    private func leaveScope(_ db: Database, _ counter: ChangeCounter) {
-        db.remove(transactionObserver: counter)
-        changeCounter = nil
+    private func leaveScope(_ db: Database) {
+        counting = nil
         scope = nil
         pending = nil
+        recording?.stopRecording()
         recording = nil
         recordsChanges = false
         endTransaction()
@@ -527,9 +579,9 @@ public final class SessionDatabase {
     /// waits on the operator) and re-applied on yes, refusing rows changed
     /// by someone else meanwhile; otherwise the lock is held while asking.
     private func commitAfterAnswer(_ gate: CommitGate, kind: Scope.Kind, db: Database, outcome: inout ScopeOutcome) throws {
-        if let recording, try Self.coverageProblem(of: outcome.summary, db: db) == nil {
+        if let recording, try coverageProblem(of: outcome.summary, db: db) == nil {
             let changeset = try recording.changeset()
-            recording.stop()
+            recording.stopRecording()
             self.recording = nil
             try db.rollback()
             guard gate.ask(outcome.summary) else {
@@ -537,7 +589,9 @@ public final class SessionDatabase {
                 return
             }
             try db.beginTransaction(.immediate)
-            let conflicts = try countingRawChanges(on: db.sqliteConnection!) { try changeset.apply(on: $0) }
+            changes(of: db)?.clear()
+            // The preupdate hook counts what is applied for the audit trail.
+            let conflicts = try changeset.apply(on: db.sqliteConnection!)
             guard conflicts.isEmpty else {
                 try db.rollback()
                 throw ChangedSince(conflicts: conflicts, action: "the chunk was not committed")
@@ -548,7 +602,7 @@ public final class SessionDatabase {
             outcome.changeset = changeset
             return
         }
-        let problem = try Self.coverageProblem(of: outcome.summary, db: db)
+        let problem = try coverageProblem(of: outcome.summary, db: db)
         guard gate.ask(outcome.summary) else {
             outcome.declined = true
             try db.rollback()
@@ -581,7 +635,7 @@ public final class SessionDatabase {
 
     /// Keeps the committed scope's changeset, or says why there is none.
     private func keepChangeset(db: Database, summary: ChangeSummary, outcome: inout ScopeOutcome) throws {
-        if let problem = try Self.coverageProblem(of: summary, db: db) {
+        if let problem = try coverageProblem(of: summary, db: db) {
             outcome.notRecorded = problem
         } else if let recording {
             outcome.changeset = try recording.changeset()
@@ -590,10 +644,13 @@ public final class SessionDatabase {
         }
     }
 
-    /// Why a changeset cannot hold everything a transaction did: a table
-    /// without a PRIMARY KEY, a TEMP table, or a schema change; nil when
-    /// it can.
-    static func coverageProblem(of summary: ChangeSummary, db: Database) throws -> String? {
+    /// Why a changeset cannot hold everything a transaction did: a schema
+    /// change, a table without a PRIMARY KEY, a TEMP table, rows that could
+    /// not be kept; nil when it can.
+    func coverageProblem(of summary: ChangeSummary, db: Database) throws -> String? {
+        if !summary.schemaChanges.isEmpty {
+            return "it changed the schema (\(summary.schemaSentence)), which a changeset cannot hold"
+        }
         for table in summary.tables.keys.sorted() {
             let columns = try Row.fetchAll(db, sql: "SELECT pk FROM pragma_table_info(?, 'main')", arguments: [table])
             if columns.isEmpty { return "it changed \(table), which is not a table of the database file (TEMP)" }
@@ -601,26 +658,17 @@ public final class SessionDatabase {
                 return "it changed \(table), which has no PRIMARY KEY (SQLite records changes only to tables with one)"
             }
         }
+        if let table = recording?.unrecordedTable, summary.tables[table] != nil {
+            return "it changed \(table), whose rows opsh could not record (generated columns, or its columns changed)"
+        }
         return nil
     }
 
-    /// `--max-changes` and `db.transaction(fn, { maxChanges = N })`.
-    private func checkChangeLimit(_ counter: ChangeCounter, scopeLimit: Int?) throws {
-        let summary = counter.summary
-        let total = summary.total
-        if let scopeLimit, total > scopeLimit {
-            throw TooManyChanges(limit: scopeLimit, summary: summary, what: scope?.kind == .chunk ? "the chunk" : "the run")
-        }
-        if let transactionLimit, total > transactionLimit {
-            throw TooManyChanges(limit: transactionLimit, summary: summary, what: "the transaction")
-        }
-    }
-
-    /// After each write in a scope or limited transaction: the limit is
+    /// After each write in a scope or capped transaction: the cap is
     /// checked at once, so a runaway loop stops early.
     public func afterWrite() throws {
-        guard let counter = changeCounter, scope?.changeLimit != nil || transactionLimit != nil else { return }
-        try checkChangeLimit(counter, scopeLimit: scope?.changeLimit)
+        guard let counting, counting.limit != nil, let current else { return }
+        try check(counting, db: current)
     }
 
     /// When the database file was deleted or replaced under opsh, writes
@@ -639,8 +687,10 @@ public final class SessionDatabase {
         guard current == nil, let db = pending else { return }
         try db.beginTransaction(.immediate)
         LockOwner.beganWriting(database: store.path)
-        if recordsChanges, recording == nil {
-            recording = try ChangeRecording(connection: db.sqliteConnection!)
+        try beganCountedTransaction(db)
+        if recordsChanges, recording == nil, let changes = changes(of: db) {
+            changes.startRecording()
+            recording = changes
         }
         current = db
     }
@@ -656,22 +706,53 @@ public final class SessionDatabase {
 }
 
 /// A scope or transaction that changed more rows than its limit
-/// (`--max-changes`, `maxChanges`): it was rolled back.
+/// (`--max-changes`, `maxChanges`), or changed the schema when that was not
+/// allowed: it was rolled back.
 public struct TooManyChanges: Error, CustomStringConvertible {
     public let limit: Int
     public let summary: ChangeSummary?
     public let what: String
     public var rowChanges: Int? = nil
-    public init(limit: Int, summary: ChangeSummary?, what: String, rowChanges: Int? = nil) {
+    /// Rows the script committed through other connections before (the
+    /// job manager's, a migration's): not rolled back.
+    public var kept: TableChanges = [:]
+    /// Refused for its schema change: what changed.
+    public var schemaChange: String?
+
+    public init(limit: Int, summary: ChangeSummary?, what: String, rowChanges: Int? = nil,
+                kept: TableChanges = [:], schemaChange: String? = nil) {
         self.limit = limit
         self.summary = summary
         self.what = what
         self.rowChanges = rowChanges
+        self.kept = kept
+        self.schemaChange = schemaChange
     }
+
+    /// Throws when `summary` is past `limit`, or changes the schema and
+    /// schema changes are not allowed.
+    public static func check(_ summary: ChangeSummary, limit: Int, allowSchemaChanges: Bool, what: String,
+                             kept: TableChanges = [:]) throws {
+        if !summary.schemaChanges.isEmpty && !allowSchemaChanges {
+            throw TooManyChanges(limit: limit, summary: summary, what: what, kept: kept, schemaChange: summary.schemaSentence)
+        }
+        if summary.total > limit { throw TooManyChanges(limit: limit, summary: summary, what: what, kept: kept) }
+    }
+
     public var description: String {
-        let counts = summary.map { " (" + $0.sentence + ")" } ?? ""
+        var keptNote = ""
+        if !kept.isEmpty {
+            var summary = ChangeSummary()
+            summary.tables = kept
+            keptNote = "; what it committed on its own before (jobs.*, migrations) stays: \(summary.sentence)"
+        }
+        if let schemaChange {
+            return "\(what) changed the schema (\(schemaChange)), which is over any limit (--max-changes / maxChanges) unless schema changes are allowed (--allow-schema-changes, or allowSchemaChanges = true): rolled back\(keptNote.isEmpty ? ", nothing was kept" : keptNote)"
+        }
+        let counts = summary.map { $0.rowsSentence.isEmpty ? "" : " (" + $0.rowsSentence + ")" } ?? ""
+        let schema = summary.map { $0.schemaChanges.isEmpty ? "" : " and the schema (\($0.schemaSentence))" } ?? ""
         let total = summary?.total ?? rowChanges ?? 0
-        return "\(what) changed \(total) rows\(counts), more than its limit of \(limit) (--max-changes / maxChanges): rolled back, nothing was kept"
+        return "\(what) changed \(total) rows\(counts)\(schema), more than its limit of \(limit) (--max-changes / maxChanges): rolled back\(keptNote.isEmpty ? ", nothing was kept" : keptNote)"
     }
 }
 
@@ -701,23 +782,6 @@ public struct TransactionLost: Error, CustomStringConvertible {
     public var description: String {
         "\(owner)'s transaction was ended before opsh ended it: writes made after that point were committed and NOT rolled back; check the data"
     }
-}
-
-/// A GRDB transaction observer that counts row changes per table.
-final class ChangeCounter: TransactionObserver, @unchecked Sendable {
-    private(set) var summary = ChangeSummary()
-
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
-
-    /// Changes made outside GRDB's statements (a changeset applied).
-    func add(_ other: ChangeSummary) { summary.add(other) }
-
-    func databaseDidChange(with event: DatabaseEvent) {
-        summary.count(event.tableName, event.kind)
-    }
-
-    func databaseDidCommit(_ db: Database) {}
-    func databaseDidRollback(_ db: Database) {}
 }
 
 /// A statement left open on the transaction's connection (a `db.rows`

@@ -600,9 +600,8 @@ public enum Transfer {
             try statement.bindExactly(fields.map { $0.1 })
             return try statement.execute()
         }
+        // Stepped outside GRDB: counted by the connection's preupdate hook.
         try Self.insertRaw(statement, fields, on: db)
-        // Stepped outside GRDB: the audit's counts are told.
-        ChangeTally.countRaw(db, table: row.table.name, inserted: 1)
     }
 
     /// Binds and steps an INSERT with SQLite's C API: GRDB's arguments cost

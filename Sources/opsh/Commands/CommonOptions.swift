@@ -14,6 +14,7 @@ struct CommonOptions {
     var noInit = false
     var create = false
     var maxChanges: Int?
+    var allowSchemaChanges = false
     /// Why this run happens (`--reason`, else `OPSH_REASON`): recorded in
     /// the audit trail.
     var reason: String?
@@ -34,6 +35,8 @@ struct CommonOptions {
         OptionSpec(long: "memory-limit", valueName: "MiB", help: "Most memory the Lua state may hold, in MiB; a script that needs more fails with 'not enough memory' (exit status 1)."),
         OptionSpec(long: "max-changes", valueName: "rows",
                    help: "Run everything in one transaction and roll it back if it changed more than this many rows (exit status 1, the counts per table on stderr); in the shell, per chunk."),
+        OptionSpec(long: "allow-schema-changes",
+                   help: "Let a schema change (CREATE, DROP, ALTER) pass --max-changes and maxChanges, counting a dropped table's rows as deleted; without it any schema change is over the limit."),
         OptionSpec(long: "no-init", help: "Do not run $XDG_CONFIG_HOME/opsh/init.lua (the shell runs it at start)."),
         OptionSpec(long: "reason", valueName: "text", help: "Why you run this, recorded in the audit trail (default: $OPSH_REASON). Required when OPSH_REQUIRE_REASON=1 or the database asks for one (audit.requireReason(true))."),
     ]
@@ -59,6 +62,7 @@ struct CommonOptions {
                 throw UsageError("'\(value!)' is not a number of rows (0 or more) for '--max-changes'", command: command)
             }
             maxChanges = rows
+        case "allow-schema-changes": allowSchemaChanges = true
         case "no-init": noInit = true
         case "create": create = true
         case "reason": reason = value

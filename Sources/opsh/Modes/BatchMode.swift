@@ -112,8 +112,8 @@ struct BatchMode {
                 exitStatus = status
                 changes = summary.tables
                 console.raw(Self.describe(summary))
-                if let limit = options.maxChanges, summary.total > limit {
-                    throw TooManyChanges(limit: limit, summary: summary, what: "the dry run")
+                if let limit = options.maxChanges {
+                    try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: options.allowSchemaChanges, what: "the dry run")
                 }
             } else if let limit = options.maxChanges {
                 // The whole run one transaction, rolled back past the limit.

@@ -61,7 +61,9 @@ struct Launch {
         session.memoryLimit = options.memoryLimit.map { $0 << 20 }
         session.lazyModules = !interactive
         do {
-            return try LuaSessions.open(session)
+            let opened = try LuaSessions.open(session)
+            opened.databaseSession.allowsSchemaChanges = options.allowSchemaChanges
+            return opened
         } catch {
             throw Self.stop(opening: error)
         }
