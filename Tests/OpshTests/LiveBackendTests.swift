@@ -74,7 +74,7 @@ import Testing
         // A database opsh creates is migrated at creation.
         let fresh = sandbox.root + "/fresh.sqlite"
         #expect(try sandbox.run(opshExecutable, ["--db", fresh, "--create", "-e", "return 1"]).status == 0)
-        #expect(try sqlite3CLI(fresh, "SELECT count(*) FROM grdb_migrations") == "5")
+        #expect(try sqlite3CLI(fresh, "SELECT count(*) FROM grdb_migrations") == "6")
     }
 
     /// A dry run takes the write lock only from its first write (issue 17,

@@ -137,7 +137,7 @@ import Testing
         let path = directory.file("new/opsh.sqlite")
         let store = try Store.prepare(path: path)
         #expect(store.isConnected)
-        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "5")
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "6")
     }
 
     @Test func readOnlyOpenRefusesWritesThroughSQLite() throws {

@@ -404,6 +404,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                 SELECT tgname::text FROM pg_trigger
                 WHERE tgrelid = 'builds'::regclass AND NOT tgisinternal AND tgenabled <> 'D'
                   AND tgfoid <> 'opsh_notify_change'::regproc
+                  AND tgtype & 28 <> 0  -- fires on INSERT (4), DELETE (8) or UPDATE (16): not only on TRUNCATE
                 ORDER BY 1
                 """).rows.compactMap { $0.first.flatMap(Self.textOf) }
             throw SchemeChangedByTrigger(buildId: build, schemeId: scheme, triggers: triggers)

@@ -79,15 +79,15 @@ extension PostgresDatabase: DatabaseSession {
         return try transaction {
             // The server's counters of this backend, read before and after:
             // what the transaction (or savepoint) changed in between,
-            // cascades and triggers included.
+            // cascades and triggers included; and the schema.
             let before = try currentCounts()
+            let schema = try PostgresSchemaSnapshot(connection)
             let result = try body()
-            let changed = try currentCounts().since(before)
             var summary = ChangeSummary()
-            summary.tables = changed
-            if summary.total > changeLimit {
-                throw TooManyChanges(limit: changeLimit, summary: summary, what: "the transaction")
-            }
+            summary.tables = try currentCounts().since(before)
+            summary.schemaChanges = schema.changes(to: try PostgresSchemaSnapshot(connection))
+            try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowSchemaChanges ?? allowsSchemaChanges,
+                                     what: "the transaction")
             return result
         }
     }

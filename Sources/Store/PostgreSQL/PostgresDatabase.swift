@@ -324,6 +324,7 @@ public final class PostgresDatabase {
         if Self.changesSchema(result.commandTag) {
             tableSpecs = [:]
             knownTallyRelations = nil
+            schemaChanged = true
         }
         return Self.convert(result)
     }
@@ -638,7 +639,8 @@ public final class PostgresDatabase {
     /// ``measuredTransaction(_:)`` that asks `mayCommit`, with what the
     /// transaction changed, before it commits: false rolls it back, an
     /// error rolls it back and is thrown.
-    private func measuredTransaction<T>(_ body: () throws -> T, mayCommit: (TableChanges) throws -> Bool)
+    private func measuredTransaction<T>(_ body: () throws -> T, watchesSchema: Bool = false,
+                                        mayCommit: (ChangeSummary) throws -> Bool)
         throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
@@ -652,13 +654,17 @@ public final class PostgresDatabase {
             endedOutermost()
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
+        let schema = try watchSchema(watchesSchema)
         let result = try body()
         guard connection.transactionStatus == .inTransaction else {
             if connection.transactionStatus == .failed { _ = try? connection.simpleQuery("ROLLBACK") }
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let changed = try readMeasure().changed
-        guard try mayCommit(changed) else { return (result, changed, false) }
+        var summary = ChangeSummary()
+        summary.tables = changed
+        summary.schemaChanges = try schemaChanges(since: schema)
+        guard try mayCommit(summary) else { return (result, changed, false) }
         if isInChunk, !changed.isEmpty, let beforeChunkCommit {
             // The hook's statements (the chunk's audit row) are not counted:
             // the measure is put back, and COMMIT follows without a reading.
@@ -682,6 +688,9 @@ public final class PostgresDatabase {
 
     /// `--allow-schema-changes` (``DatabaseSession/allowsSchemaChanges``).
     public var allowsSchemaChanges = false
+    /// A statement's command tag said it changed the schema since the
+    /// outermost measured transaction began (``watchSchema(_:)``).
+    private var schemaChanged = false
 
     /// ``DatabaseSession/beforeChunkCommit``: what it writes is not counted.
     public var beforeChunkCommit: ((ChunkCommit) -> Void)?
@@ -809,16 +818,19 @@ public final class PostgresDatabase {
         if depth > 0 {
             let result = try plainTransaction {
                 let before = try readMeasure()
+                let schema = try PostgresSchemaSnapshot(connection)
                 let result = try body()
                 outcome.summary.tables = try readMeasure().changed.since(before.changed)
+                outcome.summary.schemaChanges = schema.changes(to: try PostgresSchemaSnapshot(connection))
                 return result
             }
             return (result, outcome)
         }
-        let (result, changed, committed) = try measuredTransaction(body) { changed in
-            outcome.summary.tables = changed
-            if let changeLimit, outcome.summary.total > changeLimit {
-                throw TooManyChanges(limit: changeLimit, summary: outcome.summary, what: kind == .chunk ? "the chunk" : "the run")
+        let what = kind == .chunk ? "the chunk" : "the run"
+        let (result, changed, committed) = try measuredTransaction(body, watchesSchema: true) { summary in
+            outcome.summary = summary
+            if let changeLimit {
+                try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what)
             }
             if let gate, gate.needsAnswer(outcome.summary), !gate.ask(outcome.summary) {
                 outcome.declined = true
@@ -829,9 +841,23 @@ public final class PostgresDatabase {
         outcome.summary.tables = changed
         guard committed else { return (result, outcome) }
         outcome.committed = true
-        if !changed.isEmpty { outcome.notRecorded = Self.undoRefusal }
+        if !outcome.summary.isEmpty { outcome.notRecorded = Self.undoRefusal }
         if countsCommits && !options.readOnly { self.committed.add(changed) }
         return (result, outcome)
+    }
+
+    /// The schema as the open transaction begins, when `watching` (a
+    /// limit or a question needs to know what the transaction did to it).
+    private func watchSchema(_ watching: Bool) throws -> PostgresSchemaSnapshot? {
+        schemaChanged = false
+        return watching ? try PostgresSchemaSnapshot(connection) : nil
+    }
+
+    /// What the transaction did to the schema since `before`: compared
+    /// only when a statement's command tag said it changed the schema.
+    private func schemaChanges(since before: PostgresSchemaSnapshot?) throws -> [SchemaChange] {
+        guard let before, schemaChanged else { return [] }
+        return before.changes(to: try PostgresSchemaSnapshot(connection))
     }
 
     /// The open measured transaction's readings, read again now.
@@ -871,9 +897,11 @@ public final class PostgresDatabase {
             endedOutermost()
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
+        let schema = try watchSchema(true)
         let result = try body()
         var summary = ChangeSummary()
         summary.tables = try readMeasure().changed
+        summary.schemaChanges = try schemaChanges(since: schema)
         return (result, summary)
     }
 
