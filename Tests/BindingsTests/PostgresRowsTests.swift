@@ -15,18 +15,18 @@ import Testing
 final class PostgresTestSession {
     let url: String
     let database: PostgresDatabase
-    let session: PostgresSession
+    let session: OpshSession
 
     init(readOnly: Bool = false) throws {
         url = try PostgresServer.shared().makeDatabase()
         if readOnly { _ = try PostgresDatabase(url: url, options: .init(create: true)) }
         database = try PostgresDatabase(url: url, options: .init(readOnly: readOnly, create: !readOnly))
-        session = try PostgresSession(database: database)
+        session = try OpshSession(database: database)
         let database = database
         let markers = session.markers
         let rowShapes = session.rowShapes
         session.runtime.register("reference") { call in
-            let result = try database.execute(try call.string(1), try PostgresDatabaseModule.arguments(call, from: 2, markers: markers))
+            let result = try database.execute(try call.string(1), try WireRows.arguments(call, from: 2, markers: markers))
             StoreValuePusher(rowShapes: rowShapes, state: call.state).pushRows(columns: result.columns, rows: result.rows)
             return 1
         }

@@ -120,7 +120,7 @@ import Store
               getmetatable(c.routing_policies).__name, columns[#columns - 2], columns[#columns - 1], columns[#columns]
             """)
         #expect(found == ["https://api.example.com", "table", 2, "p2", "opsh.rows", "analytics", "storage", "routing_policies"])
-        let swift = try test.session.store.client.read { db in try QueryKey.configuration("default").fetch(db) }
+        let swift = try test.store.client.read { db in try QueryKey.configuration("default").fetch(db) }
         #expect(swift["routing_policies"]?.arrayValue?.count == 2)
         #expect(swift["analytics"] != nil)
     }

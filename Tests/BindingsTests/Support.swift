@@ -21,6 +21,9 @@ final class TestSession {
 
     var path: String { folder.appendingPathComponent("test.sqlite").path }
 
+    /// The session's SQLite database (these tests' sessions are SQLite's).
+    var database: SessionDatabase { session.database as! SessionDatabase }
+
     @discardableResult
     func run(_ code: String, _ arguments: [LuaValue] = []) throws -> [LuaValue] {
         try session.runtime.execute(code, chunkName: "=test", arguments: arguments)

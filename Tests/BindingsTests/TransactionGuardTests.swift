@@ -96,7 +96,7 @@ import Store
     /// the dry run and db.transaction say so instead of "rolled back".
     @Test func aTransactionEndedBehindOpshsBackIsReported() throws {
         try prepareTable()
-        let database = test.session.database
+        let database = test.database
         #expect(throws: TransactionLost.self) {
             _ = try database.dryRun {
                 try test.run("db.exec('DELETE FROM t')")

@@ -112,7 +112,7 @@ import Store
     }
 
     @Test func sqlWatchObservesTheTablesItReads() throws {
-        let found = try test.session.database.inspectQuery(
+        let found = try test.database.inspectQuery(
             "SELECT b.id, s.name FROM builds b JOIN schemes s ON s.id = b.schemeId WHERE b.status = ?",
             arguments: .positional([.text("running")]))
         #expect(found.tables == ["builds", "schemes"])

@@ -20,8 +20,8 @@ import Store
 enum AnalyticsModule {
     static func install(in session: OpshSession) {
         let database = session.database
-        install(runtime: session.runtime, rowShapes: session.sql.rowShapes) { body in
-            try database.unsafeRead("analytics") { db in try body(db) }
+        install(runtime: session.runtime, rowShapes: session.rowShapes) { body in
+            try database.read(table: "analytics") { db in try body(db) }
         }
     }
 

@@ -20,7 +20,7 @@ enum AuditModule {
     static let listOptions = ["where", "order", "limit", "offset"]
 
     static func install(in session: OpshSession) {
-        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+        install(engine: SessionRepositories(session: session), runtime: session.runtime)
     }
 
     static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {
@@ -108,9 +108,7 @@ enum AuditModule {
 
     /// The database as syslog names it: the file, or the URL without its password.
     static func label(of context: some RepositoryEngine) -> String {
-        if let sqlite = context as? RepositoryContext { return sqlite.database.store.path ?? ":memory:" }
-        if let postgres = context as? PostgresRepositoryEngine { return postgres.database.label }
-        return "?"
+        context.databaseLabel
     }
 
     /// `audit.verify()`: reads the whole trail and checks its hash chain.

@@ -29,7 +29,7 @@ enum JSONModule {
     static let nullKey = "opsh.NULL"
 
     static func install(in session: OpshSession) {
-        install(runtime: session.runtime, markers: session.sql.markers)
+        install(runtime: session.runtime, markers: session.markers)
     }
 
     /// Installs `json` in `runtime`, whose `db.NULL` is already set.

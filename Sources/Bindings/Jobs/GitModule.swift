@@ -27,7 +27,7 @@ import Store
 /// answer within `timeout` seconds is given up, saying so.
 enum GitModule {
     static func install(in session: OpshSession) {
-        install(runtime: session.runtime, rowShapes: session.sql.rowShapes)
+        install(runtime: session.runtime, rowShapes: session.rowShapes)
     }
 
     /// Git needs nothing of the database: the same module on every engine.

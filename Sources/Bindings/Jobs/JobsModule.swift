@@ -38,7 +38,7 @@ import TextCodec
 final class JobsModule {
     static let followTypeName = "opsh.follow"
 
-    let engine: any JobsEngine
+    let engine: JobsEngine
     // Lazy: its defaults read the environment and the CPU quota, which a
     // script that starts no build should not pay for at start-up.
     private lazy var configuration = JobManager.Configuration()
@@ -48,7 +48,7 @@ final class JobsModule {
     /// Background followers still running.
     private var followers: [ObjectIdentifier: BuildFollower] = [:]
 
-    private init(engine: any JobsEngine) throws {
+    private init(engine: JobsEngine) throws {
         self.engine = engine
         let made = try engine.runtime.execute("return function(text) print(text) end", chunkName: "=(jobs)")
         guard case let .reference(printer)? = made.first else {
@@ -81,10 +81,10 @@ final class JobsModule {
 
     /// On SQLite.
     static func install(in session: OpshSession) throws {
-        try install(engine: SQLiteJobsEngine(session: session))
+        try install(engine: JobsEngine(session: session))
     }
 
-    static func install(engine: any JobsEngine) throws {
+    static func install(engine: JobsEngine) throws {
         let module = try JobsModule(engine: engine)
         let runtime = engine.runtime
         runtime.register(module: "jobs", [

@@ -22,7 +22,7 @@ enum KeyModule {
 
     static func install(in session: OpshSession) {
         installBuilder(runtime: session.runtime)
-        let plans = QueryPlanRunner(statements: session.repositoryStatements, rowShapes: session.sql.rowShapes)
+        let plans = QueryPlanRunner(rows: session.rows, rowShapes: session.rowShapes)
         session.runtime.register("query") { call in
             // Every key runs on the db module's machinery (cached, stepped
             // in C, rows built once into Lua tables); the aggregates as

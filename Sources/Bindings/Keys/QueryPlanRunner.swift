@@ -2,15 +2,15 @@ import CLuaShim
 import LuaRuntime
 import Store
 
-/// Runs a query key's ``QueryPlan`` for Lua: each statement on the `db`
-/// module's machinery (``RepositoryStatements``: cached, stepped in C,
-/// rows built once into Lua tables), the parts assembled into one value as
+/// Runs a query key's ``QueryPlan`` for Lua: each statement on the
+/// session's row path (``RowRunner``: rows built once, in C, into Lua
+/// tables), on either engine, the parts assembled into one value as
 /// ``QueryPlan/fetch(_:)`` assembles them for Swift callers.
 ///
 /// A statement's run replaces the call's stack, so a part's value waits
 /// in the registry while the next part runs.
 struct QueryPlanRunner {
-    let statements: RepositoryStatements
+    let rows: any RowRunner
     let rowShapes: RowShapes
     /// What `opsh_ref` returns for nil (Lua's LUA_REFNIL).
     private static let nilSlot: Int32 = -1
@@ -26,12 +26,12 @@ struct QueryPlanRunner {
     }
 
     private func run(_ statement: QueryStatement, _ call: LuaCall) throws -> Int32 {
-        let shape: SQLExecutor.ResultShape = switch statement.shape {
+        let shape: ResultShape = switch statement.shape {
         case .row: .first
         case .rows: .rows
         case .ids: .column
         }
-        return try statements.run(statement.sql, statement.values, shape: shape, call: call)
+        return try rows.run(statement.sql, statement.values, shape: shape, call: call)
     }
 
     /// Runs `plan` and keeps its value in the registry: the slot (Self.nilSlot for nil).

@@ -31,15 +31,13 @@ extension OpshSession: WatchHost {
 
     func tablesRead(by sql: String, arguments: QueryArguments) throws -> Set<String> {
         do {
-            return try database.inspectQuery(sql, arguments: arguments).tables
-        } catch QueryInspectionError.notAQuery {
-            throw LuaCallError.message("watch observes queries only (SELECT …): \(sql)")
-        } catch let QueryInspectionError.refused(message) {
-            throw LuaCallError.message("\(message) in watch(\(sql))")
+            return try database.tablesRead(by: sql, arguments: arguments)
+        } catch let StoreError.refused(reason) {
+            throw LuaCallError.message(reason)
         }
     }
 
     func observe(_ tables: Set<String>, onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable {
-        try store.client.observeTables(tables, onChange)
+        try database.observe(tables, onChange: onChange)
     }
 }

@@ -1,5 +1,6 @@
 import CLuaShim
 import Foundation
+import Git
 import LuaRuntime
 import Store
 
@@ -28,93 +29,103 @@ import Store
 enum MaintenanceModule {
     static func install(in session: OpshSession) {
         let database = session.database
-        let store = session.store
         let runtime = session.runtime
         // Closures live in the Lua state the session owns: they must not
         // capture the session (a cycle would keep it, and its builds, alive).
-        let rowShapes = session.sql.rowShapes
-        runtime.register("backup") { call in try backup(call, database: database, store: store) }
-        runtime.register("vacuum") { call in try vacuum(call, database: database, store: store) }
-        runtime.register("checkpoint") { call in try checkpoint(call, database: database, store: store) }
+        let rowShapes = session.rowShapes
+        runtime.register("backup") { call in try backup(call, database: database) }
+        runtime.register("vacuum") { call in
+            let maintenance = database.maintenance
+            guard try refusing({ try maintenance.mayRunOnItsOwn("vacuum", detail: nil) }) else {
+                return call.results(.table(["dryRun": true]))
+            }
+            return push(try refusing { try maintenance.vacuum() }, call, rowShapes: rowShapes)
+        }
+        runtime.register("checkpoint") { call in
+            let mode = try checkpointMode(call)
+            let maintenance = database.maintenance
+            guard try refusing({ try maintenance.mayRunOnItsOwn("checkpoint", detail: nil) }) else {
+                return call.results(.table(["dryRun": true]))
+            }
+            return push(try refusing { try maintenance.checkpoint(mode) }, call, rowShapes: rowShapes)
+        }
         runtime.register("check") { call in
-            let report = try database.check()
+            let report = try database.maintenance.check()
             let stack = call.stack
             lua_createtable(call.state, 0, 3)
-            stack.push(.boolean(report.isOK))
+            stack.push(.boolean(report.ok))
             stack.setField("ok", at: -2)
-            stack.push(.array(report.integrityProblems.map(LuaValue.string)))
+            stack.push(.array(report.problems.map(LuaValue.string)))
             stack.setField("problems", at: -2)
-            let violations = StoreValue.array(report.foreignKeyViolations.map { violation in
-                .object([
-                    .init("table", .text(violation.table)),
-                    .init("rowid", violation.rowid.map(StoreValue.integer) ?? .null),
-                    .init("parent", .text(violation.parent)),
-                    .init("message", .text(violation.description)),
-                ])
-            })
             StoreValuePusher(rowShapes: rowShapes, state: call.state)
-                .push(violations, asRows: true, columns: ["table", "rowid", "parent", "message"])
+                .push(.array(report.foreignKeys.map(Self.object)), asRows: true, columns: ["table", "rowid", "parent", "message"])
             stack.setField("foreignKeys", at: -2)
             return 1
         }
         runtime.register("stats") { call in
-            let statistics = try database.statistics()
-            let bytes = statistics.tableBytes
+            let statistics = try database.maintenance.statistics()
             let stack = call.stack
             lua_createtable(call.state, 0, 10)
-            func set(_ name: String, _ value: LuaValue) {
-                stack.push(value)
+            let pusher = StoreValuePusher(rowShapes: rowShapes, state: call.state)
+            for (name, value) in statistics.fields {
+                pusher.push(value, asRows: false)
                 stack.setField(name, at: -2)
             }
-            set("path", statistics.path.map(LuaValue.string) ?? .nil)
-            set("fileSize", .integer(statistics.fileSize))
-            set("walSize", .integer(statistics.walSize))
-            set("pageSize", .integer(Int64(statistics.pageSize)))
-            set("pageCount", .integer(Int64(statistics.pageCount)))
-            set("freePages", .integer(Int64(statistics.freePageCount)))
-            set("migrations", .array(statistics.migrations.map(LuaValue.string)))
             var counts: [LuaValue: LuaValue] = [:]
-            for (table, rows) in statistics.rowCounts { counts[.string(table)] = .integer(Int64(rows)) }
-            set("rows", .table(counts))
-            let tables = StoreValue.array(statistics.rowCounts.map { entry in
-                .object([.init("table", .text(entry.table)), .init("rows", .integer(Int64(entry.rows))),
-                         .init("bytes", bytes[entry.table].map(StoreValue.integer) ?? .null)])
-            })
-            StoreValuePusher(rowShapes: rowShapes, state: call.state)
-                .push(tables, asRows: true, columns: ["table", "rows", "bytes"])
+            for table in statistics.tables {
+                if case let .text(name)? = table["table"], case let .integer(rows)? = table["rows"] { counts[.string(name)] = .integer(rows) }
+            }
+            stack.push(.table(counts))
+            stack.setField("rows", at: -2)
+            pusher.push(.array(statistics.tables.map(Self.object)), asRows: true, columns: ["table", "rows", "bytes"])
             stack.setField("tables", at: -2)
             return 1
         }
     }
 
-    /// Refuses inside `db.transaction`; true under a dry run (skip).
-    private static func outsideTransaction(_ name: String, database: SessionDatabase, detail: String) throws -> Bool {
-        if database.isDryRun {
-            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
-            return false
-        }
-        if database.isInTransaction {
-            throw LuaCallError.message("\(name) cannot run inside \(database.openTransactionName): it needs a database connection of its own; call it outside the transaction")
-        }
-        return true
+    /// A record in column order (NULL fields as nil).
+    static func object(_ fields: [String: StoreValue]) -> StoreValue {
+        .object(fields.sorted { $0.key < $1.key }.map { .init($0.key, $0.value) })
     }
 
-    static func backup(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
+    /// A result's fields as a table.
+    static func push(_ fields: [(String, StoreValue)], _ call: LuaCall, rowShapes: RowShapes) -> Int32 {
+        lua_createtable(call.state, 0, Int32(fields.count))
+        let pusher = StoreValuePusher(rowShapes: rowShapes, state: call.state)
+        for (name, value) in fields {
+            pusher.push(value, asRows: false)
+            call.stack.setField(name, at: -2)
+        }
+        return 1
+    }
+
+    /// Store's refusals as the Lua caller's errors.
+    static func refusing<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let StoreError.refused(reason) {
+            throw LuaCallError.message(reason)
+        }
+    }
+
+    static func backup(_ call: LuaCall, database: any DatabaseSession) throws -> Int32 {
+        let maintenance = database.maintenance
         let (path, keep, overwrite) = try backupArguments(call, files: FileEffects(database: database))
-        let target = Store.backupPath(for: path)
-        let rotation = try keep.map { _ in try BackupRotation(path: target, kind: .sqlite, isDatabaseFile: store.isDatabaseFile) }
-        guard try outsideTransaction("backup", database: database, detail: "would copy the database to \(target)") else {
+        let (target, kind) = maintenance.backupTarget(for: path)
+        let rotation = try refusing { try keep.map { _ in try BackupRotation(path: target, kind: kind, isDatabaseFile: maintenance.isDatabaseFile) } }
+        guard try refusing({ try maintenance.mayRunOnItsOwn("backup", detail: "would copy the database to \(target)") }) else {
             let wouldRemove = rotation.map { $0.doomed(keeping: keep!, newest: target) } ?? []
             return call.results(.table(["path": .string(target), "dryRun": true,
                                         "wouldRemove": .array(wouldRemove.map(LuaValue.string))]))
         }
-
         let started = Date()
         let line = ProgressBar(label: "backup", unit: "pages")
-        let result: BackupResult
+        let result: (path: String, pages: Int?)
         do {
-            result = try store.backup(to: path, overwrite: overwrite) { progress in
-                line.update(completed: progress.completed, total: progress.total)
+            result = try refusing {
+                try maintenance.backup(to: path, overwrite: overwrite, progress: { progress in
+                    line.update(completed: progress.completed, total: progress.total)
+                }, runTool: runTool)
             }
             line.finish()
         } catch {
@@ -123,18 +134,40 @@ enum MaintenanceModule {
         }
         var removed: [String] = []
         if let rotation, let keep {
-            removed = try rotation.prune(keeping: keep, newest: result.path)
+            removed = try refusing { try rotation.prune(keeping: keep, newest: result.path) }
         }
-        return call.results(.table([
+        var fields: [LuaValue: LuaValue] = [
             "path": .string(result.path),
-            "pages": .integer(Int64(result.pages)),
             "bytes": .integer(fileSize(result.path)),
             "seconds": .number((Date().timeIntervalSince(started) * 1000).rounded() / 1000),
             "removed": .array(removed.map(LuaValue.string)),
-        ]))
+        ]
+        if let pages = result.pages { fields[.string("pages")] = .integer(Int64(pages)) }
+        return call.results(.table(fields))
     }
 
-    /// `backup`'s `keep = N` option (argument 2): nil when absent.
+    /// Runs a tool (pg_dump) to its end; throws with what it wrote on stderr.
+    static func runTool(_ executable: String, _ arguments: [String], _ added: [String: String]) throws {
+        let environment = ProcessInfo.processInfo.environment.merging(added) { $1 }
+        let child = try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment)
+        var output = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for descriptor in [child.standardOutput, child.standardError] where descriptor >= 0 {
+            while true {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count > 0 { if descriptor == child.standardError { output += buffer[0..<count] }; continue }
+                if count < 0 && errno == EINTR { continue }
+                break
+            }
+            close(descriptor)
+        }
+        let ended = Subprocess.reap(child.pid)
+        guard ended.exitCode == 0 else {
+            let message = String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw LuaCallError.message("backup: \((executable as NSString).lastPathComponent) failed (\(ended)): \(message); nothing was kept")
+        }
+    }
+
     /// `backup(PATH [, { keep = N, overwrite = true }])` on either engine:
     /// the path (`~` expanded), the options checked, and what may delete
     /// files (`keep`, `overwrite`) refused where `files` forbids it.
@@ -178,32 +211,6 @@ enum MaintenanceModule {
         case let value:
             throw call.argumentError(2, "keep: number expected, got \(value.typeName)")
         }
-    }
-
-    /// `checkpoint([mode])`: "passive" (the default: waits for nobody),
-    /// "full", "restart" or "truncate" (empties the -wal file).
-    static func checkpoint(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
-        let mode = try checkpointMode(call)
-        guard try outsideTransaction("checkpoint", database: database, detail: "would copy the WAL into the database file") else {
-            return call.results(.table(["dryRun": true]))
-        }
-        let result = try store.checkpoint(mode)
-        return call.results(.table(["walFrames": .integer(Int64(result.walFrames)),
-                                    "checkpointed": .integer(Int64(result.checkpointedFrames))]))
-    }
-
-    static func vacuum(_ call: LuaCall, database: SessionDatabase, store: Store) throws -> Int32 {
-        guard try outsideTransaction("vacuum", database: database, detail: "would rebuild the database file") else {
-            return call.results(.table(["dryRun": true]))
-        }
-        let before = try store.statistics()
-        try store.vacuum()
-        let after = try store.statistics()
-        return call.results(.table([
-            "pagesBefore": .integer(Int64(before.pageCount)),
-            "pagesAfter": .integer(Int64(after.pageCount)),
-            "freePagesBefore": .integer(Int64(before.freePageCount)),
-        ]))
     }
 
     static func fileSize(_ path: String) -> Int64 {

@@ -245,22 +245,18 @@ protocol MigrationHost: AnyObject {
 }
 
 extension OpshSession: MigrationHost {
-    /// `--sandbox`: no files, no processes.
-    public var isSandboxed: Bool { options.sandbox }
-    var rowShapes: RowShapes { sql.rowShapes }
-    var isReadOnly: Bool { store.options.readOnly }
+    var isReadOnly: Bool { database.isReadOnly }
     var openTransactionForMigration: String? { database.isInTransaction ? database.openTransactionName : nil }
 
     func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
-        try database.unsafeRead("grdb_migrations") { db in try ExternalMigrations.status(db, external: external) }
+        try database.migrationStatus(external)
     }
 
     func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String] {
-        try ExternalMigrations.migrate(database, external: external, upTo: target)
+        try database.migrate(external, upTo: target)
     }
 
     func runMigration(on migrating: StoreDatabase?, _ body: () throws -> Void) throws {
-        guard let migrating else { return try body() }
-        try database.run(on: migrating, body)
+        try database.runMigration(on: migrating, body)
     }
 }

@@ -22,7 +22,7 @@ import Store
 /// once over a ``RepositoryEngine`` and Store's rules.
 enum BuildServerModules {
     static func install(in session: OpshSession) {
-        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+        install(engine: SessionRepositories(session: session), runtime: session.runtime)
     }
 
     static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {

@@ -28,7 +28,7 @@ enum ConfigModule {
     static let nested = ["routing_policies", "analytics", "storage"]
 
     static func install(in session: OpshSession) {
-        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+        install(engine: SessionRepositories(session: session), runtime: session.runtime)
     }
 
     static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {

@@ -5,11 +5,9 @@ import Store
 
 /// What the repository modules need of an engine, so that their Lua
 /// functions (``RecordTableFunctions``, ``BuildServerModules``,
-/// ``SDKRepositoryModules``) are written once for SQLite and PostgreSQL:
-/// atomic calls over Store's ``RepositoryConnection`` (on which Store's
-/// rules run), the table's columns, and each engine's own way to run a
-/// read and push its rows (SQLite's statement cache and C path,
-/// ``RepositoryStatements``; PostgreSQL's ``PostgresDatabase/execute(_:_:)``).
+/// ``SDKRepositoryModules``) are written once: atomic calls over Store's
+/// ``RepositoryConnection`` (on which Store's rules run), the table's
+/// columns, and the session's row path (``SessionRepositories``).
 protocol RepositoryEngine {
     associatedtype Connection: RepositoryConnection
     var markers: SQLMarkers { get }
@@ -23,9 +21,11 @@ protocol RepositoryEngine {
     func spec(_ table: String, load: (Connection) throws -> TableSpec) throws -> TableSpec
     /// Runs a read and pushes what `db.first` (`.first`), `db.query`
     /// (`.rows`) or `db.value` (`.value`) would.
-    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32
+    func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32
     /// Inserts telemetry events in one atomic call (the engine's bulk path).
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
+    /// The database, as messages and syslog name it.
+    var databaseLabel: String { get }
 }
 
 extension RepositoryEngine {
@@ -39,56 +39,51 @@ extension RepositoryEngine {
     }
 }
 
-/// The SQLite session's engine: the session's database and the `db`
-/// module's statement cache and row shapes.
-struct RepositoryContext: RepositoryEngine {
-    let database: SessionDatabase
+/// The session's repositories, whatever its engine: Store's rules run on
+/// the session's connection (``DatabaseSession/read(table:_:)``,
+/// ``DatabaseSession/write(table:_:)``), rows come back through the
+/// session's row path (``RowRunner``), each made once, in C.
+struct SessionRepositories: RepositoryEngine {
+    let database: any DatabaseSession
+    let rows: any RowRunner
     let markers: SQLMarkers
     let rowShapes: RowShapes
 
-    let statements: RepositoryStatements
-
     init(session: OpshSession) {
         database = session.database
-        markers = session.sql.markers
-        rowShapes = session.sql.rowShapes
-        statements = session.repositoryStatements
+        rows = session.rows
+        markers = session.markers
+        rowShapes = session.rowShapes
     }
 
-    var dialect: SQLDialect { .sqlite }
+    var dialect: SQLDialect { database.dialect }
 
     func pusher(_ call: LuaCall) -> StoreValuePusher {
         StoreValuePusher(rowShapes: rowShapes, state: call.state)
     }
 
-    func write<T>(_ table: String, _ body: (StoreDatabase) throws -> T) throws -> T {
-        try database.write(table, body)
+    func write<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
+        try database.write(table: table) { db in try body(AnyRepositoryConnection(db)) }
     }
 
-    func read<T>(_ table: String, _ body: (StoreDatabase) throws -> T) throws -> T {
-        try database.read(table, body)
+    func read<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
+        try database.read(table: table) { db in try body(AnyRepositoryConnection(db)) }
     }
 
-    /// Read again only after a schema change (``RepositoryStatements/spec(_:load:)``).
-    func spec(_ table: String, load: (StoreDatabase) throws -> TableSpec) throws -> TableSpec {
-        try statements.spec(table) { try read(table) { db in try load(db) } }
+    /// Read again only after a schema change.
+    func spec(_ table: String, load: (AnyRepositoryConnection) throws -> TableSpec) throws -> TableSpec {
+        try rows.spec(table) { try read(table) { db in try load(db) } }
     }
 
-    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
-        try statements.run(sql, arguments, shape: shape, call: call)
+    func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32 {
+        try rows.run(sql, arguments, shape: shape, call: call)
     }
 
-    /// The table's row by key through the statement cache's fixed text.
-    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
-        try statements.row(of: table, keyColumn: keyColumn, key: key, call: call)
-    }
-
-    /// The batched C path, or row by row through GRDB while a dry run or
-    /// a shell chunk counts changes.
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
-        let counted = database.isCountingChanges
-        try write("telemetry") { db in try TelemetryRepository().insert(db, events, counted: counted) }
+        try database.insertTelemetry(events)
     }
+
+    var databaseLabel: String { database.label }
 }
 
 extension LuaCall {

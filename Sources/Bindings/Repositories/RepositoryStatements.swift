@@ -105,7 +105,7 @@ final class RepositoryStatements {
         return try run(sql, [key], shape: .first, call: call)
     }
 
-    func run(_ sql: String, _ arguments: [StoreValue], shape: SQLExecutor.ResultShape, call: LuaCall) throws -> Int32 {
+    func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32 {
         let state = call.state
         lua_settop(state, 0)
         pushText(sql, state)

@@ -21,7 +21,7 @@ import Store
 /// ```
 enum SDKRepositoryModules {
     static func install(in session: OpshSession) {
-        install(engine: RepositoryContext(session: session), runtime: session.runtime)
+        install(engine: SessionRepositories(session: session), runtime: session.runtime)
     }
 
     static func install<Engine: RepositoryEngine>(engine context: Engine, runtime: LuaRuntime) {

@@ -1,6 +1,5 @@
 import CLuaShim
 import CSQLBridge
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -16,56 +15,11 @@ import Store
 /// ```
 enum DatabaseModule {
     static func install(in session: OpshSession) {
-        let executor = session.sql
         let database = session.database
         let runtime = session.runtime
-        // query/first/value/exec: the C fast path runs a cached statement
-        // with plain values; Swift does the rest (first use, writes outside
-        // a transaction, dry runs, tables of parameters, markers).
-        let route = UnsafeMutableRawPointer(executor.route)
-        let fastFunctions: [(String, opsh_fast_path, LuaHostFunction)] = [
-            ("query", opsh_sql_fast_query, { call in try executor.run(call: call, shape: .rows) }),
-            ("first", opsh_sql_fast_first, { call in try executor.run(call: call, shape: .first) }),
-            ("value", opsh_sql_fast_value, { call in try executor.run(call: call, shape: .value) }),
-            ("exec", opsh_sql_fast_exec, { call in
-                do {
-                    return try executor.run(call: call, shape: .changes)
-                } catch let failure as SQLFailure where failure.isSeveralStatements && call.argumentCount == 1 {
-                    // A script of statements without parameters.
-                    try executor.runScript(try SQLTextReader.sql(call))
-                    return call.results(0)
-                }
-            }),
-        ]
-        runtime.register(module: "db", [:])
-        runtime.stack.pushGlobal("db")
-        for (name, fastPath, body) in fastFunctions {
-            runtime.pushFunction(name, body, fastPath: fastPath, data: route)
-            runtime.stack.setField(name, at: -2)
-        }
-        runtime.stack.pop()
+        // query/first/value/exec/rows: the engine's row path.
+        session.rows.installStatementFunctions(in: runtime)
         runtime.register(module: "db", [
-            "rows": { call in
-                let cursor = try executor.openCursor(try SQLTextReader.sql(call), call: call, from: 2)
-                database.closeAtTransactionEnd(cursor)
-                // The to-be-closed value: a loop that breaks or fails
-                // finalizes the statement at once. It also keeps the cursor
-                // alive for the iterator.
-                call.host.pushObject(cursor, type: "opsh.cursor", methods: [
-                    "close": closeCursor,
-                ], metamethods: [
-                    "__close": closeCursor,
-                ], on: call.state)
-                let owner = lua_gettop(call.state)
-                _ = opsh_getref(call.state, cursor.shapeSlot)  // {names, row metatable, rows metatable}
-                lua_pushvalue(call.state, -1)
-                opsh_sql_push_rows_iterator(call.state, cursor.statement, owner, executor.route)  // takes one copy
-                // for row in iterator, state (the shape), nil, closing value
-                lua_rotate(call.state, -2, 1)
-                lua_pushnil(call.state)
-                lua_pushvalue(call.state, owner)
-                return 4
-            },
             "transaction": { call in
                 let body = try call.function(1)
                 let options = try Self.transactionOptions(call, 2)
@@ -82,7 +36,7 @@ enum DatabaseModule {
             "blob": { call in try blob(call) },
         ])
         runtime.stack.pushGlobal("db")
-        runtime.stack.push("sqlite")
+        runtime.stack.push(database.engine.rawValue)
         runtime.stack.setField("engine", at: -2)
         runtime.stack.pop()
     }
@@ -123,11 +77,5 @@ enum DatabaseModule {
         }
     }
 
-    /// `cursor:close()` and the generic `for`'s `__close`. The metatable is
-    /// shared by every cursor, so the cursor comes from the argument.
-    static func closeCursor(_ call: LuaCall) throws -> Int32 {
-        try call.object(1, as: SQLCursor.self, typeName: "opsh.cursor").close()
-        return 0
-    }
 
 }

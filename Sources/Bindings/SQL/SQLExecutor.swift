@@ -10,19 +10,6 @@ import Store
 /// writer, or the open transaction's), binds the call's arguments, steps,
 /// and pushes results. The `db` module is a thin layer over it.
 final class SQLExecutor {
-    enum ResultShape {
-        /// An array of rows.
-        case rows
-        /// The first row, or nil.
-        case first
-        /// The first column of the first row, or nil.
-        case value
-        /// Changes count and last insert rowid.
-        case changes
-        /// The first column of every row, as an array (a key's id list).
-        case column
-    }
-
     let session: SessionDatabase
     let readConnection: ReadConnection?
     let markers: SQLMarkers

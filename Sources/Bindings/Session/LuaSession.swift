@@ -42,21 +42,12 @@ public enum LuaSessions {
 
     /// A session over a database already open.
     public static func open(_ database: any DatabaseSession, options: Options) throws -> any LuaSession {
-        if let sqlite = database as? SessionDatabase {
-            return try OpshSession(database: sqlite, options: .init(sandbox: options.sandbox, memoryLimit: options.memoryLimit,
-                                                                     lazyModules: options.lazyModules))
-        }
-        guard let postgres = database as? PostgresDatabase else {
-            preconditionFailure("a database session of no engine opsh knows")
-        }
-        return try PostgresSession(database: postgres, sandbox: options.sandbox, memoryLimit: options.memoryLimit)
+        try OpshSession(database: database, options: .init(sandbox: options.sandbox, memoryLimit: options.memoryLimit,
+                                                           lazyModules: options.lazyModules))
     }
 }
 
 extension OpshSession: LuaSession {
     public var databaseSession: any DatabaseSession { database }
-}
-
-extension PostgresSession: LuaSession {
-    public var databaseSession: any DatabaseSession { database }
+    public var isSandboxed: Bool { options.sandbox }
 }

@@ -12,6 +12,7 @@ enum OpshModule {
         ])
         // The shell replaces it with the real one (its chunks keep changesets).
         session.runtime.register("undo") { _ in
+            if let why = database.undoUnavailable { throw LuaCallError.message(why) }
             throw LuaCallError.message("undo() takes back chunks typed at the interactive shell's prompt; a script's changes cannot be undone: try it with --dry-run first, and cap it with --max-changes")
         }
     }

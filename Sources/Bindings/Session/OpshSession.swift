@@ -29,68 +29,49 @@ public final class OpshSession {
     }
 
     public let runtime: LuaRuntime
-    public let store: Store
-    public let database: SessionDatabase
+    /// The session's database, whatever its engine: every module runs on it.
+    public let database: any DatabaseSession
     let subscriptions = Subscriptions()
     public var events: EventQueue { subscriptions.events }
     public let options: Options
-    let sql: SQLExecutor
-    /// The repositories' statements on the `db` module's machinery.
-    lazy var repositoryStatements = RepositoryStatements(executor: sql)
-    private let readConnection: ReadConnection?
-    /// Subscriptions (watches, followed jobs): what to do with their
-    /// events on the Lua thread.
+    let markers: SQLMarkers
+    let rowShapes: RowShapes
+    /// How rows reach Lua: the engine's one row path.
+    let rows: any RowRunner
 
+    /// A session over an SQLite store (tests; the modes open theirs with
+    /// ``LuaSessions``).
     public convenience init(store: Store, options: Options = Options()) throws {
         try self.init(database: SessionDatabase(store: store), options: options)
     }
 
-    public init(database: SessionDatabase, options: Options = Options()) throws {
-        let store = database.store
-        self.store = store
+    public init(database: any DatabaseSession, options: Options = Options()) throws {
         self.options = options
-        runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
         self.database = database
-        database.protectsBuildCommands = options.sandbox
-        let readConnection = try store.path.map {
-            try ReadConnection(path: store.readingName ?? $0, lockWait: store.lockWait, beforeFirstUse: { try store.connect() })
-        }
+        runtime = try LuaRuntime(options: .init(sandbox: options.sandbox))
         runtime.register(module: "db", [:])
         runtime.stack.pushGlobal("db")
-        let markers = SQLMarkers.install(in: runtime.state)
+        markers = SQLMarkers.install(in: runtime.state)
         runtime.stack.pop()
-        sql = SQLExecutor(session: database, readConnection: readConnection, markers: markers,
-                          rowShapes: RowShapes(runtime: runtime))
-
-        // Ctrl-C, a timeout or SIGTERM also stop the SQL statement a
-        // binding is waiting on.
-        let interruptTargets = UncheckedSendable((store, readConnection))
-        let interruptedDatabase = UncheckedSendable(database)
-        runtime.onInterrupt { _ in
-            interruptTargets.value.0.interrupt()
-            interruptTargets.value.1?.interrupt()
-            interruptedDatabase.value.interrupt()
+        rowShapes = RowShapes(runtime: runtime)
+        switch database.rowPath {
+        case let .sqlite(sqlite):
+            sqlite.protectsBuildCommands = options.sandbox
+            rows = try SQLiteRows(database: sqlite, runtime: runtime, markers: markers, rowShapes: rowShapes)
+        case let .wire(statements):
+            rows = WireRows(statements: statements, markers: markers, rowShapes: rowShapes)
         }
-        // sqlite3_interrupt does not reach a statement waiting for another
-        // process's lock: that wait gives up while the chunk is interrupted.
-        let interruptedRuntime = WeakReference(runtime)
-        store.lockWait.abandon(when: { interruptedRuntime.object?.interruptRequested != nil })
-
-        runtime.onIdle { [weak readConnection] in readConnection?.endSnapshot() }
-        self.readConnection = readConnection
+        // Ctrl-C, a timeout or SIGTERM also stop the statement a binding is
+        // waiting on (SQLite: sqlite3_interrupt; PostgreSQL: a cancel on the
+        // server).
+        let interrupt = database.interruptRunning
+        runtime.onInterrupt { _ in interrupt() }
         try installModules()
         if options.sandbox { try confine() }
         if let limit = options.memoryLimit {
             runtime.setMemoryLimit(limit)
-            limitValueLength(to: limit)
+            rows.limitValueLength(to: limit)
         }
-    }
-
-    /// Under a memory limit, SQLite itself refuses to make a string or BLOB
-    /// longer than the limit ("string or blob too big"): a
-    /// `randomblob(100000000)` never costs 100 MB before Lua could refuse it.
-    private func limitValueLength(to limit: Int) {
-        database.limitEveryConnection(.valueLength(max(limit, 1024)), readConnection: readConnection)
     }
 
     /// Every module of the Lua API, each in its own file.
@@ -127,8 +108,7 @@ public final class OpshSession {
     /// `jobs`, `backup`) raise an error, and SQL cannot ATTACH another file
     /// (nor `VACUUM INTO` one, which attaches).
     private func confine() throws {
-        database.limitEveryConnection(.attachedDatabases(0), readConnection: readConnection)
-        readConnection.map(database.confine)
+        rows.confine()
         try runtime.execute("""
             local function refused(name)
               return function() error(name .. " is not available in --sandbox (no files or processes)", 2) end
@@ -144,7 +124,7 @@ public final class OpshSession {
     /// before blocking (waiting for events), so a waiting script neither
     /// reads old data afterwards nor holds the WAL back.
     public func releaseReadSnapshot() {
-        readConnection?.endSnapshot()
+        database.releaseReadSnapshot()
     }
 
     // MARK: Events

@@ -28,20 +28,17 @@ enum TelemetryCleanupModule {
         ])
     }
 
-    static func cleanup(_ call: LuaCall, database: SessionDatabase) throws -> Int32 {
-        if database.isInTransaction && !database.isDryRun {
-            throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+    static func cleanup(_ call: LuaCall, database: any DatabaseSession) throws -> Int32 {
+        let maintenance = database.maintenance
+        if let refusal = maintenance.cleanupRefusal() { throw LuaCallError.message(refusal) }
+        if let note = maintenance.cleanupNote {
+            FileHandle.standardError.write(Data("opsh: \(note)\n".utf8))
         }
-        if database.isInUnwrittenChunk && !database.isDryRun {
-            // README: the cleanup commits per batch, at the prompt too.
-            FileHandle.standardError.write(Data("opsh: telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes (undo() cannot take it back)\n".utf8))
-        }
-        // Each batch commits on its own, except inside a --max-changes run
-        // (one transaction, rolled back past its cap).
-        let commitsEachBatch = database.isInUnwrittenChunk || !database.isCountingChanges
-        return try cleanup(call, isDryRun: database.isDryRun, commitsEachBatch: commitsEachBatch,
-                           retentionDays: { try database.unsafeRead("storage_config", { db in try TelemetryCleanup.retentionDays(db) }) },
-                           run: { cleanup, shouldStop, progress in try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) })
+        return try cleanup(call, isDryRun: database.isDryRun, commitsEachBatch: maintenance.cleanupCommitsEachBatch,
+                           retentionDays: { try maintenance.telemetryRetentionDays() },
+                           run: { cleanup, shouldStop, progress in
+                               try maintenance.cleanTelemetry(cleanup, shouldStop: shouldStop, progress: progress)
+                           })
     }
 
     /// The engine-neutral part: the options read and checked, the progress

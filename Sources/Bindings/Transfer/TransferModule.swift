@@ -22,13 +22,8 @@ import TextCodec
 /// schemeId "s9" is not a row of schemes in the document)`.
 enum TransferModule {
     static func install(in session: OpshSession) {
-        install(engine: SQLiteTransferEngine(database: session.database), runtime: session.runtime,
+        install(engine: SessionTransfer(database: session.database), runtime: session.runtime,
                 files: FileEffects(database: session.database), sandbox: session.options.sandbox)
-    }
-
-    static func install(in session: PostgresSession) {
-        install(engine: PostgresTransferEngine(database: session.database), runtime: session.runtime,
-                files: FileEffects(database: session.database), sandbox: session.sandbox)
     }
 
     /// The Lua functions, written once over the session's engine.
@@ -178,41 +173,21 @@ protocol TransferEngine {
     func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary
 }
 
-/// SQLite: reads on one snapshot of the session's database; an import
-/// checked without the write lock, then written in one short write.
-struct SQLiteTransferEngine: TransferEngine {
-    let database: SessionDatabase
+/// The session's: exports read on one snapshot of the database (SQLite's
+/// read transaction; PostgreSQL's `REPEATABLE READ READ ONLY`); an import
+/// checked first, then written in one write (``DatabaseSession/importDocument(_:options:)``).
+struct SessionTransfer: TransferEngine {
+    let database: any DatabaseSession
 
     func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions) throws -> (text: String, summary: Transfer.Summary) {
-        try database.read("projects") { db in try Transfer.exportProject(db, bundleIdentifier, options: options) }
+        try database.exportSnapshot { db in try Transfer.exportProject(db, bundleIdentifier, options: options) }
     }
 
     func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary) {
-        try database.read("model_metadata") { db in try Transfer.exportModel(db, id) }
+        try database.exportSnapshot { db in try Transfer.exportModel(db, id) }
     }
 
     func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary {
-        // Read and checked first, without the write lock; written after,
-        // in one short transaction.
-        try Transfer.importDocument(text, into: database, options: options)
-    }
-}
-
-/// PostgreSQL: exports from one REPEATABLE READ snapshot; an import
-/// checked first, then written in one transaction (a savepoint inside
-/// the session's), with multi-row INSERTs.
-struct PostgresTransferEngine: TransferEngine {
-    let database: PostgresDatabase
-
-    func exportProject(_ bundleIdentifier: String, options: Transfer.ExportOptions) throws -> (text: String, summary: Transfer.Summary) {
-        try Transfer.exportProject(from: database, bundleIdentifier, options: options)
-    }
-
-    func exportModel(_ id: String) throws -> (text: String, summary: Transfer.Summary) {
-        try Transfer.exportModel(from: database, id)
-    }
-
-    func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary {
-        try Transfer.importDocument(text, into: database, options: options)
+        try database.importDocument(text, options: options)
     }
 }

@@ -59,3 +59,14 @@ extension PostgresDatabase {
         return UInt8(kind.rawValue)
     }
 }
+
+extension PostgresDatabase: WireStatements {
+    public func run(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome {
+        let result = try execute(sql, arguments, rows: rows)
+        return StatementOutcome(columns: result.columns, changes: result.changes)
+    }
+
+    public func runScript(_ sql: String) throws -> Int {
+        try executeScript(sql).changes ?? 0
+    }
+}

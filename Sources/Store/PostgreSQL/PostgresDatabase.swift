@@ -247,10 +247,7 @@ public final class PostgresDatabase {
 
     /// A statement's values: by position (`?`, `?2`), or a table that
     /// gives `:name`s by name and `?`s by position.
-    public enum Arguments: Sendable {
-        case positional([StoreValue])
-        case table(positional: [StoreValue], named: [String: StoreValue])
-    }
+    public typealias Arguments = SQLArguments
 
     /// What a statement returned.
     public struct Result: Sendable {
@@ -685,6 +682,9 @@ public final class PostgresDatabase {
         measure?.last = CommitTally.counts(results[0], relations)
         return (result, measure?.changed ?? [:], true)
     }
+
+    /// Hears commits for `watch` (``observe(_:onChange:)``): started by the first watch.
+    lazy var listener = PostgresChangeListener(url: url)
 
     /// `--allow-schema-changes` (``DatabaseSession/allowsSchemaChanges``).
     public var allowsSchemaChanges = false

@@ -43,6 +43,9 @@ public protocol BuildStore: AnyObject, Sendable {
     /// The lines of a build's log after the line `cursor`.
     func logs(_ id: String, after cursor: Int64, limit: Int, includeDebug: Bool) throws -> [BuildLogLine]
     func crashLogs(_ id: String) throws -> [CrashLogRecord]
+    /// A page of a build's log after `line` (nil: from the first), with the
+    /// build as it is now, read together (a follower's next page).
+    func logPage(build: String, after line: BuildLogLine?, limit: Int, includeDebug: Bool) throws -> BuildLogPage
     /// Deletes a build with its logs and crash logs (a running one is refused).
     func delete(_ id: String) throws
 
@@ -174,6 +177,10 @@ public final class SQLiteBuildStore: BuildStore {
         try store.client.read { db in
             try store.buildLogs.lines(db, build: id, after: cursor, limit: limit, includeDebug: includeDebug)
         }
+    }
+
+    public func logPage(build: String, after line: BuildLogLine?, limit: Int, includeDebug: Bool) throws -> BuildLogPage {
+        try store.logPage(build: build, after: line?.cursor ?? 0, limit: limit, includeDebug: includeDebug)
     }
 
     public func crashLogs(_ id: String) throws -> [CrashLogRecord] {

@@ -159,3 +159,36 @@ extension StoreDatabase: RepositoryConnection {
         try JSONText.isValid(text, in: db)
     }
 }
+
+/// Any engine's connection behind one type, for callers that hold a
+/// session's connection without knowing its engine (the Lua bindings'
+/// repositories over ``DatabaseSession``): forwards to it.
+public struct AnyRepositoryConnection: RepositoryConnection {
+    public let base: any RepositoryConnection
+
+    public init(_ base: any RepositoryConnection) {
+        self.base = base
+    }
+
+    public var dialect: SQLDialect { base.dialect }
+
+    public func fetch(_ sql: String, _ arguments: [StoreValue]) throws -> (columns: [String], rows: [[StoreValue]]) {
+        try base.fetch(sql, arguments)
+    }
+
+    public func execute(_ sql: String, _ arguments: [StoreValue]) throws -> Int {
+        try base.execute(sql, arguments)
+    }
+
+    public func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
+        try base.insert(sql, arguments, keyColumn: keyColumn)
+    }
+
+    public func tableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
+        try base.tableSpec(table, primaryKey: primaryKey, jsonColumns: jsonColumns, booleans: booleans)
+    }
+
+    public func isValidJSON(_ text: String) throws -> Bool {
+        try base.isValidJSON(text)
+    }
+}

@@ -128,6 +128,54 @@ public protocol DatabaseSession: AnyObject {
     /// the lock the statement waited for.
     func hints(for message: String) -> [String]
 
+    // MARK: What the Lua bindings run on
+
+    /// How rows reach Lua: the engine's one row path.
+    var rowPath: RowPath { get }
+    /// Runs one call's reads on one snapshot (in the open transaction, when
+    /// one is); Store's rules run on the connection; errors name `table`.
+    func read<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T
+    /// Runs one call's writes atomically (a savepoint in the open
+    /// transaction, else a transaction of its own); errors name `table`.
+    func write<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T
+    /// Inserts telemetry events in one atomic call, by the engine's bulk path.
+    func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
+    /// An export's reads, on one snapshot of the database.
+    func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T
+    /// Imports a document: checked first, then written in one write.
+    func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary
+
+    /// The job manager's view of the database (what `opsh runner` uses too).
+    func makeBuildStore() throws -> any BuildStore
+    /// Where builds check out when `jobs.configure` did not say.
+    var defaultWorkspaceRoot: String { get }
+    /// Why `jobs.<name>` cannot run now (the job manager writes builds in
+    /// transactions of its own), or nil when it can.
+    func jobsRefusal(_ name: String, writes: Bool) throws -> String?
+
+    /// The tables `sql` reads with these values (a statement that writes
+    /// is refused): what `watch(sql)` observes.
+    func tablesRead(by sql: String, arguments: QueryArguments) throws -> Set<String>
+    /// Calls `onChange` (on another thread) after each commit that changed
+    /// one of `tables`, whoever made it.
+    func observe(_ tables: Set<String>, onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable
+    /// Ends the read snapshot a burst of reads shares (before waiting,
+    /// and before reading what another connection of opsh's wrote).
+    func releaseReadSnapshot()
+
+    /// The built-in and `external` migrations and whether each is applied.
+    func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status]
+    /// Applies the pending migrations up to `target`, each in a transaction.
+    func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String]
+    /// Runs a Lua migration's body with the session's calls on the
+    /// migrating connection (SQLite's migrator's; nil where the session's
+    /// own connection migrates).
+    func runMigration(on migrating: StoreDatabase?, _ body: () throws -> Void) throws
+
+    /// What the engine's maintenance offers (backup, check, statistics,
+    /// vacuum, checkpoint, telemetry cleanup).
+    var maintenance: any SessionMaintenance { get }
+
     // MARK: Stopping and leaving
 
     /// For another thread (Ctrl-C, `--timeout`, SIGTERM): stops the
@@ -214,3 +262,46 @@ extension DatabaseCatalog {
         return result
     }
 }
+
+/// A session's maintenance, whatever the engine: what `backup`, `check`,
+/// `stats`, `vacuum`, `checkpoint` and `telemetry.cleanup` run. Results
+/// are records (``StoreValue/object(_:)``) with each engine's fields, as
+/// README documents them.
+public protocol SessionMaintenance {
+    /// Refuses `name` where it may not run now (it needs a connection of
+    /// its own), or returns false under a dry run, where it is skipped
+    /// (said on stderr with `detail`; nil: what the engine would run).
+    func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool
+    /// `check()`: `ok`, `problems`, and `foreignKeys` (rows).
+    func check() throws -> (ok: Bool, problems: [String], foreignKeys: [[String: StoreValue]])
+    /// `stats()`: the engine's figures, and a row a table (`table`, `rows`, `bytes`).
+    func statistics() throws -> (fields: [(String, StoreValue)], tables: [[String: StoreValue]])
+    /// `vacuum()`'s result.
+    func vacuum() throws -> [(String, StoreValue)]
+    /// `checkpoint(mode)`'s result.
+    func checkpoint(_ mode: CheckpointMode) throws -> [(String, StoreValue)]
+    /// Where `backup(path)` writes, and the kind of file it is.
+    func backupTarget(for path: String) -> (path: String, kind: BackupKind)
+    /// Whether `path` is the session's database (never rotated away).
+    func isDatabaseFile(_ path: String) -> Bool
+    /// Writes a backup at `path` (a folder gets a dated name); `progress`
+    /// sees pages where the engine counts them; `runTool` runs a program
+    /// (PostgreSQL's `pg_dump`) to its end.
+    func backup(to path: String, overwrite: Bool, progress: @escaping (MaintenanceProgress) -> Void,
+                runTool: ToolRunner) throws -> (path: String, pages: Int?)
+    /// Why `telemetry.cleanup` cannot run now, or nil.
+    func cleanupRefusal() -> String?
+    /// A note to say before a cleanup at the prompt (it commits per
+    /// batch, outside the chunk's transaction), or nil.
+    var cleanupNote: String? { get }
+    /// Whether each batch commits on its own (not inside a capped run).
+    var cleanupCommitsEachBatch: Bool { get }
+    func telemetryRetentionDays() throws -> Int?
+    func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
+                        progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report
+}
+
+/// Runs a program to its end (environment added to the process's), or
+/// throws with what it wrote on stderr: how Store's maintenance runs a
+/// tool such as `pg_dump` without a process library of its own.
+public typealias ToolRunner = (_ executable: String, _ arguments: [String], _ environment: [String: String]) throws -> Void

@@ -28,3 +28,45 @@ public final class WireLayout {
     }
 
 }
+
+/// A statement's values as a script gives them: by position (`?`, `?2`),
+/// or one table that gives `:name`s by name and `?`s by position.
+public enum SQLArguments: Sendable {
+    case positional([StoreValue])
+    case table(positional: [StoreValue], named: [String: StoreValue])
+}
+
+/// What a statement run through a ``RowPath`` returned, besides its rows.
+public struct StatementOutcome: Sendable {
+    /// Column names, keyed as rows are.
+    public var columns: [String]
+    /// Rows inserted, updated or deleted (nil for other statements).
+    public var changes: Int?
+
+    public init(columns: [String], changes: Int?) {
+        self.columns = columns
+        self.changes = changes
+    }
+}
+
+/// A server's statements, their rows lent one at a time as
+/// ``RowSource/wire(_:_:)`` (PostgreSQL's session).
+public protocol WireStatements: AnyObject {
+    /// Runs one statement with the session's rules; each row to `rows`, in place.
+    func run(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome
+    /// Runs a script of several statements given without values, all or
+    /// nothing; the rows the last one changed.
+    func runScript(_ sql: String) throws -> Int
+}
+
+/// How a session's rows reach the `db` module, the repositories and the
+/// query keys: the one row path of its engine (ARCHITECTURE.md, "The row
+/// path").
+public enum RowPath {
+    /// SQLite's statements, stepped on the session's connections (the
+    /// route its C fast path reads, ``SessionDatabase/route``): the Lua
+    /// side keeps a statement cache and steps them itself.
+    case sqlite(SessionDatabase)
+    /// A server's statements, rows lent as ``RowSource/wire(_:_:)``.
+    case wire(any WireStatements)
+}

@@ -3,14 +3,14 @@ import CSQLBridge
 import LuaRuntime
 import Store
 
-/// The `db` module's rows over PostgreSQL, made in C (`opsh_pg.c`) from
-/// each DataRow's bytes as Store lends them (RowSource.wire)
+/// A server's rows made into Lua tables in C (`opsh_pg.c`) from each
+/// DataRow's bytes as Store lends them (``RowSource/wire(_:_:)``)
 /// (``PostgresDatabase/execute(_:_:eachRow:)``): no ``PostgresValue``,
 /// ``StoreValue`` or Swift `String` per value. The values are the ones
 /// ``PostgresDatabase/value(_:)`` gives (`opsh_pg.h` says how; a test
 /// compares the two paths value by value); the rows have the shapes
 /// ``StoreValuePusher`` gives them (the same metatables).
-final class PostgresRowPusher {
+final class WireRowPusher {
     private let rowShapes: RowShapes
 
     /// The layout last prepared, held so that its identity cannot be
@@ -73,7 +73,7 @@ final class PostgresRowPusher {
     /// row into it, then sets the store's kinds. Returns the store's stack
     /// index and the names' index of the shape pushed above it.
     func collect(state: OpaquePointer,
-                 _ execute: ((RowSource) throws -> Void) throws -> PostgresDatabase.Result) throws -> (store: Int32, names: Int32) {
+                 _ execute: ((RowSource) throws -> Void) throws -> StatementOutcome) throws -> (store: Int32, names: Int32) {
         _ = lua_checkstack(state, 8)
         let store = opsh_pg_rows_new(state)!
         let storeIndex = lua_gettop(state)

@@ -1,0 +1,206 @@
+import Foundation
+import PostgresWire
+
+// PostgreSQL's side of what the Lua bindings run on (``DatabaseSession``):
+// the session's connection, a build queue of its own, the change listener
+// and the server's maintenance.
+
+extension PostgresDatabase {
+    public var rowPath: RowPath { .wire(self) }
+
+    public func read<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T {
+        try read(table) { db in try body(db) }
+    }
+
+    public func write<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T {
+        try write(table) { db in try body(db) }
+    }
+
+    /// Multi-row INSERTs in one transaction (the server's counters count them).
+    public func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
+        try write("telemetry") { db in try TelemetryRepository().insertRows(db, events) }
+    }
+
+    /// One `REPEATABLE READ READ ONLY` snapshot.
+    public func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T {
+        try snapshot { try body(self) }
+    }
+
+    public func importDocument(_ text: String, options: Transfer.ImportOptions) throws -> Transfer.Summary {
+        try Transfer.importDocument(text, into: self, options: options)
+    }
+
+    /// A queue of its own (its own connections, opened at first use), as
+    /// `opsh runner` has: the job manager's threads never share the
+    /// session's connection.
+    public func makeBuildStore() throws -> any BuildStore {
+        try PostgresBuildQueue(url: url)
+    }
+
+    /// No database file to put them beside: opsh's data folder of the
+    /// machine, as `opsh runner --db postgresql://…` does.
+    public var defaultWorkspaceRoot: String { DatabaseLocation.dataDirectory() + "/workspaces" }
+
+    /// Refused where the job manager's writes would escape the session's
+    /// rules: inside `db.transaction` or a dry run, in a shell chunk that
+    /// has written (its rows are not visible to the manager's connections,
+    /// which could wait for its locks), and with `--read-only` (the
+    /// manager's connections are not the session's read-only transactions).
+    public func jobsRefusal(_ name: String, writes: Bool) throws -> String? {
+        if isDryRun {
+            return "jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back"
+        }
+        if options.readOnly, writes {
+            return "jobs.\(name) is refused with --read-only: it writes builds"
+        }
+        if depth > (isInChunk ? 1 : 0) {
+            return "jobs.\(name) cannot run inside \(openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction"
+        }
+        if isInChunk, try transactionHasWritten() {
+            return "jobs.\(name) cannot run inside a chunk that has written (a chunk at the prompt is one transaction until it ends, and the job manager's connections cannot see its rows: run this in a chunk of its own, or before the chunk's first write)"
+        }
+        return nil
+    }
+
+    public func tablesRead(by sql: String, arguments: QueryArguments) throws -> Set<String> {
+        switch arguments {
+        case let .positional(values): try tablesRead(by: sql, .positional(values))
+        case let .named(values): try tablesRead(by: sql, .table(positional: [], named: values))
+        }
+    }
+
+    /// LISTEN/NOTIFY on a connection of the listener's own (started by the
+    /// first watch).
+    public func observe(_ tables: Set<String>, onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable {
+        try listener.observe(tables, onChange: onChange)
+    }
+
+    /// Nothing to end: each statement reads the latest commits.
+    public func releaseReadSnapshot() {}
+
+    public func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
+        try ExternalMigrations.status(self, external: external)
+    }
+
+    public func migrate(_ external: [ExternalMigration], upTo target: String?) throws -> [String] {
+        try migrate(external: external, upTo: target)
+    }
+
+    /// The session's connection is the one migrating: the body runs as it is.
+    public func runMigration(on migrating: StoreDatabase?, _ body: () throws -> Void) throws {
+        try body()
+    }
+
+    public var maintenance: any SessionMaintenance { PostgresSessionMaintenance(database: self) }
+}
+
+/// PostgreSQL's maintenance: `pg_dump` for backups, what the server offers
+/// for `check()` and `stats()`, `VACUUM (ANALYZE)` and `CHECKPOINT` on a
+/// connection of their own, the telemetry cleanup in key-range batches.
+struct PostgresSessionMaintenance: SessionMaintenance {
+    let database: PostgresDatabase
+
+    /// `vacuum` and `checkpoint` run on a connection of their own
+    /// (PostgreSQL runs VACUUM only outside a transaction block): refused
+    /// inside `db.transaction`, in a shell chunk that has written and under
+    /// `--read-only`; skipped under a dry run.
+    func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool {
+        if database.isDryRun {
+            let detail = detail ?? "would run " + (name == "vacuum" ? "VACUUM (ANALYZE) on opsh's tables" : "CHECKPOINT")
+            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
+            return false
+        }
+        if database.options.readOnly, name != "backup" {
+            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files (on SQLite the file opened read-only refuses it too)")
+        }
+        if database.isInChunk && database.depth == 1 {
+            if try database.transactionHasWritten() {
+                throw StoreError.refused(reason: "\(name) cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction, and \(name) runs on a connection of its own (PostgreSQL runs VACUUM only outside a transaction block); run it in a chunk of its own, or before the chunk's first write")
+            }
+        } else if database.isInTransaction {
+            throw StoreError.refused(reason: "\(name) cannot run inside db.transaction: it needs a database connection of its own (PostgreSQL runs VACUUM only outside a transaction block); call it outside the transaction")
+        }
+        return true
+    }
+
+    func check() throws -> (ok: Bool, problems: [String], foreignKeys: [[String: StoreValue]]) {
+        let report = try database.check()
+        return (report.isOK, report.problems, [])
+    }
+
+    func statistics() throws -> (fields: [(String, StoreValue)], tables: [[String: StoreValue]]) {
+        let statistics = try database.statistics()
+        let fields: [(String, StoreValue)] = [
+            ("engine", .text("postgresql")),
+            ("database", .text(statistics.database)),
+            ("serverVersion", .text(statistics.serverVersion)),
+            ("databaseBytes", .integer(statistics.databaseBytes)),
+            ("migrations", .array(statistics.migrations.map(StoreValue.text))),
+        ]
+        let tables = statistics.tables.map { entry -> [String: StoreValue] in
+            ["table": .text(entry.table), "rows": .integer(entry.rows), "bytes": .integer(entry.bytes)]
+        }
+        return (fields, tables)
+    }
+
+    func vacuum() throws -> [(String, StoreValue)] {
+        let report = try database.vacuumAnalyze()
+        return [("tables", .array(report.tables.map(StoreValue.text))), ("skipped", .array(report.skipped.map(StoreValue.text))),
+                ("bytesBefore", .integer(report.bytesBefore)), ("bytesAfter", .integer(report.bytesAfter)),
+                ("pagesBefore", .integer(report.bytesBefore / report.blockSize)),
+                ("pagesAfter", .integer(report.bytesAfter / report.blockSize))]
+    }
+
+    /// Every mode is the same `CHECKPOINT` (PostgreSQL has no WAL file of
+    /// opsh's to copy or truncate: the server's checkpoint writes every
+    /// dirty page).
+    func checkpoint(_ mode: CheckpointMode) throws -> [(String, StoreValue)] {
+        let seconds = try database.checkpoint()
+        return [("seconds", .real((seconds * 1000).rounded() / 1000))]
+    }
+
+    func backupTarget(for path: String) -> (path: String, kind: BackupKind) {
+        (PostgresDatabase.backupPath(for: path), .pgDump)
+    }
+
+    func isDatabaseFile(_ path: String) -> Bool { false }
+
+    /// `pg_dump --format=custom`, connected through libpq's variables, not
+    /// the command line: other users see a process's arguments, not its
+    /// environment.
+    func backup(to path: String, overwrite: Bool, progress: @escaping (MaintenanceProgress) -> Void,
+                runTool: ToolRunner) throws -> (path: String, pages: Int?) {
+        guard let pgDump = PostgresDatabase.pgDumpPath else {
+            throw StoreError.refused(reason: "backup on PostgreSQL runs pg_dump, which is not installed here (Debian: postgresql-client); nothing was written")
+        }
+        let result = try database.backup(to: path, overwrite: overwrite) { temporary in
+            let url = database.url
+            var connection = ["PGHOST": url.host, "PGPORT": String(url.port), "PGUSER": url.user,
+                              "PGDATABASE": url.database, "PGSSLMODE": url.sslMode.rawValue]
+            if let password = url.password { connection["PGPASSWORD"] = password }
+            if ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"] == nil { connection["PGCONNECT_TIMEOUT"] = "10" }
+            try runTool(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection)
+        }
+        return (result.path, nil)
+    }
+
+    func cleanupRefusal() -> String? {
+        guard database.isInTransaction && !database.isDryRun else { return nil }
+        return "telemetry.cleanup cannot run inside a transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
+    }
+
+    var cleanupNote: String? { nil }
+    var cleanupCommitsEachBatch: Bool { true }
+
+    func telemetryRetentionDays() throws -> Int? {
+        try database.execute("""
+            SELECT telemetry_retention_days FROM storage_config
+            ORDER BY configuration_id = 'default' DESC, configuration_id LIMIT 1
+            """).rows.first?.first?.integerValue.map(Int.init)
+    }
+
+    func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
+                        progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report {
+        try cleanup.run(on: database, shouldStop: shouldStop, progress: progress)
+    }
+}
