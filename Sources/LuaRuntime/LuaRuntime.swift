@@ -266,6 +266,11 @@ public final class LuaRuntime {
     func callTop<T>(arguments: [LuaValue], results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
         let base = lua_gettop(state) - 1
         defer { lua_settop(state, base) }
+        // Room for every argument (and the traceback's handler): a script
+        // run with many arguments wrote past Lua's stack without it.
+        guard lua_checkstack(state, Int32(clamping: arguments.count) + 2) != 0 else {
+            throw LuaError(kind: .runtime, message: "too many arguments for a chunk (\(arguments.count))")
+        }
         for argument in arguments { stack.push(argument) }
         let status = protectedCall(state, arguments: Int32(arguments.count), results: LUA_MULTRET, traceback: true)
         if status != LUA_OK {
