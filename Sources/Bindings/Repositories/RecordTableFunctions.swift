@@ -78,11 +78,6 @@ struct RepositoryContext: RepositoryEngine {
         try statements.run(sql, arguments, shape: shape, call: call)
     }
 
-    /// The table's row by key through the statement cache's fixed text.
-    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
-        try statements.row(of: table, keyColumn: keyColumn, key: key, call: call)
-    }
-
     /// The batched C path, or row by row through GRDB while a dry run or
     /// a shell chunk counts changes.
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
