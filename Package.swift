@@ -79,6 +79,8 @@ let package = Package(
             dependencies: [
                 // The database only through Store's BuildStore (SQLite or PostgreSQL).
                 "Store", "Git",
+                // The workspaces' records.
+                "TextCodec",
             ]),
 
         // MARK: Lua
