@@ -18,19 +18,8 @@ let package = Package(
     products: [
         .executable(name: "opsh", targets: ["opsh"]),
     ],
-    // `swift build --traits SQLiteNIO` adds vapor/sqlite-nio as a second
-    // implementation of the engine seam's witness (``RepositoryClient``)
-    // beside GRDB, and the storage tests run it (ARCHITECTURE.md, "The
-    // second SQLite engine"). Off by default: the default build and the
-    // executable are unchanged and build none of SwiftNIO.
-    traits: [
-        .trait(name: "SQLiteNIO",
-               description: "A vapor/sqlite-nio implementation of the storage witness, for the storage tests"),
-        .default(enabledTraits: []),
-    ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
-        .package(url: "https://github.com/vapor/sqlite-nio", exact: "1.13.2"),
     ],
     targets: [
         // MARK: C libraries from Debian
@@ -73,18 +62,6 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
 
-        // The storage witness over vapor/sqlite-nio: only with the trait
-        // SQLiteNIO, and only the storage tests use it. A target of its own
-        // because sqlite-nio's vendored sqlite3.h and the system one GRDB
-        // uses declare the same C structs differently, and a module that
-        // sees both (Bindings, through Store) does not compile.
-        .target(
-            name: "StoreSQLiteNIO",
-            dependencies: [
-                "Store",
-                .product(name: "SQLiteNIO", package: "sqlite-nio", condition: .when(traits: ["SQLiteNIO"])),
-            ]),
-
         // PostgreSQL's frontend/backend protocol v3, synchronous, over a
         // blocking socket: no dependencies (ARCHITECTURE.md, "PostgreSQL:
         // the client library").
@@ -102,6 +79,8 @@ let package = Package(
             dependencies: [
                 // The database only through Store's BuildStore (SQLite or PostgreSQL).
                 "Store", "Git",
+                // The workspaces' records.
+                "TextCodec",
             ]),
 
         // MARK: Lua
@@ -142,13 +121,10 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["CSpawn"], path: "Tests/TestSupport"),
         .testTarget(name: "TextCodecTests", dependencies: ["TextCodec", "TestSupport"]),
         .testTarget(name: "PostgresWireTests", dependencies: ["PostgresWire", "TestSupport"]),
-        .testTarget(name: "StoreTests", dependencies: [
-            "Store", "TextCodec", "TestSupport",
-            .target(name: "StoreSQLiteNIO", condition: .when(traits: ["SQLiteNIO"])),
-        ]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "TextCodec", "TestSupport"]),
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "TestSupport"]),
         .testTarget(name: "GitTests", dependencies: ["Git", "TestSupport"]),
-        .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs", "Store", "Git", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "BindingsTests", dependencies: ["Bindings", "Store", "PostgresWire", "LuaRuntime", "Git", "TestSupport"]),
         .testTarget(name: "ShellTests", dependencies: ["Shell", "Bindings", "LuaRuntime", "CLuaShim", "Store", "TextCodec", "TestSupport"]),
         // Runs the built `opsh` (batch modes, and the shell through a pty).

@@ -1,6 +1,7 @@
 import Foundation
 import Git
 import Store
+import TextCodec
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -36,12 +37,34 @@ public struct Workspaces: Sendable {
     }
 
     /// What a record says of a folder opsh made.
-    public struct Owner: Codable, Sendable, Hashable {
+    public struct Owner: Sendable, Hashable {
         public var database: String
         public var build: String
         public var scheme: String
         /// The folder's name in the workspaces folder.
         public var folder: String
+
+        /// The record's text: a JSON object of the four.
+        var document: JSON {
+            .object([("database", .string(database)), ("build", .string(build)), ("scheme", .string(scheme)),
+                     ("folder", .string(folder))])
+        }
+
+        /// A record's owner; nil unless it has the four as strings (its
+        /// members in any order, as earlier versions wrote them too).
+        init?(_ document: JSON) {
+            guard let database = document["database"]?.stringValue, let build = document["build"]?.stringValue,
+                  let scheme = document["scheme"]?.stringValue, let folder = document["folder"]?.stringValue
+            else { return nil }
+            self.init(database: database, build: build, scheme: scheme, folder: folder)
+        }
+
+        init(database: String, build: String, scheme: String, folder: String) {
+            self.database = database
+            self.build = build
+            self.scheme = scheme
+            self.folder = folder
+        }
     }
 
     private var recordsFolder: String { root + "/.opsh-workspaces" }
@@ -99,7 +122,7 @@ public struct Workspaces: Sendable {
         try FileManager.default.createDirectory(atPath: recordsFolder, withIntermediateDirectories: true)
         let folder = (path as NSString).lastPathComponent
         let owner = Owner(database: database, build: build, scheme: scheme, folder: folder)
-        let data = try JSONEncoder().encode(owner)
+        let data = Data(owner.document.compactText().utf8)
         let temporary = recordsFolder + "/.\(folder).\(getpid()).tmp"
         guard FileManager.default.createFile(atPath: temporary, contents: data) else {
             throw FolderRemoval.Failure(path: temporary, reason: "cannot write it")
@@ -116,7 +139,7 @@ public struct Workspaces: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: recordsFolder)) ?? []
         return names.filter { !$0.hasPrefix(".") }.compactMap { name in
             guard let data = FileManager.default.contents(atPath: recordsFolder + "/" + name),
-                  let owner = try? JSONDecoder().decode(Owner.self, from: data),
+                  let document = try? JSONParser.parse(Array(data)), let owner = Owner(document),
                   owner.folder == name, owner.database == database else { return nil }
             return owner
         }

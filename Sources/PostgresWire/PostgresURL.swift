@@ -87,12 +87,6 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         return text
     }
 
-    /// Whether `text` looks like a PostgreSQL URL (so that a caller choosing
-    /// between a file path and a server can decide before parsing).
-    public static func isPostgresURL(_ text: String) -> Bool {
-        text.hasPrefix("postgresql://") || text.hasPrefix("postgres://")
-    }
-
     public init(_ text: String) throws {
         try self.init(parsing: text)
     }

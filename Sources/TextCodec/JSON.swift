@@ -1,8 +1,9 @@
-/// A JSON document as read by ``JSONParser`` and written by ``text(indent:)``:
-/// integers kept exact and apart from floats (`3` is an integer, `3.0` a
-/// float), object members in document order, so a document written twice
-/// from the same values is the same text.
-public indirect enum JSON: Equatable, Sendable {
+/// A JSON document as read by ``JSONParser`` and written by ``text(indent:)``
+/// or ``compactText(sortingKeys:)``: opsh's one JSON value type. Integers
+/// kept exact and apart from floats (`3` is an integer, `3.0` a float),
+/// object members in document order, so a document written twice from the
+/// same values is the same text.
+public indirect enum JSON: Hashable, Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -22,6 +23,24 @@ public indirect enum JSON: Equatable, Sendable {
         case let (.object(a), .object(b)):
             return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case let .bool(flag): hasher.combine(1); hasher.combine(flag)
+        case let .integer(value): hasher.combine(2); hasher.combine(value)
+        case let .real(value): hasher.combine(3); hasher.combine(value)
+        case let .string(text): hasher.combine(4); hasher.combine(text)
+        case let .array(items): hasher.combine(5); hasher.combine(items)
+        case let .object(members):
+            hasher.combine(6)
+            hasher.combine(members.count)
+            for (name, value) in members {
+                hasher.combine(name)
+                hasher.combine(value)
+            }
         }
     }
 
@@ -93,6 +112,45 @@ public indirect enum JSON: Equatable, Sendable {
                 output += index == members.count - 1 ? "\n" : ",\n"
             }
             output += String(repeating: "  ", count: indent) + "}"
+        }
+    }
+
+    /// Text without spaces or line breaks (`{"a":1,"b":[true,null]}`), what
+    /// a column or a file holds. With `sortingKeys`, every object's members
+    /// are written in the byte order of their names, so the same members
+    /// give the same text whatever order they came in. A float that is not
+    /// finite (no parsed document has one) is written as `null`: JSON has
+    /// no such number.
+    public func compactText(sortingKeys: Bool = false) -> String {
+        var output = ""
+        writeCompact(to: &output, sortingKeys: sortingKeys)
+        return output
+    }
+
+    private func writeCompact(to output: inout String, sortingKeys: Bool) {
+        switch self {
+        case .null: output += "null"
+        case let .bool(flag): output += flag ? "true" : "false"
+        case let .integer(value): output += String(value)
+        case let .real(value): output += value.isFinite ? JSONString.floatText(value) : "null"
+        case let .string(text): JSONString.append(text, to: &output)
+        case let .array(items):
+            output += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { output += "," }
+                item.writeCompact(to: &output, sortingKeys: sortingKeys)
+            }
+            output += "]"
+        case let .object(members):
+            let ordered = sortingKeys ? members.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) } : members
+            output += "{"
+            for (index, (name, value)) in ordered.enumerated() {
+                if index > 0 { output += "," }
+                JSONString.append(name, to: &output)
+                output += ":"
+                value.writeCompact(to: &output, sortingKeys: sortingKeys)
+            }
+            output += "}"
         }
     }
 

@@ -154,4 +154,21 @@ import Testing
         #expect(AuditChain.hash(AuditChain.values(of: entry), previous: AuditChain.genesis)
             == "f819577022f5226df89618b469429414782addae5a3aec2777c009d5012bd90d")
     }
+
+    /// The `changes` column's text is fixed too (the hash and the syslog
+    /// line cover it): compact, tables and counts in byte order; it reads
+    /// back as the same counts, and text that is not such a document as
+    /// no changes.
+    @Test func theChangesTextIsPinned() {
+        let changes: TableChanges = ["telemetry": .init(inserted: 5, updated: 2, deleted: 1), "builds": .init(inserted: 1),
+                                     "Ünï": .init(deleted: 7), "Projects": .init(updated: 3)]
+        let text = AuditTrail.changesJSON(changes)
+        #expect(text == #"{"Projects":{"deleted":0,"inserted":0,"updated":3},"builds":{"deleted":0,"inserted":1,"updated":0},"#
+            + #""telemetry":{"deleted":1,"inserted":5,"updated":2},"Ünï":{"deleted":7,"inserted":0,"updated":0}}"#)
+        #expect(AuditTrail.changes(fromJSON: text) == changes)
+        #expect(AuditTrail.changesJSON([:]) == "{}")
+        #expect(AuditTrail.changes(fromJSON: "{}") == [:])
+        #expect(AuditTrail.changes(fromJSON: #"{"builds":"#) == [:])
+        #expect(AuditTrail.changes(fromJSON: "[1]") == [:])
+    }
 }

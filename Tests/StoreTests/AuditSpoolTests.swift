@@ -48,4 +48,38 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: stranger))
         #expect(spool.claimPending(database: "d").count == 1)
     }
+
+    /// Every field of a row comes back from its file as it was kept.
+    @Test func aKeptRowComesBackWhole() throws {
+        let directory = TemporaryDirectory()
+        let spool = AuditSpool(directory: directory.file("spool"))
+        let full = AuditEntry(startedAt: 1_700_000_000.25, endedAt: 1_700_000_001, mode: .run, script: "/srv/job \"1\".lua",
+                              scriptSHA256: String(repeating: "a", count: 64), code: "db.exec('x')\n\u{1}", reason: "INC-1 ✓",
+                              dryRun: true, readOnly: true,
+                              changes: ["builds": .init(inserted: 1, updated: 2, deleted: 3), "telemetry": .init(deleted: 9)],
+                              status: -4, period: 0.5, user: "cron", host: "ci-1", pid: 42, version: "0.16.0")
+        let bare = AuditEntry(startedAt: 3, endedAt: 4, mode: .eval, status: 0, user: "u", host: "h", pid: 1, version: "v")
+        try spool.keep(full, database: "sqlite 1-2")
+        try spool.keep(bare, database: "sqlite 1-2")
+        #expect(spool.claimPending(database: "sqlite 1-2").map(\.entry) == [bare, full].sorted { $0.startedAt < $1.startedAt })
+    }
+
+    /// A file an earlier opsh kept (Foundation's encoder: members in any
+    /// order, `/` escaped, a whole number of seconds without a fraction,
+    /// absent fields left out) is still read, and only for its database.
+    @Test func aFileAnEarlierOpshKeptIsRead() throws {
+        let directory = TemporaryDirectory()
+        let spool = AuditSpool(directory: directory.file("spool"))
+        try FileManager.default.createDirectory(atPath: directory.file("spool"), withIntermediateDirectories: true)
+        let earlier = #"{"status":0,"changes":{"builds":{"updated":0,"inserted":1,"deleted":0}},"dryRun":false,"user":"cron","#
+            + #""mode":"run","host":"ci-1","endedAt":1700000001.5,"database":"sqlite 1-2","pid":42,"version":"0.16.0","#
+            + #""startedAt":1700000000,"readOnly":false,"script":"\/srv\/job.lua","code":"db.exec('x')\n"}"#
+        try Data(earlier.utf8).write(to: URL(fileURLWithPath: directory.file("spool") + "/" + UUID().uuidString + ".json"))
+        #expect(spool.claimPending(database: "sqlite 9-9").isEmpty)
+        let claimed = spool.claimPending(database: "sqlite 1-2")
+        #expect(claimed.map(\.entry) == [AuditEntry(startedAt: 1_700_000_000, endedAt: 1_700_000_001.5, mode: .run,
+                                                    script: "/srv/job.lua", code: "db.exec('x')\n",
+                                                    changes: ["builds": .init(inserted: 1)], status: 0,
+                                                    user: "cron", host: "ci-1", pid: 42, version: "0.16.0")])
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 @testable import Store
+import TextCodec
 
 @Suite struct BuildServerRepositoryTests {
     @Test func projectSchemeBuildLifecycle() throws {
@@ -186,13 +187,20 @@ import Testing
         configuration.storage.telemetryRetentionDays = 7
         configuration.analytics.samplingRate = 0.25
         configuration.routingPolicies = [
-            .init(name: "small prompts on device", priority: 10, executionTarget: .onDevice, conditions: ["maxTokens": .number(512)]),
+            .init(name: "small prompts on device", priority: 10, executionTarget: .onDevice,
+                  conditions: ["maxTokens": .integer(512), "ratio": .real(0.5), "region": .string("eu/west"), "cloud": .bool(false),
+                               "limits": .object([("b", .integer(1)), ("a", .array([.null, .string("x")]))])]),
             .init(name: "the rest in the cloud", priority: 1, executionTarget: .cloud),
         ]
         try store.client.write { db in try store.configuration.save(db, configuration) }
         let loaded = try store.client.read { db in try store.configuration.get(db) }
         #expect(loaded?.routingPolicies.map(\.name) == ["small prompts on device", "the rest in the cloud"])
-        #expect(loaded?.routingPolicies.first?.conditions["maxTokens"] == .number(512))
+        #expect(loaded?.routingPolicies.first?.conditions["maxTokens"] == .integer(512))
+        // Stored compact, keys sorted at every level, `/` as is; nested
+        // objects read back in that order.
+        #expect(loaded?.routingPolicies.first?.conditions["limits"] == .object([("a", .array([.null, .string("x")])), ("b", .integer(1))]))
+        #expect(try store.client.read { db in try String.fetchOne(db, sql: "SELECT conditions FROM routing_policies WHERE priority = 10") }
+            == #"{"cloud":false,"limits":{"a":[null,"x"],"b":1},"maxTokens":512,"ratio":0.5,"region":"eu/west"}"#)
         #expect(loaded?.storage.telemetryRetentionDays == 7)
         #expect(loaded?.analytics.samplingRate == 0.25)
         #expect(try store.client.read { db in try store.configuration.telemetryRetentionDays(db) } == 7)

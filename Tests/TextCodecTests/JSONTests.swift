@@ -29,4 +29,41 @@ import TextCodec
         #expect(JSONString.floatText(5) == "5.0")
         #expect(JSONString.floatText(1e-7) == "1e-07")
     }
+
+    /// The compact form a column or a file holds: no spaces; with
+    /// `sortingKeys` every object's members in the byte order of their
+    /// names, nested ones too; read back as the same value.
+    @Test func theCompactFormSortsKeysAtEveryLevelWhenAsked() throws {
+        let value = JSON.object([("b", .array([.integer(1), .real(0.5), .real(2), .null, .bool(false)])),
+                                 ("Ü/x", .string("a/b\n\u{7F}")),
+                                 ("a", .object([("z", .integer(-1)), ("A", .object([]))])), ("", .array([]))])
+        #expect(value.compactText() == #"{"b":[1,0.5,2.0,null,false],"Ü/x":"a/b\n\u007f","a":{"z":-1,"A":{}},"":[]}"#)
+        #expect(value.compactText(sortingKeys: true) == #"{"":[],"a":{"A":{},"z":-1},"b":[1,0.5,2.0,null,false],"Ü/x":"a/b\n\u007f"}"#)
+        #expect(try JSON.parse(value.compactText()) == value)
+        #expect(JSON.array([.real(.infinity), .real(.nan)]).compactText() == "[null,null]")
+    }
+
+    /// Equal documents hash alike, so a value holding one can be Hashable;
+    /// an integer and the same float are different values.
+    @Test func equalDocumentsHashAlike() throws {
+        let first = try JSON.parse(#"{"a": [1, 2.5, "x"], "b": {"c": null}}"#)
+        let second = try JSON.parse(#"{ "a":[1,2.5,"x"],"b":{"c":null} }"#)
+        #expect(Set([first, second]).count == 1)
+        #expect(Set([JSON.integer(3), .real(3)]).count == 2)
+    }
+
+    @Test func valuesReadAsSwiftsOrNil() throws {
+        let document = try JSON.parse(#"{"s": "x", "i": 3, "r": 3.5, "w": 4.0, "b": true, "n": null, "a": [1]}"#)
+        #expect(document["s"]?.stringValue == "x")
+        #expect(document["i"]?.integerValue == 3)
+        #expect(document["i"]?.numberValue == 3)
+        #expect(document["r"]?.numberValue == 3.5)
+        #expect(document["w"]?.integerValue == nil)
+        #expect(document["b"]?.boolValue == true)
+        #expect(document["n"]?.isNull == true)
+        #expect(document["a"]?.arrayValue == [.integer(1)])
+        #expect(document.members?.map(\.0) == ["s", "i", "r", "w", "b", "n", "a"])
+        #expect(document["s"]?.integerValue == nil)
+        #expect(document["missing"] == nil)
+    }
 }

@@ -90,21 +90,6 @@ final class RepositoryStatements {
     /// Runs `sql` with `arguments` and pushes what `db.first` (`.first`),
     /// `db.query` (`.rows`) or `db.value` (`.value`) would. The call's own
     /// arguments must have been read: the stack is replaced.
-    /// `SELECT * FROM table WHERE key = ?`, made once per table.
-    private var rowByKey: [String: String] = [:]
-
-    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
-    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
-        let sql: String
-        if let known = rowByKey[table] {
-            sql = known
-        } else {
-            sql = SQLDialect.sqlite.rowByKey(table: table, keyColumn: keyColumn)
-            rowByKey[table] = sql
-        }
-        return try run(sql, [key], shape: .first, call: call)
-    }
-
     func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32 {
         let state = call.state
         lua_settop(state, 0)

@@ -1,4 +1,5 @@
 import Foundation
+import TextCodec
 
 /// Audit rows kept for later: a row that could not be written (another
 /// process held the lock it needs past its wait, the database refused
@@ -21,39 +22,13 @@ public struct AuditSpool: Sendable {
         self.directory = directory
     }
 
-    /// What a spool file holds.
-    struct Spooled: Codable {
-        var database: String
-        var startedAt: Double
-        var endedAt: Double
-        var user: String
-        var host: String
-        var pid: Int32
-        var version: String
-        var mode: String
-        var script: String?
-        var scriptSHA256: String?
-        var code: String?
-        var reason: String?
-        var dryRun: Bool
-        var readOnly: Bool
-        var changes: TableChanges
-        var status: Int32
-        var period: Double?
-    }
-
     /// Keeps `entry` for `database`; returns the file's path.
     @discardableResult
     public func keep(_ entry: AuditEntry, database: String) throws -> String {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        let spooled = Spooled(database: database, startedAt: entry.startedAt, endedAt: entry.endedAt, user: entry.user,
-                              host: entry.host, pid: entry.pid, version: entry.version, mode: entry.mode.rawValue,
-                              script: entry.script, scriptSHA256: entry.scriptSHA256, code: entry.code,
-                              reason: entry.reason, dryRun: entry.dryRun, readOnly: entry.readOnly,
-                              changes: entry.changes, status: entry.status, period: entry.period)
         let path = directory + "/" + UUID().uuidString + ".json"
-        try AtomicFile.write(try JSONEncoder().encode(spooled), to: path)
+        try AtomicFile.write(Data(AuditSpoolFile.document(entry, database: database).compactText().utf8), to: path)
         return path
     }
 
@@ -71,16 +46,11 @@ public struct AuditSpool: Sendable {
             var status = stat()
             guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_uid == geteuid(),
                   let data = FileManager.default.contents(atPath: path),
-                  let spooled = try? JSONDecoder().decode(Spooled.self, from: data),
-                  spooled.database == database, let mode = AuditEntry.Mode(rawValue: spooled.mode)
+                  let document = try? JSONParser.parse(Array(data)),
+                  let (kept, entry) = AuditSpoolFile.read(document), kept == database
             else { continue }
             let claimed = directory + "/" + base + ".\(getpid())"
             guard path == claimed || rename(path, claimed) == 0 else { continue }
-            let entry = AuditEntry(startedAt: spooled.startedAt, endedAt: spooled.endedAt, mode: mode, script: spooled.script,
-                                   scriptSHA256: spooled.scriptSHA256, code: spooled.code, reason: spooled.reason,
-                                   dryRun: spooled.dryRun, readOnly: spooled.readOnly, changes: spooled.changes,
-                                   status: spooled.status, period: spooled.period, user: spooled.user,
-                                   host: spooled.host, pid: spooled.pid, version: spooled.version)
             found.append((claimed, entry))
         }
         return found.sorted { $0.entry.startedAt < $1.entry.startedAt }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PostgresWire
+import TextCodec
 
 /// One row of the audit trail (`opsh_audit`, migration 003): who ran
 /// what against the database, when, why, and what it committed.
@@ -181,15 +182,15 @@ public enum AuditTrail {
         return AuditChain.hash(Array(stored[2...]), previous: previous) == hash
     }
 
-    /// `{"builds":{"inserted":1,"updated":0,"deleted":0}}`, tables sorted.
+    /// `{"builds":{"deleted":0,"inserted":1,"updated":0}}`: compact, tables
+    /// and counts in the byte order of their names.
     public static func changesJSON(_ changes: TableChanges) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(changes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        changes.json.compactText(sortingKeys: true)
     }
 
+    /// The counts `changesJSON` wrote; none when the text is not such a document.
     static func changes(fromJSON text: String) -> TableChanges {
-        (try? JSONDecoder().decode(TableChanges.self, from: Data(text.utf8))) ?? [:]
+        (try? JSON.parse(text)).flatMap(TableChanges.init(json:)) ?? [:]
     }
 
     /// The trail's columns as the repositories see them (what `audit.list`

@@ -3,7 +3,7 @@ import GRDB
 import Synchronization
 
 /// Rows inserted, updated and deleted in one table.
-public struct TableChangeCounts: Sendable, Equatable, Codable {
+public struct TableChangeCounts: Sendable, Equatable {
     public var inserted = 0
     public var updated = 0
     public var deleted = 0

@@ -2,26 +2,21 @@ import Dispatch
 import GRDB
 import Synchronization
 
-/// The seam between the core and the database engine, a protocol-witness
-/// client (ARCHITECTURE.md, "The engine seam"): a value holding the few
+/// The seam between the core and SQLite, a protocol-witness client
+/// (ARCHITECTURE.md, "The engine seam"): a value holding the few
 /// operations the core needs — read, write, the file, table observation —
-/// whose bodies receive the engine's `Connection`.
-///
-/// Two specializations: ``StorageClient`` (GRDB's `Database`, what Store
-/// runs on; ``StorageWitness/grdb(_:externalChanges:path:)`` is the live
-/// one) and ``RepositoryClient`` (any ``RepositoryConnection``: GRDB, or
-/// vapor/sqlite-nio with the package trait). Tests build others (an
-/// in-memory queue, a client that fails on purpose) without touching the
-/// callers.
+/// whose bodies receive GRDB's `Database`; ``grdb(_:externalChanges:path:)``
+/// makes it. (PostgreSQL is the other engine, behind the session's seam,
+/// ``DatabaseSession``, not this one.)
 ///
 /// Reads and writes are synchronous: opsh's callers are a Lua thread and
 /// job threads, never a UI.
-public struct StorageWitness<Connection>: Sendable {
+public struct StorageClient: Sendable {
     /// Runs `body` in a read-only transaction (a stable snapshot).
-    public var performRead: @Sendable (_ body: (Connection) throws -> Void) throws -> Void
+    public var performRead: @Sendable (_ body: (Database) throws -> Void) throws -> Void
     /// Runs `body` in a write transaction, committed when it returns and
     /// rolled back when it throws.
-    public var performWrite: @Sendable (_ body: (Connection) throws -> Void) throws -> Void
+    public var performWrite: @Sendable (_ body: (Database) throws -> Void) throws -> Void
     /// The database file, or nil for an in-memory database.
     public var path: @Sendable () -> String?
     /// Calls `onChange` after each commit that may have changed one of
@@ -33,8 +28,8 @@ public struct StorageWitness<Connection>: Sendable {
     ) throws -> StorageCancellable
 
     public init(
-        performRead: @escaping @Sendable (_ body: (Connection) throws -> Void) throws -> Void,
-        performWrite: @escaping @Sendable (_ body: (Connection) throws -> Void) throws -> Void,
+        performRead: @escaping @Sendable (_ body: (Database) throws -> Void) throws -> Void,
+        performWrite: @escaping @Sendable (_ body: (Database) throws -> Void) throws -> Void,
         path: @escaping @Sendable () -> String?,
         observeTables: @escaping @Sendable (
             _ tables: Set<String>, _ onChange: @escaping @Sendable () -> Void
@@ -47,22 +42,19 @@ public struct StorageWitness<Connection>: Sendable {
     }
 
     /// Runs `body` in a read-only transaction and returns its result.
-    public func read<T>(_ body: (Connection) throws -> T) throws -> T {
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
         var result: T?
         try performRead { db in result = try body(db) }
         return result!
     }
 
     /// Runs `body` in a write transaction and returns its result.
-    public func write<T>(_ body: (Connection) throws -> T) throws -> T {
+    public func write<T>(_ body: (Database) throws -> T) throws -> T {
         var result: T?
         try performWrite { db in result = try body(db) }
         return result!
     }
 }
-
-/// The witness over GRDB's `Database`: what Store itself runs on.
-public typealias StorageClient = StorageWitness<Database>
 
 /// Stops an observation when cancelled or deallocated.
 public final class StorageCancellable: Sendable {
@@ -84,7 +76,7 @@ public final class StorageCancellable: Sendable {
     deinit { cancel() }
 }
 
-extension StorageWitness where Connection == Database {
+extension StorageClient {
     /// The live client over a GRDB writer (a `DatabasePool` for files, a
     /// `DatabaseQueue` in memory).
     ///

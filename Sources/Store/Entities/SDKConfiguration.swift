@@ -1,4 +1,5 @@
 import Foundation
+import TextCodec
 
 /// The SDK's configuration as the application sees it: one value holding
 /// the configuration row, its routing policies (1:N) and its analytics and
@@ -20,11 +21,11 @@ public struct SDKConfiguration: Sendable, Hashable {
         public var name: String
         public var priority: Int
         public var executionTarget: ExecutionTarget
-        /// Decoded from the JSON column.
-        public var conditions: [String: JSONValue]
+        /// The JSON column's object, by member name.
+        public var conditions: [String: JSON]
 
         public init(id: String = makeIdentifier(), name: String, priority: Int = 0,
-                    executionTarget: ExecutionTarget = .onDevice, conditions: [String: JSONValue] = [:]) {
+                    executionTarget: ExecutionTarget = .onDevice, conditions: [String: JSON] = [:]) {
             self.id = id
             self.name = name
             self.priority = priority
@@ -61,37 +62,5 @@ public struct SDKConfiguration: Sendable, Hashable {
         self.storage = storage
         self.createdAt = createdAt
         self.updatedAt = updatedAt
-    }
-}
-
-/// A JSON document as a Swift value, for JSON columns decoded by entities.
-public enum JSONValue: Sendable, Hashable, Codable {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: JSONValue].self)) }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
-        }
     }
 }

@@ -6,8 +6,8 @@ import Synchronization
 /// of the tables it depends on, and calls back only when the value
 /// actually changed.
 ///
-/// Built on a witness's `observeTables` (``StorageClient``,
-/// ``RepositoryClient``) so it works with any engine behind the seam.
+/// Built on a table observation (``StorageClient/observeTables``, or any
+/// other with its shape) and a read, so it knows no engine.
 /// Bursts of changes coalesce: while a fetch runs, further notifications
 /// mark the value dirty and cause one more fetch, not one per commit, so
 /// an observation of a busy table keeps up.
@@ -25,9 +25,9 @@ public final class QueryObservation: Sendable {
     private let read: @Sendable () throws -> StoreValue
     private let onChange: @Sendable (Result<StoreValue, any Error>) -> Void
 
-    /// Starts observing: `observe` is a witness's table observation
-    /// (``StorageClient/observeTables``, ``RepositoryClient/observeTables``),
-    /// `read` fetches the value in a read transaction of the same client.
+    /// Starts observing: `observe` is a table observation
+    /// (``StorageClient/observeTables``), `read` fetches the value in a
+    /// read transaction of the same database.
     /// `onChange` receives the initial value first, then each different
     /// value, on an internal queue.
     public init(
@@ -59,15 +59,6 @@ public final class QueryObservation: Sendable {
         onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
     ) throws {
         try self.init(client: client, tables: key.observedTables, fetch: { try key.fetch($0) }, onChange: onChange)
-    }
-
-    /// Observes a query key through any engine's witness.
-    public convenience init(
-        client: RepositoryClient, key: QueryKey,
-        onChange: @escaping @Sendable (Result<StoreValue, any Error>) -> Void
-    ) throws {
-        try self.init(observe: client.observeTables, tables: key.observedTables,
-                      read: { try client.read { db in try key.fetch(db) } }, onChange: onChange)
     }
 
     /// Stops the observation: no callback starts after this returns.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PostgresWire
+import TextCodec
 
 /// The job runner's database on PostgreSQL (``BuildStore``): the build
 /// queue's statements of BuildQueueQueries in PostgreSQL's dialect, for
@@ -275,9 +276,8 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                                                                    OR name IN (SELECT json_array_elements_text($1::text::json))))
         """
 
-    private static func schemesArgument(_ schemes: [String]?) throws -> PostgresValue {
-        guard let schemes else { return .null }
-        return .text(String(decoding: try JSONEncoder().encode(schemes), as: UTF8.self))
+    private static func schemesArgument(_ schemes: [String]?) -> PostgresValue {
+        schemes.map { .text(JSON.array($0.map(JSON.string)).compactText()) } ?? .null
     }
 
     private static func holderArguments(_ holder: BuildHolder) -> [PostgresValue] {
@@ -330,7 +330,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     public func hasClaimable(schemes: [String]?) throws -> Bool {
         try connection { connection in
             try connection.query("SELECT EXISTS (SELECT 1 FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes))",
-                                 [try Self.schemesArgument(schemes)]).scalar == .bool(true)
+                                 [Self.schemesArgument(schemes)]).scalar == .bool(true)
         }
     }
 
@@ -347,7 +347,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                                 ORDER BY createdAt, buildNumber, id LIMIT 1
                                 FOR UPDATE SKIP LOCKED)
                     RETURNING *
-                    """, [try Self.schemesArgument(schemes)] + Self.holderArguments(holder))
+                    """, [Self.schemesArgument(schemes)] + Self.holderArguments(holder))
                 return try Self.rows(result).first.map(BuildRecord.init(row:))
             }
         }

@@ -1,5 +1,5 @@
-import Foundation
 import PostgresWire
+import TextCodec
 
 extension PostgresDatabase {
     /// The tables a query reads, as the server plans it (`EXPLAIN` with
@@ -7,30 +7,25 @@ extension PostgresDatabase {
     /// statement that would write is refused (`watch` observes queries).
     public func tablesRead(by sql: String, _ arguments: Arguments) throws -> Set<String> {
         let plan = try execute("EXPLAIN (FORMAT JSON, VERBOSE false, COSTS false) " + sql, arguments)
-        guard case let .text(json)? = plan.rows.first?.first,
-              let document = try? JSONSerializationLite.parse(json) else {
+        guard case let .text(json)? = plan.rows.first?.first, let document = try? JSON.parse(json) else {
             throw PostgresStoreError.statement("cannot read the server's plan of: \(sql)")
         }
         var tables: Set<String> = []
         var writes = false
-        func visit(_ node: Any) {
-            if let object = node as? [String: Any] {
-                if let name = object["Relation Name"] as? String { tables.insert(PostgresNames.rowKey(name)) }
-                if object["Node Type"] as? String == "ModifyTable" { writes = true }
-                for value in object.values { visit(value) }
-            } else if let array = node as? [Any] {
-                for value in array { visit(value) }
+        func visit(_ node: JSON) {
+            switch node {
+            case let .object(members):
+                if let name = node["Relation Name"]?.stringValue { tables.insert(PostgresNames.rowKey(name)) }
+                if node["Node Type"]?.stringValue == "ModifyTable" { writes = true }
+                for (_, value) in members { visit(value) }
+            case let .array(items):
+                for item in items { visit(item) }
+            default:
+                break
             }
         }
         visit(document)
         if writes { throw PostgresStoreError.notAQuery(sql) }
         return tables
-    }
-}
-
-/// Foundation's JSON reader, named for what it does here.
-enum JSONSerializationLite {
-    static func parse(_ text: String) throws -> Any {
-        try JSONSerialization.jsonObject(with: Data(text.utf8))
     }
 }

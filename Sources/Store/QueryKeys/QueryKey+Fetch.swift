@@ -7,4 +7,26 @@ extension QueryKey {
     public func fetch(_ db: Database) throws -> StoreValue {
         try plan().fetch(db)
     }
+
+    /// The key's value, read through any engine's connection.
+    public func fetch(_ connection: some RepositoryConnection) throws -> StoreValue {
+        try plan().fetch(running: { try connection.fetch($0) })
+    }
+}
+
+extension RepositoryConnection {
+    /// Runs a query key's statement: `.row` gives the row or `.null`,
+    /// `.rows` an array of rows, `.ids` an array of the first column's
+    /// values (what ``QueryStatement`` means on every engine).
+    public func fetch(_ statement: QueryStatement) throws -> StoreValue {
+        let result = try fetch(statement.sql, statement.values)
+        func object(_ row: [StoreValue]) -> StoreValue {
+            .object(zip(result.columns, row).map { StoreValue.Field($0, $1) })
+        }
+        switch statement.shape {
+        case .row: return result.rows.first.map(object) ?? .null
+        case .rows: return .array(result.rows.map(object))
+        case .ids: return .array(result.rows.map { $0.first ?? .null })
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 /// A project of the build server, keyed by its bundle identifier.
 public struct ProjectRecord: StoreRecord, Hashable {
@@ -45,7 +46,7 @@ public struct SchemeRecord: StoreRecord, Hashable {
         self.name = name
         self.order = order
         self.buildCommand = buildCommand
-        self.platforms = (try? JSONText(encoding: platforms)) ?? JSONText("[]")
+        self.platforms = JSONText(.array(platforms.map(JSON.string)))
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 /// The configuration aggregate: four tables mapped to one ``SDKConfiguration``.
 public struct ConfigurationRepository: Sendable {
@@ -28,7 +29,7 @@ public struct ConfigurationRepository: Sendable {
         let keep = policies.map(\.id)
         try db.execute(sql: """
             DELETE FROM routing_policies WHERE configuration_id = ? AND id NOT IN (SELECT value FROM json_each(?))
-            """, arguments: [configuration.id, try JSONText(encoding: keep).text])
+            """, arguments: [configuration.id, JSONText(.array(keep.map(JSON.string))).text])
         for policy in policies { try routingPolicies.upsert(db, policy) }
     }
 
@@ -45,12 +46,7 @@ public struct ConfigurationRepository: Sendable {
         var configuration = SDKConfiguration(
             id: record.id, apiKey: record.apiKey, baseURL: record.baseUrl, modelCacheSize: record.modelCacheSize,
             createdAt: record.createdAt, updatedAt: record.updatedAt)
-        configuration.routingPolicies = try policies.map { policy in
-            SDKConfiguration.RoutingPolicy(
-                id: policy.id, name: policy.name, priority: policy.priority,
-                executionTarget: policy.executionTarget,
-                conditions: try policy.conditions.decode([String: JSONValue].self))
-        }
+        configuration.routingPolicies = try policies.map(Self.policy)
         if let analytics {
             configuration.analytics.enabled = analytics.enabled
             configuration.analytics.samplingRate = analytics.samplingRate
@@ -75,7 +71,7 @@ public struct ConfigurationRepository: Sendable {
         let policies = try configuration.routingPolicies.map { policy in
             RoutingPolicyRecord(
                 id: policy.id, configurationId: configuration.id, name: policy.name, priority: policy.priority,
-                executionTarget: policy.executionTarget, conditions: try JSONText(encoding: policy.conditions))
+                executionTarget: policy.executionTarget, conditions: JSONText(.object(policy.conditions.map { ($0.key, $0.value) })))
         }
         let analytics = AnalyticsConfigRecord(
             configurationId: configuration.id, enabled: configuration.analytics.enabled,

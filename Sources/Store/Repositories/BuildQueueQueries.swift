@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TextCodec
 
 // The build queue's statements: holding a build (reserve, claim), proving
 // the holder lives (heartbeat), and taking back builds whose holder
@@ -102,9 +103,8 @@ extension BuildRepository {
                                                           OR name IN (SELECT value FROM json_each(?2))))
         """
 
-    private static func schemesArgument(_ schemes: [String]?) throws -> String? {
-        guard let schemes else { return nil }
-        return String(decoding: try JSONEncoder().encode(schemes), as: UTF8.self)
+    private static func schemesArgument(_ schemes: [String]?) -> String? {
+        schemes.map { JSON.array($0.map(JSON.string)).compactText() }
     }
 
     /// Holds the queued build `id` for `holder` (it stays queued until
@@ -131,7 +131,7 @@ extension BuildRepository {
     public func hasClaimable(_ db: Database, schemes: [String]?, at now: Date = Date()) throws -> Bool {
         guard try queueColumnsExist(db) else { return false }
         return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes))",
-                                 arguments: [now.timeIntervalSince1970, try Self.schemesArgument(schemes)]) ?? false
+                                 arguments: [now.timeIntervalSince1970, Self.schemesArgument(schemes)]) ?? false
     }
 
     /// The claim: holds the oldest queued build nobody holds (of
@@ -147,7 +147,7 @@ extension BuildRepository {
             WHERE id = (SELECT id FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes)
                         ORDER BY createdAt, buildNumber, id LIMIT 1)
             RETURNING *
-            """, arguments: [now.timeIntervalSince1970, try Self.schemesArgument(schemes), holder.id, holder.host,
+            """, arguments: [now.timeIntervalSince1970, Self.schemesArgument(schemes), holder.id, holder.host,
                              holder.pid, holder.startedAt, holder.heartbeatInterval])
     }
 

@@ -70,15 +70,19 @@ extension ConfigurationRepository {
     /// A stored policy as the entity has it; its `conditions` must be a
     /// JSON object.
     static func policy(_ record: RoutingPolicyRecord) throws -> SDKConfiguration.RoutingPolicy {
-        let conditions: [String: JSONValue]
+        let document: JSON
         do {
-            conditions = try record.conditions.decode([String: JSONValue].self)
+            document = try record.conditions.parsed()
         } catch {
-            let valid = (try? JSONParser.parse(Array(record.conditions.text.utf8))) != nil
             throw StoreError.invalidValue(table: "routing_policies", column: "conditions",
-                                          reason: valid ? "a JSON object expected, got \(record.conditions.text)"
-                                                        : "not valid JSON: \(record.conditions.text.prefix(60))")
+                                          reason: "not valid JSON: \(record.conditions.text.prefix(60))")
         }
+        guard let members = document.members else {
+            throw StoreError.invalidValue(table: "routing_policies", column: "conditions",
+                                          reason: "a JSON object expected, got \(record.conditions.text)")
+        }
+        // A name given twice keeps its last value.
+        let conditions = Dictionary(members, uniquingKeysWith: { _, last in last })
         return SDKConfiguration.RoutingPolicy(id: record.id, name: record.name, priority: record.priority,
                                               executionTarget: record.executionTarget, conditions: conditions)
     }

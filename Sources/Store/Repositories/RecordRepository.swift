@@ -95,11 +95,6 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
         return record
     }
 
-    /// `SELECT * FROM table WHERE key = ?`: the row as `get` reads it.
-    public func rowSQL(_ dialect: SQLDialect) -> String {
-        dialect.rowByKey(table: tableName, keyColumn: Record.primaryKeyColumns[0])
-    }
-
     /// Changes the `changes` columns of the row with `key` with one cached
     /// UPDATE, without reading the row first: the columns the table does
     /// not have and words outside a column's allowed values are refused as

@@ -1,5 +1,5 @@
-import Foundation
 import GRDB
+import TextCodec
 
 /// The text of a JSON column.
 ///
@@ -16,16 +16,16 @@ public struct JSONText: Hashable, Sendable, Codable, DatabaseValueConvertible, C
         self.text = text
     }
 
-    /// Encodes a value as compact JSON with sorted keys.
-    public init<T: Encodable>(encoding value: T) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        self.text = String(decoding: try encoder.encode(value), as: UTF8.self)
+    /// `document` as compact text, every object's keys sorted, so equal
+    /// documents are stored alike (``JSON/compactText(sortingKeys:)``).
+    public init(_ document: JSON) {
+        self.text = document.compactText(sortingKeys: true)
     }
 
-    /// Decodes the JSON into a value.
-    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        try JSONDecoder().decode(type, from: Data(text.utf8))
+    /// The document, read by TextCodec's parser; a ``JSONParser/Failure``
+    /// says where the text is not JSON.
+    public func parsed() throws -> JSON {
+        try JSON.parse(text)
     }
 
     public var description: String { text }

@@ -1,44 +1,36 @@
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 @testable import Store
-#if SQLiteNIO
-import StoreSQLiteNIO
-#endif
 
-/// The storage witness's implementations in this build: GRDB always;
-/// vapor/sqlite-nio with the package trait (`./scripts/test-sqlite-nio`,
-/// which `.ci/run` runs). Every test below runs once per engine, on a
-/// real file that opsh's migrations made.
-enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case grdb
-    #if SQLiteNIO
-    case sqliteNIO
-    #endif
-
-    var testDescription: String { rawValue }
-
-    /// The engine's client on the store's file; GRDB's polls for other
-    /// processes' commits as the store was told, sqlite-nio's every `poll`.
-    func client(_ store: Store, poll: TimeInterval = 0.02) throws -> RepositoryClient {
-        switch self {
-        case .grdb: return .grdb(store)
-        #if SQLiteNIO
-        case .sqliteNIO: return try .sqliteNIO(path: store.path!, externalChangePollInterval: poll)
-        #endif
+/// The rules written once over ``RepositoryConnection`` (records,
+/// numbering and cascades, analytics, transfer, raw values) on SQLite
+/// through the store's GRDB client: what one transaction writes, GRDB's
+/// records and another read see; a read cannot write; observation sees
+/// this process's and another's commits; a write behind another writer's
+/// lock gives up in bounded time. On a real file that opsh's migrations
+/// made. (PostgreSQL's side of the same rules runs in the engine-
+/// parameterized tests; ARCHITECTURE.md, "The engine seam".)
+@Suite struct RepositoryConnectionTests {
+    /// The store's client, each body given the transaction's connection.
+    struct Client {
+        let store: Store
+        func read<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T {
+            try store.client.read { db in try body(StoreDatabase(db)) }
+        }
+        func write<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T {
+            try store.client.write { db in try body(StoreDatabase(db)) }
         }
     }
-}
 
-@Suite struct StorageWitnessTests {
-    /// A migrated store on a new file, and the engine's client on it.
-    private func open(_ engine: WitnessEngine, _ directory: TemporaryDirectory, name: String = "opsh.sqlite")
-        throws -> (Store, RepositoryClient) {
+    /// A migrated store on a new file, and its client.
+    private func open(_ directory: TemporaryDirectory, name: String = "opsh.sqlite") throws -> (Store, Client) {
         let store = try makeStore(in: directory, name: name)
-        return (store, try engine.client(store))
+        return (store, Client(store: store))
     }
 
-    private func addProject(_ client: RepositoryClient, _ store: Store, id: String = "com.example.app") throws -> String {
+    private func addProject(_ client: Client, _ store: Store, id: String = "com.example.app") throws -> String {
         try client.write { db in
             let projects = RecordTable(store.projects.records)
             _ = try projects.insert(db, ["bundleIdentifier": .text(id), "name": .text("App"), "displayName": .text("App"),
@@ -51,13 +43,13 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         }
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func recordTableWritesWhatTheOtherEngineReads(engine: WitnessEngine) throws {
+    @Test
+    func recordTableWritesWhatGRDBsRecordsRead() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let scheme = try addProject(client, store)
 
-        // Update and upsert through the engine under test …
+        // Update and upsert through the connection …
         try client.write { db in
             let projects = RecordTable(store.projects.records)
             let spec = try projects.spec(db)
@@ -85,10 +77,10 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(try store.client.read { db in try store.schemes.records.get(db, scheme)?.buildCommand } == "make")
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func buildNumbersAndCascadesFollowTheRepositoriesRules(engine: WitnessEngine) throws {
+    @Test
+    func buildNumbersAndCascadesFollowTheRepositoriesRules() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let scheme = try addProject(client, store)
         let numbers = try client.write { db -> [Int] in
             let first = try store.builds.create(db, scheme: scheme, version: "1.0")
@@ -113,10 +105,10 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(left == [.integer(0), .integer(0), .integer(0)])
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func usageAndAnalyticsAgreeWithTheOtherEngine(engine: WitnessEngine) throws {
+    @Test
+    func usageReportsTheDayAndNamesAMissingModel() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let day = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01 UTC
         try client.write { db in
             let models = RecordTable(store.models.records)
@@ -124,24 +116,22 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
             try store.models.recordUsage(db, model: "m1", at: day, tokens: 100, cost: 0.25, latencyMs: 40)
             try store.models.recordUsage(db, model: "m1", at: day, tokens: 50, cost: 0.5, latencyMs: 20, failed: true)
         }
-        let grdb = try RepositoryClient.grdb(store).read { db in try Analytics.usage(db) }
-        let engines = try client.read { db in try Analytics.usage(db) }
-        #expect(engines == grdb)
-        #expect(engines.rows.count == 1)
+        let usage = try client.read { db in try Analytics.usage(db) }
+        #expect(usage.rows.count == 1)
         // An empty period still has the report's columns.
         let empty = try client.read { db in try Analytics.usage(db, period: .init(since: 0, until: 1)) }
         #expect(empty.rows.isEmpty)
-        #expect(empty.columns == grdb.columns)
+        #expect(empty.columns == usage.columns)
         // A model that does not exist is named.
         #expect(throws: StoreError.notFound(table: "model_metadata", key: "nope")) {
             try client.write { db in try store.models.recordUsage(db, model: "nope", tokens: 1, cost: 0, latencyMs: 0) }
         }
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func anExportImportsIntoAnotherFileAndExportsTheSameDocument(engine: WitnessEngine) throws {
+    @Test
+    func anExportImportsIntoAnotherFileAndExportsTheSameDocument() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let scheme = try addProject(client, store)
         try client.write { db in
             let build = try store.builds.create(db, scheme: scheme, version: "2.0")
@@ -152,18 +142,16 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(exported.summary.rows("builds") == 1)
         #expect(exported.summary.rows("buildLogs") == 1)
 
-        let (other, otherClient) = try open(engine, directory, name: "other.sqlite")
+        let (_, otherClient) = try open(directory, name: "other.sqlite")
         try otherClient.write { db in try Transfer.importDocument(db, exported.text) }
         let again = try otherClient.read { db in try Transfer.exportProject(db, "com.example.app") }
         #expect(again.text == exported.text)
-        // And GRDB's export of the imported file agrees byte for byte.
-        #expect(try RepositoryClient.grdb(other).read { db in try Transfer.exportProject(db, "com.example.app") }.text == exported.text)
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func valuesCrossBetweenEnginesUnchanged(engine: WitnessEngine) throws {
+    @Test
+    func valuesComeBackUnchanged() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let values: [StoreValue] = [.integer(Int64.max), .integer(Int64.min), .real(0.1), .text("ünï ✓ \u{1F600}"),
                                     .text(""), .blob([0, 255, 1, 0]), .null]
         try client.write { db in
@@ -172,18 +160,17 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
                 try db.execute("INSERT INTO scratch (n, v) VALUES (?, ?)", [.integer(Int64(index)), value])
             }
         }
-        // GRDB reads what the engine wrote, and the engine reads it back.
-        let byGRDB = try RepositoryClient.grdb(store).read { db in try db.fetch("SELECT v FROM scratch ORDER BY n", []).rows.map { $0[0] } }
-        let byEngine = try client.read { db in try db.fetch("SELECT v FROM scratch ORDER BY n", []).rows.map { $0[0] } }
-        #expect(byGRDB == values)
-        #expect(byEngine == values)
+        // GRDB's own values and the connection's read what was written.
+        let byGRDB = try store.client.read { db in try DatabaseValue.fetchAll(db, sql: "SELECT v FROM scratch ORDER BY n") }
+        #expect(byGRDB.map { StoreValue($0) } == values)
+        #expect(try client.read { db in try db.fetch("SELECT v FROM scratch ORDER BY n", []).rows.map { $0[0] } } == values)
         #expect(try client.write { db in try db.execute("UPDATE scratch SET v = NULL WHERE n < 3", []) } == 3)
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func aReadCannotWriteAndAFailedWriteLeavesNothing(engine: WitnessEngine) throws {
+    @Test
+    func aReadCannotWriteAndAFailedWriteLeavesNothing() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         _ = try addProject(client, store)
         let rename = "UPDATE projects SET name = 'renamed'"
 
@@ -206,12 +193,12 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(try client.read { db in try db.value("SELECT name FROM projects") } == .text("renamed"))
     }
 
-    @Test(arguments: WitnessEngine.allCases)
-    func observationSeesThisEnginesAndAnotherProcesssCommits(engine: WitnessEngine) throws {
+    @Test
+    func observationSeesThisProcesssAndAnotherProcesssCommits() throws {
         let directory = TemporaryDirectory()
-        let (store, client) = try open(engine, directory)
+        let (store, client) = try open(directory)
         let values = Collector<StoreValue>()
-        let observation = try QueryObservation(client: client, key: .allProjectIds) { result in
+        let observation = try QueryObservation(client: store.client, key: .allProjectIds) { result in
             if case .success(let value) = result { values.append(value) }
         }
         #expect(values.wait { $0 == [.array([])] })
@@ -229,16 +216,15 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(values.all.count == count)
     }
 
-    /// The engine's own commits are seen at once, not at the next poll
-    /// for other processes' (here an hour away): GRDB's observation, and
-    /// sqlite-nio's update hook.
-    @Test(arguments: WitnessEngine.allCases)
-    func ownCommitsAreObservedWithoutWaitingForThePoll(engine: WitnessEngine) throws {
+    /// This process's own commits are seen at once (GRDB's observation),
+    /// not at the next poll for other processes' (here an hour away).
+    @Test
+    func ownCommitsAreObservedWithoutWaitingForThePoll() throws {
         let directory = TemporaryDirectory()
         let store = try Store.open(path: directory.file("opsh.sqlite"), options: StoreOptions(externalChangePollInterval: 3600))
-        let client = try engine.client(store, poll: 3600)
+        let client = Client(store: store)
         let values = Collector<StoreValue>()
-        let observation = try QueryObservation(client: client, key: .allProjectIds) { result in
+        let observation = try QueryObservation(client: store.client, key: .allProjectIds) { result in
             if case .success(let value) = result { values.append(value) }
         }
         #expect(values.wait { $0 == [.array([])] })
@@ -247,20 +233,14 @@ enum WitnessEngine: String, CaseIterable, CustomTestStringConvertible, Sendable 
         observation.cancel()
     }
 
-    /// sqlite-nio's own busy handler retries for ever; opsh's engines wait
-    /// for another writer's lock a bounded time, and then say so.
-    @Test(arguments: WitnessEngine.allCases)
-    func aWriteBehindAnotherWritersLockGivesUpAndThenSucceeds(engine: WitnessEngine) throws {
+    /// A write waits for another writer's lock a bounded time (the busy
+    /// timeout), and then says so.
+    @Test
+    func aWriteBehindAnotherWritersLockGivesUpAndThenSucceeds() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("opsh.sqlite")
         let store = try Store.open(path: path, options: StoreOptions(busyTimeout: 0.3, externalChangePollInterval: 0.02))
-        let client: RepositoryClient
-        switch engine {
-        case .grdb: client = .grdb(store)
-        #if SQLiteNIO
-        case .sqliteNIO: client = .sqliteNIO(try SQLiteNIODatabase(path: path, busyTimeout: 0.3))
-        #endif
-        }
+        let client = Client(store: store)
         // Another process holds the write lock for three seconds (it says
         // "locked" once it has it).
         let holder = try ChildProcess.start(
