@@ -67,7 +67,7 @@ if wanted("cleanup") { print("\n" + (try CleanupBenchmarks.run(directory: direct
 
 if wanted("startup") { print("\n" + (try StartupBenchmarks.run(directory: directory, executable: executable))) }
 
-if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: directory))) }
+if wanted("domain") { print("\n" + (try DomainBenchmarks.run(directory: directory, repository: repository))) }
 
 if wanted("postgres") {
     let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
