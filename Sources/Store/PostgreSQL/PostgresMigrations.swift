@@ -2,8 +2,8 @@
 /// SQLite's, written once (``StoreMigrations``, `Store/Schema`) and
 /// rendered by ``SQLDialect/postgresql``, so that a repository, a query
 /// key or an export reads the same rows on both engines (ARCHITECTURE.md,
-/// "PostgreSQL: names and types"; `SQLDialect+Schema` says how the
-/// dialects differ).
+/// "PostgreSQL: the session", "Names and types"; `SQLDialect+Schema` says
+/// how the dialects differ).
 public enum PostgresMigrations {
     /// The migrations, oldest first: name and SQL.
     public static let all: [(name: String, sql: String)] = StoreMigrations.builtIn.map {

@@ -1,5 +1,6 @@
 /// How a built-in migration's schema (``BuiltInMigration``) is spelled on
-/// each engine (ARCHITECTURE.md, "PostgreSQL: names and types"):
+/// each engine (ARCHITECTURE.md, "PostgreSQL: the session",
+/// "Names and types"):
 /// - **Names** are the schema's own spelling on SQLite (quoted only where
 ///   SQLite reserves the word); on PostgreSQL they are quoted in their
 ///   folded, lower-case form, which is what an unquoted name becomes

@@ -4,8 +4,8 @@
 // columns and indexes. What cannot be said once (triggers: SQLite's
 // trigger bodies, PostgreSQL's PL/pgSQL functions) is a
 // ``SchemaStep/perEngine(sqlite:postgresql:)`` step, both texts side by
-// side in the migration's file (ARCHITECTURE.md, "PostgreSQL: names and
-// types").
+// side in the migration's file (ARCHITECTURE.md, "PostgreSQL: the
+// session", "Names and types").
 
 /// A column's type, as both engines hold it: SQLite's `TEXT`, `INTEGER`
 /// and `REAL` are PostgreSQL's `text`, `bigint` (Lua's integers are
