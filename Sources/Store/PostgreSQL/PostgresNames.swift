@@ -9,17 +9,14 @@
 /// returns them: an alias written unquoted folds to lower case on
 /// PostgreSQL (write `AS "buildCount"` to keep its case on both engines).
 public enum PostgresNames {
-    /// The schema's identifiers that have capital letters (tables and
-    /// columns); a test checks this list against the SQLite schema.
-    public static let mixedCase: [String] = [
-        "buildLogs", "crashLogs",
-        "bundleIdentifier", "displayName", "gitRepositoryURL", "createdAt",
-        "projectBundleIdentifier", "buildCommand", "passEnvironment",
-        "schemeId", "versionString", "buildNumber", "startDate", "endDate", "exitCode", "commitHash",
-        "runnerHost", "runnerPid", "runnerStartedAt", "runnerId", "heartbeatAt", "heartbeatInterval",
-        "buildId", "incidentIdentifier",
-        "startedAt", "endedAt", "scriptSHA256", "dryRun", "readOnly", "previousHash", "lastId", "lastHash", "cutAt",
-    ]
+    /// The schema's identifiers that have capital letters: the tables and
+    /// columns the built-in migrations make (``StoreMigrations``).
+    public static let mixedCase: [String] = {
+        var seen = Set<String>()
+        return StoreMigrations.builtIn.flatMap(\.tableAndColumnNames).filter { name in
+            name != name.lowercased() && seen.insert(name).inserted
+        }
+    }()
 
     static let byFoldedName: [String: String] = Dictionary(
         uniqueKeysWithValues: mixedCase.map { ($0.lowercased(), $0) })

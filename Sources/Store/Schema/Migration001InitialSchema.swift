@@ -1,5 +1,3 @@
-import GRDB
-
 /// "001_initialSchema": every table of the domain.
 ///
 /// Two families live in one file, each keeping the column naming of the
@@ -10,178 +8,211 @@ import GRDB
 ///
 /// Dates are REAL seconds since 1970 (UTC), so that SQL and Lua can compare
 /// them with `os.time()` and do arithmetic on them. JSON columns carry a
-/// CHECK constraint: SQLite itself refuses invalid JSON, whoever writes.
+/// CHECK constraint: the engine itself refuses invalid JSON, whoever writes.
+///
+/// On PostgreSQL the migration also makes `opsh_json_valid` (before the
+/// tables that check with it) and, on every table, a statement-level
+/// trigger that tells listeners of each committed change with
+/// `pg_notify('opsh_changes', table)` (what `watch` listens to; SQLite's
+/// `watch` reads the file's changes instead).
 enum Migration001InitialSchema {
     static let identifier = "001_initialSchema"
 
-    static func migrate(_ db: Database) throws {
-        try db.execute(sql: buildServer)
-        try db.execute(sql: analytics)
+    static let migration = BuiltInMigration(identifier,
+        [.perEngine(sqlite: "", postgresql: postgresFunctions)]
+            + (buildServer + analytics).map(SchemaStep.createTable)
+            + [.perEngine(sqlite: "", postgresql: postgresNotifyTriggers)])
+
+    /// The tables whose commits `watch` hears of on PostgreSQL.
+    static var tables: [String] { (buildServer + analytics).map(\.name) }
+
+    static let buildServer: [SchemaTable] = [
+        SchemaTable("projects", [
+            SchemaColumn("bundleIdentifier", .text, primaryKey: true, notNull: true, check: "bundleIdentifier <> ''"),
+            SchemaColumn("name", .text, notNull: true),
+            SchemaColumn("displayName", .text, notNull: true),
+            SchemaColumn("gitRepositoryURL", .text, notNull: true),
+            SchemaColumn("createdAt", .real, notNull: true),
+        ]),
+
+        // Deleting a project deletes its schemes; a scheme with builds
+        // refuses (builds.schemeId is RESTRICT), so a project with builds is
+        // only deleted when asked to cascade (ProjectRepository.delete).
+        SchemaTable("schemes", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("projectBundleIdentifier", .text, notNull: true,
+                         references: SchemaReference("projects", "bundleIdentifier", onDelete: .cascade, onUpdate: .cascade)),
+            SchemaColumn("name", .text, notNull: true),
+            SchemaColumn("order", .integer, notNull: true, default: "0"),
+            SchemaColumn("buildCommand", .text, notNull: true, default: "''"),
+            SchemaColumn("platforms", .text, notNull: true, default: "'[]'", check: .json(named: "platforms_is_json")),
+        ], unique: [["projectBundleIdentifier", "name"]]),
+
+        SchemaTable("builds", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("schemeId", .text, notNull: true, references: SchemaReference("schemes", "id", onDelete: .restrict)),
+            SchemaColumn("versionString", .text, notNull: true),
+            SchemaColumn("buildNumber", .integer, notNull: true, check: "buildNumber > 0"),
+            SchemaColumn("status", .text, notNull: true, default: "'queued'",
+                         check: "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')"),
+            SchemaColumn("createdAt", .real, notNull: true),
+            SchemaColumn("startDate", .real),
+            SchemaColumn("endDate", .real),
+            SchemaColumn("exitCode", .integer),
+            SchemaColumn("progress", .real, notNull: true, default: "0", check: "progress BETWEEN 0 AND 1"),
+            SchemaColumn("commitHash", .text,
+                         note: "The revision that was checked out (tag, branch or commit) and its commit."),
+            SchemaColumn("runnerHost", .text,
+                         note: "Who runs the build: with the pid and the process start time a build left running by a dead opsh is detectable as stale."),
+            SchemaColumn("runnerPid", .integer),
+            SchemaColumn("runnerStartedAt", .real),
+        ], unique: [["schemeId", "buildNumber"]]),
+
+        SchemaTable("buildLogs", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("buildId", .text, notNull: true, references: SchemaReference("builds", "id", onDelete: .cascade)),
+            SchemaColumn("level", .text, notNull: true, default: "'info'",
+                         check: "level IN ('debug', 'info', 'warning', 'error')"),
+            SchemaColumn("category", .text, notNull: true, default: "'build'"),
+            SchemaColumn("content", .text, notNull: true),
+            SchemaColumn("createdAt", .real, notNull: true),
+        ]),
+
+        SchemaTable("crashLogs", [
+            SchemaColumn("incidentIdentifier", .text, primaryKey: true, notNull: true),
+            SchemaColumn("buildId", .text, notNull: true, references: SchemaReference("builds", "id", onDelete: .cascade)),
+            SchemaColumn("content", .text, notNull: true),
+            SchemaColumn("signal", .integer),
+            SchemaColumn("createdAt", .real, notNull: true),
+        ]),
+    ]
+
+    static let analytics: [SchemaTable] = [
+        SchemaTable("configuration", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("api_key", .text),
+            SchemaColumn("base_url", .text, notNull: true),
+            SchemaColumn("model_cache_size", .integer, notNull: true, default: "0"),
+            SchemaColumn("created_at", .real, notNull: true),
+            SchemaColumn("updated_at", .real, notNull: true),
+        ]),
+
+        SchemaTable("routing_policies", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("configuration_id", .text, notNull: true,
+                         references: SchemaReference("configuration", "id", onDelete: .cascade)),
+            SchemaColumn("name", .text, notNull: true),
+            SchemaColumn("priority", .integer, notNull: true, default: "0"),
+            SchemaColumn("execution_target", .text, notNull: true, default: "'onDevice'",
+                         check: "execution_target IN ('onDevice', 'cloud', 'hybrid')"),
+            SchemaColumn("conditions", .text, notNull: true, default: "'{}'", check: .json(named: "conditions_is_json")),
+        ]),
+
+        SchemaTable("analytics_config", [
+            SchemaColumn("configuration_id", .text, primaryKey: true, notNull: true,
+                         references: SchemaReference("configuration", "id", onDelete: .cascade)),
+            SchemaColumn("enabled", .integer, notNull: true, default: "1"),
+            SchemaColumn("sampling_rate", .real, notNull: true, default: "1", check: "sampling_rate BETWEEN 0 AND 1"),
+            SchemaColumn("batch_size", .integer, notNull: true, default: "100"),
+            SchemaColumn("flush_interval_seconds", .real, notNull: true, default: "60"),
+        ]),
+
+        SchemaTable("storage_config", [
+            SchemaColumn("configuration_id", .text, primaryKey: true, notNull: true,
+                         references: SchemaReference("configuration", "id", onDelete: .cascade)),
+            SchemaColumn("max_cache_size_bytes", .integer, notNull: true, default: "0"),
+            SchemaColumn("telemetry_retention_days", .integer, notNull: true, default: "30",
+                         check: "telemetry_retention_days > 0"),
+            SchemaColumn("auto_cleanup", .integer, notNull: true, default: "1"),
+        ]),
+
+        SchemaTable("model_metadata", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("name", .text, notNull: true),
+            SchemaColumn("format", .text, notNull: true),
+            SchemaColumn("size_bytes", .integer, notNull: true, default: "0"),
+            SchemaColumn("framework", .text, notNull: true),
+            SchemaColumn("quantization", .text),
+            SchemaColumn("capabilities", .text, notNull: true, default: "'[]'", check: .json(named: "capabilities_is_json")),
+            SchemaColumn("created_at", .real, notNull: true),
+            SchemaColumn("updated_at", .real, notNull: true),
+        ]),
+
+        // One row per model and UTC day.
+        SchemaTable("model_usage_stats", [
+            SchemaColumn("id", .integer, primaryKey: true),
+            SchemaColumn("model_id", .text, notNull: true,
+                         references: SchemaReference("model_metadata", "id", onDelete: .cascade)),
+            SchemaColumn("day", .text, notNull: true),
+            SchemaColumn("generation_count", .integer, notNull: true, default: "0"),
+            SchemaColumn("total_tokens", .integer, notNull: true, default: "0"),
+            SchemaColumn("total_cost", .real, notNull: true, default: "0"),
+            SchemaColumn("total_latency_ms", .real, notNull: true, default: "0"),
+            SchemaColumn("error_count", .integer, notNull: true, default: "0"),
+        ], unique: [["model_id", "day"]]),
+
+        SchemaTable("generation_sessions", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("model_id", .text, notNull: true,
+                         references: SchemaReference("model_metadata", "id", onDelete: .restrict)),
+            SchemaColumn("session_type", .text, notNull: true, default: "'chat'"),
+            SchemaColumn("total_tokens", .integer, notNull: true, default: "0"),
+            SchemaColumn("total_cost", .real, notNull: true, default: "0"),
+            SchemaColumn("created_at", .real, notNull: true),
+            SchemaColumn("updated_at", .real, notNull: true),
+        ]),
+
+        SchemaTable("generations", [
+            SchemaColumn("id", .text, primaryKey: true, notNull: true),
+            SchemaColumn("session_id", .text, notNull: true,
+                         references: SchemaReference("generation_sessions", "id", onDelete: .cascade)),
+            SchemaColumn("sequence_number", .integer, notNull: true),
+            SchemaColumn("prompt_tokens", .integer, notNull: true, default: "0"),
+            SchemaColumn("completion_tokens", .integer, notNull: true, default: "0"),
+            SchemaColumn("latency_ms", .real, notNull: true, default: "0"),
+            SchemaColumn("cost", .real, notNull: true, default: "0"),
+            SchemaColumn("execution_target", .text, notNull: true, default: "'onDevice'",
+                         check: "execution_target IN ('onDevice', 'cloud', 'hybrid')"),
+            SchemaColumn("created_at", .real, notNull: true),
+        ], unique: [["session_id", "sequence_number"]]),
+
+        // Fire-and-forget events: no foreign key, so that the SDK never
+        // fails to record one.
+        SchemaTable("telemetry", [
+            SchemaColumn("id", .integer, primaryKey: true),
+            SchemaColumn("event", .text, notNull: true),
+            SchemaColumn("properties", .text, check: .json(named: "properties_is_json")),
+            SchemaColumn("session_id", .text),
+            SchemaColumn("created_at", .real, notNull: true),
+        ]),
+    ]
+
+    // MARK: PostgreSQL's own
+
+    /// `opsh_json_valid`, the JSON columns' check; and the function every
+    /// table's notify trigger runs.
+    static let postgresFunctions = """
+        CREATE FUNCTION opsh_json_valid(document text) RETURNS boolean
+        LANGUAGE plpgsql IMMUTABLE AS $$
+        BEGIN
+            PERFORM document::json;
+            RETURN true;
+        EXCEPTION WHEN others THEN
+            RETURN false;
+        END $$;
+
+        CREATE FUNCTION opsh_notify_change() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('opsh_changes', TG_TABLE_NAME);
+            RETURN NULL;
+        END $$;
+        """
+
+    static var postgresNotifyTriggers: String {
+        tables.map { table in
+            "CREATE TRIGGER \(table)_notify AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON \(table) "
+                + "FOR EACH STATEMENT EXECUTE FUNCTION opsh_notify_change();"
+        }.joined(separator: "\n")
     }
-
-    static let buildServer = """
-        CREATE TABLE projects (
-            bundleIdentifier TEXT PRIMARY KEY NOT NULL CHECK (bundleIdentifier <> ''),
-            name TEXT NOT NULL,
-            displayName TEXT NOT NULL,
-            gitRepositoryURL TEXT NOT NULL,
-            createdAt REAL NOT NULL
-        );
-
-        -- Deleting a project deletes its schemes; a scheme with builds
-        -- refuses (builds.schemeId is RESTRICT), so a project with builds is
-        -- only deleted when asked to cascade (ProjectRepository.delete).
-        CREATE TABLE schemes (
-            id TEXT PRIMARY KEY NOT NULL,
-            projectBundleIdentifier TEXT NOT NULL
-                REFERENCES projects(bundleIdentifier) ON DELETE CASCADE ON UPDATE CASCADE,
-            name TEXT NOT NULL,
-            "order" INTEGER NOT NULL DEFAULT 0,
-            buildCommand TEXT NOT NULL DEFAULT '',
-            platforms TEXT NOT NULL DEFAULT '[]'
-                CONSTRAINT platforms_is_json CHECK (json_valid(platforms)),
-            UNIQUE (projectBundleIdentifier, name)
-        );
-
-        CREATE TABLE builds (
-            id TEXT PRIMARY KEY NOT NULL,
-            schemeId TEXT NOT NULL REFERENCES schemes(id) ON DELETE RESTRICT,
-            versionString TEXT NOT NULL,
-            buildNumber INTEGER NOT NULL CHECK (buildNumber > 0),
-            status TEXT NOT NULL DEFAULT 'queued'
-                CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
-            createdAt REAL NOT NULL,
-            startDate REAL,
-            endDate REAL,
-            exitCode INTEGER,
-            progress REAL NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 1),
-            -- The revision that was checked out (tag, branch or commit) and its commit.
-            commitHash TEXT,
-            -- Who runs the build: with the pid and the process start time a
-            -- build left running by a dead opsh is detectable as stale.
-            runnerHost TEXT,
-            runnerPid INTEGER,
-            runnerStartedAt REAL,
-            UNIQUE (schemeId, buildNumber)
-        );
-
-        CREATE TABLE buildLogs (
-            id TEXT PRIMARY KEY NOT NULL,
-            buildId TEXT NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
-            level TEXT NOT NULL DEFAULT 'info'
-                CHECK (level IN ('debug', 'info', 'warning', 'error')),
-            category TEXT NOT NULL DEFAULT 'build',
-            content TEXT NOT NULL,
-            createdAt REAL NOT NULL
-        );
-
-        CREATE TABLE crashLogs (
-            incidentIdentifier TEXT PRIMARY KEY NOT NULL,
-            buildId TEXT NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
-            content TEXT NOT NULL,
-            signal INTEGER,
-            createdAt REAL NOT NULL
-        );
-        """
-
-    static let analytics = """
-        CREATE TABLE configuration (
-            id TEXT PRIMARY KEY NOT NULL,
-            api_key TEXT,
-            base_url TEXT NOT NULL,
-            model_cache_size INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-
-        CREATE TABLE routing_policies (
-            id TEXT PRIMARY KEY NOT NULL,
-            configuration_id TEXT NOT NULL REFERENCES configuration(id) ON DELETE CASCADE,
-            name TEXT NOT NULL,
-            priority INTEGER NOT NULL DEFAULT 0,
-            execution_target TEXT NOT NULL DEFAULT 'onDevice'
-                CHECK (execution_target IN ('onDevice', 'cloud', 'hybrid')),
-            conditions TEXT NOT NULL DEFAULT '{}'
-                CONSTRAINT conditions_is_json CHECK (json_valid(conditions))
-        );
-
-        CREATE TABLE analytics_config (
-            configuration_id TEXT PRIMARY KEY NOT NULL
-                REFERENCES configuration(id) ON DELETE CASCADE,
-            enabled INTEGER NOT NULL DEFAULT 1,
-            sampling_rate REAL NOT NULL DEFAULT 1 CHECK (sampling_rate BETWEEN 0 AND 1),
-            batch_size INTEGER NOT NULL DEFAULT 100,
-            flush_interval_seconds REAL NOT NULL DEFAULT 60
-        );
-
-        CREATE TABLE storage_config (
-            configuration_id TEXT PRIMARY KEY NOT NULL
-                REFERENCES configuration(id) ON DELETE CASCADE,
-            max_cache_size_bytes INTEGER NOT NULL DEFAULT 0,
-            telemetry_retention_days INTEGER NOT NULL DEFAULT 30
-                CHECK (telemetry_retention_days > 0),
-            auto_cleanup INTEGER NOT NULL DEFAULT 1
-        );
-
-        CREATE TABLE model_metadata (
-            id TEXT PRIMARY KEY NOT NULL,
-            name TEXT NOT NULL,
-            format TEXT NOT NULL,
-            size_bytes INTEGER NOT NULL DEFAULT 0,
-            framework TEXT NOT NULL,
-            quantization TEXT,
-            capabilities TEXT NOT NULL DEFAULT '[]'
-                CONSTRAINT capabilities_is_json CHECK (json_valid(capabilities)),
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-
-        -- One row per model and UTC day.
-        CREATE TABLE model_usage_stats (
-            id INTEGER PRIMARY KEY,
-            model_id TEXT NOT NULL REFERENCES model_metadata(id) ON DELETE CASCADE,
-            day TEXT NOT NULL,
-            generation_count INTEGER NOT NULL DEFAULT 0,
-            total_tokens INTEGER NOT NULL DEFAULT 0,
-            total_cost REAL NOT NULL DEFAULT 0,
-            total_latency_ms REAL NOT NULL DEFAULT 0,
-            error_count INTEGER NOT NULL DEFAULT 0,
-            UNIQUE (model_id, day)
-        );
-
-        CREATE TABLE generation_sessions (
-            id TEXT PRIMARY KEY NOT NULL,
-            model_id TEXT NOT NULL REFERENCES model_metadata(id) ON DELETE RESTRICT,
-            session_type TEXT NOT NULL DEFAULT 'chat',
-            total_tokens INTEGER NOT NULL DEFAULT 0,
-            total_cost REAL NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-
-        CREATE TABLE generations (
-            id TEXT PRIMARY KEY NOT NULL,
-            session_id TEXT NOT NULL REFERENCES generation_sessions(id) ON DELETE CASCADE,
-            sequence_number INTEGER NOT NULL,
-            prompt_tokens INTEGER NOT NULL DEFAULT 0,
-            completion_tokens INTEGER NOT NULL DEFAULT 0,
-            latency_ms REAL NOT NULL DEFAULT 0,
-            cost REAL NOT NULL DEFAULT 0,
-            execution_target TEXT NOT NULL DEFAULT 'onDevice'
-                CHECK (execution_target IN ('onDevice', 'cloud', 'hybrid')),
-            created_at REAL NOT NULL,
-            UNIQUE (session_id, sequence_number)
-        );
-
-        -- Fire-and-forget events: no foreign key, so that the SDK never
-        -- fails to record one.
-        CREATE TABLE telemetry (
-            id INTEGER PRIMARY KEY,
-            event TEXT NOT NULL,
-            properties TEXT
-                CONSTRAINT properties_is_json CHECK (properties IS NULL OR json_valid(properties)),
-            session_id TEXT,
-            created_at REAL NOT NULL
-        );
-        """
 }

@@ -1,5 +1,3 @@
-import GRDB
-
 /// "004_runners": what the build runners sharing one queue need on
 /// `builds` (README, "Build runners"; ARCHITECTURE.md, "Build runners and
 /// the queue").
@@ -18,16 +16,14 @@ import GRDB
 enum Migration004Runners {
     static let identifier = "004_runners"
 
-    static func migrate(_ db: Database) throws {
-        try db.execute(sql: """
-            ALTER TABLE builds ADD COLUMN runnerId TEXT;
-            ALTER TABLE builds ADD COLUMN heartbeatAt REAL;
-            ALTER TABLE builds ADD COLUMN heartbeatInterval REAL CHECK (heartbeatInterval > 0);
-            ALTER TABLE builds ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0);
-            -- the claim: the oldest queued build
-            CREATE INDEX builds_on_status_created ON builds(status, createdAt, buildNumber);
-            -- a holder's heartbeat: the builds it holds
-            CREATE INDEX builds_on_runner ON builds(runnerId);
-            """)
-    }
+    static let migration = BuiltInMigration(identifier, [
+        .addColumn(table: "builds", SchemaColumn("runnerId", .text)),
+        .addColumn(table: "builds", SchemaColumn("heartbeatAt", .real)),
+        .addColumn(table: "builds", SchemaColumn("heartbeatInterval", .real, check: "heartbeatInterval > 0")),
+        .addColumn(table: "builds", SchemaColumn("attempts", .integer, notNull: true, default: "0", check: "attempts >= 0")),
+        // the claim: the oldest queued build
+        .createIndex(SchemaIndex("builds_on_status_created", on: "builds", ["status", "createdAt", "buildNumber"])),
+        // a holder's heartbeat: the builds it holds
+        .createIndex(SchemaIndex("builds_on_runner", on: "builds", ["runnerId"])),
+    ])
 }

@@ -1,5 +1,3 @@
-import GRDB
-
 /// "006_schemeEnvironment": what a scheme's builds get of their runner's
 /// environment beyond the allow list (README, "Build runners";
 /// ARCHITECTURE.md, "Build runners and the queue").
@@ -13,15 +11,11 @@ import GRDB
 ///   column must be JSON (a CHECK); that it is an array of names is
 ///   checked when a build starts, which then fails saying which entry is
 ///   wrong.
-///
-/// The same migration exists for PostgreSQL (`PostgresMigrations`).
 enum Migration006SchemeEnvironment {
     static let identifier = "006_schemeEnvironment"
 
-    static func migrate(_ db: Database) throws {
-        try db.execute(sql: """
-            ALTER TABLE schemes ADD COLUMN passEnvironment TEXT NOT NULL DEFAULT '[]'
-                CONSTRAINT passEnvironment_is_json CHECK (json_valid(passEnvironment));
-            """)
-    }
+    static let migration = BuiltInMigration(identifier, [
+        .addColumn(table: "schemes", SchemaColumn("passEnvironment", .text, notNull: true, default: "'[]'",
+                                                   check: .json(named: "passEnvironment_is_json"))),
+    ])
 }

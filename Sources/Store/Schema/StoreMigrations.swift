@@ -1,19 +1,26 @@
 import GRDB
 
-/// The built-in migrations, named and ordered.
+/// The built-in migrations, named and ordered, written once for both
+/// engines (``BuiltInMigration``): SQLite runs each one's SQL in its
+/// dialect through GRDB's migrator, PostgreSQL through
+/// ``PostgresMigrations``.
 ///
 /// Migrations written in Lua are registered after these by the Bindings
 /// layer, into the same `grdb_migrations` table.
 public enum StoreMigrations {
-    /// Identifiers of the built-in migrations, oldest first.
-    public static let builtInIdentifiers = [
-        Migration001InitialSchema.identifier,
-        Migration002Indexes.identifier,
-        Migration003Audit.identifier,
-        Migration004Runners.identifier,
-        Migration005AuditChain.identifier,
-        Migration006SchemeEnvironment.identifier,
+    /// The migrations, oldest first. A new one is a file of its own
+    /// (`Migration007….swift`) and a line here.
+    static let builtIn: [BuiltInMigration] = [
+        Migration001InitialSchema.migration,
+        Migration002Indexes.migration,
+        Migration003Audit.migration,
+        Migration004Runners.migration,
+        Migration005AuditChain.migration,
+        Migration006SchemeEnvironment.migration,
     ]
+
+    /// Identifiers of the built-in migrations, oldest first.
+    public static let builtInIdentifiers = builtIn.map(\.identifier)
 
     /// A migrator with the built-in migrations registered.
     ///
@@ -22,12 +29,10 @@ public enum StoreMigrations {
     /// reshape tables), and every migration runs in its own transaction.
     public static func makeMigrator() -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration(Migration001InitialSchema.identifier, migrate: Migration001InitialSchema.migrate)
-        migrator.registerMigration(Migration002Indexes.identifier, migrate: Migration002Indexes.migrate)
-        migrator.registerMigration(Migration003Audit.identifier, migrate: Migration003Audit.migrate)
-        migrator.registerMigration(Migration004Runners.identifier, migrate: Migration004Runners.migrate)
-        migrator.registerMigration(Migration005AuditChain.identifier, migrate: Migration005AuditChain.migrate)
-        migrator.registerMigration(Migration006SchemeEnvironment.identifier, migrate: Migration006SchemeEnvironment.migrate)
+        for migration in builtIn {
+            let sql = migration.sql(for: .sqlite)
+            migrator.registerMigration(migration.identifier) { db in try db.execute(sql: sql) }
+        }
         return migrator
     }
 }
