@@ -63,7 +63,7 @@ enum CommitTally {
 
     /// The trigger function that notes a table's rows before TRUNCATE
     /// empties it (see ``counters(where:)``), and its trigger on each of
-    /// opsh's tables: PostgreSQL's side of migration `005_truncateCounts`.
+    /// opsh's tables: PostgreSQL's side of migration `005_auditChain`.
     /// Counting costs one scan of the table, paid only by a TRUNCATE.
     static func truncateNotes(tables: [String]) -> String {
         """

@@ -115,8 +115,13 @@ extension PostgresDatabase {
             FROM pg_catalog.pg_locks l
             JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
             LEFT JOIN pg_catalog.pg_class c ON c.oid = l.relation
+            LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             WHERE l.granted AND l.pid <> pg_catalog.pg_backend_pid() AND a.datname = pg_catalog.current_database()
-              AND ((l.locktype = 'relation' AND l.mode <> 'AccessShareLock')
+              -- Other clients' sessions: not the server's own workers
+              -- (autovacuum analyzing a catalog table is nobody's lock).
+              AND a.backend_type = 'client backend'
+              AND ((l.locktype = 'relation' AND l.mode <> 'AccessShareLock'
+                    AND n.nspname NOT IN ('pg_catalog', 'information_schema'))
                    OR l.pid IN (SELECT pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid))
                                 FROM pg_catalog.pg_stat_activity w WHERE w.wait_event_type = 'Lock'))
             GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1
