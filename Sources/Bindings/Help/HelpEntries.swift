@@ -63,7 +63,8 @@ enum HelpEntries {
     static let all: [HelpEntry] = globals + database + json + buildServer + analytics + keys + others
 
     static let globals: [HelpEntry] = [
-        HelpEntry(module: "", name: "help", signature: "help([fn | \"module.name\" | module])", summary: "Lists every module and function, or describes one."),
+        HelpEntry(module: "", name: "help", signature: "help([fn | \"module.name\" | module | {markdown=true|module}])",
+                  summary: "Lists every module and function, or describes one; {markdown=true} prints every entry as Markdown (docs/lua-api.md is made of it)."),
         HelpEntry(module: "", name: "backup", signature: "backup(path [, {keep=N, overwrite=bool}]) → {path, pages, bytes, seconds, removed}",
                   summary: "Online copy of the database, checked with integrity_check; keep=N deletes all but the N newest backups of the series that opsh wrote (nothing else)."),
         HelpEntry(module: "", name: "checkpoint", signature: "checkpoint([mode]) → {walFrames, checkpointed}", summary: "Copies the WAL into the database file: \"passive\" (default, waits for nobody), \"full\", \"restart\" or \"truncate\" (empties the -wal file). On PostgreSQL: the server's CHECKPOINT (superuser or pg_checkpoint only) → {seconds}."),
@@ -75,6 +76,7 @@ enum HelpEntries {
                   summary: "Sizes, row counts per table (rows.name) and applied migrations."),
         HelpEntry(module: "", name: "query", signature: "query(key) → value", summary: "Fetches a query key (a key.* builder or its text) once."),
         HelpEntry(module: "", name: "watch", signature: "watch(keyOrSql, fn [, ...]) → handle", summary: "Calls fn(new, old) whenever the key's value or the SELECT's rows change; handle:cancel() stops it."),
+        HelpEntry(module: "", name: "undo", signature: "undo([n=1]) → string", summary: "Takes back the n-th last chunk typed at the shell's prompt that changed data, unless another process changed one of its rows since (SQLite; refused in scripts)."),
         HelpEntry(module: "", name: "chart", signature: "chart(rows, labelColumn, valueColumn [, {width=}]) → string", summary: "A horizontal bar chart of a row set."),
         HelpEntry(module: "", name: "sparkline", signature: "sparkline(rows, column | numbers) → string", summary: "A one-line chart of numbers."),
     ]
@@ -179,12 +181,12 @@ enum HelpEntries {
         HelpEntry(module: "jobs", name: "crashLogs", signature: "jobs.crashLogs(id) → rows", summary: "A build's crash logs."),
         HelpEntry(module: "jobs", name: "stale", signature: "jobs.stale() → rows", summary: "Running builds whose runner is gone: three heartbeats missed, or its process gone on this host."),
         HelpEntry(module: "jobs", name: "markStale", signature: "jobs.markStale(id, reason)", summary: "Marks a stale build failed."),
-        HelpEntry(module: "jobs", name: "configure", signature: "jobs.configure{concurrency=, grace=, workspaces=}", summary: "Settings of the job manager (before the first build)."),
-        HelpEntry(module: "git", name: "versions", signature: "git.versions(pathOrURL) → rows, skipped", summary: "Tags that are semantic versions, oldest first."),
-        HelpEntry(module: "git", name: "branches", signature: "git.branches(pathOrURL) → rows", summary: "Local and remote-tracking branches."),
-        HelpEntry(module: "export", name: "project", signature: "export.project(id [, {logs=bool, file=path}]) → jsonText|path, rowsPerTable",
+        HelpEntry(module: "jobs", name: "configure", signature: "jobs.configure{concurrency=, grace=, workspaces=, keepWorkspaces=}", summary: "Settings of the job manager (before the first build); keepWorkspaces: checkouts kept per scheme (5)."),
+        HelpEntry(module: "git", name: "versions", signature: "git.versions(pathOrURL [, {timeout=}]) → rows, skipped", summary: "Tags that are semantic versions, oldest first."),
+        HelpEntry(module: "git", name: "branches", signature: "git.branches(pathOrURL [, {timeout=}]) → rows", summary: "Local and remote-tracking branches."),
+        HelpEntry(module: "export", name: "project", signature: "export.project(id [, {logs=bool, file=path, overwrite=bool}]) → jsonText|path, rowsPerTable",
                   summary: "A project with its schemes, builds, and (unless logs=false) build logs and crash logs, as JSON."),
-        HelpEntry(module: "export", name: "model", signature: "export.model(id [, {file=path}]) → jsonText|path, rowsPerTable",
+        HelpEntry(module: "export", name: "model", signature: "export.model(id [, {file=path, overwrite=bool}]) → jsonText|path, rowsPerTable",
                   summary: "A model with its daily usage stats, as JSON."),
         HelpEntry(module: "analytics", name: "models", signature: "analytics.models{since=, until=} → rows", summary: "Per model: tokens, cost, latency."),
         HelpEntry(module: "analytics", name: "daily", signature: "analytics.daily{model=, since=, until=} → rows", summary: "Usage per day."),
