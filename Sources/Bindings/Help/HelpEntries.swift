@@ -87,7 +87,7 @@ enum HelpEntries {
         HelpEntry(module: "db", name: "value", signature: "db.value(sql, ...) → value|nil", summary: "The first column of the first row, or nil."),
         HelpEntry(module: "db", name: "exec", signature: "db.exec(sql, ...) → changes, lastInsertId", summary: "Runs a statement (or a script of statements without parameters)."),
         HelpEntry(module: "db", name: "rows", signature: "for row in db.rows(sql, ...) do … end", summary: "Streams the rows of a query at constant memory."),
-        HelpEntry(module: "db", name: "transaction", signature: "db.transaction(fn) → fn's results", summary: "Runs fn in a transaction (a savepoint when nested); an error rolls back its level and is re-raised."),
+        HelpEntry(module: "db", name: "transaction", signature: "db.transaction(fn [, {maxChanges=, allowSchemaChanges=}]) → fn's results", summary: "Runs fn in a transaction (a savepoint when nested); an error rolls back its level and is re-raised; past maxChanges rows (or a schema change, unless allowed) it rolls back."),
         HelpEntry(module: "db", name: "inTransaction", signature: "db.inTransaction() → boolean", summary: "Whether a db.transaction is open."),
         HelpEntry(module: "db", name: "blob", signature: "db.blob(string) → blob", summary: "Binds a string as a BLOB."),
         HelpEntry(module: "db", name: "NULL", signature: "db.NULL", summary: "Writes NULL where a table field would otherwise be absent (= json.null)."),
