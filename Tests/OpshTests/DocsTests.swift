@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// The documents stay true to the code: docs/lua-api.md is what
-/// `scripts/docs` writes from the help entries.
+/// The documents stay true to the code: the README's first session works
+/// when typed, docs/lua-api.md is what `scripts/docs` writes from the help
+/// entries, and every section or decision the code cites exists.
 @Suite struct DocsTests {
     /// This checkout.
     static let root: String = URL(fileURLWithPath: #filePath)
@@ -10,6 +11,87 @@ import Testing
 
     static func read(_ path: String) throws -> String {
         try String(contentsOfFile: root + "/" + path, encoding: .utf8)
+    }
+
+    /// The lines of the first fenced block after `heading` whose fence is
+    /// `fence` (```` ```sh ````, or ```` ``` ```` alone).
+    static func block(after heading: String, fence: String, in text: String) -> [String] {
+        guard let section = text.range(of: "\n" + heading + "\n") else { return [] }
+        var lines: [String] = []
+        var inside = false, insideAnother = false
+        for line in text[section.upperBound...].split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if inside {
+                if line == "```" { return lines }
+                lines.append(line)
+            } else if insideAnother {
+                insideAnother = line != "```"
+            } else if line == fence {
+                inside = true
+            } else if line.hasPrefix("```") {
+                insideAnother = true
+            } else if line.hasPrefix("## ") {
+                return []
+            }
+        }
+        return []
+    }
+
+    /// The README's "A first session", as a reader follows it: the `sh`
+    /// commands (with `./scripts/opsh` the built opsh, the demo database in
+    /// the test's folder), then every line after a prompt typed into the
+    /// shell on a real terminal, and every other line of the transcript
+    /// looked for in what the shell shows, in order (numbers vary from run
+    /// to run: each run of digits matches any). A line that ends with one
+    /// of the shell's questions has its answer after it: that is typed.
+    /// SQLite only: it is the session the README gives, on the file it
+    /// names (docs/postgresql.md has PostgreSQL's).
+    @Test func theREADMEsFirstSessionWorksTypedLineByLine() throws {
+        let readme = try Self.read("README.md")
+        let commands = Self.block(after: "## A first session", fence: "```sh", in: readme)
+        let transcript = Self.block(after: "## A first session", fence: "```", in: readme)
+        #expect(commands.count == 2 && transcript.count > 10, "README's first session: \(commands) \(transcript)")
+
+        let sandbox = try Sandbox()
+        let database = sandbox.root + "/data/demo.sqlite"
+        func words(_ line: String) -> [String] {
+            let command = line.components(separatedBy: "   #").first ?? line
+            return command.split(separator: " ").map(String.init).map { word in
+                word.replacingOccurrences(of: "/tmp/demo.sqlite", with: database)
+                    .replacingOccurrences(of: "examples/", with: Self.root + "/examples/")
+            }
+        }
+        let run = words(commands[0])
+        #expect(run.first == "./scripts/opsh" && run.dropFirst().first == "run", "\(run)")
+        let made = try sandbox.run(opshExecutable, Array(run.dropFirst()))
+        #expect(made.status == 0, "\(made.stdout) \(made.stderr)")
+        let shell = words(commands[1])
+        #expect(shell.first == "./scripts/opsh" && !shell.contains("run"), "\(shell)")
+
+        let terminal = try PseudoTerminal(arguments: Array(shell.dropFirst()), environment: sandbox.environment)
+        let questions = ["anything else rolls back: ", "commit? [y/N] "]
+        for line in transcript {
+            if let prompt = line.range(of: "opsh> "), !line[..<prompt.lowerBound].dropLast().contains(" ") {
+                terminal.expect(String(line[..<prompt.upperBound]), timeout: 60)
+                terminal.send(String(line[prompt.upperBound...]) + "\r")
+                terminal.expect(String(line[prompt.upperBound...]), timeout: 60)
+            } else if let question = questions.lazy.compactMap({ line.range(of: $0) }).first {
+                for piece in Self.pieces(String(line[..<question.upperBound])) { terminal.expect(piece, timeout: 60) }
+                terminal.send(String(line[question.upperBound...]) + "\r")
+            } else {
+                for piece in Self.pieces(line) { terminal.expect(piece, timeout: 60) }
+            }
+        }
+        terminal.expect("opsh> ", timeout: 60)
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+        for failure in ["opsh: error", "stdin:", "SQL error"] {
+            #expect(!terminal.transcript.contains(failure), "the first session printed \(failure):\n\(terminal.transcript)")
+        }
+    }
+
+    /// A transcript line without its numbers: the text between them.
+    static func pieces(_ line: String) -> [String] {
+        line.split(whereSeparator: \.isNumber).map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
 
     /// docs/lua-api.md is what `scripts/docs` writes from
