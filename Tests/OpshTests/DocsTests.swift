@@ -3,7 +3,8 @@ import Testing
 
 /// The documents stay true to the code: the README's first session works
 /// when typed, docs/lua-api.md is what `scripts/docs` writes from the help
-/// entries, and every section or decision the code cites exists.
+/// entries, and every section or decision the code cites exists
+/// (ARCHITECTURE.md, "Tests").
 @Suite struct DocsTests {
     /// This checkout.
     static let root: String = URL(fileURLWithPath: #filePath)
@@ -116,5 +117,88 @@ import Testing
         #expect(stale.status == 1, "\(stale.stderr)")
         #expect(stale.stderr.contains("docs/lua-api.md is not what scripts/docs writes"), "\(stale.stderr)")
         #expect(stale.stderr.contains("+- `db.query(sql, ...) → rows`"), "\(stale.stderr)")
+    }
+
+    /// Where the code cites a document's section or decision
+    /// (`ARCHITECTURE.md, decision 5`, `ARCHITECTURE.md, "The session
+    /// seam"`, `README, "A chunk is a transaction"`, `docs/operations.md,
+    /// "The audit trail"`), the document has it: a heading (or a bold
+    /// paragraph lead) that holds the quoted words, a numbered decision of
+    /// ARCHITECTURE.md. Comments are read with their lines joined, so a
+    /// citation may wrap.
+    @Test func everyCitedSectionExists() throws {
+        var missing: [String] = []
+        var found = 0
+        for (file, text) in try Self.sources() {
+            for citation in Self.citations(in: text) {
+                found += 1
+                if let problem = try Self.problem(with: citation) { missing.append("\(file): \(problem)") }
+            }
+        }
+        #expect(found > 60, "only \(found) citations found: the pattern no longer matches the code's")
+        #expect(missing == [], "\(missing.joined(separator: "\n"))")
+        // Control: a citation of something no document has is named.
+        #expect(try Self.problem(with: Self.citations(in: "/// (ARCHITECTURE.md, \"No such section\")")[0]) != nil)
+        #expect(try Self.problem(with: Self.citations(in: "// (ARCHITECTURE.md, decision 99)")[0]) != nil)
+        #expect(try Self.problem(with: Self.citations(in: "/// (README, \"The audit trail\")")[0]) != nil)
+    }
+
+    struct Citation {
+        var document: String
+        /// A section's words, or nil for a decision.
+        var section: String?
+        var decision: Int?
+    }
+
+    /// The code's own files: Sources, scripts, fuzz, bench, examples, the
+    /// manifest. (Tests cite documents too; they are another lane's to fix.)
+    static func sources() throws -> [(String, String)] {
+        var files: [(String, String)] = [("Package.swift", try read("Package.swift"))]
+        for folder in ["Sources", "scripts", "fuzz", "bench", "examples", ".ci"] {
+            guard let walker = FileManager.default.enumerator(atPath: root + "/" + folder) else { continue }
+            for case let path as String in walker {
+                let full = root + "/" + folder + "/" + path
+                var isFolder: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: full, isDirectory: &isFolder), !isFolder.boolValue,
+                      let text = try? String(contentsOfFile: full, encoding: .utf8) else { continue }
+                files.append((folder + "/" + path, text))
+            }
+        }
+        return files
+    }
+
+    /// The citations in `text`, its comment lines joined.
+    static func citations(in text: String) -> [Citation] {
+        let joined = text.replacingOccurrences(of: #"\n[ \t]*(///|//|--|#|\*)?[ \t]*"#, with: " ", options: .regularExpression)
+        var result: [Citation] = []
+        let pattern = #"(ARCHITECTURE\.md|README(?:\.md)?|docs/[a-z-]+\.md)(?:'s|,)\s+(?:decision (\d+)|section "([^"]+)"|"([^"]+)")"#
+        let expression = try! NSRegularExpression(pattern: pattern)
+        let range = NSRange(joined.startIndex..., in: joined)
+        for match in expression.matches(in: joined, range: range) {
+            func group(_ index: Int) -> String? {
+                Range(match.range(at: index), in: joined).map { String(joined[$0]) }
+            }
+            var document = group(1) ?? ""
+            if document == "README" { document = "README.md" }
+            result.append(Citation(document: document, section: group(3) ?? group(4), decision: group(2).flatMap { Int($0) }))
+        }
+        return result
+    }
+
+    /// Why a citation does not resolve, or nil when it does.
+    static func problem(with citation: Citation) throws -> String? {
+        guard let text = try? read(citation.document) else { return "\(citation.document) does not exist" }
+        let lines = text.split(separator: "\n").map(String.init)
+        if let decision = citation.decision {
+            return lines.contains { $0.hasPrefix("\(decision). **") } ? nil
+                : "\(citation.document) has no decision \(decision)"
+        }
+        let section = citation.section ?? ""
+        let titles = lines.compactMap { line -> String? in
+            if line.hasPrefix("#") { return line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces) }
+            if line.hasPrefix("**"), let end = line.dropFirst(2).range(of: "**") { return String(line[line.index(line.startIndex, offsetBy: 2)..<end.lowerBound]) }
+            return nil
+        }
+        return titles.contains { $0.contains(section) } ? nil : "\(citation.document) has no section \"\(section)\""
     }
 }
