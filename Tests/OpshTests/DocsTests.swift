@@ -143,6 +143,58 @@ import Testing
         #expect(try Self.problem(with: Self.citations(in: "/// (README, \"The audit trail\")")[0]) != nil)
     }
 
+    /// RELIABILITY.md's list of issue 24's attacks
+    /// (`scripts/reliability-attacks.md`) names tests that exist, and an
+    /// attack it says holds on both engines has a test that takes the
+    /// engine as its argument: the list cannot name a test that was
+    /// renamed or removed, nor claim an engine no test runs.
+    @Test func theAttackListNamesTestsThatExist() throws {
+        var tests: [String] = []
+        for folder in ["Tests"] {
+            let walker = FileManager.default.enumerator(atPath: Self.root + "/" + folder)
+            while let path = walker?.nextObject() as? String {
+                guard path.hasSuffix(".swift") else { continue }
+                tests.append(try String(contentsOfFile: Self.root + "/" + folder + "/" + path, encoding: .utf8))
+            }
+        }
+        /// Whether `Suite.name` is a test, and whether it takes the engine.
+        func find(_ qualified: String) -> (exists: Bool, takesEngine: Bool) {
+            let parts = qualified.split(separator: ".").map(String.init)
+            guard parts.count == 2 else { return (false, false) }
+            for text in tests where text.contains("struct \(parts[0])") || text.contains("class \(parts[0])") {
+                guard let function = text.range(of: "func \(parts[1])(") else { continue }
+                let start = text.index(function.lowerBound, offsetBy: -200, limitedBy: text.startIndex) ?? text.startIndex
+                let before = String(text[start..<function.lowerBound])
+                guard let attribute = before.range(of: "@Test", options: .backwards) else { continue }
+                return (true, before[attribute.lowerBound...].contains("Engine.allCases"))
+            }
+            return (false, false)
+        }
+        let list = try Self.read("scripts/reliability-attacks.md")
+            .replacingOccurrences(of: #"(?s)<!--.*?-->"#, with: "", options: .regularExpression)
+        var problems: [String] = []
+        var attacks = 0, named = 0
+        for line in list.split(separator: "\n").map(String.init) where line.hasPrefix("- ") {
+            let fields = line.dropFirst(2).components(separatedBy: " | ")
+            guard fields.count == 4 else { problems.append("not ITEM | ATTACK | TESTS | ENGINES: \(line)"); continue }
+            attacks += 1
+            if fields[2].hasPrefix("no test") { continue }
+            let names = fields[2].components(separatedBy: ", ")
+            named += names.count
+            let found = names.map(find)
+            for (name, result) in zip(names, found) where !result.exists { problems.append("item \(fields[0]): no test \(name)") }
+            if fields[3].hasPrefix("SQLite and PostgreSQL") && !found.contains(where: \.takesEngine) {
+                problems.append("item \(fields[0]) says SQLite and PostgreSQL, but none of its tests takes the engine")
+            }
+        }
+        #expect(attacks >= 40 && named > attacks, "\(attacks) attacks, \(named) tests named")
+        #expect(problems == [], "\(problems.joined(separator: "\n"))")
+        // Control: a name no test has is found missing.
+        #expect(find("ExitPathTests.osExitLeavesItsAuditRowAndStatus") == (true, true))
+        #expect(find("ExitPathTests.noSuchTest").exists == false)
+        #expect(find("ChunkSafetyTests.ctrlCAtTheQuestionRollsBack") == (true, false))
+    }
+
     struct Citation {
         var document: String
         /// A section's words, or nil for a decision.
