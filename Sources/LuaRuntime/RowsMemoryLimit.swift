@@ -4,8 +4,8 @@ import CLuaShim
 /// loop: allocations past the limit succeed while a Swift frame runs
 /// (ARCHITECTURE.md, decision 1), so the loop asks after each row whether
 /// the state now holds more than its limit, and stops there rather than
-/// once the whole result is made (decision 9; README: the process stays
-/// near its own size plus twice the limit).
+/// once the whole result is made (decision 9; docs/operations.md: the
+/// process stays near its own size plus twice the limit).
 public enum RowsMemoryLimit {
     /// Throws the limit's refusal when the state holds more than its limit
     /// after `rows` rows, having dropped the partial result above `base`.

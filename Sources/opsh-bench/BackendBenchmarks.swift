@@ -9,7 +9,7 @@ import GRDB
 ///
 /// - the `-wal` left by `examples/demo-data.lua` (1,000,000 telemetry rows)
 ///   and the largest it grew to while the script ran (ARCHITECTURE.md,
-///   decision 7: opsh never pins the WAL);
+///   decision 8: opsh never pins the WAL);
 /// - the backend's worst wait while an interactive `--dry-run` shell, on a
 ///   real pseudo-terminal, sits at its prompt after having written;
 /// - how long `import{ file = … }` of a 250,000-log project holds the write

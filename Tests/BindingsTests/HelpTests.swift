@@ -79,11 +79,29 @@ import LuaRuntime
         }
     }
 
+    /// `help{ markdown = … }`: every entry, present or not, as a Markdown
+    /// list (what `scripts/docs` puts into docs/lua-api.md), whole or one
+    /// module's.
+    @Test func markdownListsEveryEntry() throws {
+        let all = try help("{ markdown = true }")
+        for entry in HelpEntries.all {
+            #expect(all.contains("- `\(entry.signature)`: \(entry.summary)\n") || all.hasSuffix("- `\(entry.signature)`: \(entry.summary)"))
+        }
+        #expect(all.hasPrefix("### Global functions\n\n- `help("))
+        #expect(all.contains("\n\n### `db`: SQL on the database\n\n- `db.query(sql, ...) → rows`: "))
+        let db = try help("{ markdown = 'db' }")
+        #expect(db.hasPrefix("- `db.query(sql, ...) → rows`: Runs SQL"))
+        #expect(db.split(separator: "\n").count == HelpEntries.all.filter { $0.module == "db" }.count)
+        #expect(try help("{ markdown = '' }").hasPrefix("- `help("))
+    }
+
     static let badInput: [(String, String)] = [
         ("help('nope.nothing')", "test:1: help: nothing is called 'nope.nothing' (help() lists everything)"),
         ("help(print)", "test:1: help: no description of this function (help() lists everything; Lua's own functions are in the Lua manual)"),
         ("help(42)", "test:1: bad argument #1 to 'help' (function, module or name expected, got number)"),
         ("help({})", "test:1: help: no description of this table (help() lists everything)"),
+        ("help{ markdown = 'nope' }", "test:1: help: no module is called 'nope' (help() lists them; \"\" is the globals)"),
+        ("help{ markdown = 3 }", "test:1: help: markdown must be true or a module's name (\"\" for the globals), got number"),
     ]
 
     @Test(arguments: badInput)

@@ -120,7 +120,7 @@ import LuaRuntime
             local out = {} local saved = print print = function(s) out[#out + 1] = s end
             help("export.project") help("import") print = saved return table.concat(out, "\\n")
             """).first?.stringValue ?? ""
-        #expect(text.hasPrefix("export.project(id [, {logs=bool, file=path}])"))
+        #expect(text.hasPrefix("export.project(id [, {logs=bool, file=path, overwrite=bool}])"))
         #expect(text.contains("import(jsonText | {file=} [, {replace=bool}])"))
     }
 }

@@ -8,11 +8,14 @@ import LuaRuntime
 /// help(db.query)         -- one function, found by identity
 /// help("db.query")       -- or by name
 /// help(builds)           -- one module (or help("builds"))
+/// help{ markdown = true }  -- every entry as Markdown; markdown = "db": one module's
 /// ```
 ///
 /// The text goes through the global `print` of the moment, so it lands
 /// wherever the script's output goes. Only functions that exist in this
-/// session are listed (the descriptions are data: ``HelpEntries``).
+/// session are listed (the descriptions are data: ``HelpEntries``). The
+/// Markdown form lists every entry, present or not: `scripts/docs` writes
+/// `docs/lua-api.md` from it, so the page and `help()` have one source.
 enum HelpModule {
     static func install(in session: OpshSession) {
         install(runtime: session.runtime)
@@ -66,6 +69,7 @@ enum HelpModule {
 
     static func describe(_ call: LuaCall) throws -> String {
         let state = call.state
+        if lua_type(state, 1) == LUA_TTABLE, let markdown = try markdownRequest(call) { return markdown }
         // What `help` lists must be there (the batch modes install most
         // modules on first use).
         try call.host.installLazyModules()
@@ -92,6 +96,44 @@ enum HelpModule {
         default:
             throw call.typeError(1, expected: "function, module or name")
         }
+    }
+
+    /// `help{ markdown = true }` (every module) or `help{ markdown = "db" }`
+    /// (one; "" for the globals): the entries as Markdown, or nil when the
+    /// table asks for something else.
+    static func markdownRequest(_ call: LuaCall) throws -> String? {
+        let state = call.state
+        let top = lua_gettop(state)
+        defer { lua_settop(state, top) }
+        LuaStack(state).push("markdown")
+        switch lua_rawget(state, 1) {
+        case LUA_TNIL:
+            return nil
+        case LUA_TBOOLEAN where lua_toboolean(state, -1) != 0:
+            return HelpEntries.modules.map { markdown(module: $0.name, heading: true) }.joined(separator: "\n\n")
+        case LUA_TSTRING:
+            let module = LuaStack(state).string(at: -1) ?? ""
+            guard HelpEntries.modules.contains(where: { $0.name == module }) else {
+                throw LuaCallError.message("help: no module is called '\(module)' (help() lists them; \"\" is the globals)")
+            }
+            return markdown(module: module, heading: false)
+        default:
+            throw LuaCallError.message("help: markdown must be true or a module's name (\"\" for the globals), got \(LuaStack(state).typeName(at: -1))")
+        }
+    }
+
+    /// One module's entries as a Markdown list (`- \`signature\`: summary`),
+    /// under a heading with its summary when asked.
+    static func markdown(module: String, heading: Bool) -> String {
+        var lines: [String] = []
+        if heading {
+            let summary = HelpEntries.modules.first { $0.name == module }?.summary ?? ""
+            lines += [module.isEmpty ? "### Global functions" : "### `\(module)`: \(summary)", ""]
+        }
+        for entry in HelpEntries.all where entry.module == module {
+            lines.append("- `\(entry.signature)`: \(entry.summary)")
+        }
+        return lines.joined(separator: "\n")
     }
 
     static func detail(_ entry: HelpEntry) -> String {

@@ -3,7 +3,7 @@ import TextCodec
 
 /// The one rule for turning Lua values into JSON, shared by `json.encode`,
 /// `--json` and the shell's `.mode json` so that none of them changes a
-/// byte silently (README, "JSON"):
+/// byte silently (docs/lua-api.md, "JSON"):
 ///
 /// - strings must be valid UTF-8: bytes that are not (a BLOB, say) are
 ///   refused with their place, never replaced by U+FFFD — encode them

@@ -27,8 +27,8 @@ void opsh_set_memory_limit(lua_State *L, size_t limit);
 /// limit succeed), whether the state holds more than its limit even after
 /// a full collection. The loops that make a result's rows ask after each
 /// row, so a result larger than the limit is refused while it is made,
-/// not once it is whole (ARCHITECTURE.md, decision 9; README's bound of
-/// the process's own size plus twice the limit). 0 without a limit.
+/// not once it is whole (ARCHITECTURE.md, decision 9; docs/operations.md's
+/// bound of the process's own size plus twice the limit). 0 without a limit.
 int opsh_memory_exceeded(lua_State *L);
 /// Pushes "not enough memory (the memory limit is N bytes): " followed by
 /// `what`: the words every refusal of the limit uses.

@@ -5,7 +5,7 @@ import PostgresWire
 /// The audit trail's own connection: where opsh writes a run's row, and
 /// checks a shell chunk's. Never the script's connection, whose TEMP
 /// tables and triggers (SQLite) or `search_path` (PostgreSQL) could hide
-/// the row or send it elsewhere (README, "The audit trail"):
+/// the row or send it elsewhere (docs/operations.md, "The audit trail"):
 ///
 /// - **SQLite**: a connection of its own to the file the session opened
 ///   (checked by device and inode), opened when first needed, with no

@@ -6,7 +6,7 @@ import TextCodec
 /// it) is kept here, and the next run on the same database that writes
 /// its own row writes these first (``AuditConnection/record(_:code:waitingAtMost:)``).
 /// So a read beside a backend holding the write lock loses no row and
-/// prints nothing (README, "The audit trail").
+/// prints nothing (docs/operations.md, "The audit trail").
 ///
 /// One file per row, `UUID.json`, in `$XDG_STATE_HOME/opsh/audit-spool`
 /// (mode 0700): made atomically (``AtomicFile``), never named from the

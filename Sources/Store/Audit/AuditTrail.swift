@@ -65,7 +65,8 @@ public enum OpshVersion {
 
 /// Reading and writing the audit trail. Every statement here names the
 /// trail's tables with their schema (``Tables``): a script's TEMP table or
-/// `search_path` cannot stand in for them (README, "The audit trail").
+/// `search_path` cannot stand in for them (docs/operations.md, "The audit
+/// trail").
 /// Rows are appended to the hash chain (``append(_:_:tables:)``,
 /// ``AuditChain``), written through a connection of opsh's own
 /// (``AuditConnection``) or in a shell chunk's own transaction.

@@ -1,7 +1,7 @@
 import CSQLiteStore
 import Foundation
 
-/// `opsh run`'s lock on an SQLite database (README, `--lock`): an open
+/// `opsh run`'s lock on an SQLite database (docs/operations.md, `--lock`): an open
 /// file description lock on one byte of the database file itself, at an
 /// offset made from the script's identity. So the lock belongs to the
 /// database's device and inode, whatever the environment (cron has no

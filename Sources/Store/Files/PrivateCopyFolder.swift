@@ -2,7 +2,7 @@ import Foundation
 
 /// A folder of the temporary folder that one opsh process makes for a copy
 /// it works on (the interactive `--dry-run`'s copy of the database:
-/// README, "Beside a live backend"), and removes when it ends.
+/// docs/operations.md, "Beside a live backend"), and removes when it ends.
 ///
 /// A process that is killed cannot remove its folder, so the next one
 /// removes the folders whose owner is gone (``removeStale(prefix:in:)``),

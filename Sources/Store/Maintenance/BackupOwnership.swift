@@ -27,8 +27,8 @@ public enum BackupKind: Sendable {
 }
 
 /// Which files `backup()` may replace (`overwrite = true`) and delete
-/// (`keep = N`): one rule for both engines (README, "Telemetry,
-/// maintenance, migrations"; ARCHITECTURE.md, decision 9). A file is
+/// (`keep = N`): one rule for both engines (docs/operations.md, "Backups
+/// and restore"; ARCHITECTURE.md, decision 9). A file is
 /// opsh's to replace or delete only when
 /// - opsh wrote it there as a backup: the record opsh keeps beside each
 ///   backup it writes still names it by device and inode, size and time

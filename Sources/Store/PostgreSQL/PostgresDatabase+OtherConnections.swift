@@ -11,7 +11,7 @@ import PostgresWire
 /// and a read-only transaction refuses writes to a foreign table; the tests
 /// hold both (`PostgresSessionGuardTests`). Other extensions that connect
 /// on their own (outside PostgreSQL's contrib) are not known here: the
-/// README says so.
+/// docs/postgresql.md says so.
 extension PostgresDatabase {
     static let extensionsThatConnectOnTheirOwn = ["dblink"]
 

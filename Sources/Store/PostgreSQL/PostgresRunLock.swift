@@ -1,7 +1,7 @@
 import Foundation
 import PostgresWire
 
-/// `opsh run`'s lock on a PostgreSQL database (README, `--lock`): a
+/// `opsh run`'s lock on a PostgreSQL database (docs/operations.md, `--lock`): a
 /// session-level advisory lock on the server, held by a connection of its
 /// own for the run's life. The server scopes advisory locks to the
 /// database, so every URL of one database (socket or TCP, another user,

@@ -2,7 +2,8 @@ import Foundation
 import Store
 
 /// `opsh runs [--overdue]`: recent runs from the audit trail, and the dead
-/// man's switch for cron (README, "Cron runs that did not happen").
+/// man's switch for cron (docs/operations.md, "Cron runs that did not
+/// happen").
 /// Reads only: it never takes the write lock. Written once over
 /// ``RepositoryConnection``: an SQLite file or a PostgreSQL URL
 /// (`--db postgresql://…`), the same output.

@@ -3,7 +3,7 @@ import Foundation
 import Shell
 import Store
 
-/// Writes the audit trail's rows (README, "The audit trail"): one per
+/// Writes the audit trail's rows (docs/operations.md, "The audit trail"): one per
 /// `opsh run` and `-e` that used the database, one per shell chunk that
 /// committed changes. A run's row is written after the run's transaction
 /// ended (a rollback does not take it along), in a short transaction of

@@ -8,8 +8,9 @@ import Store
 /// write until the shell ends, and every backend write would fail after its
 /// busy timeout meanwhile).
 ///
-/// Limits (README): the copy does not see what the backend writes after
-/// it was taken, and a database larger than ``largest`` is not copied (the
+/// Limits (docs/operations.md, "Beside a live backend"): the copy does
+/// not see what the backend writes after it was taken, and a database
+/// larger than ``largest`` is not copied (the
 /// dry run then runs on the live file, locking it from its first write).
 /// The copy lives in a ``PrivateCopyFolder`` of the temporary folder; the
 /// copies of dry runs that were killed are removed when the next starts.

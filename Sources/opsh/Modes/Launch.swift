@@ -5,8 +5,9 @@ import Shell
 import Store
 
 /// A mode ending early: the status the process exits with and what to say
-/// on stderr first. `main` is the one place the process exits (README,
-/// "Exit status"): modes return their status or throw this.
+/// on stderr first. `main` is the one place the process exits
+/// (docs/operations.md, "Exit status"): modes return their status or
+/// throw this.
 struct Stop: Error {
     let status: ExitStatus
     let message: String?
