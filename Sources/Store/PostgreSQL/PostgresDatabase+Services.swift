@@ -111,7 +111,7 @@ struct PostgresSessionMaintenance: SessionMaintenance {
             return false
         }
         if database.options.readOnly, name != "backup" {
-            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files (on SQLite the file opened read-only refuses it too)")
+            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files")
         }
         if database.isInChunk && database.depth == 1 {
             if try database.transactionHasWritten() {

@@ -45,6 +45,12 @@ extension SessionDatabase {
     }
 
     public func jobsRefusal(_ name: String, writes: Bool) throws -> String? {
+        // The job manager writes through the store's writer, which a
+        // read-only file refuses with SQLite's own words only at its write:
+        // said at once, as PostgreSQL says it.
+        if isReadOnly, writes {
+            return "jobs.\(name) is refused with --read-only: it writes builds"
+        }
         if isDryRun {
             return "jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back"
         }
@@ -100,6 +106,12 @@ struct SQLiteMaintenance: SessionMaintenance {
             let detail = detail ?? (name == "vacuum" ? "would rebuild the database file" : "would copy the WAL into the database file")
             FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
             return false
+        }
+        // A backup only reads; vacuum and a checkpoint write the database's
+        // files, which a read-only file refuses with SQLite's terse "disk
+        // I/O error" (a passive checkpoint of nothing even "succeeds").
+        if session.isReadOnly, name != "backup" {
+            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files")
         }
         if session.isInTransaction {
             throw StoreError.refused(reason: "\(name) cannot run inside \(session.openTransactionName): it needs a database connection of its own; call it outside the transaction")
