@@ -109,36 +109,34 @@ import Testing
         let database = try sandbox.createdDatabase(engine)
         #expect(try sandbox.opsh(["-e", Self.telemetry(5000)], on: database).status == 0)
         let drop = "db.exec('DROP TABLE telemetry')"
-        try knownIssue(on: engine, "PostgreSQL: --max-changes, allowSchemaChanges and counting a dropped table's rows are not there yet (lead's lane)") {
-            // The dry run reports the rows the drop deletes, and the schema.
-            let dry = try sandbox.opsh(["--dry-run", "-e", drop], on: database)
-            #expect(dry.status == 0, "\(dry.stderr)")
-            #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 5000 deleted"), "\(dry.stderr)")
-            #expect(dry.stderr.contains("dropped table telemetry"), "\(dry.stderr)")
-            // Under a cap: refused as a schema change, then by its rows.
-            let schema = try sandbox.opsh(["--max-changes", "10", "-e", drop], on: database)
-            #expect(schema.status == 1, "\(schema.stderr)")
-            #expect(schema.stderr.contains("changed the schema (dropped table telemetry)"), "\(schema.stderr)")
-            #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
-            let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", drop], on: database)
-            #expect(rows.status == 1, "\(rows.stderr)")
-            #expect(rows.stderr.contains("changed 5000 rows (telemetry: 5000 deleted)"), "\(rows.stderr)")
-            let transaction = try sandbox.opsh(["-e", """
-                print(pcall(db.transaction, function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10 }))
-                """], on: database)
-            #expect(transaction.stdout.contains("false"), "\(transaction.stdout) \(transaction.stderr)")
-            #expect(transaction.stdout.contains("changed the schema (altered table telemetry)"), "\(transaction.stdout)")
-            #expect(try database.count("telemetry") == 5000)
-            // Controls: allowed, and within the cap.
-            let altered = try sandbox.opsh(["-e", """
-                db.transaction(function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10, allowSchemaChanges = true })
-                """], on: database)
-            #expect(altered.status == 0, "\(altered.stderr)")
-            let dropped = try sandbox.opsh(["--max-changes", "5000", "--allow-schema-changes", "-e", drop], on: database)
-            #expect(dropped.status == 0, "\(dropped.stderr)")
-            let audit = try Self.lastAudit(sandbox, database)
-            #expect(audit["telemetry"]?["deleted"] == 5000, "\(audit)")
-        }
+        // The dry run reports the rows the drop deletes, and the schema.
+        let dry = try sandbox.opsh(["--dry-run", "-e", drop], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 5000 deleted"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("dropped table telemetry"), "\(dry.stderr)")
+        // Under a cap: refused as a schema change, then by its rows.
+        let schema = try sandbox.opsh(["--max-changes", "10", "-e", drop], on: database)
+        #expect(schema.status == 1, "\(schema.stderr)")
+        #expect(schema.stderr.contains("changed the schema (dropped table telemetry)"), "\(schema.stderr)")
+        #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
+        let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", drop], on: database)
+        #expect(rows.status == 1, "\(rows.stderr)")
+        #expect(rows.stderr.contains("changed 5000 rows (telemetry: 5000 deleted)"), "\(rows.stderr)")
+        let transaction = try sandbox.opsh(["-e", """
+            print(pcall(db.transaction, function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10 }))
+            """], on: database)
+        #expect(transaction.stdout.contains("false"), "\(transaction.stdout) \(transaction.stderr)")
+        #expect(transaction.stdout.contains("changed the schema (altered table telemetry)"), "\(transaction.stdout)")
+        #expect(try database.count("telemetry") == 5000)
+        // Controls: allowed, and within the cap.
+        let altered = try sandbox.opsh(["-e", """
+            db.transaction(function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10, allowSchemaChanges = true })
+            """], on: database)
+        #expect(altered.status == 0, "\(altered.stderr)")
+        let dropped = try sandbox.opsh(["--max-changes", "5000", "--allow-schema-changes", "-e", drop], on: database)
+        #expect(dropped.status == 0, "\(dropped.stderr)")
+        let audit = try Self.lastAudit(sandbox, database)
+        #expect(audit["telemetry"]?["deleted"] == 5000, "\(audit)")
     }
 
     /// SQLite deletes the rows a REPLACE conflict resolution replaces, and

@@ -22,9 +22,8 @@ import Store
 /// Differences from SQLite: `db.exec` returns the rows changed and no
 /// rowid (use `RETURNING id` with `db.value`); `db.rows` reads the whole
 /// result before the loop starts (each row becomes a table when the loop
-/// reaches it); `db.transaction`'s `maxChanges` is not there yet. Every
-/// statement is PostgreSQL's SQL: `?` and `:name` placeholders are
-/// rewritten into `$n`.
+/// reaches it). Every statement is PostgreSQL's SQL: `?` and `:name`
+/// placeholders are rewritten into `$n`.
 ///
 /// Rows become Lua tables in C, from the bytes as they arrived
 /// (``PostgresRowPusher``).
@@ -118,10 +117,9 @@ enum PostgresDatabaseModule {
             },
             "transaction": { call in
                 let body = try call.function(1)
-                if !call.isNoneOrNil(2) {
-                    throw call.argumentError(2, "options (maxChanges) are not available on PostgreSQL yet")
-                }
-                let results = try database.transaction {
+                let options = try DatabaseModule.transactionOptions(call, 2)
+                let results = try database.transaction(changeLimit: options.changeLimit,
+                                                       allowSchemaChanges: options.allowSchemaChanges) {
                     try call.call(body, [], results: LUA_MULTRET)
                 }
                 for value in results { call.stack.push(value) }

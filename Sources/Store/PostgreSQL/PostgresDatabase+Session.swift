@@ -83,9 +83,12 @@ extension PostgresDatabase: DatabaseSession {
             let before = try currentCounts()
             let schema = try PostgresSchemaSnapshot(connection)
             let result = try body()
+            let after = Measure.carrying(before, into: try currentCounts())
+            let difference = try schemaDifference(since: schema, pending: after, always: true)
             var summary = ChangeSummary()
-            summary.tables = try currentCounts().since(before)
-            summary.schemaChanges = schema.changes(to: try PostgresSchemaSnapshot(connection))
+            summary.tables = after.since(before)
+            summary.tables.add(difference.droppedRows)
+            summary.schemaChanges = difference.changes
             try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowSchemaChanges ?? allowsSchemaChanges,
                                      what: "the transaction")
             return result
