@@ -20,10 +20,12 @@ import Store
 ///   pages as on SQLite.
 /// - **Refused** where the job manager's writes would escape the
 ///   session's rules: inside `db.transaction` or a dry run (as on
-///   SQLite), in a shell chunk that has written (its rows are not visible
-///   to the manager's connections, and they could wait for its locks),
-///   and with `--read-only` (the manager's connections are not the
-///   session's read-only transactions).
+///   SQLite), in a shell chunk or a `--max-changes` run that has written
+///   (its rows are not visible to the manager's connections, and they
+///   could wait for its locks), and with `--read-only` (the manager's
+///   connections are not the session's read-only transactions). What the
+///   manager commits counts for the audit trail and against
+///   `--max-changes` (``PostgresWritesElsewhere``).
 final class PostgresJobsEngine: JobsEngine {
     unowned let session: PostgresSession
     private var queue: PostgresBuildQueue?
@@ -64,7 +66,7 @@ final class PostgresJobsEngine: JobsEngine {
     /// The queue, connected at first use.
     private func buildQueue() throws -> PostgresBuildQueue {
         if let queue { return queue }
-        let made = try PostgresBuildQueue(url: session.database.url)
+        let made = try PostgresBuildQueue(url: session.database.url, counted: session.database.writesElsewhere)
         queue = made
         return made
     }
@@ -84,8 +86,11 @@ final class PostgresJobsEngine: JobsEngine {
         if database.options.readOnly, Self.writers.contains(name) {
             return "jobs.\(name) is refused with --read-only: it writes builds"
         }
-        if database.depth > (database.isInChunk ? 1 : 0) {
+        if database.depth > (database.isInScope ? 1 : 0) {
             return "jobs.\(name) cannot run inside db.transaction: the job manager writes builds in transactions of its own; call it before or after the transaction"
+        }
+        if database.isInRunScope, try database.transactionHasWritten() {
+            return "jobs.\(name) cannot run after a --max-changes run has written (the run is one transaction until it ends, and the job manager's connections cannot see its rows): call it before the run's first write"
         }
         if database.isInChunk, try database.transactionHasWritten() {
             return "jobs.\(name) cannot run inside a chunk that has written (a chunk at the prompt is one transaction until it ends, and the job manager's connections cannot see its rows: run this in a chunk of its own, or before the chunk's first write)"

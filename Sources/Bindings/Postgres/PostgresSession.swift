@@ -135,7 +135,7 @@ extension PostgresSession: WatchHost {
 extension PostgresSession: MigrationHost {
     public var isSandboxed: Bool { sandbox }
     var isReadOnly: Bool { database.options.readOnly }
-    var openTransactionForMigration: String? { database.isInTransaction ? "a transaction" : nil }
+    var openTransactionForMigration: String? { database.transactionRefusingMigrations }
 
     func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
         try ExternalMigrations.status(database, external: external)

@@ -129,6 +129,10 @@ public final class PostgresDatabase {
     /// Rows changed per table by the transactions this connection
     /// committed while ``countsCommits`` was on (SQLite's `ChangeTally`).
     public internal(set) var committed: TableChanges = [:]
+    /// What the process writes through connections of their own for this
+    /// session (the job manager's, a cleanup's at the prompt): counted for
+    /// the audit trail and against a scope's cap.
+    public let writesElsewhere = PostgresWritesElsewhere()
     /// Statements run through ``execute(_:_:)`` so far: whether a script
     /// used the database at all.
     public private(set) var statementCount = 0
@@ -894,9 +898,10 @@ public final class PostgresDatabase {
     /// back with it.
     public func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
                          _ body: () throws -> T) throws -> (T, ScopeOutcome) {
-        let outer = isInChunk
+        let outer = (isInChunk, isInRunScope)
         isInChunk = kind == .chunk
-        defer { isInChunk = outer }
+        isInRunScope = kind == .run
+        defer { (isInChunk, isInRunScope) = outer }
         var outcome = ScopeOutcome()
         if depth > 0 {
             let result = try plainTransaction {
@@ -913,10 +918,25 @@ public final class PostgresDatabase {
             return (result, outcome)
         }
         let what = kind == .chunk ? "the chunk" : "the run"
+        if let changeLimit {
+            // The cap holds for what the script commits through other
+            // connections meanwhile (jobs.*) too.
+            scopeCap = (changeLimit, what)
+            writesElsewhere.limit(changeLimit, what: what) { [unowned self] in try self.readMeasure().changed }
+        }
+        defer {
+            if changeLimit != nil {
+                scopeCap = nil
+                writesElsewhere.lift()
+            }
+        }
         let (result, changed, committed) = try measuredTransaction(body, watchesSchema: true) { summary in
             outcome.summary = summary
             if let changeLimit {
-                try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what)
+                let kept = writesElsewhere.keptUnderTheCap
+                var total = summary
+                total.tables.add(kept)
+                try TooManyChanges.check(total, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what, kept: kept)
             }
             if let gate, gate.needsAnswer(outcome.summary), !gate.ask(outcome.summary) {
                 outcome.declined = true
@@ -933,7 +953,7 @@ public final class PostgresDatabase {
     }
 
     /// The open measured transaction's readings, read again now.
-    private func readMeasure() throws -> Measure {
+    func readMeasure() throws -> Measure {
         guard var current = measure else { return Measure(first: [:]) }
         let relations = try tallyRelations()
         current.read(CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations))
@@ -1013,6 +1033,14 @@ public final class PostgresDatabase {
 
     /// Whether a shell chunk's transaction is open (``chunk(_:)``).
     public private(set) var isInChunk = false
+    /// Whether a `--max-changes` run's transaction is open (``scope``).
+    public private(set) var isInRunScope = false
+    /// A shell chunk or a `--max-changes` run: one transaction of opsh's
+    /// until it ends, at ``depth`` 1.
+    public var isInScope: Bool { isInChunk || isInRunScope }
+    /// The cap of the scope open now (`--max-changes`), for what changes the
+    /// schema before it runs (``refuseSchemaChange(_:)``).
+    var scopeCap: (limit: Int, what: String)?
 
     /// Whether the open transaction has written (the server gave it a
     /// transaction id, which it does at the first write or row lock).
