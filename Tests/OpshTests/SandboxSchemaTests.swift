@@ -249,13 +249,3 @@ import Testing
         #expect(try database.count("telemetry") == 0)
     }
 }
-
-/// Runs `body`, as a known issue on PostgreSQL (`reason` says whose work
-/// it waits for): the same body is the promise on both engines.
-func knownIssue(on engine: Engine, _ reason: String, _ body: () throws -> Void) throws {
-    if engine == .postgresql {
-        withKnownIssue(Comment(rawValue: reason)) { try body() }
-    } else {
-        try body()
-    }
-}

@@ -63,11 +63,16 @@ enum PostgresMaintenanceModule {
         runtime.register("checkpoint") { call in try checkpoint(call, database: database) }
         runtime.register(module: "telemetry", [
             "cleanup": { call in
-                if database.isInTransaction && !database.isDryRun {
-                    throw LuaCallError.message("telemetry.cleanup cannot run inside a transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
+                // At the prompt it runs outside the chunk's transaction; in a
+                // --max-changes run, in the run's (rolled back past its cap).
+                let outsideTheChunk = try database.isInUnwrittenChunk()
+                let inTheRun = database.isInRunScope && database.depth == 1
+                if database.isInTransaction && !database.isDryRun && !outsideTheChunk && !inTheRun {
+                    throw LuaCallError.message("telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction")
                 }
+                if outsideTheChunk { FileHandle.standardError.write(Data("opsh: \(TelemetryCleanup.outsideTheChunk)\n".utf8)) }
                 return try TelemetryCleanupModule.cleanup(
-                    call, isDryRun: database.isDryRun,
+                    call, isDryRun: database.isDryRun, commitsEachBatch: !inTheRun,
                     retentionDays: {
                         try database.execute("""
                             SELECT telemetry_retention_days FROM storage_config

@@ -1049,6 +1049,13 @@ public final class PostgresDatabase {
         return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
     }
 
+    /// Whether a shell chunk is open and has not written yet (not in a dry
+    /// run): an operation that commits batch by batch runs outside it.
+    public func isInUnwrittenChunk() throws -> Bool {
+        guard isInChunk, depth == 1, !isDryRun else { return false }
+        return try !transactionHasWritten()
+    }
+
     /// Whether a statement's command tag says it changed the schema
     /// (a Lua migration's `ALTER TABLE … ADD COLUMN`).
     static func changesSchema(_ tag: String) -> Bool {
