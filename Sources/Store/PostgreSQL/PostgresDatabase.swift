@@ -624,8 +624,11 @@ public final class PostgresDatabase {
     /// Begins opsh's outermost transaction with its ``CommitGuard``, in one
     /// round trip.
     func beginGuarded(_ begin: String) throws {
+        let sandboxReading = try sandboxFirstReading()
         do {
-            try connection.pipeline([(begin, []), (CommitGuard.declare, [])])
+            try connection.pipeline([(begin, []), (CommitGuard.declare, [])] + (sandboxReading.map { [$0.step] } ?? [])) { step, row in
+                if step == 2 { sandboxReading?.read(try row.values()) }
+            }
         } catch {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             throw error
@@ -682,11 +685,26 @@ public final class PostgresDatabase {
     /// outside the sandbox.
     private func sandboxStep() throws -> (sql: String, parameters: [PostgresValue])? {
         guard checksSandbox else { return nil }
-        let sandbox = try self.sandbox ?? PostgresSandbox(on: connection)
-        self.sandbox = sandbox
+        let sandbox = try sandboxCheck()
         let baseline = try sandboxBaseline ?? sandbox.baseline(on: connection)
         sandboxBaseline = baseline
         return sandbox.step(against: baseline)
+    }
+
+    private func sandboxCheck() throws -> PostgresSandbox {
+        if let sandbox { return sandbox }
+        let made = try PostgresSandbox(on: connection)
+        sandbox = made
+        return made
+    }
+
+    /// The sandbox's first reading of a transaction, sent in the round
+    /// trip that begins it (a statement outside a transaction gets one of
+    /// its own: this saves it a round trip); nil outside the sandbox.
+    private func sandboxFirstReading() throws -> (step: (sql: String, parameters: [PostgresValue]), read: ([PostgresValue]) -> Void)? {
+        guard checksSandbox else { return nil }
+        let sandbox = try sandboxCheck()
+        return ((sandbox.reading, []), { [unowned self] row in self.sandboxBaseline = PostgresSandbox.baseline(from: row) })
     }
 
     /// An outermost transaction whose changes are measured: read from the
@@ -705,8 +723,10 @@ public final class PostgresDatabase {
                                         mayCommit: (ChangeSummary) throws -> Bool)
         throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
+        let sandboxReading = try sandboxFirstReading()
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
-                                          relations: tallyRelations(), guardedBy: CommitGuard.declare)
+                                          relations: tallyRelations(), guardedBy: CommitGuard.declare,
+                                          also: sandboxReading?.step, alsoRows: { sandboxReading?.read($0) })
         commitGuardDepth = 1
         measure = Measure(first: first)
         depth = 1

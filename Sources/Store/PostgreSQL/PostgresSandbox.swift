@@ -141,11 +141,18 @@ struct PostgresSandbox {
     /// The counters and fingerprints now (at a transaction's first
     /// statement, or after a refusal moved the counters).
     func baseline(on connection: PostgresConnection) throws -> Baseline {
-        guard let row = try connection.query(reading).rows.first,
-              case let .integer(catalog) = row[0], case let .integer(inserted) = row[1], case let .integer(updated) = row[2],
-              case let .text(commands) = row[3], case let .text(environments) = row[4] else {
+        guard let row = try connection.query(reading).rows.first, let baseline = Self.baseline(from: row) else {
             throw PostgresStoreError.statement("--sandbox: the server did not give its counters (track_counts off?); nothing was run")
         }
+        return baseline
+    }
+
+    /// A row of ``reading`` (nil when it is not one: the next statement
+    /// reads the baseline again).
+    static func baseline(from row: [PostgresValue]) -> Baseline? {
+        guard row.count == 5, case let .integer(catalog) = row[0], case let .integer(inserted) = row[1],
+              case let .integer(updated) = row[2], case let .text(commands) = row[3], case let .text(environments) = row[4]
+        else { return nil }
         return Baseline(catalog: catalog, schemesInserted: inserted, schemesUpdated: updated,
                         commands: commands, environments: environments)
     }
