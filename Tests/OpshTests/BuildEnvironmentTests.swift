@@ -80,12 +80,13 @@ import Testing
     }
 
     /// `--sandbox` keeps what a scheme's builds get of their runner's
-    /// environment as it keeps their command: SQLite's TEMP triggers on
-    /// the session's connections refuse the write, whatever the route.
-    /// SQLite only: PostgreSQL's `--sandbox` protects no scheme column
-    /// (neither `buildCommand`); it refuses `jobs` and `git` instead.
-    @Test func theSandboxRefusesWritingWhatABuildGetsOfTheEnvironment() throws {
-        let fixture = try BuildFixture(.sqlite)
+    /// environment as it keeps their command, whatever the route: SQLite's
+    /// TEMP triggers on the session's connections refuse the write,
+    /// PostgreSQL's check after each statement (`PostgresSandbox`) rolls it
+    /// back.
+    @Test(arguments: Engine.allCases)
+    func theSandboxRefusesWritingWhatABuildGetsOfTheEnvironment(_ engine: Engine) throws {
+        let fixture = try BuildFixture(engine)
         let scheme = try fixture.scheme("Plain", "true")
         let write = "db.exec([[UPDATE schemes SET passEnvironment = '[\"PGPASSWORD\"]' WHERE id = ?]], ...)"
         let refused = try fixture.folder.opsh(["--sandbox", "-e", "local function body(...) \(write) end return body('\(scheme)')"],

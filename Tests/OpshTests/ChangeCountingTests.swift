@@ -48,33 +48,31 @@ import Testing
         let made = try sandbox.opsh(["-e", Self.builds], on: database)
         #expect(made.status == 0, "\(made.stderr)")
         let scheme = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        try knownIssue(on: engine, "PostgreSQL: --max-changes is not available yet (lead's lane)") {
-            // jobs.delete: the build and its 200 lines.
-            let delete = try sandbox.opsh(["--max-changes", "10", "-e", "jobs.delete('b1')"], on: database)
-            #expect(delete.status == 1, "\(delete.stderr)")
-            #expect(delete.stderr.contains("changed 201 rows"), "\(delete.stderr)")
-            #expect(delete.stderr.contains("more than its limit of 10"), "\(delete.stderr)")
-            #expect(try database.count("builds", where: "id = 'b1'") == 1)
-            #expect(try database.count("buildLogs") == 200)
-            // jobs.cancel of a queued build, jobs.create and jobs.enqueue.
-            for code in ["jobs.cancel('q1')", "jobs.create{ scheme = '\(scheme)', version = '2.0' }",
-                         "jobs.enqueue{ scheme = '\(scheme)', version = '2.0' }"] {
-                let refused = try sandbox.opsh(["--max-changes", "0", "-e", code], on: database)
-                #expect(refused.status == 1, "\(code): \(refused.stderr)")
-                #expect(refused.stderr.contains("more than its limit of 0"), "\(code): \(refused.stderr)")
-            }
-            #expect(try database.count("builds") == 2)
-            #expect(try database.sql("SELECT status FROM builds WHERE id = 'q1'") == "queued")
-            // Control: within the cap each lands, and the audit row counts it.
-            let deleted = try sandbox.opsh(["--max-changes", "201", "-e", "jobs.delete('b1')"], on: database)
-            #expect(deleted.status == 0, "\(deleted.stderr)")
-            #expect(try database.count("buildLogs") == 0)
-            let audit = try Self.lastAudit(sandbox, database)
-            #expect(audit["builds"]?["deleted"] == 1 && audit["buildLogs"]?["deleted"] == 200, "\(audit)")
-            let cancelled = try sandbox.opsh(["--max-changes", "5", "-e", "jobs.cancel('q1')"], on: database)
-            #expect(cancelled.status == 0, "\(cancelled.stderr)")
-            #expect(try database.sql("SELECT status FROM builds WHERE id = 'q1'") == "cancelled")
+        // jobs.delete: the build and its 200 lines.
+        let delete = try sandbox.opsh(["--max-changes", "10", "-e", "jobs.delete('b1')"], on: database)
+        #expect(delete.status == 1, "\(delete.stderr)")
+        #expect(delete.stderr.contains("changed 201 rows"), "\(delete.stderr)")
+        #expect(delete.stderr.contains("more than its limit of 10"), "\(delete.stderr)")
+        #expect(try database.count("builds", where: "id = 'b1'") == 1)
+        #expect(try database.count("buildLogs") == 200)
+        // jobs.cancel of a queued build, jobs.create and jobs.enqueue.
+        for code in ["jobs.cancel('q1')", "jobs.create{ scheme = '\(scheme)', version = '2.0' }",
+                     "jobs.enqueue{ scheme = '\(scheme)', version = '2.0' }"] {
+            let refused = try sandbox.opsh(["--max-changes", "0", "-e", code], on: database)
+            #expect(refused.status == 1, "\(code): \(refused.stderr)")
+            #expect(refused.stderr.contains("more than its limit of 0"), "\(code): \(refused.stderr)")
         }
+        #expect(try database.count("builds") == 2)
+        #expect(try database.sql("SELECT status FROM builds WHERE id = 'q1'") == "queued")
+        // Control: within the cap each lands, and the audit row counts it.
+        let deleted = try sandbox.opsh(["--max-changes", "201", "-e", "jobs.delete('b1')"], on: database)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        #expect(try database.count("buildLogs") == 0)
+        let audit = try Self.lastAudit(sandbox, database)
+        #expect(audit["builds"]?["deleted"] == 1 && audit["buildLogs"]?["deleted"] == 200, "\(audit)")
+        let cancelled = try sandbox.opsh(["--max-changes", "5", "-e", "jobs.cancel('q1')"], on: database)
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        #expect(try database.sql("SELECT status FROM builds WHERE id = 'q1'") == "cancelled")
     }
 
     @Test(arguments: Engine.allCases)
@@ -88,19 +86,17 @@ import Testing
             return { id = "001_forget_telemetry", up = function(db) db.exec("DELETE FROM telemetry") end }
             """.write(toFile: folder + "/001_forget_telemetry.lua", atomically: true, encoding: .utf8)
         let code = "migrate.up{ folder = '\(folder)' }"
-        try knownIssue(on: engine, "PostgreSQL: --max-changes is not available yet (lead's lane)") {
-            let schema = try sandbox.opsh(["--max-changes", "10", "-e", code], on: database)
-            #expect(schema.status == 1, "\(schema.stderr)")
-            #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
-            let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", code], on: database)
-            #expect(rows.status == 1, "\(rows.stderr)")
-            #expect(rows.stderr.contains("more than its limit of 10"), "\(rows.stderr)")
-            #expect(try database.count("telemetry") == 20)
-            // Control: a cap it stays within.
-            let applied = try sandbox.opsh(["--max-changes", "100", "--allow-schema-changes", "-e", code], on: database)
-            #expect(applied.status == 0, "\(applied.stderr)")
-            #expect(try database.count("telemetry") == 0)
-        }
+        let schema = try sandbox.opsh(["--max-changes", "10", "-e", code], on: database)
+        #expect(schema.status == 1, "\(schema.stderr)")
+        #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
+        let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", code], on: database)
+        #expect(rows.status == 1, "\(rows.stderr)")
+        #expect(rows.stderr.contains("more than its limit of 10"), "\(rows.stderr)")
+        #expect(try database.count("telemetry") == 20)
+        // Control: a cap it stays within.
+        let applied = try sandbox.opsh(["--max-changes", "100", "--allow-schema-changes", "-e", code], on: database)
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(try database.count("telemetry") == 0)
     }
 
     @Test(arguments: Engine.allCases)
@@ -109,36 +105,34 @@ import Testing
         let database = try sandbox.createdDatabase(engine)
         #expect(try sandbox.opsh(["-e", Self.telemetry(5000)], on: database).status == 0)
         let drop = "db.exec('DROP TABLE telemetry')"
-        try knownIssue(on: engine, "PostgreSQL: --max-changes, allowSchemaChanges and counting a dropped table's rows are not there yet (lead's lane)") {
-            // The dry run reports the rows the drop deletes, and the schema.
-            let dry = try sandbox.opsh(["--dry-run", "-e", drop], on: database)
-            #expect(dry.status == 0, "\(dry.stderr)")
-            #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 5000 deleted"), "\(dry.stderr)")
-            #expect(dry.stderr.contains("dropped table telemetry"), "\(dry.stderr)")
-            // Under a cap: refused as a schema change, then by its rows.
-            let schema = try sandbox.opsh(["--max-changes", "10", "-e", drop], on: database)
-            #expect(schema.status == 1, "\(schema.stderr)")
-            #expect(schema.stderr.contains("changed the schema (dropped table telemetry)"), "\(schema.stderr)")
-            #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
-            let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", drop], on: database)
-            #expect(rows.status == 1, "\(rows.stderr)")
-            #expect(rows.stderr.contains("changed 5000 rows (telemetry: 5000 deleted)"), "\(rows.stderr)")
-            let transaction = try sandbox.opsh(["-e", """
-                print(pcall(db.transaction, function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10 }))
-                """], on: database)
-            #expect(transaction.stdout.contains("false"), "\(transaction.stdout) \(transaction.stderr)")
-            #expect(transaction.stdout.contains("changed the schema (altered table telemetry)"), "\(transaction.stdout)")
-            #expect(try database.count("telemetry") == 5000)
-            // Controls: allowed, and within the cap.
-            let altered = try sandbox.opsh(["-e", """
-                db.transaction(function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10, allowSchemaChanges = true })
-                """], on: database)
-            #expect(altered.status == 0, "\(altered.stderr)")
-            let dropped = try sandbox.opsh(["--max-changes", "5000", "--allow-schema-changes", "-e", drop], on: database)
-            #expect(dropped.status == 0, "\(dropped.stderr)")
-            let audit = try Self.lastAudit(sandbox, database)
-            #expect(audit["telemetry"]?["deleted"] == 5000, "\(audit)")
-        }
+        // The dry run reports the rows the drop deletes, and the schema.
+        let dry = try sandbox.opsh(["--dry-run", "-e", drop], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 5000 deleted"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("dropped table telemetry"), "\(dry.stderr)")
+        // Under a cap: refused as a schema change, then by its rows.
+        let schema = try sandbox.opsh(["--max-changes", "10", "-e", drop], on: database)
+        #expect(schema.status == 1, "\(schema.stderr)")
+        #expect(schema.stderr.contains("changed the schema (dropped table telemetry)"), "\(schema.stderr)")
+        #expect(schema.stderr.contains("--allow-schema-changes"), "\(schema.stderr)")
+        let rows = try sandbox.opsh(["--max-changes", "10", "--allow-schema-changes", "-e", drop], on: database)
+        #expect(rows.status == 1, "\(rows.stderr)")
+        #expect(rows.stderr.contains("changed 5000 rows (telemetry: 5000 deleted)"), "\(rows.stderr)")
+        let transaction = try sandbox.opsh(["-e", """
+            print(pcall(db.transaction, function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10 }))
+            """], on: database)
+        #expect(transaction.stdout.contains("false"), "\(transaction.stdout) \(transaction.stderr)")
+        #expect(transaction.stdout.contains("changed the schema (altered table telemetry)"), "\(transaction.stdout)")
+        #expect(try database.count("telemetry") == 5000)
+        // Controls: allowed, and within the cap.
+        let altered = try sandbox.opsh(["-e", """
+            db.transaction(function() db.exec('ALTER TABLE telemetry DROP COLUMN session_id') end, { maxChanges = 10, allowSchemaChanges = true })
+            """], on: database)
+        #expect(altered.status == 0, "\(altered.stderr)")
+        let dropped = try sandbox.opsh(["--max-changes", "5000", "--allow-schema-changes", "-e", drop], on: database)
+        #expect(dropped.status == 0, "\(dropped.stderr)")
+        let audit = try Self.lastAudit(sandbox, database)
+        #expect(audit["telemetry"]?["deleted"] == 5000, "\(audit)")
     }
 
     /// SQLite deletes the rows a REPLACE conflict resolution replaces, and

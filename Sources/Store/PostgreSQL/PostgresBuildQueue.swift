@@ -29,8 +29,15 @@ import TextCodec
 ///   busy (the runner's loop, its heartbeat, each run and its log flusher
 ///   may write at once). A connection that broke is dropped, and the next
 ///   call opens a new one: a runner outlives a restarted server.
+/// - **Counted** when a session's jobs write through it
+///   (``PostgresWritesElsewhere``): each write's rows go to the session's
+///   audit counts, and a script's own (`jobs.delete`, `jobs.cancel`, …)
+///   count against its `--max-changes`, refused at their commit past it.
 public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     public let url: PostgresURL
+    /// The session whose writes these are, when a session's `jobs.*` use
+    /// the queue (nil for `opsh runner`).
+    private let counted: PostgresWritesElsewhere?
     private let lock = NSLock()
     private var idle: [PostgresConnection] = []
     /// Idle connections kept open; more are closed when returned.
@@ -41,9 +48,11 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
         try self.init(url: try PostgresURL(text))
     }
 
-    /// Connects to the database a session has open (`jobs.*` on PostgreSQL).
-    public init(url: PostgresURL) throws {
+    /// Connects to the database a session has open (`jobs.*` on
+    /// PostgreSQL); its writes are counted in `counted`.
+    public init(url: PostgresURL, counted: PostgresWritesElsewhere? = nil) throws {
         self.url = url
+        self.counted = counted
         idle.append(try PostgresConnection(url: url))
     }
 
@@ -96,6 +105,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// `body` in one transaction: committed when it returns, rolled back when it throws.
     private func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         try connection { connection in
+            if let counted { return try counted.transaction(on: connection) { try body(connection) } }
             try connection.simpleQuery("BEGIN")
             let result: T
             do {
@@ -412,8 +422,13 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
         return result
     }
 
+    /// A write of one statement: a transaction of its own when counted.
+    private func write<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        counted == nil ? try connection(body) : try transaction(body)
+    }
+
     public func heartbeat(for holder: BuildHolder) throws -> Set<String>? {
-        try connection { connection in
+        try write { connection in
             let result = try connection.query("""
                 UPDATE builds SET heartbeatAt = \(Self.now) WHERE runnerId = $1::text AND status IN ('queued', 'running') RETURNING id
                 """, [.text(holder.id)])
@@ -510,7 +525,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     }
 
     public func setCommit(_ id: String, _ commit: String) throws {
-        try connection { connection in
+        try write { connection in
             _ = try connection.query("UPDATE builds SET commitHash = $1::text WHERE id = $2::text", [.text(commit), .text(id)])
         }
     }

@@ -132,16 +132,25 @@ enum CommitTally {
 
     /// `BEGIN`, the statement that guards the transaction (the
     /// ``CommitGuard``'s DECLARE, if any) and the first reading, in one
-    /// round trip. (The last reading goes with the COMMIT:
-    /// ``step(_:)`` before it in the same pipeline.)
+    /// round trip, and `also` after them (the sandbox's first reading,
+    /// ``PostgresSandbox``), whose rows `alsoRows` gets. (The last reading
+    /// goes with the COMMIT: ``step(_:)`` before it in the same pipeline.)
     static func begin(_ begin: String, on connection: PostgresConnection, relations: Relations,
-                      guardedBy guardStatement: String? = nil) throws -> TableChanges {
+                      guardedBy guardStatement: String? = nil,
+                      also: (sql: String, parameters: [PostgresValue])? = nil,
+                      alsoRows: ([PostgresValue]) -> Void = { _ in }) throws -> TableChanges {
         var steps: [(sql: String, parameters: [PostgresValue])] = [(begin, [])]
         if let guardStatement { steps.append((guardStatement, [])) }
+        let reading = steps.count
         steps.append(step(relations))
+        if let also { steps.append(also) }
         do {
-            let results = try connection.pipeline(steps)
-            return counts(results[steps.count - 1], relations)
+            var readings: [[PostgresValue]] = []
+            var results = try connection.pipeline(steps) { step, row in
+                if step == reading { readings.append(try row.values()) } else if step > reading { alsoRows(try row.values()) }
+            }
+            results[reading].rows = readings
+            return counts(results[reading], relations)
         } catch {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             throw error

@@ -9,11 +9,17 @@ extension PostgresDatabase {
     /// transaction of its own under the migrations' advisory lock, recorded
     /// in `opsh_migrations` (Lua ones as `lua:NAME`, with their checksum in
     /// `opsh_lua_migrations`). A failure rolls back that migration only.
+    ///
+    /// Inside a `--max-changes` run each is a savepoint of the run's
+    /// transaction: its rows count against the cap and roll back with the
+    /// run, and it is refused first, as a schema change, unless schema
+    /// changes are allowed.
     @discardableResult
     public func migrate(external: [ExternalMigration], upTo target: String?) throws -> [String] {
-        guard depth == 0 else { throw PostgresStoreError.inTransaction("migrating") }
+        if let transaction = transactionRefusingMigrations { throw PostgresStoreError.inTransaction("migrating inside \(transaction)") }
         guard !options.readOnly else { throw ExternalMigrationError("cannot migrate a database opened read-only") }
         let pending = try ExternalMigrations.plan(self, external: external, upTo: target)
+        if !pending.isEmpty { try refuseSchemaChange("migrate.up applies \(pending.joined(separator: ", "))") }
         let builtIn = Dictionary(uniqueKeysWithValues: PostgresMigrations.all.map { ($0.name, $0.sql) })
         let lua = Dictionary(external.map { ($0.identifier, $0) }, uniquingKeysWith: { first, _ in first })
         var applied: [String] = []

@@ -34,7 +34,7 @@ extension PostgresDatabase {
     /// `opsh runner` has: the job manager's threads never share the
     /// session's connection.
     public func makeBuildStore() throws -> any BuildStore {
-        try PostgresBuildQueue(url: url)
+        try PostgresBuildQueue(url: url, counted: writesElsewhere)
     }
 
     /// No database file to put them beside: opsh's data folder of the
@@ -53,8 +53,11 @@ extension PostgresDatabase {
         if options.readOnly, writes {
             return "jobs.\(name) is refused with --read-only: it writes builds"
         }
-        if depth > (isInChunk ? 1 : 0) {
+        if depth > (isInScope ? 1 : 0) {
             return "jobs.\(name) cannot run inside \(openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction"
+        }
+        if isInRunScope, try transactionHasWritten() {
+            return "jobs.\(name) cannot run after a --max-changes run has written (the run is one transaction until it ends, and the job manager's connections cannot see its rows): call it before the run's first write"
         }
         if isInChunk, try transactionHasWritten() {
             return "jobs.\(name) cannot run inside a chunk that has written (a chunk at the prompt is one transaction until it ends, and the job manager's connections cannot see its rows: run this in a chunk of its own, or before the chunk's first write)"
@@ -184,13 +187,22 @@ struct PostgresSessionMaintenance: SessionMaintenance {
         return (result.path, nil)
     }
 
+    /// At the prompt the cleanup runs outside the chunk's transaction; in
+    /// a --max-changes run, in the run's (rolled back past its cap).
     func cleanupRefusal() -> String? {
         guard database.isInTransaction && !database.isDryRun else { return nil }
-        return "telemetry.cleanup cannot run inside a transaction: it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
+        if isOutsideTheChunk || isInTheRun { return nil }
+        return "telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
     }
 
-    var cleanupNote: String? { nil }
-    var cleanupCommitsEachBatch: Bool { true }
+    var cleanupNote: String? {
+        isOutsideTheChunk && !database.isDryRun ? TelemetryCleanup.outsideTheChunk : nil
+    }
+
+    var cleanupCommitsEachBatch: Bool { !isInTheRun }
+
+    private var isOutsideTheChunk: Bool { (try? database.isInUnwrittenChunk()) == true }
+    private var isInTheRun: Bool { database.isInRunScope && database.depth == 1 }
 
     func telemetryRetentionDays() throws -> Int? {
         try database.execute("""

@@ -50,10 +50,33 @@ extension PostgresDatabase: DatabaseSession {
     /// Connected at opening, or not at all.
     public var connectionFailure: String? { nil }
 
-    public var committedChanges: TableChanges { committed }
+    /// What this connection committed, and what the process committed for
+    /// the session through connections of their own (jobs.*).
+    public var committedChanges: TableChanges {
+        guard countsCommits else { return committed }
+        var all = committed
+        all.add(writesElsewhere.committed)
+        return all
+    }
+
+    /// Where migrations cannot run now (each runs in a transaction of its
+    /// own: a savepoint inside a `--max-changes` run's, which counts their
+    /// rows and rolls them back past its cap), or nil.
+    public var transactionRefusingMigrations: String? {
+        guard isInTransaction, !(isInRunScope && depth == 1 && !isDryRun) else { return nil }
+        return openTransactionName
+    }
+
+    /// Refuses what changes the schema (`what`: a migration) while a cap is
+    /// on that schema changes may not pass, before it runs.
+    public func refuseSchemaChange(_ what: String) throws {
+        guard let cap = scopeCap, !allowsSchemaChanges else { return }
+        throw TooManyChanges(limit: cap.limit, summary: nil, what: cap.what, schemaChange: what)
+    }
 
     public func auditDestination(busyTimeout: Double) -> any AuditDestination {
-        PostgresAuditDestination(database: self, statementsBefore: statementCount, lockWait: busyTimeout)
+        PostgresAuditDestination(database: self, statementsBefore: statementCount, commitsElsewhereBefore: writesElsewhere.commits,
+                                 lockWait: busyTimeout)
     }
 
     public func requiresReason() throws -> Bool {
@@ -83,9 +106,12 @@ extension PostgresDatabase: DatabaseSession {
             let before = try currentCounts()
             let schema = try PostgresSchemaSnapshot(connection)
             let result = try body()
+            let after = Measure.carrying(before, into: try currentCounts())
+            let difference = try schemaDifference(since: schema, pending: after, always: true)
             var summary = ChangeSummary()
-            summary.tables = try currentCounts().since(before)
-            summary.schemaChanges = schema.changes(to: try PostgresSchemaSnapshot(connection))
+            summary.tables = after.since(before)
+            summary.tables.add(difference.droppedRows)
+            summary.schemaChanges = difference.changes
             try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowSchemaChanges ?? allowsSchemaChanges,
                                      what: "the transaction")
             return result
@@ -217,16 +243,22 @@ struct PostgresAuditDestination: AuditDestination {
     let database: PostgresDatabase
     /// Statements run before the script began (opsh's own).
     let statementsBefore: Int
+    /// Transactions committed through other connections before it began.
+    let commitsElsewhereBefore: Int
     let trail: AuditConnection
 
     /// - parameter lockWait: seconds the row of a run that changed data
     ///   waits for a lock on the trail (`--busy-timeout`, as SQLite's
     ///   writer waits).
-    init(database: PostgresDatabase, statementsBefore: Int, lockWait: Double) {
+    init(database: PostgresDatabase, statementsBefore: Int, commitsElsewhereBefore: Int, lockWait: Double) {
         self.database = database
         self.statementsBefore = statementsBefore
+        self.commitsElsewhereBefore = commitsElsewhereBefore
         trail = AuditConnection.postgres(url: database.urlText, lockWait: lockWait)
     }
 
-    var wasUsed: Bool { database.statementCount > statementsBefore }
+    /// A statement of the script's ran, or the job manager committed for it.
+    var wasUsed: Bool {
+        database.statementCount > statementsBefore || database.writesElsewhere.commits > commitsElsewhereBefore
+    }
 }

@@ -53,12 +53,18 @@ public final class PostgresDatabase {
         /// How long connecting may take at most (`--timeout`), when shorter
         /// than the URL's `connect_timeout`.
         public var connectTimeLimit: Double?
+        /// `--sandbox`: every statement is checked by the server's counters
+        /// and rolled back when it wrote the catalog or a scheme's build
+        /// command (``PostgresSandbox``).
+        public var sandbox = false
 
-        public init(readOnly: Bool = false, create: Bool = false, lockTimeout: Double? = nil, connectTimeLimit: Double? = nil) {
+        public init(readOnly: Bool = false, create: Bool = false, lockTimeout: Double? = nil, connectTimeLimit: Double? = nil,
+                    sandbox: Bool = false) {
             self.readOnly = readOnly
             self.create = create
             self.lockTimeout = lockTimeout
             self.connectTimeLimit = connectTimeLimit
+            self.sandbox = sandbox
         }
     }
 
@@ -123,12 +129,22 @@ public final class PostgresDatabase {
     /// Rows changed per table by the transactions this connection
     /// committed while ``countsCommits`` was on (SQLite's `ChangeTally`).
     public internal(set) var committed: TableChanges = [:]
+    /// What the process writes through connections of their own for this
+    /// session (the job manager's, a cleanup's at the prompt): counted for
+    /// the audit trail and against a scope's cap.
+    public let writesElsewhere = PostgresWritesElsewhere()
     /// Statements run through ``execute(_:_:)`` so far: whether a script
     /// used the database at all.
     public private(set) var statementCount = 0
     /// The relations whose counters ``committed`` reads, until a statement
     /// changes the schema.
     var knownTallyRelations: CommitTally.Relations?
+    /// `--sandbox`: the check after each statement, made at the first one.
+    var sandbox: PostgresSandbox?
+    /// The counters the next statement's check compares with; nil until
+    /// read in the open transaction (and after a statement failed, which
+    /// may have moved them).
+    var sandboxBaseline: PostgresSandbox.Baseline?
 
     /// Connects and checks the schema: an empty database gets opsh's
     /// schema with ``Options/create``; a database with tables but no opsh
@@ -311,6 +327,10 @@ public final class PostgresDatabase {
         do {
             if depth > 0 {
                 result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
+            } else if checksSandbox {
+                // Checked under a savepoint of a transaction of its own, so
+                // that what the check refuses can be rolled back.
+                result = try transaction { try underSavepoint(statement.sql, parameters, eachRow: eachRow) }
             } else {
                 result = try autocommit(statement.sql, parameters, eachRow: eachRow)
             }
@@ -416,20 +436,42 @@ public final class PostgresDatabase {
                                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         // A statement ended opsh's transaction: nothing more runs in it.
         if connection.transactionStatus == .idle { throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded }
-        var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters),
-                                                                   ("RELEASE SAVEPOINT opsh_statement", [])]
+        var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters)]
+        // --sandbox: the check before the savepoint is released (PostgresSandbox).
+        let sandboxCheck = try sandboxStep()
+        if let sandboxCheck { steps.append(sandboxCheck) }
+        let release = steps.count
+        steps.append(("RELEASE SAVEPOINT opsh_statement", []))
+        let reading = steps.count
         let relations = measure != nil && (dryRunning || countsFailedStatementsExactly) ? try tallyRelations() : nil
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
+        var checked: [PostgresValue] = []
         do {
             var readings: [[PostgresValue]] = []
             results = try connection.pipeline(steps) { step, row in
-                if step == 1 { try eachRow(row) } else if step == 3 { readings.append(try row.values()) }
+                if step == 1 { try eachRow(row) } else if step == reading { readings.append(try row.values()) }
+                else if step == 2, sandboxCheck != nil { checked = try row.values() }
             }
-            if results.count > 3 { results[3].rows = readings }
+            if results.count > reading { results[reading].rows = readings }
         } catch let error as PostgresError {
+            // A statement that failed may have written the catalog first.
+            sandboxBaseline = nil
+            let refusal = sandboxCheck != nil && error.step == 2 ? PostgresSandbox.refusal(in: error) : nil
+            // (Any other failure of the check is rolled back too, below.)
             switch connection.transactionStatus {
-            case .failed where error.step == 2:
+            case .failed where refusal != nil:
+                // The check refused the statement: rolled back to its
+                // savepoint (what it changed set aside), the transaction goes on.
+                if let relations {
+                    let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
+                                                         ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
+                    measure?.rolledBack(to: CommitTally.counts(after[2], relations))
+                } else {
+                    try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+                }
+                throw PostgresStoreError.sandboxRefused(PostgresSandbox.message(refusal!), sql: sql)
+            case .failed where error.step == release:
                 // The statement released opsh's savepoint, or rolled back
                 // past it (RELEASE or ROLLBACK TO one of opsh's): the
                 // savepoints opsh rolls back to are gone.
@@ -451,7 +493,7 @@ public final class PostgresDatabase {
                 // the server refused to commit (the commit guard) or to
                 // prepare it, and rolled it back.
                 throw PostgresStoreError.transactionControlRolledBack(sql, reason: error.message)
-            case .idle where error.step == 2:
+            case .idle where error.step == release:
                 // The statement ended the transaction itself (the savepoint
                 // went with it): a ROLLBACK, or a COMMIT that a statement
                 // closing the commit guard by name let through.
@@ -466,6 +508,7 @@ public final class PostgresDatabase {
         } catch {
             // eachRow's error (thrown first when the statement failed too),
             // or the connection's: the transaction goes on as above.
+            sandboxBaseline = nil
             if connection.isOpen, connection.transactionStatus == .failed {
                 try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
             }
@@ -478,10 +521,11 @@ public final class PostgresDatabase {
         // Nothing read: the transaction has not written (or wrote no
         // counted table), so the counters are as at its start (they only
         // grow within a transaction).
-        if let relations, var current = measure {
-            current.last = results[3].rows.isEmpty ? current.first : CommitTally.counts(results[3], relations)
+        if let relations, var current = measure, !results[reading].rows.isEmpty {
+            current.read(CommitTally.counts(results[reading], relations))
             measure = current
         }
+        if let baseline = sandboxBaseline, sandboxCheck != nil { sandboxBaseline = PostgresSandbox.advanced(baseline, by: checked) }
         try afterStatement(sql, results[1].commandTag)
         return results[1]
     }
@@ -528,7 +572,7 @@ public final class PostgresDatabase {
             // read them as the savepoint begins.
             let relations = try tallyRelations()
             let results = try connection.pipeline([("SAVEPOINT \(savepoint)", []), CommitTally.step(relations)])
-            current.last = CommitTally.counts(results[1], relations)
+            current.read(CommitTally.counts(results[1], relations))
             measure = current
         } else {
             try connection.simpleQuery("SAVEPOINT \(savepoint)")
@@ -577,8 +621,11 @@ public final class PostgresDatabase {
     /// Begins opsh's outermost transaction with its ``CommitGuard``, in one
     /// round trip.
     func beginGuarded(_ begin: String) throws {
+        let sandboxReading = try sandboxFirstReading()
         do {
-            try connection.pipeline([(begin, []), (CommitGuard.declare, [])])
+            try connection.pipeline([(begin, []), (CommitGuard.declare, [])] + (sandboxReading.map { [$0.step] } ?? [])) { step, row in
+                if step == 2 { sandboxReading?.read(try row.values()) }
+            }
         } catch {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
             throw error
@@ -622,6 +669,39 @@ public final class PostgresDatabase {
     func endedOutermost() {
         commitGuardDepth = nil
         readOnlySettings.removeAll()
+        // The counters may be handed to the shared statistics now.
+        sandboxBaseline = nil
+    }
+
+    /// `--sandbox` (and not `--read-only`, whose transactions keep nothing):
+    /// every statement is checked (``PostgresSandbox``).
+    var checksSandbox: Bool { options.sandbox && !options.readOnly }
+
+    /// The check to run after the statement, against the counters before
+    /// it (read now when the open transaction has not read them yet); nil
+    /// outside the sandbox.
+    private func sandboxStep() throws -> (sql: String, parameters: [PostgresValue])? {
+        guard checksSandbox else { return nil }
+        let sandbox = try sandboxCheck()
+        let baseline = try sandboxBaseline ?? sandbox.baseline(on: connection)
+        sandboxBaseline = baseline
+        return sandbox.step(against: baseline)
+    }
+
+    private func sandboxCheck() throws -> PostgresSandbox {
+        if let sandbox { return sandbox }
+        let made = try PostgresSandbox(on: connection)
+        sandbox = made
+        return made
+    }
+
+    /// The sandbox's first reading of a transaction, sent in the round
+    /// trip that begins it (a statement outside a transaction gets one of
+    /// its own: this saves it a round trip); nil outside the sandbox.
+    private func sandboxFirstReading() throws -> (step: (sql: String, parameters: [PostgresValue]), read: ([PostgresValue]) -> Void)? {
+        guard checksSandbox else { return nil }
+        let sandbox = try sandboxCheck()
+        return ((sandbox.reading, []), { [unowned self] row in self.sandboxBaseline = PostgresSandbox.baseline(from: row) })
     }
 
     /// An outermost transaction whose changes are measured: read from the
@@ -640,8 +720,10 @@ public final class PostgresDatabase {
                                         mayCommit: (ChangeSummary) throws -> Bool)
         throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
+        let sandboxReading = try sandboxFirstReading()
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
-                                          relations: tallyRelations(), guardedBy: CommitGuard.declare)
+                                          relations: tallyRelations(), guardedBy: CommitGuard.declare,
+                                          also: sandboxReading?.step, alsoRows: { sandboxReading?.read($0) })
         commitGuardDepth = 1
         measure = Measure(first: first)
         depth = 1
@@ -657,30 +739,40 @@ public final class PostgresDatabase {
             if connection.transactionStatus == .failed { _ = try? connection.simpleQuery("ROLLBACK") }
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
-        let changed = try readMeasure().changed
+        let measured = try readMeasure()
+        let difference = try schemaDifference(since: schema, pending: measured.last)
+        var changed = measured.changed
+        changed.add(difference.droppedRows)
         var summary = ChangeSummary()
         summary.tables = changed
-        summary.schemaChanges = try schemaChanges(since: schema)
+        summary.schemaChanges = difference.changes
         guard try mayCommit(summary) else { return (result, changed, false) }
+        // The shared statistics get this transaction's counts as it ends
+        // (PostgreSQL 15 and later), so that a table it wrote and another
+        // session drops is counted from them at once.
+        let flush: [(sql: String, parameters: [PostgresValue])] =
+            serverFlushesStatistics ? [("SELECT pg_catalog.pg_stat_force_next_flush()", [])] : []
         if isInChunk, !changed.isEmpty, let beforeChunkCommit {
             // The hook's statements (the chunk's audit row) are not counted:
             // the measure is put back, and COMMIT follows without a reading.
-            let measured = measure
+            let measuredAgain = measure
             beforeChunkCommit(ChunkCommit(changes: changed, connection: self) { body in
                 try self.transaction {
                     _ = try self.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)")
                     return try body()
                 }
             })
-            measure = measured
-            _ = try commitOutermost()
+            measure = measuredAgain
+            _ = try commitOutermost(before: flush)
             return (result, changed, true)
         }
         // The last reading in the round trip that commits.
         let relations = try tallyRelations()
-        let results = try commitOutermost(before: [CommitTally.step(relations)])
-        measure?.last = CommitTally.counts(results[0], relations)
-        return (result, measure?.changed ?? [:], true)
+        let results = try commitOutermost(before: [CommitTally.step(relations)] + flush)
+        measure?.read(CommitTally.counts(results[0], relations))
+        var final = measure?.changed ?? [:]
+        final.add(difference.droppedRows)
+        return (result, final, true)
     }
 
     /// Hears commits for `watch` (``observe(_:onChange:)``): started by the first watch.
@@ -690,7 +782,7 @@ public final class PostgresDatabase {
     public var allowsSchemaChanges = false
     /// A statement's command tag said it changed the schema since the
     /// outermost measured transaction began (``watchSchema(_:)``).
-    private var schemaChanged = false
+    var schemaChanged = false
 
     /// ``DatabaseSession/beforeChunkCommit``: what it writes is not counted.
     public var beforeChunkCommit: ((ChunkCommit) -> Void)?
@@ -716,19 +808,34 @@ public final class PostgresDatabase {
         /// What the transaction changed up to the last reading.
         var changed: TableChanges { last.since(first).since(undone) }
 
+        /// A new reading. The counters only grow within a transaction, so a
+        /// table the reading lacks but the last one had was dropped (the
+        /// server forgets a dropped table's counters with it): it keeps its
+        /// last counts, what the transaction did to it before the drop.
+        mutating func read(_ counts: TableChanges) {
+            last = Self.carrying(last, into: counts)
+        }
+
+        static func carrying(_ earlier: TableChanges, into counts: TableChanges) -> TableChanges {
+            var merged = counts
+            for (table, change) in earlier where merged[table] == nil { merged[table] = change }
+            return merged
+        }
+
         /// Rolled back to a savepoint taken when the readings were `self`
         /// (for a statement's own savepoint: the last reading): what the
         /// counters gained since then was undone.
         mutating func rolledBack(to after: TableChanges) {
-            undone.add(after.since(last))
-            last = after
+            let merged = Self.carrying(last, into: after)
+            undone.add(merged.since(last))
+            last = merged
         }
     }
 
     /// Whether the server has `pg_stat_force_next_flush()` (15 and later):
     /// ``CommitTally/around(_:_:on:relations:flushes:nothingPending:eachRow:)``
     /// then reads the counters only after a statement that wrote.
-    private lazy var serverFlushesStatistics: Bool = {
+    lazy var serverFlushesStatistics: Bool = {
         guard let version = connection.serverVersion, let major = Int(version.prefix { $0.isNumber }) else { return false }
         return major >= 15
     }()
@@ -738,7 +845,7 @@ public final class PostgresDatabase {
     private var flushedAtExchange: Int?
 
     /// Set while a measured transaction is open.
-    private var measure: Measure?
+    var measure: Measure?
 
     /// Outside a transaction with ``countsCommits``: the statement between
     /// two readings of the counters, in one implicit transaction (one round
@@ -811,26 +918,45 @@ public final class PostgresDatabase {
     /// back with it.
     public func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
                          _ body: () throws -> T) throws -> (T, ScopeOutcome) {
-        let outer = isInChunk
+        let outer = (isInChunk, isInRunScope)
         isInChunk = kind == .chunk
-        defer { isInChunk = outer }
+        isInRunScope = kind == .run
+        defer { (isInChunk, isInRunScope) = outer }
         var outcome = ScopeOutcome()
         if depth > 0 {
             let result = try plainTransaction {
                 let before = try readMeasure()
                 let schema = try PostgresSchemaSnapshot(connection)
                 let result = try body()
-                outcome.summary.tables = try readMeasure().changed.since(before.changed)
-                outcome.summary.schemaChanges = schema.changes(to: try PostgresSchemaSnapshot(connection))
+                let after = try readMeasure()
+                let difference = try schemaDifference(since: schema, pending: after.last, always: true)
+                outcome.summary.tables = after.changed.since(before.changed)
+                outcome.summary.tables.add(difference.droppedRows)
+                outcome.summary.schemaChanges = difference.changes
                 return result
             }
             return (result, outcome)
         }
         let what = kind == .chunk ? "the chunk" : "the run"
+        if let changeLimit {
+            // The cap holds for what the script commits through other
+            // connections meanwhile (jobs.*) too.
+            scopeCap = (changeLimit, what)
+            writesElsewhere.limit(changeLimit, what: what) { [unowned self] in try self.readMeasure().changed }
+        }
+        defer {
+            if changeLimit != nil {
+                scopeCap = nil
+                writesElsewhere.lift()
+            }
+        }
         let (result, changed, committed) = try measuredTransaction(body, watchesSchema: true) { summary in
             outcome.summary = summary
             if let changeLimit {
-                try TooManyChanges.check(summary, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what)
+                let kept = writesElsewhere.keptUnderTheCap
+                var total = summary
+                total.tables.add(kept)
+                try TooManyChanges.check(total, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what, kept: kept)
             }
             if let gate, gate.needsAnswer(outcome.summary), !gate.ask(outcome.summary) {
                 outcome.declined = true
@@ -846,25 +972,11 @@ public final class PostgresDatabase {
         return (result, outcome)
     }
 
-    /// The schema as the open transaction begins, when `watching` (a
-    /// limit or a question needs to know what the transaction did to it).
-    private func watchSchema(_ watching: Bool) throws -> PostgresSchemaSnapshot? {
-        schemaChanged = false
-        return watching ? try PostgresSchemaSnapshot(connection) : nil
-    }
-
-    /// What the transaction did to the schema since `before`: compared
-    /// only when a statement's command tag said it changed the schema.
-    private func schemaChanges(since before: PostgresSchemaSnapshot?) throws -> [SchemaChange] {
-        guard let before, schemaChanged else { return [] }
-        return before.changes(to: try PostgresSchemaSnapshot(connection))
-    }
-
     /// The open measured transaction's readings, read again now.
-    private func readMeasure() throws -> Measure {
+    func readMeasure() throws -> Measure {
         guard var current = measure else { return Measure(first: [:]) }
         let relations = try tallyRelations()
-        current.last = CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations)
+        current.read(CommitTally.counts(try connection.query(CommitTally.reading, [.text(relations.oids)]), relations))
         measure = current
         return current
     }
@@ -899,9 +1011,12 @@ public final class PostgresDatabase {
         }
         let schema = try watchSchema(true)
         let result = try body()
+        let measured = try readMeasure()
+        let difference = try schemaDifference(since: schema, pending: measured.last)
         var summary = ChangeSummary()
-        summary.tables = try readMeasure().changed
-        summary.schemaChanges = try schemaChanges(since: schema)
+        summary.tables = measured.changed
+        summary.tables.add(difference.droppedRows)
+        summary.schemaChanges = difference.changes
         return (result, summary)
     }
 
@@ -938,12 +1053,27 @@ public final class PostgresDatabase {
 
     /// Whether a shell chunk's transaction is open (``chunk(_:)``).
     public private(set) var isInChunk = false
+    /// Whether a `--max-changes` run's transaction is open (``scope``).
+    public private(set) var isInRunScope = false
+    /// A shell chunk or a `--max-changes` run: one transaction of opsh's
+    /// until it ends, at ``depth`` 1.
+    public var isInScope: Bool { isInChunk || isInRunScope }
+    /// The cap of the scope open now (`--max-changes`), for what changes the
+    /// schema before it runs (``refuseSchemaChange(_:)``).
+    var scopeCap: (limit: Int, what: String)?
 
     /// Whether the open transaction has written (the server gave it a
     /// transaction id, which it does at the first write or row lock).
     public func transactionHasWritten() throws -> Bool {
         guard depth > 0 else { return false }
         return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
+    }
+
+    /// Whether a shell chunk is open and has not written yet (not in a dry
+    /// run): an operation that commits batch by batch runs outside it.
+    public func isInUnwrittenChunk() throws -> Bool {
+        guard isInChunk, depth == 1, !isDryRun else { return false }
+        return try !transactionHasWritten()
     }
 
     /// Whether a statement's command tag says it changed the schema
@@ -1040,6 +1170,9 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case dryRunEnded
     /// This role may not make the dry run's guard (a temporary table).
     case dryRunGuard(String)
+    /// `--sandbox`: the statement wrote the catalog or a scheme's build
+    /// command; rolled back (``PostgresSandbox``). The reason, and the SQL.
+    case sandboxRefused(String, sql: String)
 
     public var description: String {
         switch self {
@@ -1076,13 +1209,15 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case let .readOnlyNotify(sql):
             "--read-only: NOTIFY is not sent (a read-only transaction of PostgreSQL's would send it; opsh rolls every read-only transaction back, so nothing is): \(sql)"
         case let .connectsOnItsOwn(extensions, flag):
-            "\(flag) cannot hold back what the \(extensions.joined(separator: ", ")) extension does: it is installed in this database and this role may run its functions, which write through a connection of their own (dblink_exec), outside this session's transaction, where \(flag == "--dry-run" ? "the dry run's rollback" : "the server's read-only transaction") does not reach; nothing was run: run as a role without EXECUTE on its functions, or without \(flag)"
+            "\(flag) cannot hold back what the \(extensions.joined(separator: ", ")) extension does: it is installed in this database and this role may run its functions, which write through a connection of their own (dblink_exec), outside this session's transaction, where \(flag == "--dry-run" ? "the dry run's rollback" : flag == "--sandbox" ? "the sandbox's check of each statement" : "the server's read-only transaction") does not reach; nothing was run: run as a role without EXECUTE on its functions, or without \(flag)"
         case let .locked(sql, server, busyTimeout, holders):
             "database is locked: \(busyTimeout.map { "the statement waited --busy-timeout's \(Self.seconds($0)) s (PostgreSQL's lock_timeout) for a lock" } ?? "a lock the statement needs is held")\(holders.map { " held by " + $0 } ?? "") (the server: \(server)): \(sql)"
         case let .dryRunCommitRefused(sql):
             "--dry-run: the statement tried to commit the dry run; the server refused, and rolled back everything the dry run did (nothing was committed): \(sql)"
         case .dryRunEnded:
             "--dry-run: the dry run's transaction was rolled back when a statement tried to commit it; nothing more runs in it (start again with --dry-run)"
+        case let .sandboxRefused(reason, sql):
+            "\(reason); the statement was rolled back: \(sql)"
         case let .dryRunGuard(reason):
             "--dry-run on PostgreSQL makes its transaction one the server refuses to commit, with a temporary table, and this role may not create one (\(reason)): GRANT TEMPORARY ON DATABASE to it, or run without --dry-run"
         }

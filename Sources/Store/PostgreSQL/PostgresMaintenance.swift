@@ -84,14 +84,44 @@ extension PostgresDatabase {
 }
 
 extension TelemetryCleanup {
+    /// What the shell says when a cleanup typed at the prompt runs outside
+    /// the chunk's transaction (README: the cleanup commits per batch).
+    public static let outsideTheChunk = "telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes"
+
     /// Runs the cleanup on PostgreSQL: each batch a transaction of its own
     /// that deletes the oldest `batchSize` matching rows by key range —
     /// `(created_at, id) <` the first row after the batch, read from the
     /// index — since PostgreSQL has no `DELETE … LIMIT`. A batch cancelled
     /// on the server (Ctrl-C, `--timeout`: SQLSTATE 57014) rolls back
     /// alone; the earlier ones stay committed and the report says `stopped`.
+    ///
+    /// In a shell chunk that has not written (``PostgresDatabase/isInUnwrittenChunk()``)
+    /// the batches run on a session of their own, outside the chunk's
+    /// transaction, so that each is committed as it goes and other writers
+    /// wait for one batch at most, as on SQLite; their rows count for the
+    /// session's audit (``PostgresWritesElsewhere``), and Ctrl-C cancels
+    /// the batch that runs there. Inside a `--max-changes` run each batch is
+    /// a savepoint of the run's transaction, rolled back with it.
     public func run(on database: PostgresDatabase, shouldStop: () -> Bool,
                     progress: (MaintenanceProgress) -> Void) throws -> Report {
+        guard try database.isInUnwrittenChunk() else {
+            return try runBatches(in: database, shouldStop: shouldStop, progress: progress)
+        }
+        var options = database.options
+        options.create = false
+        options.connectTimeLimit = nil
+        let own = try PostgresDatabase(url: database.urlText, options: options)
+        own.startCountingCommits(exactly: false)
+        database.sideCanceller.withLock { $0 = own.canceller }
+        defer {
+            database.sideCanceller.withLock { $0 = nil }
+            database.writesElsewhere.didCommit(own.committed)
+        }
+        return try runBatches(in: own, shouldStop: shouldStop, progress: progress)
+    }
+
+    private func runBatches(in database: PostgresDatabase, shouldStop: () -> Bool,
+                            progress: (MaintenanceProgress) -> Void) throws -> Report {
         try runBatches(
             survey: { try survey(database) },
             deleteBatch: { filter in

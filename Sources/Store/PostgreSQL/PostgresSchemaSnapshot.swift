@@ -2,13 +2,19 @@ import PostgresWire
 
 /// PostgreSQL's schema at the start of a transaction, to say at its end
 /// what the transaction changed (SQLite's `SchemaSnapshot`): the tables,
-/// views, indexes and triggers outside the system schemas (temporary ones
-/// go with the session), each with the `xmin` of its catalog row, which a
-/// transaction that alters the object (`ALTER TABLE … ADD COLUMN`, a
-/// rename) rewrites. Taken only where a limit or a question needs it (a
-/// shell chunk, a `--max-changes` run, a dry run), and compared only when
-/// a statement of the transaction reported a schema change (its command
-/// tag: the server's word for what ran).
+/// views, indexes, triggers and functions (procedures too) outside the
+/// system schemas (temporary ones go with the session). Taken only where a
+/// limit or a question needs it (a shell chunk, a `--max-changes` run, a dry
+/// run), and compared only when the transaction wrote the server's catalog
+/// (``catalogWrites``: the server's counters, so a `DO` block or a
+/// function's `EXECUTE` is seen as a statement of its own is) or a
+/// statement's command tag said it changed the schema.
+///
+/// A table's or index's version is its catalog row and columns as the
+/// schema sees them (name, owner, privileges, options, columns and their
+/// types), not the row itself: TRUNCATE writes a new row (a new file for
+/// the table) and changes no schema. A trigger's or function's version is
+/// its catalog row's `xmin`, which any change to it rewrites.
 struct PostgresSchemaSnapshot {
     private struct Object: Equatable {
         let type: String
@@ -18,9 +24,19 @@ struct PostgresSchemaSnapshot {
     }
 
     private let objects: [Int64: Object]
+    /// The rows this backend wrote in `pg_catalog`'s tables so far
+    /// (``catalogWrites(on:)``) when the snapshot was taken.
+    let catalogWrites: Int64
 
     static let query = """
-        SELECT c.oid::bigint, c.relkind::text, c.relname::text, coalesce(owner.relname, c.relname)::text, c.xmin::text
+        SELECT c.oid::bigint, c.relkind::text, c.relname::text, coalesce(owner.relname, c.relname)::text,
+               md5(concat_ws('|', c.relname, c.relnamespace, c.reltype, c.relowner, c.relam, c.relacl, c.reloptions,
+                             c.relpersistence, c.relnatts, c.relchecks, c.relhasrules, c.relhastriggers, c.relrowsecurity,
+                             c.relforcerowsecurity, c.relispartition, c.relreplident,
+                             (SELECT string_agg(concat_ws(':', a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+                                                          a.attisdropped, a.atthasdef, a.attidentity, a.attgenerated), ','
+                                                ORDER BY a.attnum)
+                              FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)))
         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
         LEFT JOIN pg_catalog.pg_index x ON x.indexrelid = c.oid
         LEFT JOIN pg_catalog.pg_class owner ON owner.oid = x.indrelid
@@ -32,26 +48,60 @@ struct PostgresSchemaSnapshot {
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
         WHERE NOT t.tgisinternal
           AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_temp_'
+        UNION ALL
+        SELECT -(p.oid::bigint + 4294967296), 'F' || p.prokind::text, p.proname::text, p.proname::text, p.xmin::text
+        FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_temp_'
+        UNION ALL
+        SELECT 0, 'C', '', '', (\(catalogWritesQuery))::text
         """
+
+    /// The rows this backend's open transaction (and its earlier ones not
+    /// yet flushed to the shared statistics) wrote in the server's catalog:
+    /// every schema change writes it, and no flush happens inside a
+    /// transaction, so two readings in one differ exactly when it wrote
+    /// the catalog in between.
+    static let catalogWritesQuery = """
+        SELECT coalesce(sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) + pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+                            + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::bigint
+        FROM pg_catalog.pg_class c WHERE c.relnamespace = 'pg_catalog'::pg_catalog.regnamespace AND c.relkind = 'r'
+        """
+
+    static func catalogWrites(on connection: PostgresConnection) throws -> Int64 {
+        if case let .integer(count)? = try connection.query(catalogWritesQuery).scalar { return count }
+        return 0
+    }
 
     init(_ connection: PostgresConnection) throws {
         var objects: [Int64: Object] = [:]
+        var catalogWrites: Int64 = 0
         for row in try connection.query(Self.query).rows {
             guard case let .integer(oid) = row[0], case let .text(kind) = row[1], case let .text(name) = row[2],
                   case let .text(table) = row[3], case let .text(version) = row[4] else { continue }
+            if kind == "C" {
+                catalogWrites = Int64(version) ?? 0
+                continue
+            }
             let type = switch kind {
             case "v", "m": "view"
             case "i": "index"
             case "T": "trigger"
+            case "Fp": "procedure"
+            case "Fa": "aggregate"
+            case "Ff", "Fw": "function"
             default: "table"
             }
             objects[oid] = Object(type: type, name: PostgresNames.rowKey(name), table: PostgresNames.rowKey(table), version: version)
         }
         self.objects = objects
+        self.catalogWrites = catalogWrites
     }
 
     /// What changed from `self` to `now`: dropped, created and altered
-    /// objects, tables first.
+    /// objects, tables first, then what belongs to a table (the shell's
+    /// question asks for the first one's table), then functions, each by
+    /// name; an index or trigger dropped with its table goes without
+    /// saying, as on SQLite.
     func changes(to now: PostgresSchemaSnapshot) -> [SchemaChange] {
         var changes: [SchemaChange] = []
         for (oid, object) in objects where now.objects[oid] == nil {
@@ -66,6 +116,24 @@ struct PostgresSchemaSnapshot {
                 changes.append(SchemaChange(kind: .altered, type: object.type, name: object.name, table: object.table))
             }
         }
-        return changes.sorted { ($0.type == "table" ? 0 : 1, $0.name) < ($1.type == "table" ? 0 : 1, $1.name) }
+        let droppedTables = Set(changes.filter { $0.kind == .dropped && $0.type == "table" }.map(\.name))
+        return changes
+            .filter { !($0.kind == .dropped && $0.type != "table" && droppedTables.contains($0.table)) }
+            .sorted { (Self.rank($0.type), $0.name, $0.type) < (Self.rank($1.type), $1.name, $1.type) }
+    }
+
+    private static func rank(_ type: String) -> Int {
+        switch type {
+        case "table": 0
+        case "function", "procedure", "aggregate": 2
+        default: 1
+        }
+    }
+
+    /// The tables of `self` that `now` no longer has: their oids and names.
+    func droppedTables(to now: PostgresSchemaSnapshot) -> [(oid: Int64, name: String)] {
+        objects.filter { $0.value.type == "table" && $0.key > 0 && now.objects[$0.key] == nil }
+            .map { ($0.key, $0.value.name) }
+            .sorted { $0.name < $1.name }
     }
 }

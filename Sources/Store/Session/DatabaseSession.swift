@@ -50,6 +50,10 @@ public protocol DatabaseSession: AnyObject {
     var isInTransaction: Bool { get }
     /// Where the open transaction comes from, for refusals.
     var openTransactionName: String { get }
+    /// The open transaction migrations cannot run inside, or nil (each
+    /// migration runs in a transaction of its own; PostgreSQL's inside a
+    /// `--max-changes` run is a savepoint of the run's, counted).
+    var transactionRefusingMigrations: String? { get }
     var isDryRun: Bool { get }
 
     /// Runs `body` in a transaction (a savepoint inside one): it commits

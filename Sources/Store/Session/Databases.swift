@@ -32,6 +32,11 @@ public enum Databases {
         /// `--timeout`: connecting counts against it (a server that never
         /// answers ends the run as the time limit does).
         public var connectTimeLimit: Double?
+        /// `--sandbox`: PostgreSQL's session refuses every statement that
+        /// writes the catalog or a scheme's build command, and a database
+        /// whose extensions write through connections of their own (SQLite's
+        /// sandbox is put on by its Lua session: `OpshSession`).
+        public var sandbox = false
 
         public init(db: String?) {
             self.db = db
@@ -56,8 +61,9 @@ public enum Databases {
         switch engine(of: options.db) {
         case .postgresql:
             let database = try PostgresDatabase(url: named(options.db)!, options: postgresOptions(options))
-            if options.readOnly || options.dryRun {
-                try database.refuseExtensionsThatConnectOnTheirOwn(for: options.readOnly ? "--read-only" : "--dry-run")
+            if options.readOnly || options.dryRun || options.sandbox {
+                try database.refuseExtensionsThatConnectOnTheirOwn(
+                    for: options.readOnly ? "--read-only" : options.dryRun ? "--dry-run" : "--sandbox")
             }
             if options.refuseWithoutReason, try AuditTrail.requiresReason(database) { throw ReasonRequired() }
             return database
@@ -70,7 +76,8 @@ public enum Databases {
     /// lock timeout, `--timeout` covers connecting.
     static func postgresOptions(_ options: Options) -> PostgresDatabase.Options {
         PostgresDatabase.Options(readOnly: options.readOnly, create: options.create,
-                                 lockTimeout: options.busyTimeout, connectTimeLimit: options.connectTimeLimit)
+                                 lockTimeout: options.busyTimeout, connectTimeLimit: options.connectTimeLimit,
+                                 sandbox: options.sandbox)
     }
 
     /// How opening a database failed, for the exit status: the command

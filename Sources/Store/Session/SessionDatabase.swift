@@ -77,6 +77,8 @@ public final class SessionDatabase {
 
     /// Where the open transaction comes from, for refusals: "db.transaction",
     /// "a dry run", or the shell chunk that has written.
+    public var transactionRefusingMigrations: String? { isInTransaction ? openTransactionName : nil }
+
     public var openTransactionName: String {
         if isDryRun { return "a dry run" }
         if let scope, depth == 0, !scope.explicitTransaction {

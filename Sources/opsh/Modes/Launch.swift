@@ -49,6 +49,7 @@ struct Launch {
         database.refuseWithoutReason = refuseWithoutReason
         database.dryRun = options.dryRun
         database.connectTimeLimit = options.timeout
+        database.sandbox = options.sandbox
         return database
     }
 
