@@ -55,8 +55,8 @@ extension RepositoryConnection {
 }
 
 extension QueryKey {
-    /// The key's value, read through any engine's connection.
+    /// The key's value, read through any engine's connection, in its dialect.
     public func fetch(_ connection: some RepositoryConnection) throws -> StoreValue {
-        try plan().fetch(running: { try connection.fetch($0) })
+        try plan(dialect: connection.dialect).fetch(running: { try connection.fetch($0) })
     }
 }
