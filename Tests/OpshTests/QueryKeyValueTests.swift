@@ -100,6 +100,46 @@ import Testing
         #expect(lines.count == expected.count + 1, "\(run.stdout)")
     }
 
+    /// A project, a scheme, two builds and telemetry (the watch tests' rows too).
+    static let fewRows = """
+        db.exec("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('a', 'App', 'App', '/r', 1)")
+        db.exec("INSERT INTO schemes (id, projectBundleIdentifier, name, \\"order\\") VALUES ('s1', 'a', 'Release', 0)")
+        db.exec("INSERT INTO builds (id, schemeId, versionString, buildNumber, createdAt) VALUES ('b1', 's1', '1.0', 1, 2)")
+        db.exec("INSERT INTO builds (id, schemeId, versionString, buildNumber, createdAt) VALUES ('b2', 's1', '1.1', 2, 3)")
+        db.exec("INSERT INTO telemetry (event, created_at) VALUES ('start', 1), ('start', 2), ('stop', 3)")
+        """
+
+    /// Keys made with the builder, fields of their values read in Lua.
+    @Test(arguments: Engine.allCases) func builtKeysReadTheSameOnBothEngines(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let script = try sandbox.script("keys.lua", Self.fewRows + """
+
+            print(query(key.build("b1")).status, query(key.project("a")).displayName)
+            print(table.concat(query(key.projects.all.ids), ","), table.concat(query(key.project("a").schemes.ids), ","))
+            local latest = query(key.project("a").latestBuilds(5))
+            print(#latest, latest[1].id, latest[1].buildNumber)
+            local detail = query(key.project("a").detail)
+            print(detail.project.name, table.concat(detail.schemeIds, ","), table.concat(detail.recentBuildIds, ","))
+            print(table.concat(query(key.projects.versionStrings).a, ","))
+            local counts = query(key.telemetry.counts)
+            print(counts.start, counts.stop)
+            print(query(key.build("nope")) == nil, query('build."b2"').versionString)
+            """)
+        let run = try sandbox.opsh(["run", script], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == """
+            queued\tApp
+            a\ts1
+            2\tb2\t2
+            App\ts1\tb2,b1
+            1.0,1.1
+            2\t1
+            true\t1.1
+
+            """)
+    }
+
     func luaString(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
     }
