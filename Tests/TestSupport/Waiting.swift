@@ -23,3 +23,13 @@ public func waitForFile(_ path: String, timeout: TimeInterval = 5) -> String? {
     usleep(20_000)  // let the writer finish the line
     return (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
 }
+
+/// Whether process `pid` has `path` open (one of its /proc/PID/fd links
+/// names it): a child that has reached its database, where a test waits
+/// for that instead of sleeping.
+public func processHasOpen(_ pid: pid_t, _ path: String) -> Bool {
+    let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+    let folder = "/proc/\(pid)/fd"
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+    return descriptors.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + $0)) == target }
+}
