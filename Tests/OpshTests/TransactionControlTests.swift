@@ -228,4 +228,85 @@ import Testing
         #expect(free.status == 0, "\(engine): \(free.stderr)")
         #expect(try db.count("telemetry", where: "event = 'changed'") == 1)
     }
+
+    /// opsh's savepoints by name, from a nested db.transaction (PostgreSQL
+    /// names them opsh_N and opsh_statement): releasing or rolling back to
+    /// them never commits what the outer transaction did, which then fails
+    /// (`fail`): the row stays on both engines. When the outer transaction
+    /// does not fail, SQLite, which refused the statement before it ran,
+    /// commits at the transaction's end as usual; PostgreSQL's guard has
+    /// ended opsh's transaction, which keeps nothing. Control: the same
+    /// nested transactions without the statement commit the delete.
+    @Test(arguments: Engine.allCases) func opshsSavepointsByNameCommitNothing(_ engine: Engine) throws {
+        let folder = try Sandbox()
+        let db = try folder.createdDatabase(engine)
+        let script = try folder.script("nested.lua", """
+            local fail = arg[1] == "fail"
+            for i = 2, #arg do
+              local sql = arg[i]
+              if db.value('SELECT count(*) FROM telemetry') == 0 then
+                db.exec("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)")
+              end
+              local outcome
+              pcall(db.transaction, function()
+                db.exec('DELETE FROM telemetry')
+                db.transaction(function() local ok, err = pcall(db.exec, sql); outcome = ok and 'ran' or err end)
+                if fail then error('fails later', 0) end
+              end)
+              print(db.value('SELECT count(*) FROM telemetry') .. '\\t' .. outcome:gsub('\\n', ' '))
+            end
+            """)
+        let spellings = ["RELEASE SAVEPOINT opsh_2", "ROLLBACK TO SAVEPOINT opsh_2", "release opsh_statement"]
+        for mode in ["fail", "end"] {
+            let run = try folder.opsh(["run", "--timeout", "60", script, mode] + spellings, on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == spellings.count, "\(run.stdout)")
+            let left = mode == "fail" || engine == .postgresql ? "1" : "0"
+            for (sql, line) in zip(spellings, lines) {
+                #expect(line.hasPrefix(left + "\t") && line.contains(Self.refusal), "\(engine) \(mode) \(sql): \(line)")
+            }
+        }
+        let control = try folder.opsh(["run", script, "end", "SELECT 1"], on: db)
+        #expect(control.stdout.hasPrefix("0\tran"), "\(control.stdout) \(control.stderr)")
+    }
+
+    /// A chunk at the shell's prompt is opsh's transaction: SQL that would
+    /// end it early, however spelled, is refused with the reason and the
+    /// whole chunk is rolled back. A COMMIT caught by pcall: SQLite
+    /// refused it before it ran, so the chunk goes on and commits at its
+    /// end as chunks do; PostgreSQL's guard has ended opsh's transaction,
+    /// so the chunk keeps nothing. The control writes the same rows without it.
+    @Test(arguments: Engine.allCases) func aChunkCannotBeEndedBySQL(_ engine: Engine) throws {
+        let folder = try Sandbox()
+        let db = try folder.createdDatabase(engine)
+        try db.sql("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'n1'), (2, 'n2')")
+        let bodies = { try db.sql("SELECT body FROM notes ORDER BY id") }
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db], environment: folder.environment)
+        terminal.expect("> ")
+        let attacks = [
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('/* done */ cOmMiT')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('end transaction')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; COMMIT; UPDATE notes SET body = 'b' WHERE id = 2\")",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('RELEASE x; -- savepoint')",
+        ]
+        for attack in attacks {
+            terminal.send(attack + "\r")
+            terminal.expect(Self.refusal)
+            terminal.expect("> ")
+            #expect(try bodies() == "n1\nn2", "\(engine): \(attack) kept a write")
+        }
+        terminal.send("db.exec(\"UPDATE notes SET body = 'c' WHERE id = 1\"); print(select(2, pcall(db.exec, 'COMMIT'))); print('af' .. 'ter')\r")
+        terminal.expect("is not run through db")
+        terminal.expect("after")
+        terminal.expect("> ")
+        #expect(try bodies() == (engine == .sqlite ? "c\nn2" : "n1\nn2"), "\(engine)")
+        // Control: the same writes without transaction control commit.
+        terminal.send("db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; UPDATE notes SET body = 'b' WHERE id = 2\")\r")
+        terminal.expect("committed: notes: 2 updated")
+        terminal.expect("> ")
+        #expect(try bodies() == "a\nb")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
 }
