@@ -84,6 +84,24 @@ final class RunnerSandbox: @unchecked Sendable {
         try database.sql(statement)
     }
 
+    /// Waits (a minute at most) until `count` builds succeeded, runs
+    /// `meanwhile`, then stops `runners` (SIGTERM: they let their builds
+    /// finish) and checks each ended well (0, no problem said); what they said.
+    func stopOnceSucceeded(_ count: Int, _ runners: [ChildProcess], meanwhile: () throws -> Void = {},
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> [TestFolder.Result] {
+        let allDone = try waitUntil(60) { try sql("SELECT count(*) FROM builds WHERE status = 'succeeded'") == String(count) }
+        try meanwhile()
+        for runner in runners { kill(runner.pid, SIGTERM) }
+        let results = runners.map { $0.finish() }
+        let statuses = try sql("SELECT status, count(*) FROM builds GROUP BY status")
+        #expect(allDone, "statuses: \(statuses)\n\(results.map(\.stderr).joined(separator: "\n"))", sourceLocation: sourceLocation)
+        for result in results {
+            #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+            #expect(!result.stderr.contains("problem:"), "\(result.stderr)", sourceLocation: sourceLocation)
+        }
+        return results
+    }
+
     /// The ids the build commands appended, in order.
     func ranIds() -> [String] {
         ((try? String(contentsOfFile: ranFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
