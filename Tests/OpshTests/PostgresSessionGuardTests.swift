@@ -220,6 +220,44 @@ import Testing
         #expect(try db.count("telemetry") == 1)
     }
 
+    /// `.locks` names the sessions holding locks on the database's own
+    /// tables: a session whose only locks are on the server's catalog (an
+    /// autovacuum worker analysing pg_attribute, a session creating a
+    /// temporary table) is not one, however busy the server. Control: the
+    /// same session locking telemetry is named.
+    @Test func dotLocksLeavesOutLocksOnTheCatalogOnly() throws {
+        let db = try databaseWithARow()
+        let holder = try sandbox.start(server.tool("psql"), ["-X", "-q", "-d", db.db],
+                                       stdin: "BEGIN;\nCREATE TEMP TABLE scratch (a int);\nSET application_name = 'catalog-only';\n",
+                                       keepingStdinOpen: true)
+        defer {
+            holder.write("ROLLBACK;\n")
+            holder.closeInput()
+            _ = holder.finish()
+        }
+        #expect(try waitUntil(10) {
+            try db.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'catalog-only' AND state = 'idle in transaction'") == "1"
+        })
+        #expect(try db.sql("""
+            SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE a.application_name = 'catalog-only' AND l.locktype = 'relation' AND l.mode <> 'AccessShareLock'
+            """) == "t")
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db], environment: sandbox.environment)
+        terminal.expect("> ")
+        terminal.send(".locks\r")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.contains("catalog-only"), "\(terminal.transcript)")
+        // Control: the same session locking one of the database's tables is named.
+        holder.write("LOCK TABLE telemetry IN SHARE MODE;\n")
+        let named = waitUntil(10) {
+            terminal.send(".locks\r")
+            return terminal.sees("(catalog-only", timeout: 0.5)
+        }
+        #expect(named, "\(terminal.transcript)")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     // MARK: Connecting
 
     /// `--timeout` covers connecting: a host that takes the connection and

@@ -70,7 +70,7 @@ import Testing
             seen = rows[1].id
           end
         end)
-        io.stdout:write("watching\n") io.stdout:flush()
+        io.stdout:write("watching\\n") io.stdout:flush()
         opsh.wait(tonumber(arg[1]))
         table.sort(latencies)
         local function at(q) return latencies[math.max(1, math.ceil(#latencies * q))] or -1 end
