@@ -127,25 +127,16 @@ import Store
 
     @Test func waitIsInterruptibleAndLeavesTheBuildRunning() throws {
         try fixture.run("b = jobs.start{ scheme = 'sleeper', version = '1.0.0' }")
-        let runtime = fixture.test.session.runtime
-        let interrupter = Thread {
-            Thread.sleep(forTimeInterval: 0.4)
-            runtime.interruptWhenRunning(.interrupted)
-        }
-        interrupter.start()
+        interruptOnArrival(fixture.test.session.runtime)
         let started = Date()
-        let error = #expect(throws: LuaError.self) { try fixture.run("jobs.wait(b.id)") }
+        let error = #expect(throws: LuaError.self) { try fixture.run("arrived() jobs.wait(b.id)") }
         #expect(error?.kind == .interrupted(.interrupted))
         #expect(Date().timeIntervalSince(started) < 5)
         #expect(try fixture.run("return jobs.get(b.id).status") == ["running"])
 
         // So is a blocking follow.
-        let again = Thread {
-            Thread.sleep(forTimeInterval: 0.4)
-            runtime.interruptWhenRunning(.interrupted)
-        }
-        again.start()
-        let followError = #expect(throws: LuaError.self) { try fixture.run("jobs.follow(b.id, { print = function() end })") }
+        interruptOnArrival(fixture.test.session.runtime)
+        let followError = #expect(throws: LuaError.self) { try fixture.run("arrived() jobs.follow(b.id, { print = function() end })") }
         #expect(followError?.kind == .interrupted(.interrupted))
         #expect(try fixture.run("jobs.cancel(b.id) return jobs.wait(b.id, 10).status") == ["cancelled"])
     }

@@ -166,14 +166,9 @@ import Store
     }
 
     @Test func anInterruptStopsALoopOfRepeatedQueries() throws {
-        let runtime = test.session.runtime
-        let interrupter = Thread {
-            Thread.sleep(forTimeInterval: 0.3)
-            runtime.interruptWhenRunning(.interrupted)
-        }
-        interrupter.start()
+        interruptOnArrival(test.session.runtime)
         let error = #expect(throws: LuaError.self) {
-            try test.run("while true do pcall(db.value, 'SELECT count(*) FROM items WHERE qty > ?', 0) end")
+            try test.run("arrived() while true do pcall(db.value, 'SELECT count(*) FROM items WHERE qty > ?', 0) end")
         }
         #expect(error?.kind == .interrupted(.interrupted))
         #expect(try test.run("return db.value('SELECT count(*) FROM items WHERE qty > ?', 0)") == [0])

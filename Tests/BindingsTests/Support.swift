@@ -48,3 +48,19 @@ final class TestSession {
         try sqlite3CLI(path, sql)
     }
 }
+
+/// Interrupts `runtime`'s chunk from another thread once the chunk calls
+/// `arrived()` (registered here): a chunk calls it right before the
+/// blocking call the test interrupts, so the interrupt lands in that call
+/// however busy the machine, not after a guessed delay.
+func interruptOnArrival(_ runtime: LuaRuntime, _ reason: LuaInterruptReason = .interrupted) {
+    let arrival = Arrival()
+    runtime.register("arrived") { _ in
+        arrival.arrive()
+        return 0
+    }
+    Thread {
+        arrival.wait()
+        runtime.interruptWhenRunning(reason, patience: 60)
+    }.start()
+}

@@ -210,15 +210,10 @@ import Store
 
     @Test func waitStopsWhenInterrupted() throws {
         try test.run("h = watch(key.build('b1'), function() end)")
-        let runtime = test.session.runtime
-        let interrupter = Thread {
-            Thread.sleep(forTimeInterval: 0.3)
-            runtime.interruptWhenRunning(.interrupted)
-        }
-        interrupter.start()
+        interruptOnArrival(test.session.runtime)
         let started = Date()
         let error = #expect(throws: LuaError.self) {
-            try test.run("opsh.wait()")
+            try test.run("arrived() opsh.wait()")
         }
         #expect(error?.kind == .interrupted(.interrupted))
         #expect(Date().timeIntervalSince(started) < 5)

@@ -203,6 +203,8 @@ import Store
             try fixture.jobs.logs(build.id, tail: 5).contains { $0.record.content == String(build.buildNumber) }
         }
         #expect(try eventually { try printed(first) })
+        // The others stay queued a while after (the waiting is what is
+        // tested: nothing may start in it).
         usleep(200_000)
         #expect(try fixture.jobs.get(second.id).status == .queued)
         #expect(try fixture.jobs.get(third.id).status == .queued)

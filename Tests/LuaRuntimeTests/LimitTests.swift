@@ -4,20 +4,21 @@ import Testing
 
 /// Interrupts, memory limits and the sandbox.
 @Suite struct LimitTests {
-    func interruptLater(_ lua: LuaRuntime, _ reason: LuaInterruptReason, after seconds: Double = 0.2) {
+    /// Interrupts `lua` from another thread as soon as a chunk runs
+    /// (``LuaRuntime/interruptWhenRunning(_:patience:)`` polls for one).
+    func interruptOnceRunning(_ lua: LuaRuntime, _ reason: LuaInterruptReason) {
         let box = UncheckedBox(lua)
         // A thread of its own, not Dispatch: tests run on Dispatch's
         // workers, and two spinning Lua loops on a 2-core machine would
         // leave none free to interrupt them.
         Thread {
-            Thread.sleep(forTimeInterval: seconds)
-            box.value.interruptWhenRunning(reason)
+            box.value.interruptWhenRunning(reason, patience: 60)
         }.start()
     }
 
     @Test func endlessLoopIsInterruptedFromAnotherThread() throws {
         let lua = try LuaRuntime()
-        interruptLater(lua, .interrupted)
+        interruptOnceRunning(lua, .interrupted)
         #expect {
             try lua.execute("while true do end")
         } throws: { ($0 as? LuaError)?.kind == .interrupted(.interrupted) }
@@ -26,7 +27,7 @@ import Testing
 
     @Test func pcallCannotSwallowAnInterrupt() throws {
         let lua = try LuaRuntime()
-        interruptLater(lua, .timeout)
+        interruptOnceRunning(lua, .timeout)
         #expect {
             try lua.execute("""
                 while true do
@@ -41,11 +42,18 @@ import Testing
 
     @Test func hostFunctionsSeeTheInterruptAndGiveUp() throws {
         let lua = try LuaRuntime()
+        let waiting = Arrival()
         lua.register("waitForever") { call in
+            waiting.arrive()
             while call.host.interruptRequested == nil { usleep(1000) }
             throw LuaCallError.message("wait interrupted")
         }
-        interruptLater(lua, .interrupted, after: 0.1)
+        // Interrupted once the host function waits.
+        let box = UncheckedBox(lua)
+        Thread {
+            waiting.wait()
+            box.value.interruptWhenRunning(.interrupted, patience: 60)
+        }.start()
         #expect { try lua.execute("pcall(waitForever) while true do end") } throws: {
             ($0 as? LuaError)?.kind == .interrupted(.interrupted)
         }
@@ -57,7 +65,7 @@ import Testing
         let lock = NSLock()
         lua.onInterrupt { reason in lock.withLock { seen.value.append(reason) } }
         #expect(lua.interrupt(.interrupted) == false)  // nothing runs: ignored
-        interruptLater(lua, .terminated)
+        interruptOnceRunning(lua, .terminated)
         _ = try? lua.execute("while true do end")
         // The handler runs on the interrupting thread, which may still be
         // inside it when the Lua thread has already stopped.

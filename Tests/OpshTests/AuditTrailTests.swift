@@ -4,29 +4,29 @@ import Testing
 /// The audit trail (issue 16, "A trail of who did what"), the reasons, the
 /// dead man's switch for cron and the lock-owner records: real opsh
 /// processes on real SQLite files, the shell through a real pty.
-/// One database the audit tests run opsh on, whatever its engine: an
-/// SQLite file of the sandbox, or a database of the tests' PostgreSQL
-/// server. The same checks run on both (PostgresAuditTests).
+/// One database the audit tests run opsh on, whatever its engine
+/// (``TestDatabase``), with the trail read back as JSON.
 struct AuditedDatabase {
     let sandbox: Sandbox
+    let database: TestDatabase
+
+    init(sandbox: Sandbox, database: TestDatabase) {
+        self.sandbox = sandbox
+        self.database = database
+    }
+
+    /// A new database of `engine` with opsh's schema.
+    init(_ engine: Engine, in sandbox: Sandbox) throws {
+        self.sandbox = sandbox
+        database = try sandbox.createdDatabase(engine)
+    }
+
     /// `--db` and its value.
-    let arguments: [String]
+    var arguments: [String] { ["--db", database.db] }
+
     /// Runs SQL on it from another process (sqlite3, psql).
-    let sql: (String) throws -> String
-
-    /// The sandbox's SQLite file, created.
-    static func sqlite(_ sandbox: Sandbox) throws -> AuditedDatabase {
-        try sandbox.createDatabase()
-        return AuditedDatabase(sandbox: sandbox, arguments: ["--db", sandbox.database]) { try sandbox.sqlite($0) }
-    }
-
-    /// A new database on the tests' PostgreSQL server, with opsh's schema.
-    static func postgres(_ sandbox: Sandbox, server: PostgresServer) throws -> AuditedDatabase {
-        let url = try server.makeDatabase()
-        let created = try sandbox.opsh(["--db", url, "--create", "-e", "return db.engine"], database: false)
-        #expect(created.status == 0, "\(created.stderr)")
-        return AuditedDatabase(sandbox: sandbox, arguments: ["--db", url]) { try server.sql($0, url: url) }
-    }
+    @discardableResult
+    func sql(_ text: String) throws -> String { try database.sql(text) }
 
     /// opsh on this database (`--db` first, then `arguments`).
     func opsh(_ arguments: [String], environment: [String: String]? = nil) throws -> Sandbox.Result {
@@ -49,27 +49,23 @@ struct AuditedDatabase {
 }
 
 @Suite struct AuditTrailTests {
-    /// The audit rows as JSON objects, oldest first.
+    /// The audit rows of the sandbox's SQLite file, as JSON objects, oldest first.
     static func rows(_ sandbox: Sandbox) throws -> [[String: Any]] {
-        try AuditedDatabase(sandbox: sandbox, arguments: ["--db", sandbox.database]) { try sandbox.sqlite($0) }.rows()
+        try AuditedDatabase(sandbox: sandbox, database: TestDatabase(engine: .sqlite, db: sandbox.database)).rows()
     }
 
     static func counts(_ row: [String: Any], _ table: String) -> [String: Int] {
         ((row["changes"] as? [String: Any])?[table] as? [String: Int]) ?? [:]
     }
 
-    @Test func successFailureDryRunAndOneLinerAreRecordedAndReadOnlyIsNot() throws {
-        try Self.recordsRunsAsSQLiteDoes(try .sqlite(try Sandbox()))
-    }
-
-    /// What `opsh run` and `opsh -e` leave in the trail, on either engine:
-    /// a dry run (with what it reports), a success (rows per table, a
-    /// nested transaction that rolled back not counted), a failure (what
-    /// it committed before failing), a one-liner (its code, the API key
-    /// masked); nothing for a one-liner that never used the database nor
-    /// for `--read-only`.
-    static func recordsRunsAsSQLiteDoes(_ database: AuditedDatabase) throws {
-        let sandbox = database.sandbox
+    /// What `opsh run` and `opsh -e` leave in the trail: a dry run (with
+    /// what it reports), a success (rows per table, a nested transaction
+    /// that rolled back not counted), a failure (what it committed before
+    /// failing), a one-liner (its code, the API key masked); nothing for a
+    /// one-liner that never used the database nor for `--read-only`.
+    @Test(arguments: Engine.allCases) func successFailureDryRunAndOneLinerAreRecordedAndReadOnlyIsNot(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try AuditedDatabase(engine, in: sandbox)
         // A one-liner that never touches the database records nothing.
         #expect(try database.opsh(["-e", "return 1"]).stdout == "1\n")
         #expect(try database.sql("SELECT count(*) FROM opsh_audit") == "0")
@@ -137,132 +133,233 @@ struct AuditedDatabase {
         #expect(try database.sql("SELECT count(*) FROM telemetry") == "3")
     }
 
-    @Test func auditRowsCannotBeChangedAndLeaveOnlyThroughPrune() throws {
+    /// Statements outside a transaction, one after another, each counted
+    /// once: the reading before a statement is left out only while nothing
+    /// else ran on the connection since the last one flushed the counters
+    /// (a query between them, a transaction before them, a read that
+    /// writes: on PostgreSQL a SELECT of a function that inserts, on
+    /// SQLite, which has no such functions, an INSERT … RETURNING read as
+    /// a value).
+    @Test(arguments: Engine.allCases) func autocommitStatementsAreEachCountedOnce(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        #expect(try sandbox.opsh(["-e", "return db.value('SELECT 1')"]).status == 0)
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let writingRead: String
+        switch engine {
+        case .sqlite:
+            writingRead = "INSERT INTO telemetry (event, created_at) VALUES ('f', 9) RETURNING 1"
+        case .postgresql:
+            try database.sql("""
+                CREATE FUNCTION add_event(e text) RETURNS int LANGUAGE sql AS $$
+                  INSERT INTO telemetry (event, created_at) VALUES (e, 9) RETURNING 1 $$
+                """)
+            writingRead = "SELECT add_event('f')"
+        }
+        let run = try database.opsh(["-e", """
+            db.transaction(function() db.exec("INSERT INTO telemetry (event, created_at) VALUES ('t', 1)") end)
+            for i = 1, 3 do db.exec("INSERT INTO telemetry (event, created_at) VALUES ('a', ?)", i) end
+            print(db.value("SELECT count(*) FROM telemetry"))
+            db.exec("UPDATE telemetry SET event = 'b' WHERE created_at = 1")
+            print(db.value("\(writingRead)"))
+            db.exec("DELETE FROM telemetry WHERE created_at = 2")
+            """])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "4\n1\n")
+        let rows = try database.rows()
+        #expect(rows.count == 1, "\(rows)")
+        guard let row = rows.first else { return }
+        #expect(Self.counts(row, "telemetry") == ["inserted": 5, "updated": 2, "deleted": 1], "\(row)")
+    }
+
+    /// The migration's triggers keep the trail append-only whoever writes:
+    /// an update from a script and a delete from another client are
+    /// refused; `audit.prune` is the one way rows leave, never the last day.
+    @Test(arguments: Engine.allCases) func auditRowsCannotBeChangedAndLeaveOnlyThroughPrune(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try AuditedDatabase(engine, in: sandbox)
+        #expect(try database.opsh(["-e", "return db.value('SELECT 1')"]).status == 0)
         // An old row (inserting is allowed: the trail only grows).
         let old = Date().timeIntervalSince1970 - 100 * 86400
-        try sandbox.sqlite("INSERT INTO opsh_audit (startedAt, endedAt, user, host, pid, version, mode, status) VALUES (\(old), \(old), 'u', 'h', 1, 'v', 'run', 0)")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit") == "2")
+        try database.sql("INSERT INTO opsh_audit (startedAt, endedAt, \"user\", host, pid, version, mode, status) VALUES (\(old), \(old), 'u', 'h', 1, 'v', 'run', 0)")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit") == "2")
 
-        // Refused, by SQLite, whoever writes: an update, and a delete.
-        let update = try sandbox.opsh(["-e", "db.exec(\"UPDATE opsh_audit SET reason = 'forged'\")"])
+        // Refused by the engine, whoever writes: an update, and a delete.
+        let update = try database.opsh(["-e", "db.exec(\"UPDATE opsh_audit SET reason = 'forged'\")"])
         #expect(update.status == 1)
         #expect(update.stderr.contains("opsh_audit is append-only: audit rows cannot be changed"), "\(update.stderr)")
-        let cli = try sandbox.run("/usr/bin/sqlite3", [sandbox.database, "DELETE FROM opsh_audit"])
-        #expect(cli.status != 0)
-        #expect(cli.stderr.contains("opsh_audit rows leave only through audit.prune"), "\(cli.stderr)")
-        let tooRecent = try sandbox.opsh(["-e", "return audit.prune{ olderThan = '1h' }"])
+        let delete = #expect(throws: ShellError.self) { try database.sql("DELETE FROM opsh_audit") }
+        #expect(delete?.output.contains("opsh_audit rows leave only through audit.prune") == true, "\(String(describing: delete))")
+        let tooRecent = try database.opsh(["-e", "return audit.prune{ olderThan = '1h' }"])
         #expect(tooRecent.status == 1)
         #expect(tooRecent.stderr.contains("the audit trail keeps at least its last day"), "\(tooRecent.stderr)")
         // Nothing left or changed (the refused attempts are rows of their own).
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit WHERE startedAt < \(old + 1)") == "1")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit WHERE reason = 'forged'") == "0")
-        let before = try sandbox.sqlite("SELECT count(*) FROM opsh_audit")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit WHERE startedAt < \(old + 1)") == "1")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit WHERE reason = 'forged'") == "0")
+        let before = try database.sql("SELECT count(*) FROM opsh_audit")
 
         // Control: prune removes the old row (and only it).
-        let prune = try sandbox.opsh(["-e", "return audit.prune{ olderThan = '90d' }.deleted"])
+        let prune = try database.opsh(["-e", "return audit.prune{ olderThan = '90d' }.deleted"])
         #expect(prune.status == 0, "\(prune.stderr)")
         #expect(prune.stdout == "1\n")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit WHERE startedAt < \(old + 1)") == "0")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit") == String(Int(before)!))  // -1 old, +1 the prune's own row
-        #expect(try sandbox.sqlite("SELECT count(*) FROM opsh_audit_prune") == "0")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit WHERE startedAt < \(old + 1)") == "0")
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit") == before)  // -1 old, +1 the prune's own row
+        #expect(try database.sql("SELECT count(*) FROM opsh_audit_prune") == "0")
         // Control: without the trigger the same update lands.
-        try sandbox.sqlite("DROP TRIGGER opsh_audit_no_update")
-        let unprotected = try sandbox.opsh(["-e", "return (db.exec(\"UPDATE opsh_audit SET reason = 'forged'\"))"])
+        try database.sql(engine == .sqlite ? "DROP TRIGGER opsh_audit_no_update" : "DROP TRIGGER opsh_audit_no_update ON opsh_audit")
+        let unprotected = try database.opsh(["-e", "return (db.exec(\"UPDATE opsh_audit SET reason = 'forged'\"))"])
         #expect(unprotected.status == 0, "\(unprotected.stderr)")
         #expect(unprotected.stdout != "0\n")
     }
 
-    @Test func reasonsAreRecordedAndRequiredWhenAskedFor() throws {
+    /// A reason asked for by the environment (`OPSH_REQUIRE_REASON=1`) or
+    /// by the database's own setting (`audit.requireReason(true)`): a run
+    /// without one is refused before its script reads or writes anything;
+    /// with one (`--reason`, `OPSH_REASON`) it runs and the reason is
+    /// recorded.
+    @Test(arguments: Engine.allCases) func reasonsAreRecordedAndRequiredWhenAskedFor(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        let script = try sandbox.script("touch.lua", "return db.value('SELECT count(*) FROM projects')\n")
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let script = try sandbox.script("write.lua", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")\n")
         var environment = sandbox.environment
         environment["OPSH_REQUIRE_REASON"] = "1"
 
-        let refused = try sandbox.run(opshExecutable, sandbox.withDatabase(["run", script]), environment: environment)
+        let refused = try database.opsh(["run", script], environment: environment)
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("a reason is required (OPSH_REQUIRE_REASON=1): run again with --reason TEXT"), "\(refused.stderr)")
         #expect(refused.stdout.isEmpty)
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "0")
         // Control: with a reason it runs, and the reason is recorded.
-        let allowed = try sandbox.run(opshExecutable, sandbox.withDatabase(["run", "--reason", "INC-42 stuck builds", script]), environment: environment)
+        let allowed = try database.opsh(["run", "--reason", "INC-42 stuck builds", script], environment: environment)
         #expect(allowed.status == 0, "\(allowed.stderr)")
         environment["OPSH_REASON"] = "from the environment"
-        let fromEnvironment = try sandbox.run(opshExecutable, sandbox.withDatabase(["-e", "return projects.count()"]), environment: environment)
+        let fromEnvironment = try database.opsh(["-e", "return projects.count()"], environment: environment)
         #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
-        let reasons = try Self.rows(sandbox).compactMap { $0["reason"] as? String }
+        let reasons = try database.rows().compactMap { $0["reason"] as? String }
         #expect(reasons == ["INC-42 stuck builds", "from the environment"])
 
         // The database's own setting: a run without a reason is refused at
-        // its first use of the database; with one it runs.
-        #expect(try sandbox.opsh(["-e", "audit.requireReason(true)"]).status == 0)
-        let bySetting = try sandbox.opsh(["run", script])
+        // its first use of the database, having written nothing; with one it runs.
+        #expect(try database.opsh(["-e", "audit.requireReason(true)"]).status == 0)
+        let bySetting = try database.opsh(["run", script])
         #expect(bySetting.status == 2)
         #expect(bySetting.stderr.contains("this database requires a reason for every run"), "\(bySetting.stderr)")
-        let withReason = try sandbox.opsh(["run", "--reason", "checking", script])
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "1")
+        let withReason = try database.opsh(["run", "--reason", "INC-9", script])
         #expect(withReason.status == 0, "\(withReason.stderr)")
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "2")
+        #expect(try database.rows().last?["reason"] as? String == "INC-9")
     }
 
-    @Test func theShellAsksForAReasonAndAuditsChunksThatChangeData() throws {
+    /// The shell asks for a reason when told to (and does not start
+    /// without one), and records each chunk that committed changes (not
+    /// one that only read or failed); a `--dry-run` session records nothing.
+    @Test(arguments: Engine.allCases) func theShellAsksForAReasonAndAuditsChunksThatChangeData(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
+        let database = try AuditedDatabase(engine, in: sandbox)
         var environment = sandbox.environment
         environment["OPSH_REQUIRE_REASON"] = "1"
         // Refused without an answer.
-        let refused = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: environment)
+        let refused = try database.shell(environment: environment)
         refused.expect("why are you here?")
         refused.send("\r")
         refused.expect("no reason given: the shell does not start without one")
         #expect(refused.waitForExit(timeout: 10) == 2)
 
-        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: environment)
+        let terminal = try database.shell(environment: environment)
         terminal.expect("why are you here?")
         terminal.send("INC-7 cleaning up\r")
         terminal.expect("opsh> ")
         terminal.send("projects.count()\r")          // reads only: not recorded
         terminal.expect("opsh> ")
-        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('shell', 1)\")\r")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('lost', 1)\"); error('no')\r")
+        terminal.expect("stdin:1: no")               // failed: rolled back, not recorded
+        terminal.expect("opsh> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('shell', 1)\"); pcall(db.exec, 'DELETE FROM nope')\r")
+        terminal.expect("committed: telemetry: 1 inserted")
         terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)
-        let rows = try Self.rows(sandbox)
+        let rows = try database.rows()
         #expect(rows.count == 1, "\(rows)")
         #expect(rows.first?["mode"] as? String == "shell")
         #expect(rows.first?["reason"] as? String == "INC-7 cleaning up")
         #expect((rows.first?["code"] as? String)?.contains("INSERT INTO telemetry") == true)
+        #expect((rows.first?["code"] as? String)?.contains("'shell'") == true)
         #expect(rows.first.map { Self.counts($0, "telemetry") } == ["inserted": 1, "updated": 0, "deleted": 0])
+
+        // --dry-run: the same kind of chunk leaves no row.
+        let dry = try database.shell(["--dry-run"])
+        dry.expect("opsh> ")
+        dry.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('dry', 2)\")\r")
+        dry.expect("dry run")   // SQLite's: "dry run (on the private copy): telemetry: …"
+        dry.expect("telemetry: 1 inserted")
+        dry.expect("opsh> ")
+        dry.send("\u{4}")
+        #expect(dry.waitForExit(timeout: 15) == 0)
+        #expect(try database.rows().count == 1)
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "1")
     }
 
-    @Test func overdueNamesAScriptThatMissedItsPeriod() throws {
+    /// `opsh runs` lists the trail (the same columns on both engines) and
+    /// `--overdue` names a script that missed its period.
+    @Test(arguments: Engine.allCases) func overdueNamesAScriptThatMissedItsPeriod(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
+        let database = try AuditedDatabase(engine, in: sandbox)
         let script = try sandbox.script("every-second.lua", "-- mark stale builds\n-- @every 1s\nreturn builds.count()\n")
-        #expect(try sandbox.opsh(["run", script]).status == 0)
+        let path = URL(fileURLWithPath: script).resolvingSymlinksInPath().path
+        #expect(try database.opsh(["run", script]).status == 0)
         // On time: just ran.
-        let onTime = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "1s"], database: false)
+        let onTime = try database.opsh(["runs", "--overdue", "--grace", "1s"])
         #expect(onTime.status == 0, "\(onTime.stdout) \(onTime.stderr)")
         #expect(onTime.stderr.contains("no script is overdue"))
-        let listed = try sandbox.opsh(["runs", "--db", sandbox.database], database: false)
+        let listed = try database.opsh(["runs"])
         #expect(listed.status == 0, "\(listed.stderr)")
-        #expect(listed.stdout.contains("every-second.lua"), "\(listed.stdout)")
-        usleep(2_600_000)
-        // Missed: period 1 s + grace 1 s have passed.
-        let late = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "1s"], database: false)
-        #expect(late.status == 1, "\(late.stdout) \(late.stderr)")
-        #expect(late.stdout.contains("overdue: \(URL(fileURLWithPath: script).resolvingSymlinksInPath().path): its last successful run started"), "\(late.stdout)")
+        // The columns, with the run's time and duration left out.
+        let shape = listed.stdout
+            .replacingOccurrences(of: #"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \d+\.\d\d s"#, with: "TIME", options: .regularExpression)
+            .replacingOccurrences(of: " {2,}", with: "  ", options: .regularExpression)
+        #expect(shape == "script  started (UTC)  duration  changes  status\n\(path)  TIME  none  0\n", "\(listed.stdout)")
+        // Missed once its period (1 s) and the grace (1 s) have passed.
+        var late = onTime
+        #expect(try waitUntil(30) {
+            late = try database.opsh(["runs", "--overdue", "--grace", "1s"])
+            return late.status == 1
+        }, "\(late.stdout) \(late.stderr)")
+        #expect(late.stdout.contains("overdue: \(path): its last successful run started"), "\(late.stdout)")
         // The default grace (10 % of the period, at least a minute) still allows it.
-        #expect(try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue"], database: false).status == 0)
+        #expect(try database.opsh(["runs", "--overdue"]).status == 0)
         // Bad input says what was wrong.
-        let bad = try sandbox.opsh(["runs", "--db", sandbox.database, "--overdue", "--grace", "soon"], database: false)
+        let bad = try database.opsh(["runs", "--overdue", "--grace", "soon"])
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("'soon' is not a duration"), "\(bad.stderr)")
-        let badPeriod = try sandbox.opsh(["run", try sandbox.script("typo.lua", "-- @every 10x\nreturn 1\n")])
+        let badPeriod = try database.opsh(["run", try sandbox.script("typo.lua", "-- @every 10x\nreturn 1\n")])
         #expect(badPeriod.status == 2)
         #expect(badPeriod.stderr.contains("is not a period"), "\(badPeriod.stderr)")
     }
 
+    /// `opsh runs` on a database that is not opsh's says so and makes
+    /// nothing: no SQLite file at the path, no table on the server, and no
+    /// file named by a URL.
+    @Test(arguments: Engine.allCases) func runsOnADatabaseWithoutOpshsSchemaChangesNothing(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try TestDatabase.empty(engine, in: sandbox.root)
+        let runs = try sandbox.run(opshExecutable, ["runs", "--db", db.db])
+        #expect(runs.status == 3)
+        switch engine {
+        case .sqlite:
+            #expect(runs.stderr.contains("no database at \(db.db)"), "\(runs.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: db.db))
+        case .postgresql:
+            #expect(runs.stderr.contains("has no opsh schema"), "\(runs.stderr)")
+            #expect(try db.count("pg_tables", where: "schemaname = 'public'") == 0)
+            let made = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).filter { $0.contains("postgres") }
+            #expect(made.isEmpty, "\(made)")
+        }
+    }
+
+    /// SQLite only: the write lock is the file's, and the other opsh that
+    /// holds it is named from the lock-owner record opsh keeps beside it
+    /// (on PostgreSQL the server names the lock's holders:
+    /// TransactionControlTests.aLockHeldPastTheBusyTimeoutExitsThreeNamingItsHolder).
     @Test func aWriteThatGivesUpNamesTheOtherOpshHoldingTheLock() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
@@ -288,6 +385,9 @@ struct AuditedDatabase {
         #expect(again.status == 0, "\(again.stderr)")
     }
 
+    /// SQLite only: a file from before migration 003 is opened as it is
+    /// (a PostgreSQL database gets opsh's whole schema with --create, and
+    /// opsh has never made one without the trail).
     @Test func aDatabaseWithoutTheAuditMigrationRunsAndSaysSoOnce() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
@@ -312,35 +412,38 @@ struct AuditedDatabase {
         #expect(try sandbox.sqlite("SELECT json_extract(changes, '$.telemetry.inserted') FROM opsh_audit") == "2")
     }
 
-    /// Store's own fast paths (batched inserts stepped through SQLite's C
-    /// API) are counted too, and a rolled-back batch is not.
-    @Test func batchedInsertsAreCounted() throws {
+    /// Batched writes are counted: `telemetry.insertMany` (on SQLite
+    /// stepped through its C API, on PostgreSQL multi-row INSERTs) and an
+    /// import's rows; a rolled-back batch is not.
+    @Test(arguments: Engine.allCases) func batchedInsertsAreCounted(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        let run = try sandbox.opsh(["-e", """
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let run = try database.opsh(["-e", """
             telemetry.insertMany{ { event = "a", created_at = 1 }, { event = "b", created_at = 2 }, { event = "c", created_at = 3 } }
             pcall(db.transaction, function() telemetry.insertMany{ { event = "d", created_at = 4 } } error("no") end)
             """])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try sandbox.sqlite("SELECT count(*) FROM telemetry") == "3")
-        let rows = try Self.rows(sandbox)
+        #expect(try database.sql("SELECT count(*) FROM telemetry") == "3")
+        let rows = try database.rows()
         #expect(rows.last.map { Self.counts($0, "telemetry") } == ["inserted": 3, "updated": 0, "deleted": 0], "\(rows)")
 
-        // An import's rows (stepped through SQLite's C API) too.
+        // An import's rows too.
         let document = sandbox.root + "/app.json"
-        let exported = try sandbox.opsh(["-e", """
+        let exported = try database.opsh(["-e", """
             projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }
             export.project("com.example.app", { file = "\(document)" })
             projects.delete("com.example.app", { cascade = true })
             """])
         #expect(exported.status == 0, "\(exported.stderr)")
-        let imported = try sandbox.opsh(["-e", "import{ file = '\(document)' }"])
+        let imported = try database.opsh(["-e", "import{ file = '\(document)' }"])
         #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(try Self.rows(sandbox).last.map { Self.counts($0, "projects") } == ["inserted": 1, "updated": 0, "deleted": 0])
+        #expect(try database.rows().last.map { Self.counts($0, "projects") } == ["inserted": 1, "updated": 0, "deleted": 0])
     }
 
     /// A chunk committed after the question (re-applied from its changeset)
     /// and an undo (a changeset applied) are audited with their counts.
+    /// SQLite only: undo() applies SQLite's changesets (on PostgreSQL it
+    /// says why not: BatchModeTests.errorsSayWhereAndWhat).
     @Test func aConfirmedChunkAndAnUndoAreAudited() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
@@ -370,12 +473,12 @@ struct AuditedDatabase {
 
     /// `.read FILE` is one chunk: audited when it changed data, as typed
     /// chunks are; one that only reads leaves no row (the control).
-    @Test func aReadFileChunkIsAudited() throws {
+    @Test(arguments: Engine.allCases) func aReadFileChunkIsAudited(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
+        let database = try AuditedDatabase(engine, in: sandbox)
         let writes = try sandbox.script("fill.lua", "for i = 1, 2 do db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('r', ?)\", i) end")
         let reads = try sandbox.script("look.lua", "print('seen', db.value('SELECT count(*) FROM telemetry'))")
-        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: sandbox.environment)
+        let terminal = try database.shell()
         terminal.expect("opsh> ")
         terminal.send(".read \(reads)\r")
         terminal.expect("seen\t0")
@@ -385,7 +488,7 @@ struct AuditedDatabase {
         terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 15) == 0)
-        let rows = try Self.rows(sandbox)
+        let rows = try database.rows()
         #expect(rows.count == 1, "\(rows)")
         guard rows.count == 1 else { return }
         #expect(rows[0]["code"] as? String == ".read \(writes)")

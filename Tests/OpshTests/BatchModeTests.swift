@@ -108,7 +108,8 @@ import Testing
                 let process = try sandbox.start(opshExecutable, sandbox.withDatabase([
                     "--busy-timeout", "60", "-e", "db.exec(\"DELETE FROM telemetry\")",
                 ]))
-                usleep(500_000)
+                // Signalled once it has reached the database (and waits for its lock).
+                #expect(waitUntil(30) { processHasOpen(process.pid, sandbox.database) })
                 kill(process.pid, signal)
                 let result = sandbox.finish(process)
                 #expect(result.status == status, "\(result.stderr)")
@@ -176,37 +177,20 @@ import Testing
         for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
             let flag = sandbox.root + "/started-\(signal)"
             let process = try sandbox.start(opshExecutable, sandbox.withDatabase(["-e", """
-                io.open("\(flag)", "w"):close()
                 db.transaction(function()
                   \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.signal'"))
+                  io.open("\(flag)", "w"):close()
                   while true do pcall(function() while true do end end) end
                 end)
                 """]))
-            #expect(waitUntil(5) { FileManager.default.fileExists(atPath: flag) })
-            usleep(100_000)
+            // Signalled inside the transaction, after its write.
+            #expect(waitUntil(30) { FileManager.default.fileExists(atPath: flag) })
             kill(process.pid, signal)
             let result = sandbox.finish(process)
             #expect(result.status == status, "\(result.stderr)")
             #expect(result.stderr.contains("rolled back"))
         }
         #expect(try sandbox.sqlite("SELECT count(*) FROM projects") == "0")
-    }
-
-    @Test func aDryRunReportsChangesAndLeavesTheRowsAsTheyWere() throws {
-        let sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        try sandbox.sqlite("INSERT INTO projects VALUES ('com.example.kept', 'Kept', 'Kept', 'u', 1)")
-        let before = try sandbox.sqlite("SELECT * FROM projects ORDER BY 1")
-        let script = try sandbox.script("repair.lua", """
-            \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.new'"))
-            db.exec("UPDATE projects SET name = 'Renamed' WHERE bundleIdentifier = 'com.example.kept'")
-            return db.value("SELECT count(*) FROM projects")
-            """)
-        let result = try sandbox.opsh(["run", "--dry-run", script])
-        #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout == "2\n")
-        #expect(result.stderr.contains("projects: 1 inserted, 1 updated, 0 deleted"))
-        #expect(try sandbox.sqlite("SELECT * FROM projects ORDER BY 1") == before)
     }
 
     @Test func twoRunsOfTheSameScriptNeverOverlap() throws {
@@ -381,11 +365,344 @@ import Testing
             """)
     }
 
-    @Test func readOnlyRefusesWrites() throws {
+    // MARK: Both engines
+
+    /// A dry run rolls back and says, per table, what it would have
+    /// changed; the rows are as they were.
+    @Test(arguments: Engine.allCases) func aDryRunReportsChangesAndLeavesTheRowsAsTheyWere(_ engine: Engine) throws {
         let sandbox = try Sandbox()
-        try sandbox.createDatabase()
-        let result = try sandbox.opsh(["--read-only", "-e", "db.exec(\"DELETE FROM projects\")"])
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.example.kept', 'Kept', 'Kept', 'u', 1);
+            INSERT INTO telemetry (event, created_at) VALUES ('a', 1), ('b', 2);
+            """)
+        let before = try db.sql("SELECT bundleIdentifier, name FROM projects ORDER BY 1")
+        let script = try sandbox.script("repair.lua", """
+            \(Self.insertProject.replacingOccurrences(of: "...", with: "'com.example.new'"))
+            db.exec("UPDATE projects SET name = 'Renamed' WHERE bundleIdentifier = 'com.example.kept'")
+            db.exec("DELETE FROM telemetry WHERE event = 'a'")
+            db.exec("UPDATE telemetry SET event = 'c'")
+            return db.value("SELECT count(*) FROM projects"), db.value("SELECT count(*) FROM telemetry")
+            """)
+        let result = try sandbox.opsh(["run", "--dry-run", script], on: db)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "2\t1\n")
+        #expect(result.stderr.contains("projects: 1 inserted, 1 updated, 0 deleted"), "\(result.stderr)")
+        #expect(result.stderr.contains("telemetry: 0 inserted, 1 updated, 1 deleted"), "\(result.stderr)")
+        #expect(try db.sql("SELECT bundleIdentifier, name FROM projects ORDER BY 1") == before)
+        #expect(try db.sql("SELECT event FROM telemetry ORDER BY id") == "a\nb")
+    }
+
+    /// `--read-only`: a write is refused by the engine (SQLite's read-only
+    /// flag, the server's read-only transaction) and the rows stay.
+    /// Control: the same write without it.
+    @Test(arguments: Engine.allCases) func readOnlyRefusesWrites(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)")
+        let result = try sandbox.opsh(["--read-only", "-e", "db.exec(\"DELETE FROM telemetry\")"], on: db)
         #expect(result.status == 1)
-        #expect(result.stderr.contains("readonly"))
+        #expect(result.stderr.contains(engine == .sqlite ? "attempt to write a readonly database"
+                                       : "ERROR 25006: cannot execute DELETE in a read-only transaction"), "\(result.stderr)")
+        #expect(try db.count("telemetry") == 1)
+        let writable = try sandbox.opsh(["-e", "return db.exec('DELETE FROM telemetry')"], on: db)
+        #expect(writable.status == 0, "\(writable.stderr)")
+        #expect(try db.count("telemetry") == 0)
+    }
+
+    /// The same script prints the same on SQLite and PostgreSQL:
+    /// placeholders, 64-bit integers, bytes, NULL, booleans, rows keyed by
+    /// the schema's spelling; `db.engine` says which engine runs.
+    @Test(arguments: Engine.allCases) func aScriptRunsUnchangedOnBothEngines(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let script = try sandbox.script("portable.lua", """
+            db.exec("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES (?, ?, ?, ?, ?)",
+                    "com.example.app", "App", "App", "/srv/app", 1700000000.5)
+            local p = db.first("SELECT * FROM projects WHERE bundleIdentifier = :id", { id = "com.example.app" })
+            print(p.bundleIdentifier, p.displayName, p.createdAt)
+            print(db.value("SELECT ? + 0", math.maxinteger), db.value("SELECT ? + 0", math.mininteger))
+            print(db.value("SELECT ?2 || ?1", "b", "a"))
+            print(db.value("SELECT count(*) FROM projects WHERE name = ? OR name = ?", "App", db.NULL))
+            print(db.value("SELECT EXISTS (SELECT 1 FROM projects)"), db.value("SELECT NULL") == nil)
+            print(#db.value("SELECT ?", db.blob("a\\0\\255")))
+            print((db.exec("UPDATE projects SET name = 'Renamed' WHERE bundleIdentifier LIKE 'com.%'")))
+            local n = 0
+            for row in db.rows("SELECT bundleIdentifier, name FROM projects ORDER BY bundleIdentifier") do n = n + 1; print(row.name) end
+            print(n, db.inTransaction())
+            local both = "FROM (SELECT 1 AS x UNION ALL SELECT 2) AS t"
+            print(db.value("SELECT sum(CAST(x AS BIGINT)) " .. both), db.value("SELECT avg(x) " .. both), math.type(db.value("SELECT sum(CAST(x AS BIGINT)) " .. both)))
+            print(db.engine)
+            """)
+        let run = try sandbox.opsh(["run", script], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == """
+            com.example.app\tApp\t1700000000.5
+            9223372036854775807\t-9223372036854775808
+            ab
+            1
+            1\ttrue
+            3
+            1
+            Renamed
+            1\tfalse
+            3\t1.5\tinteger
+            \(engine.rawValue)
+
+            """)
+    }
+
+    /// A statement that fails inside `db.transaction`, caught by pcall,
+    /// does not doom the transaction: the writes before and after it are
+    /// kept. On PostgreSQL that takes a savepoint per statement (psql's
+    /// ON_ERROR_ROLLBACK): the control shows the server refusing the rest
+    /// of a transaction after a failure.
+    @Test(arguments: Engine.allCases) func aCaughtFailureDoesNotDoomTheTransaction(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              db.exec("INSERT INTO telemetry (event, created_at) VALUES ('before', 1)")
+              local ok, err = pcall(db.exec, "INSERT INTO telemetry (event, created_at) VALUES (NULL, 2)")
+              print(ok, err)
+              db.exec("INSERT INTO telemetry (event, created_at) VALUES ('after', 3)")
+            end)
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains(engine == .sqlite ? "false\tSQL error: NOT NULL constraint failed: telemetry.event"
+                                    : "false\tERROR 23502: null value in column \"event\""), "\(run.stdout)")
+        #expect(try db.sql("SELECT event FROM telemetry ORDER BY id") == "before\nafter")
+        guard engine == .postgresql else { return }
+
+        // Control: the same statements in one transaction through psql.
+        let doomed = #expect(throws: ShellError.self) {
+            try db.sql("""
+                BEGIN;
+                INSERT INTO telemetry (event, created_at) VALUES ('x', 1);
+                DO $$ BEGIN BEGIN INSERT INTO telemetry (event, created_at) VALUES (NULL, 2); EXCEPTION WHEN others THEN RAISE; END; END $$;
+                COMMIT;
+                """)
+        }
+        #expect(doomed?.output.contains("null value in column \"event\"") == true)
+        #expect(try db.count("telemetry") == 2)
+    }
+
+    /// A dry run cannot be committed by the script: a COMMIT, in any
+    /// spelling, alone or in a script of several statements, with what
+    /// might switch PostgreSQL's guard off tried first, is refused or
+    /// rolls the whole dry run back, and the row stays. (SQLite refuses
+    /// transaction control when the statement is prepared, so a caught
+    /// COMMIT leaves its dry run going; PostgreSQL's guard fails at the
+    /// commit, which ends the dry run.) Each attack is run again without
+    /// --dry-run as its control: there it deletes the row.
+    @Test(arguments: Engine.allCases) func aDryRunCannotBeCommittedByTheScript(_ engine: Engine) throws {
+        let attacks = [
+            "db.exec(\"DELETE FROM telemetry\"); db.exec(\"COMMIT\")",
+            "db.exec(\"DELETE FROM telemetry; END\")",
+            "db.exec(\"DELETE FROM telemetry\"); db.exec(\"/* done */ CoMmIt AND CHAIN\")",
+            "db.exec(\"DELETE FROM telemetry\"); pcall(db.exec, \"ALTER TABLE pg_temp.opsh_dry_run DISABLE TRIGGER ALL\"); "
+                + "pcall(db.exec, \"DISCARD TEMP\"); pcall(db.exec, \"SET CONSTRAINTS ALL IMMEDIATE\"); db.exec(\"COMMIT\")",
+            "db.exec(\"DELETE FROM telemetry\"); pcall(db.exec, \"COMMIT\"); db.exec(\"DELETE FROM telemetry\")",
+        ]
+        let reasons = engine == .sqlite
+            ? ["transaction control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE) is not run through db", "near \"AND\": syntax error",
+               "opsh: dry run: rolled back"]
+            : ["--dry-run: the statement tried to commit the dry run", "--dry-run: the dry run's transaction was rolled back"]
+        let sandbox = try Sandbox()
+        for attack in attacks {
+            let db = try TestDatabase.empty(engine, in: sandbox.root + "/\(UUID().uuidString)")
+            #expect(try sandbox.opsh(["--create", "-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)\")"],
+                                     on: db).status == 0)
+            let dry = try sandbox.opsh(["--dry-run", "-e", attack], on: db)
+            #expect(engine == .sqlite || dry.status != 0, "\(attack): \(dry.stdout)")
+            #expect(reasons.contains { dry.stderr.contains($0) }, "\(attack): \(dry.stderr)")
+            #expect(try db.count("telemetry") == 1, "\(attack)")
+            // Control: the same script without --dry-run deletes the row
+            // (the DELETE commits on its own; a script of several
+            // statements is one transaction, which its END cannot commit
+            // either: TransactionControlTests).
+            let committed = try sandbox.opsh(["-e", attack], on: db)
+            #expect(try db.count("telemetry") == (attack.contains("; END") ? 1 : 0), "\(attack): \(committed.stderr)")
+        }
+        // The guard leaves nothing behind and is not in the summary.
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)")
+        let dry = try sandbox.opsh(["--dry-run", "-e", "db.exec('DELETE FROM telemetry')"], on: db)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, 1 deleted"), "\(dry.stderr)")
+        #expect(!dry.stderr.contains("opsh_dry_run"), "\(dry.stderr)")
+        #expect(try db.count("telemetry") == 1)
+    }
+
+    /// `db.exec` without values runs a script of several statements: one at
+    /// a time, all or nothing; `;` inside literals and comments (and on
+    /// PostgreSQL dollar quotes and E'' strings, its own syntax) does not
+    /// split it.
+    @Test(arguments: Engine.allCases) func severalStatementsRunAsOneScript(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let (quoted, escaped) = engine == .sqlite ? ("'c;d'", "'e;f'") : ("$$c;d$$", "E'e\\;f'")
+        let run = try sandbox.opsh(["-e", """
+            db.exec([[
+              CREATE TABLE notes (body text);  -- a comment; with a semicolon
+              INSERT INTO notes VALUES ('a;b'), (\(quoted)); /* ; */
+              INSERT INTO notes VALUES (\(escaped));
+            ]])
+            local bodies = {}
+            for row in db.rows("SELECT body FROM notes ORDER BY body") do bodies[#bodies + 1] = row.body end
+            print(table.concat(bodies, "|"))
+            print(pcall(db.exec, "INSERT INTO notes VALUES ('g'); INSERT INTO nowhere VALUES (1)"))
+            print(db.value("SELECT count(*) FROM notes"))
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "a;b|c;d|e;f", "\(run.stdout)")
+        // The failing script kept nothing of itself: still three rows.
+        #expect(lines.count == 3 && lines[1].contains("false") && lines[1].contains("nowhere"), "\(run.stdout)")
+        #expect(lines.last == "3", "\(run.stdout)")
+    }
+
+    /// Errors say where (the script's file and line), quote the SQL and
+    /// give the engine's reason (PostgreSQL's with its SQLSTATE); undo() in
+    /// a script says why it cannot be and what to use instead.
+    @Test(arguments: Engine.allCases) func errorsSayWhereAndWhat(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let script = try sandbox.script("broken.lua", "local a = 1\nlocal n = db.value('SELECT count(*) FROM nope')\n")
+        let run = try sandbox.opsh(["run", script], on: db)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("broken.lua:2:"), "\(run.stderr)")
+        #expect(run.stderr.contains(engine == .sqlite ? "SQL error: no such table: nope" : "ERROR 42P01: relation \"nope\" does not exist"),
+                "\(run.stderr)")
+        #expect(run.stderr.contains("SELECT count(*) FROM nope"), "\(run.stderr)")
+
+        let undo = try sandbox.opsh(["-e", "undo()"], on: db)
+        #expect(undo.status == 1)
+        switch engine {
+        case .sqlite:
+            #expect(undo.stderr.contains("(command line):1: undo() takes back chunks typed at the interactive shell's prompt; a script's changes cannot be undone: try it with --dry-run first"), "\(undo.stderr)")
+        case .postgresql:
+            #expect(undo.stderr.contains("(command line):1: undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded"), "\(undo.stderr)")
+            #expect(undo.stderr.contains("start the shell with --dry-run"), "\(undo.stderr)")
+        }
+    }
+
+    /// `opsh migrate` makes the schema of a database that has none only
+    /// with --create; a second run finds nothing to do. (On SQLite the
+    /// file --create makes is migrated as it is opened, so migrate finds
+    /// nothing left; PostgreSQL's names what it applied.)
+    @Test(arguments: Engine.allCases) func migrateCreatesTheSchemaOnlyWhenAsked(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try TestDatabase.empty(engine, in: sandbox.root)
+        let refused = try sandbox.opsh(["migrate"], on: db)
+        #expect(refused.status == 3, "\(refused.stderr)")
+        switch engine {
+        case .sqlite:
+            #expect(refused.stderr.contains("no database at \(db.db)"), "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: db.db))
+        case .postgresql:
+            #expect(refused.stderr.contains("has no opsh schema"), "\(refused.stderr)")
+            #expect(try db.count("pg_tables", where: "schemaname = 'public'") == 0)
+        }
+        let migrate = try sandbox.opsh(["migrate", "--create"], on: db)
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(migrate.stderr.contains(engine == .sqlite ? "nothing to migrate"
+                : "applied 001_initialSchema, 002_indexes, 003_audit, 004_runners, 005_auditChain, 006_schemeEnvironment"), "\(migrate.stderr)")
+        #expect(try db.sql("SELECT count(*) FROM projects") == "0")
+        let again = try sandbox.opsh(["migrate"], on: db)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("nothing to migrate"), "\(again.stderr)")
+    }
+
+    // MARK: PostgreSQL's own
+
+    /// PostgreSQL only: a database on a server exists before opsh, with or
+    /// without opsh's schema (an SQLite file opsh makes itself, or is
+    /// refused: DatabasePathTests). The schema is made only in an empty
+    /// database and only with --create, and has SQLite's tables.
+    @Test func theSchemaIsCreatedOnlyInAnEmptyPostgresDatabaseAndOnlyWhenAsked() throws {
+        let sandbox = try Sandbox()
+        let server = try PostgresServer.shared()
+        let db = try TestDatabase.empty(.postgresql, in: sandbox.root)
+        let without = try sandbox.opsh(["-e", "return 1"], on: db)
+        #expect(without.status == 3)
+        #expect(without.stderr.contains("has no opsh schema: pass --create"), "\(without.stderr)")
+        #expect(try db.count("pg_tables", where: "schemaname = 'public'") == 0)
+
+        // Control: the same database with --create gets every migration by name.
+        let created = try sandbox.opsh(["--create", "-e", "return db.value('SELECT count(*) FROM opsh_migrations')"], on: db)
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(try db.sql("SELECT string_agg(identifier, ',' ORDER BY identifier) FROM opsh_migrations")
+                == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment")
+        // The same tables as on SQLite (names folded), and the bookkeeping.
+        let sqlite = try sandbox.createdDatabase(.sqlite)
+        let onSQLite = try sqlite.sql("""
+            SELECT lower(name) FROM sqlite_master WHERE type = 'table'
+            AND name NOT IN ('grdb_migrations', 'sqlite_sequence', 'opsh_lua_migrations') ORDER BY 1
+            """).split(separator: "\n").map(String.init) + ["opsh_migrations"]
+        let onPostgres = try db.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+            .split(separator: "\n").map(String.init)
+        #expect(onPostgres == onSQLite.sorted())
+
+        // A database with tables of its own is refused and left as it was.
+        let theirs = TestDatabase(engine: .postgresql, db: try server.makeDatabase())
+        try theirs.sql("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
+        let refused = try sandbox.opsh(["--create", "-e", "return 1"], on: theirs)
+        #expect(refused.status == 3)
+        #expect(refused.stderr.contains("has 1 table(s) but no opsh schema"), "\(refused.stderr)")
+        #expect(try theirs.sql("SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'public'") == "orders")
+    }
+
+    /// PostgreSQL only: these are the server's ways around a read-only
+    /// transaction (SQLite's --read-only is the file's read-only flag,
+    /// readOnlyRefusesWrites). Each is refused with the server's reason;
+    /// the rows stay.
+    @Test func readOnlyHoldsAgainstThePostgresWaysAroundIt() throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(.postgresql)
+        try db.sql("INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)")
+        let attacks = [
+            ("DELETE FROM telemetry", "25006"),
+            ("delete /* a comment */ FROM TELEMETRY", "25006"),
+            ("SET transaction_read_only = off", "25001"),
+            ("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", ""),
+            ("COMMIT", ""),
+            ("DELETE FROM telemetry", "25006"),
+            ("DO $$ BEGIN DELETE FROM telemetry; END $$", "25006"),
+            ("CREATE TABLE t (a int)", "25006"),
+            ("SELECT nextval(pg_get_serial_sequence('telemetry', 'id'))", "25006"),
+        ]
+        let lua = attacks.map { "print(select(2, pcall(db.exec, \"\($0.0)\")))" }.joined(separator: "\n")
+            + "\ndb.transaction(function() print(select(2, pcall(db.exec, 'DELETE FROM telemetry'))) end)"
+        let run = try sandbox.opsh(["--read-only", "-e", lua], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        for (offset, (sql, code)) in attacks.enumerated() where !code.isEmpty {
+            #expect(lines[offset].contains("ERROR \(code)"), "\(sql): \(lines[offset])")
+        }
+        #expect(lines[attacks.count].contains("ERROR 25006"), "\(run.stdout)")
+        #expect(try db.count("telemetry") == 1)
+        #expect(try db.count("pg_tables", where: "tablename = 't'") == 0)
+    }
+
+    /// PostgreSQL only: its statements run on the server, which must not
+    /// be left running one after opsh gives up (SQLite's run in opsh's own
+    /// process: aTimeoutExits124AndRollsBackTheOpenTransaction). `--timeout`
+    /// cancels the statement on the server.
+    @Test func aTimeoutCancelsTheStatementOnTheServer() throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(.postgresql)
+        let name = PostgresServer.databaseName(of: db.db)
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE '%pg_sleep(30)%' AND state = 'active' AND pid <> pg_backend_pid()"
+        let started = Date()
+        let child = try sandbox.start(opshExecutable, ["--db", db.db, "--timeout", "3", "-e", "db.exec('SELECT pg_sleep(30)')"])
+        // The control: while opsh waits, the server runs the statement.
+        #expect(try waitUntil(10) { try db.sql(sleeping) == "1" })
+        let run = sandbox.finish(child)
+        #expect(run.status == 124, "\(run.stderr)")
+        #expect(run.stderr.contains("timed out"))
+        #expect(Date().timeIntervalSince(started) < 15)
+        // After: the server is not left running it.
+        #expect(try waitUntil(2) { try db.sql(sleeping) == "0" })
     }
 }

@@ -41,8 +41,8 @@ import Testing
         terminal.expect("opsh> ")
         #expect(try sandbox.sqlite("SELECT count(*) FROM notes WHERE body = 'x'") == "0")
         // Ctrl-C in a loop after a write: rolled back.
-        terminal.send("db.exec(\"UPDATE notes SET body = 'y' WHERE id <= 3\"); while true do end\r")
-        usleep(500_000)
+        terminal.send("db.exec(\"UPDATE notes SET body = 'y' WHERE id <= 3\"); print('spin' .. 'ning'); while true do end\r")
+        terminal.expect("spinning")
         terminal.send("\u{3}")
         terminal.expect("interrupted; the chunk was rolled back")
         terminal.expect("opsh> ")
@@ -55,31 +55,8 @@ import Testing
         leave(terminal)
     }
 
-    /// SQL cannot end the chunk's transaction early, however it is
-    /// spelled: each attempt is refused with the reason and the whole chunk
-    /// is rolled back; the control writes the same rows without it.
-    @Test func sqlCannotEndAChunksTransaction() throws {
-        let sandbox = try prepared()
-        let terminal = try shell(sandbox)
-        let attacks = [
-            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('/* done */ cOmMiT')",
-            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('end transaction')",
-            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; COMMIT; UPDATE notes SET body = 'b' WHERE id = 2\")",
-            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('RELEASE x; -- savepoint')",
-        ]
-        for attack in attacks {
-            terminal.send(attack + "\r")
-            terminal.expect("transaction control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE) is not run through db")
-            terminal.expect("opsh> ")
-            #expect(try sandbox.sqlite("SELECT group_concat(body) FROM notes WHERE id <= 2") == "n1,n2", "\(attack) kept a write")
-        }
-        // Control: the same writes without transaction control commit.
-        terminal.send("db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; UPDATE notes SET body = 'b' WHERE id = 2\")\r")
-        terminal.expect("committed: notes: 2 updated")
-        terminal.expect("opsh> ")
-        #expect(try sandbox.sqlite("SELECT group_concat(body) FROM notes WHERE id <= 2") == "a,b")
-        leave(terminal)
-    }
+    // SQL that would end a chunk's transaction early: both engines in
+    // TransactionControlTests.aChunkCannotBeEndedBySQL.
 
     /// kill -9 at the worst moments: while a chunk that wrote is still
     /// running, and while the question waits (its changes re-applied only
@@ -88,8 +65,8 @@ import Testing
     @Test func aKilledShellKeepsNothingOfItsChunk() throws {
         let sandbox = try prepared()
         let running = try shell(sandbox)
-        running.send("db.exec(\"UPDATE notes SET body = 'k'\"); while true do end\r")
-        usleep(700_000)
+        running.send("db.exec(\"UPDATE notes SET body = 'k'\"); print('spin' .. 'ning'); while true do end\r")
+        running.expect("spinning")   // killed after its write
         kill(running.pid, SIGKILL)
         #expect(running.waitForExit() == 128 + SIGKILL)
         #expect(try sandbox.sqlite("SELECT count(*) FROM notes WHERE body = 'k'") == "0")

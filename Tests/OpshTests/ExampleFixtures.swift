@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// The scripts of `examples/`, run by the built `opsh` in a ``Sandbox``.
+/// The scripts of `examples/`, run by the built `opsh` in a ``Sandbox``
+/// on a database of either engine (``ExampleDatabase``).
 /// Children are started with posix_spawn (Foundation's `Process.run()` has
 /// crashed now and then under parallel tests on this toolchain).
 enum Examples {
@@ -69,51 +70,6 @@ extension Sandbox {
                       stderr: String(decoding: collected[errors[0]]!, as: UTF8.self))
     }
 
-    /// `opsh run --db <sandbox db> [--dry-run] examples/<name> arguments…`
-    func example(_ name: String, _ arguments: [String] = [], dryRun: Bool = false) throws -> Result {
-        try spawn(opshExecutable, ["run", "--db", database, "--create"] + (dryRun ? ["--dry-run"] : []) + [Examples.path(name)] + arguments)
-    }
-
-    /// `opsh --db <sandbox db> -e code`, which must succeed.
-    func lua(_ code: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let result = try spawn(opshExecutable, ["--db", database, "--create", "-e", code])
-        #expect(result.status == 0, "opsh -e failed: \(result.stderr)", sourceLocation: sourceLocation)
-    }
-
-    /// SQL through the sqlite3 CLI (foreign keys off, as the CLI starts),
-    /// its output trimmed.
-    @discardableResult
-    func sql(_ text: String, file: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try spawn("/usr/bin/sqlite3", [file ?? database, text])
-        #expect(result.status == 0, "sqlite3 failed: \(result.stderr)", sourceLocation: sourceLocation)
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// Every row of every table, as text: equal before and after means
-    /// nothing changed.
-    /// The database as SQL, without the audit trail's rows (each run,
-    /// dry runs too, adds one: that is the trail, not a change of data).
-    func dump() throws -> String {
-        try sql(".dump").split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { !$0.hasPrefix("INSERT INTO opsh_audit ") }.joined(separator: "\n")
-    }
-
-    /// Runs `name` with --dry-run and checks that no row changed; returns the result.
-    func dryRun(_ name: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> Result {
-        let before = try dump()
-        let result = try example(name, arguments, dryRun: true)
-        #expect(try dump() == before, "--dry-run of \(name) changed the database", sourceLocation: sourceLocation)
-        return result
-    }
-
-    /// Runs `name` a second time and checks that it changes nothing.
-    func secondRun(_ name: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> Result {
-        let before = try dump()
-        let result = try example(name, arguments)
-        #expect(try dump() == before, "a second run of \(name) changed the database", sourceLocation: sourceLocation)
-        return result
-    }
-
     /// A git repository in the sandbox with these tags, one commit each.
     func gitRepository(tags: [String]) throws -> String {
         let path = root + "/repo"
@@ -146,4 +102,96 @@ func hostName() -> String {
     var buffer = [CChar](repeating: 0, count: 256)
     gethostname(&buffer, buffer.count - 1)
     return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// A database of one engine for the examples: rows written from another
+/// process (sqlite3, psql) as a backend or a damaged restore leaves them,
+/// the examples run on it, and its rows read back to tell whether a run
+/// changed anything.
+struct ExampleDatabase {
+    let sandbox: Sandbox
+    let database: TestDatabase
+    var engine: Engine { database.engine }
+
+    /// A new database of `engine` with opsh's schema.
+    init(_ engine: Engine, in sandbox: Sandbox) throws {
+        self.sandbox = sandbox
+        database = try sandbox.createdDatabase(engine)
+    }
+
+    /// `opsh run --db DB [--dry-run] examples/NAME arguments…`.
+    func example(_ name: String, _ arguments: [String] = [], dryRun: Bool = false) throws -> Sandbox.Result {
+        try sandbox.spawn(opshExecutable, ["run", "--db", database.db] + (dryRun ? ["--dry-run"] : []) + [Examples.path(name)] + arguments)
+    }
+
+    /// SQL from another process; its output, rows one a line.
+    @discardableResult
+    func sql(_ text: String) throws -> String { try database.sql(text) }
+
+    /// Writes `rows` with the engine's foreign key checks off, as a
+    /// database that lived without them holds them (the sqlite3 CLI starts
+    /// with them off; on PostgreSQL they are triggers, off for a session
+    /// in the replica role).
+    func writeWithoutForeignKeys(_ rows: String) throws {
+        try sql(engine == .sqlite ? rows : "SET session_replication_role = replica;\n" + rows)
+    }
+
+    /// The JSON columns' checks: table, constraint name, expression
+    /// (PostgreSQL's; SQLite's are the same names in its schema).
+    static let jsonChecks = [("schemes", "platforms_is_json", "opsh_json_valid(platforms)"),
+                             ("model_metadata", "capabilities_is_json", "opsh_json_valid(capabilities)"),
+                             ("telemetry", "properties_is_json", "properties IS NULL OR opsh_json_valid(properties)")]
+
+    /// Writes `damage` past the JSON columns' checks, as a restore of an old
+    /// backend may leave them: SQLite with its CHECK constraints ignored;
+    /// PostgreSQL's dropped and put back NOT VALID.
+    func writeWithoutJSONChecks(_ damage: String) throws {
+        switch engine {
+        case .sqlite:
+            try sql("PRAGMA ignore_check_constraints = ON;\n" + damage)
+        case .postgresql:
+            let checks = Self.jsonChecks
+            try sql(checks.map { "ALTER TABLE \($0.0) DROP CONSTRAINT \($0.1);" }.joined(separator: "\n") + damage
+                    + checks.map { "ALTER TABLE \($0.0) ADD CONSTRAINT \($0.1) CHECK (\($0.2)) NOT VALID;" }.joined(separator: "\n"))
+        }
+    }
+
+    /// Every row of the database, as text: equal before and after means
+    /// nothing changed. Without the audit trail's rows (each run, dry runs
+    /// too, adds one: that is the trail, not a change of data); on
+    /// PostgreSQL without the sequences' positions, which a rolled-back
+    /// insert moves, and the random key of pg_dump's `\restrict` lines.
+    func rows() throws -> String {
+        switch engine {
+        case .sqlite:
+            return try sql(".dump").split(separator: "\n", omittingEmptySubsequences: false)
+                .filter { !$0.hasPrefix("INSERT INTO opsh_audit ") }.joined(separator: "\n")
+        case .postgresql:
+            let server = try PostgresServer.shared()
+            let dump = try sandbox.spawn(server.tool("pg_dump"), ["--data-only", "--no-owner", "--exclude-table-data=opsh_audit", "--dbname=\(database.db)"])
+            #expect(dump.status == 0, "\(dump.stderr)")
+            return dump.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+                .filter { !$0.contains("setval(") && !$0.hasPrefix("\\restrict") && !$0.hasPrefix("\\unrestrict") }
+                .joined(separator: "\n")
+        }
+    }
+
+    /// Runs `name` and checks that no row changed; returns the result.
+    func unchanged(_ name: String, _ arguments: [String] = [], dryRun: Bool = false,
+                   sourceLocation: SourceLocation = #_sourceLocation) throws -> Sandbox.Result {
+        let before = try rows()
+        let result = try example(name, arguments, dryRun: dryRun)
+        #expect(try rows() == before, "\(dryRun ? "a dry run" : "a run") of \(name) changed the database", sourceLocation: sourceLocation)
+        return result
+    }
+
+    /// Runs `name` with --dry-run and checks that no row changed.
+    func dryRun(_ name: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> Sandbox.Result {
+        try unchanged(name, arguments, dryRun: true, sourceLocation: sourceLocation)
+    }
+
+    /// Runs `name` a second time and checks that it changes nothing.
+    func secondRun(_ name: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> Sandbox.Result {
+        try unchanged(name, arguments, sourceLocation: sourceLocation)
+    }
 }

@@ -3,13 +3,22 @@ import Glibc
 import Testing
 
 /// The PostgreSQL session's guards through the real executable (issue 24,
-/// section PostgreSQL): transaction control in the spellings only
-/// PostgreSQL has, `--read-only` and `--dry-run` against what the server's
-/// own transaction does not hold back, and connecting. The promises SQLite
+/// section PostgreSQL): the promises only PostgreSQL has to keep.
+/// Transaction control in the spellings only PostgreSQL has (two-phase
+/// commit among them), `--read-only` and `--dry-run` against what the
+/// server's own transaction does not hold back (large objects,
+/// notifications, dblink, postgres_fdw), the server's lock holders at the
+/// prompt, and connecting to a server over the network. The promises SQLite
 /// makes too are in ``TransactionControlTests``, one body for both engines.
 @Suite struct PostgresSessionGuardTests: PostgresSuite {
-    let server = try! PostgresServer.shared()
-    let sandbox = try! Sandbox()
+    let server: PostgresServer
+    let sandbox: Sandbox
+
+    /// A server that cannot start fails each test with its reason.
+    init() throws {
+        server = try PostgresServer.shared()
+        sandbox = try Sandbox()
+    }
 
     static var refusal: String { TransactionControlTests.refusal }
 
@@ -78,58 +87,8 @@ import Testing
         #expect(try db.count("notes") == 2)
     }
 
-    /// opsh's savepoints by name, from a nested db.transaction: releasing
-    /// or rolling back to them ends opsh's transaction, never commits it.
-    @Test func opshsSavepointsByNameCommitNothing() throws {
-        let db = try databaseWithARow()
-        let script = try sandbox.script("nested.lua", """
-            for _, sql in ipairs(arg) do
-              local outcome
-              pcall(db.transaction, function()
-                db.exec('DELETE FROM telemetry')
-                db.transaction(function() local ok, err = pcall(db.exec, sql); outcome = ok and 'ran' or err end)
-              end)
-              print(db.value('SELECT count(*) FROM telemetry') .. '\\t' .. outcome:gsub('\\n', ' '))
-            end
-            """)
-        let spellings = ["RELEASE SAVEPOINT opsh_2", "ROLLBACK TO SAVEPOINT opsh_2", "release opsh_statement"]
-        let run = try sandbox.opsh(["run", "--db", db.db, "--timeout", "60", script] + spellings, database: false)
-        #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.count == spellings.count, "\(run.stdout)")
-        for (sql, line) in zip(spellings, lines) {
-            #expect(line.hasPrefix("1\t") && line.contains(Self.refusal), "\(sql): \(line)")
-        }
-        // Control: the same nested transactions without the statement commit the delete.
-        let control = try sandbox.opsh(["run", "--db", db.db, script, "SELECT 1"], database: false)
-        #expect(control.stdout.hasPrefix("0\tran"), "\(control.stdout) \(control.stderr)")
-    }
-
-    /// A chunk at the shell's prompt is opsh's transaction: a COMMIT in it
-    /// does not keep what the chunk did before it.
-    @Test func aChunksCommitKeepsNothing() throws {
-        let db = try databaseWithARow()
-        let terminal = try PseudoTerminal(arguments: ["--db", db.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        terminal.send("db.exec('DELETE FROM telemetry'); print(select(2, pcall(db.exec, 'COMMIT'))); print('after')\r")
-        terminal.expect("is not run through db")
-        terminal.expect("> ")
-        terminal.send("db.value('SELECT count(*) * 1001 FROM telemetry')\r")
-        terminal.expect("1001")
-        terminal.expect("> ")
-        terminal.send("\u{4}")
-        #expect(terminal.waitForExit() == 0)
-        #expect(try db.count("telemetry") == 1)
-        // Control: the chunk without the COMMIT commits its delete.
-        let control = try PseudoTerminal(arguments: ["--db", db.db], environment: sandbox.environment)
-        control.expect("> ")
-        control.send("db.exec('DELETE FROM telemetry')\r")
-        control.expect("committed: telemetry: 1 deleted")
-        control.expect("> ")
-        control.send("\u{4}")
-        #expect(control.waitForExit() == 0)
-        #expect(try db.count("telemetry") == 0)
-    }
+    // opsh's savepoints by name, and a COMMIT in a shell chunk: both
+    // engines in TransactionControlTests.
 
     /// `--read-only` keeps nothing a statement does, though the server's
     /// read-only transaction lets large objects, two-phase commit and
@@ -259,6 +218,44 @@ import Testing
         holder.closeInput()
         _ = holder.finish()
         #expect(try db.count("telemetry") == 1)
+    }
+
+    /// `.locks` names the sessions holding locks on the database's own
+    /// tables: a session whose only locks are on the server's catalog (an
+    /// autovacuum worker analysing pg_attribute, a session creating a
+    /// temporary table) is not one, however busy the server. Control: the
+    /// same session locking telemetry is named.
+    @Test func dotLocksLeavesOutLocksOnTheCatalogOnly() throws {
+        let db = try databaseWithARow()
+        let holder = try sandbox.start(server.tool("psql"), ["-X", "-q", "-d", db.db],
+                                       stdin: "BEGIN;\nCREATE TEMP TABLE scratch (a int);\nSET application_name = 'catalog-only';\n",
+                                       keepingStdinOpen: true)
+        defer {
+            holder.write("ROLLBACK;\n")
+            holder.closeInput()
+            _ = holder.finish()
+        }
+        #expect(try waitUntil(10) {
+            try db.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'catalog-only' AND state = 'idle in transaction'") == "1"
+        })
+        #expect(try db.sql("""
+            SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE a.application_name = 'catalog-only' AND l.locktype = 'relation' AND l.mode <> 'AccessShareLock'
+            """) == "t")
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db], environment: sandbox.environment)
+        terminal.expect("> ")
+        terminal.send(".locks\r")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.contains("catalog-only"), "\(terminal.transcript)")
+        // Control: the same session locking one of the database's tables is named.
+        holder.write("LOCK TABLE telemetry IN SHARE MODE;\n")
+        let named = waitUntil(10) {
+            terminal.send(".locks\r")
+            return terminal.sees("(catalog-only", timeout: 0.5)
+        }
+        #expect(named, "\(terminal.transcript)")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
     }
 
     // MARK: Connecting

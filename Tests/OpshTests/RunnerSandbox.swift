@@ -6,45 +6,32 @@ import Glibc
 #endif
 
 /// A database with a project on a git repository (tag 1.0.0), and `opsh
-/// runner` processes on it (README, "Build runners"): an SQLite file
-/// (RunnerTests), or a database of its own on the tests' PostgreSQL server
-/// (PostgresRunnerTests). The same helpers on both, read from another
+/// runner` processes on it (README, "Build runners"), on either engine:
+/// an SQLite file, or a database of its own on the tests' PostgreSQL server
+/// (or on a server of a test's own, RunnerHosts). Read from another
 /// process (sqlite3, psql).
 final class RunnerSandbox: @unchecked Sendable {
-    enum Engine {
-        case sqlite
-        /// The server and this fixture's database on it.
-        case postgres(PostgresServer, url: String)
-    }
-
     let sandbox: Sandbox
-    let engine: Engine
+    let database: TestDatabase
+    /// The server of a test's own that `database` is on (RunnerHosts), if any.
+    let server: PostgresServer?
+    var engine: Engine { database.engine }
     var root: String { sandbox.root }
     /// Where the test's build commands append `$OPSH_BUILD_ID`.
     var ranFile: String { root + "/ran.txt" }
-    /// What `--db` names.
-    var database: String {
-        switch engine {
-        case .sqlite: sandbox.database
-        case let .postgres(_, url): url
-        }
-    }
 
-    /// On `server` (PostgreSQL), if given; else the tests' shared server
-    /// when `postgres`, or SQLite.
-    init(postgres: Bool = false, on server: PostgresServer? = nil) throws {
+    /// On `engine`; on `server` (PostgreSQL), a server of the test's own.
+    init(_ engine: Engine = .sqlite, on server: PostgresServer? = nil) throws {
         sandbox = try Sandbox()
-        let repository = sandbox.root + "/repo"
-        if postgres || server != nil {
-            let server = try server ?? PostgresServer.shared()
-            let url = try server.makeDatabase()
-            engine = .postgres(server, url: url)
-            let created = try sandbox.opsh(["--db", url, "--create", "-e", "return db.engine"], database: false)
+        self.server = server
+        if let server {
+            database = TestDatabase(engine: .postgresql, db: try server.makeDatabase())
+            let created = try sandbox.opsh(["--create", "-e", "return db.engine"], on: database)
             #expect(created.status == 0, "\(created.stderr)")
         } else {
-            engine = .sqlite
-            try sandbox.createDatabase()
+            database = try sandbox.createdDatabase(engine)
         }
+        let repository = sandbox.root + "/repo"
         let made = try sandbox.run("/bin/sh", ["-c", """
             set -e
             git init -q -b main "$0" && cd "$0"
@@ -52,16 +39,7 @@ final class RunnerSandbox: @unchecked Sendable {
             git -c user.name=Test -c user.email=test@example.com commit -q -m 1.0.0 && git tag 1.0.0
             """, repository])
         #expect(made.status == 0, "git: \(made.stderr)")
-        switch engine {
-        case .sqlite:
-            try lua("projects.insert{ bundleIdentifier = 'com.example.app', name = 'App', gitRepositoryURL = ... }", [repository])
-        case .postgres:
-            // The repositories on PostgreSQL are not this fixture's to use yet: SQL.
-            _ = try sql("""
-                INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
-                VALUES ('com.example.app', 'App', 'App', \(Self.literal(repository)), extract(epoch FROM now()))
-                """)
-        }
+        try lua("projects.insert{ bundleIdentifier = 'com.example.app', name = 'App', gitRepositoryURL = ... }", [repository])
     }
 
     /// Runs Lua through `opsh -e` with `arguments` in `...`; its output lines.
@@ -71,75 +49,57 @@ final class RunnerSandbox: @unchecked Sendable {
             "'" + argument.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
                 .replacingOccurrences(of: "\n", with: "\\n") + "'"
         }.joined(separator: ", ")
-        let result = try sandbox.opsh(["--db", database, "-e", "local function body(...) \(code) end return body(\(quoted))"],
-                                      database: false)
+        let result = try sandbox.opsh(["-e", "local function body(...) \(code) end return body(\(quoted))"], on: database)
         #expect(result.status == 0, "\(code): \(result.stderr)")
         return result.stdout.split(separator: "\n").map(String.init)
     }
 
     /// A scheme whose build command is `command`; its id.
     func scheme(_ name: String, _ command: String) throws -> String {
-        switch engine {
-        case .sqlite:
-            return try lua("return schemes.insert{ projectBundleIdentifier = 'com.example.app', name = ..., buildCommand = select(2, ...) }.id",
-                           [name, command]).first ?? ""
-        case .postgres:
-            return try sql("""
-                INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand)
-                VALUES (gen_random_uuid()::text, 'com.example.app', \(Self.literal(name)), \(Self.literal(command))) RETURNING id
-                """)
-        }
+        try lua("return schemes.insert{ projectBundleIdentifier = 'com.example.app', name = ..., buildCommand = select(2, ...) }.id",
+                [name, command]).first ?? ""
     }
 
     /// Queues `count` builds of `scheme` for the runners (with the
     /// scheme's next build numbers, oldest first); their ids.
     func enqueue(_ scheme: String, count: Int = 1) throws -> [String] {
-        switch engine {
-        case .sqlite:
-            return try lua("for i = 1, \(count) do print(jobs.enqueue{ scheme = ..., version = '1.0.0' }.id) end", [scheme])
-        case .postgres:
-            // What the backend (or builds.create) does: a queued row.
-            return try sql("""
-                INSERT INTO builds (id, schemeId, versionString, buildNumber, status, createdAt)
-                SELECT gen_random_uuid()::text, \(Self.literal(scheme)), '1.0.0',
-                       (SELECT coalesce(max(buildNumber), 0) FROM builds WHERE schemeId = \(Self.literal(scheme))) + n,
-                       'queued', extract(epoch FROM clock_timestamp()) + n * 0.000001
-                FROM generate_series(1, \(count)) AS n ORDER BY n RETURNING id
-                """).split(separator: "\n").map(String.init)
-        }
+        try lua("for i = 1, \(count) do print(jobs.enqueue{ scheme = ..., version = '1.0.0' }.id) end", [scheme])
     }
 
     /// `opsh runner --db DATABASE options`; on `host` of `hosts`, over
     /// TCP to the server's address on that host's network (PostgreSQL only).
     func startRunner(_ options: [String], on host: RunnerHosts.Host? = nil, of hosts: RunnerHosts? = nil) throws -> ChildProcess {
         guard let host, let hosts else {
-            return try sandbox.start(opshExecutable, ["runner", "--db", database] + options)
+            return try sandbox.start(opshExecutable, ["runner", "--db", database.db] + options)
         }
-        guard case let .postgres(server, url) = engine else { throw RunnerHosts.HostsError(message: "separate hosts are for PostgreSQL") }
-        let database = server.tcpURL(of: PostgresServer.databaseName(of: url), at: host.serverAddress)
+        guard let server else { throw RunnerHosts.HostsError(message: "separate hosts are for a PostgreSQL server of the test's own") }
+        let database = server.tcpURL(of: PostgresServer.databaseName(of: self.database.db), at: host.serverAddress)
         let command = hosts.command(on: host, opshExecutable, ["runner", "--db", database] + options)
         return try sandbox.start(command.executable, command.arguments)
     }
 
-    /// A statement from another process, its rows `|`-separated: the
-    /// sqlite3 CLI (waiting up to 5 s for a lock as any reader beside the
-    /// runners would: even in WAL mode a reader can meet SQLITE_BUSY for a
-    /// moment while another connection sets the WAL up or recovers it; the
-    /// CLI's own default is not to wait at all), or psql.
+    /// A statement from another process (sqlite3, psql: ``TestDatabase/sql(_:)``),
+    /// its rows one a line, `|`-separated.
     func sql(_ statement: String) throws -> String {
-        switch engine {
-        case .sqlite:
-            let result = try sandbox.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", sandbox.database, statement])
-            #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
-            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        case let .postgres(server, url):
-            return try server.sql(statement, url: url)
-        }
+        try database.sql(statement)
     }
 
-    /// A string as an SQL literal.
-    static func literal(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    /// Waits (a minute at most) until `count` builds succeeded, runs
+    /// `meanwhile`, then stops `runners` (SIGTERM: they let their builds
+    /// finish) and checks each ended well (0, no problem said); what they said.
+    func stopOnceSucceeded(_ count: Int, _ runners: [ChildProcess], meanwhile: () throws -> Void = {},
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> [TestFolder.Result] {
+        let allDone = try waitUntil(60) { try sql("SELECT count(*) FROM builds WHERE status = 'succeeded'") == String(count) }
+        try meanwhile()
+        for runner in runners { kill(runner.pid, SIGTERM) }
+        let results = runners.map { $0.finish() }
+        let statuses = try sql("SELECT status, count(*) FROM builds GROUP BY status")
+        #expect(allDone, "statuses: \(statuses)\n\(results.map(\.stderr).joined(separator: "\n"))", sourceLocation: sourceLocation)
+        for result in results {
+            #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+            #expect(!result.stderr.contains("problem:"), "\(result.stderr)", sourceLocation: sourceLocation)
+        }
+        return results
     }
 
     /// The ids the build commands appended, in order.
@@ -184,5 +144,19 @@ final class RunnerSandbox: @unchecked Sendable {
             kill(-pid, SIGKILL)
         }
         return (build, killed, taker, tookBackIn)
+    }
+}
+
+extension RunnerSandbox {
+    /// `1` when `column` is NULL, else `0`, on both engines (sqlite3 prints
+    /// a boolean as 1/0, psql as t/f).
+    static func isNull(_ column: String) -> String { "CASE WHEN \(column) IS NULL THEN 1 ELSE 0 END" }
+
+    /// `1` when `column` is not NULL, else `0`.
+    static func isNotNull(_ column: String) -> String { "CASE WHEN \(column) IS NULL THEN 0 ELSE 1 END" }
+
+    /// The engine's clock now, in seconds since 1970 (PostgreSQL's is the server's).
+    static func now(_ engine: Engine) -> String {
+        engine == .sqlite ? "((julianday('now') - 2440587.5) * 86400.0)" : "extract(epoch FROM now())"
     }
 }

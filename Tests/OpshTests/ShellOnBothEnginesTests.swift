@@ -117,4 +117,152 @@ import Testing
         terminal.send("\u{4}")
         #expect(terminal.waitForExit() == 0)
     }
+
+    /// A chunk is one transaction: it commits when it ends (and says what
+    /// it changed), a failure caught inside does not doom it, and a chunk
+    /// that fails keeps nothing.
+    @Test(arguments: Engine.allCases) func aChunkIsOneTransaction(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        terminal.send("db.engine\r")
+        terminal.expect(engine.rawValue)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)\"); pcall(db.exec, 'SELECT * FROM nope'); db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept too', 2)\")\r")
+        terminal.expect("committed: telemetry: 2 inserted")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('lost', 3)\"); error('changed my mind')\r")
+        terminal.expect("stdin:1: changed my mind")
+        terminal.send("db.value('SELECT count(*) * 1001 FROM telemetry')\r")
+        terminal.expect("2002")
+        terminal.send("db.query('SELECT event FROM telemetry ORDER BY id')\r")
+        terminal.expect("kept too")
+        terminal.expect("(2 rows)")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+        #expect(try database.sql("SELECT event FROM telemetry ORDER BY id") == "kept\nkept too")
+    }
+
+    /// Another process's commit reaches a watch while the shell waits at
+    /// its prompt, with a line being typed: the callback prints above the
+    /// line, which is kept.
+    @Test(arguments: Engine.allCases) func aWatchPrintsAtThePrompt(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        terminal.send("w = watch('SELECT count(*) AS n FROM telemetry', function(rows) print('now ' .. rows[1].n) end)\r")
+        terminal.expect("> ")
+        terminal.send("x = 41")  // a line being typed while the event arrives
+        try database.sql("INSERT INTO telemetry (event, created_at) VALUES ('x', 1)")
+        terminal.expect("now 1")
+        terminal.send("\r")
+        terminal.expect("> ")
+        terminal.send("x + 1\r")
+        terminal.expect("42")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    /// --dry-run: what the session changes is rolled back at the end (on
+    /// SQLite on a private copy, on PostgreSQL in one transaction).
+    @Test(arguments: Engine.allCases) func aDryRunSessionKeepsNothing(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db, "--dry-run"], environment: sandbox.environment)
+        terminal.expect("a dry run")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
+        terminal.expect("dry run")
+        terminal.expect("telemetry: 1 inserted")
+        // The answer (1002) is not in the echo of the line typed.
+        terminal.send("db.value('SELECT count(*) * 1001 + 1 FROM telemetry')\r")
+        terminal.expect("1002", timeout: 20)
+        terminal.expect("> ", timeout: 20)
+        terminal.send("\u{4}")
+        terminal.expect("telemetry: 1 inserted, 0 updated, 0 deleted", timeout: 20)
+        #expect(terminal.waitForExit() == 0)
+        #expect(try database.count("telemetry") == 0)
+    }
+
+    /// Ctrl-C during a chunk's statement stops it (SQLite's interrupt; on
+    /// PostgreSQL a cancel on the server, which is then not left running
+    /// it): the prompt comes back, the chunk's writes are rolled back.
+    @Test(arguments: Engine.allCases) func ctrlCStopsTheChunksStatement(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        let endless = engine == .sqlite
+            ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+            : "SELECT pg_sleep(30)"
+        let running = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(PostgresServer.databaseName(of: database.db))' "
+            + "AND query LIKE '%pg_sleep(30)%' AND state = 'active' AND pid <> pg_backend_pid()"
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('lost', 1)\"); print('run' .. 'ning'); db.exec('\(endless)')\r")
+        // Once the statement runs: the server says so; SQLite's starts right after the line printed.
+        terminal.expect("running")
+        if engine == .postgresql {
+            #expect(try waitUntil(10) { try database.sql(running) == "1" })
+        }
+        let started = Date()
+        terminal.send("\u{3}")
+        terminal.expect("interrupted; the chunk was rolled back", timeout: 10)
+        #expect(Date().timeIntervalSince(started) < 10)
+        // (The answer, 6, is not in the echo of the line typed.)
+        terminal.send("db.value('SELECT count(*) * 1001 + 2 * 3 FROM telemetry')\r")
+        terminal.expect("6", timeout: 10)
+        if engine == .postgresql {
+            #expect(try database.sql(running) == "0")
+        }
+        #expect(try database.count("telemetry") == 0)
+        terminal.expect("> ", timeout: 10)
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+    }
+
+    /// undo() after a committed chunk: SQLite takes it back (the inverse of
+    /// the changeset its session extension recorded); PostgreSQL has no
+    /// changesets, so it says why and what to use instead, and the row stays.
+    @Test(arguments: Engine.allCases) func undoAfterACommittedChunk(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database, ["--no-init"])
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.expect("> ")
+        terminal.send("undo()\r")
+        switch engine {
+        case .sqlite:
+            terminal.expect("undoes chunk 1")
+        case .postgresql:
+            terminal.expect("undo() is not available on PostgreSQL: it takes a chunk back by applying the inverse of the changeset SQLite's session extension recorded for it")
+            terminal.expect("start the shell with --dry-run")
+        }
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        // A busy machine (issue 24): the shell's exit, its checkpoint
+        // included, is waited for by polling, not within a fixed 5 s.
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+        #expect(try database.count("telemetry") == (engine == .sqlite ? 0 : 1))
+    }
+
+    /// vacuum() in the shell, where a chunk is one transaction: it runs (on
+    /// a connection of its own) in a chunk that has not written, and is
+    /// refused with the reason in one that has.
+    @Test(arguments: Engine.allCases) func vacuumRunsInAChunkThatHasNotWritten(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\"); vacuum()\r")
+        // (Each engine words it its own way.)
+        terminal.expect(engine == .sqlite ? "vacuum cannot run inside a chunk that has written (a chunk at the prompt is one transaction until it ends"
+                        : "vacuum cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction")
+        terminal.expect("> ")
+        terminal.send("vacuum().pagesBefore > 0\r")
+        terminal.expect("true")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
+        #expect(try database.count("telemetry") == 0)
+        if engine == .postgresql {
+            #expect(try database.sql("SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'telemetry'") == "t")
+        }
+    }
 }

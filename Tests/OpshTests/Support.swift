@@ -31,9 +31,15 @@ final class Sandbox: TestFolder, @unchecked Sendable {
     /// (taken by `begin`, with a row inserted); it commits when `body`
     /// returns.
     func whileAnotherProcessHolds(_ begin: String, _ body: () throws -> Void) throws {
+        // sqlite3 writes the flag file once it holds the lock (a probe that
+        // took the lock itself could be what keeps sqlite3 from taking it).
+        let held = root + "/held-" + UUID().uuidString
         let holder = try start("/usr/bin/sqlite3", [database], stdin: """
             \(begin)
             INSERT INTO telemetry (event, created_at) VALUES ('x', 0);
+            .output \(held)
+            .print held
+            .output stdout
 
             """, keepingStdinOpen: true)
         defer {
@@ -41,7 +47,7 @@ final class Sandbox: TestFolder, @unchecked Sendable {
             holder.closeInput()
             _ = finish(holder)
         }
-        usleep(400_000)
+        #expect(waitForFile(held, timeout: 30) == "held", "sqlite3 never took the lock with \(begin)")
         try body()
     }
 

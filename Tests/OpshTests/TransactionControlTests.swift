@@ -22,7 +22,8 @@ import Testing
     /// For each SQL text of the JSON list named by its argument, from one
     /// telemetry row:
     /// inside db.transaction, delete the row, send the text (its error
-    /// caught), then fail. Prints
+    /// caught; with OPSH_TEST_NESTED=1 from a nested db.transaction), then
+    /// fail (unless OPSH_TEST_KEEP=1). Prints
     /// one line per text: the rows left once the transaction is over, and
     /// the error the text got ("ran" when it got none).
     static let attempt = """
@@ -37,8 +38,11 @@ import Testing
           local outcome
           pcall(db.transaction, function()
             db.exec('DELETE FROM telemetry')
-            local ok, err = pcall(db.exec, sql)
-            outcome = ok and 'ran' or tostring(err)
+            local function send()
+              local ok, err = pcall(db.exec, sql)
+              outcome = ok and 'ran' or tostring(err)
+            end
+            if os.getenv('OPSH_TEST_NESTED') == '1' then db.transaction(send) else send() end
             if os.getenv('OPSH_TEST_KEEP') ~= '1' then error('fails later', 0) end
           end)
           print(i .. '\\t' .. db.value('SELECT count(*) FROM telemetry') .. '\\t' .. outcome:gsub('\\n', ' '))
@@ -46,14 +50,14 @@ import Testing
         """
 
     /// Runs ``attempt`` with `texts`: each text's rows left and outcome.
-    static func attempts(_ texts: [String], on db: TestDatabase, in folder: Sandbox, keep: Bool = false,
+    static func attempts(_ texts: [String], on db: TestDatabase, in folder: Sandbox, keep: Bool = false, nested: Bool = false,
                          timeout: Int = 120) throws -> [(rows: Int, outcome: String)] {
         let script = try folder.script("attempt.lua", attempt)
         // In a file, not as the script's arguments: the list is long.
         let list = folder.root + "/scripts/texts.json"
         try JSONSerialization.data(withJSONObject: texts).write(to: URL(fileURLWithPath: list))
         let run = try folder.opsh(["run", "--timeout", String(timeout), script, list], on: db,
-                                  environment: keep ? ["OPSH_TEST_KEEP": "1"] : [:])
+                                  environment: ["OPSH_TEST_KEEP": keep ? "1" : "0", "OPSH_TEST_NESTED": nested ? "1" : "0"])
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n").map { $0.split(separator: "\t", maxSplits: 2).map(String.init) }
         #expect(lines.count == texts.count, "\(run.stdout)\n\(run.stderr)")
@@ -227,5 +231,69 @@ import Testing
         let free = try folder.opsh(["--busy-timeout", "1", "-e", "db.exec(\"UPDATE telemetry SET event = 'changed'\")"], on: db)
         #expect(free.status == 0, "\(engine): \(free.stderr)")
         #expect(try db.count("telemetry", where: "event = 'changed'") == 1)
+    }
+
+    /// opsh's savepoints by name, from a nested db.transaction (PostgreSQL
+    /// names them opsh_N and opsh_statement): releasing or rolling back to
+    /// them never commits what the outer transaction did, which then fails:
+    /// the row stays on both engines. When the outer transaction does not
+    /// fail, SQLite, which refused the statement before it ran, commits at
+    /// the transaction's end as usual; PostgreSQL's guard has ended opsh's
+    /// transaction, which keeps nothing. Control: the same nested
+    /// transactions without the statement commit the delete.
+    @Test(arguments: Engine.allCases) func opshsSavepointsByNameCommitNothing(_ engine: Engine) throws {
+        let folder = try Sandbox()
+        let db = try folder.createdDatabase(engine)
+        let spellings = ["RELEASE SAVEPOINT opsh_2", "ROLLBACK TO SAVEPOINT opsh_2", "release opsh_statement"]
+        for keep in [false, true] {
+            let results = try Self.attempts(spellings, on: db, in: folder, keep: keep, nested: true, timeout: 60)
+            let left = !keep || engine == .postgresql ? 1 : 0
+            for (sql, result) in zip(spellings, results) {
+                #expect(result.rows == left, "\(engine) \(sql.debugDescription) (keep: \(keep)): \(result.outcome)")
+                #expect(result.outcome.contains(Self.refusal), "\(engine) \(sql.debugDescription): \(result.outcome)")
+            }
+        }
+        let control = try Self.attempts(["SELECT 1"], on: db, in: folder, keep: true, nested: true)
+        #expect(control.first?.outcome == "ran")
+        #expect(control.first?.rows == 0)
+    }
+
+    /// A chunk at the shell's prompt is opsh's transaction: SQL that would
+    /// end it early, however spelled, is refused with the reason and the
+    /// whole chunk is rolled back. A COMMIT caught by pcall: SQLite
+    /// refused it before it ran, so the chunk goes on and commits at its
+    /// end as chunks do; PostgreSQL's guard has ended opsh's transaction,
+    /// so the chunk keeps nothing. The control writes the same rows without it.
+    @Test(arguments: Engine.allCases) func aChunkCannotBeEndedBySQL(_ engine: Engine) throws {
+        let folder = try Sandbox()
+        let db = try folder.createdDatabase(engine)
+        try db.sql("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'n1'), (2, 'n2')")
+        let bodies = { try db.sql("SELECT body FROM notes ORDER BY id") }
+        let terminal = try PseudoTerminal(arguments: ["--db", db.db], environment: folder.environment)
+        terminal.expect("> ")
+        let attacks = [
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('/* done */ cOmMiT')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('end transaction')",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; COMMIT; UPDATE notes SET body = 'b' WHERE id = 2\")",
+            "db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1\"); db.exec('RELEASE x; -- savepoint')",
+        ]
+        for attack in attacks {
+            terminal.send(attack + "\r")
+            terminal.expect(Self.refusal)
+            terminal.expect("> ")
+            #expect(try bodies() == "n1\nn2", "\(engine): \(attack) kept a write")
+        }
+        terminal.send("db.exec(\"UPDATE notes SET body = 'c' WHERE id = 1\"); print(select(2, pcall(db.exec, 'COMMIT'))); print('af' .. 'ter')\r")
+        terminal.expect("is not run through db")
+        terminal.expect("after")
+        terminal.expect("> ")
+        #expect(try bodies() == (engine == .sqlite ? "c\nn2" : "n1\nn2"), "\(engine)")
+        // Control: the same writes without transaction control commit.
+        terminal.send("db.exec(\"UPDATE notes SET body = 'a' WHERE id = 1; UPDATE notes SET body = 'b' WHERE id = 2\")\r")
+        terminal.expect("committed: notes: 2 updated")
+        terminal.expect("> ")
+        #expect(try bodies() == "a\nb")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit() == 0)
     }
 }

@@ -52,7 +52,7 @@ import Testing
             other.closeInput()
             _ = other.finish()
         }
-        usleep(200_000)
+        #expect(waitUntil(30) { processHasOpen(other.pid, sandbox.database) })
         let result = try sandbox.opsh(["-e", "for i = 1, 100 do db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept', ?)\", i) end"])
         #expect(result.status == 0, "\(result.stderr)")
         let copy = sandbox.root + "/copy.sqlite"

@@ -4,15 +4,24 @@ import TestSupport
 @testable import PostgresWire
 
 @Suite struct CancelTests {
+    /// Cancels `connection`'s statement from another thread once the
+    /// server says it runs (polled); the moment it sent the cancel.
+    func cancelOnceActive(_ connection: PostgresConnection) throws -> CancelMoment {
+        let server = try PostgresServer.shared()
+        let canceller = connection.canceller
+        let backend = connection.processID
+        let moment = CancelMoment()
+        Thread {
+            _ = try? waitUntil(30) { try server.sql("SELECT state FROM pg_stat_activity WHERE pid = \(backend)") == "active" }
+            moment.mark(monotonicSeconds())
+            try? canceller.cancel()
+        }.start()
+        return moment
+    }
+
     @Test func cancelFromAnotherThreadStopsTheQueryWithin1Second() throws {
         let connection = try connect()
-        let canceller = connection.canceller
-        let started = monotonicSeconds()
-        let thread = Thread {
-            Thread.sleep(forTimeInterval: 0.3)
-            try? canceller.cancel()
-        }
-        thread.start()
+        let cancelled = try cancelOnceActive(connection)
         do {
             try connection.query("SELECT pg_sleep(30)")
             Issue.record("pg_sleep(30) was not cancelled")
@@ -20,8 +29,8 @@ import TestSupport
             #expect(error.code == "57014")
             #expect(error.message == "canceling statement due to user request")
         }
-        let elapsed = monotonicSeconds() - started
-        #expect(elapsed < 1.3, "cancelled after \(elapsed) s (0.3 s of it before cancelling)")
+        let elapsed = monotonicSeconds() - cancelled.seconds
+        #expect(elapsed < 1, "stopped \(elapsed) s after the cancel was sent")
         // The connection goes on.
         #expect(try connection.query("SELECT 1").scalar == .integer(1))
         #expect(connection.transactionStatus == .idle)
@@ -35,9 +44,8 @@ import TestSupport
 
     @Test func cancelInsideATransactionFailsTheTransaction() throws {
         let connection = try connect()
-        let canceller = connection.canceller
         try connection.simpleQuery("BEGIN")
-        Thread { Thread.sleep(forTimeInterval: 0.2); try? canceller.cancel() }.start()
+        _ = try cancelOnceActive(connection)
         #expect { try connection.simpleQuery("SELECT pg_sleep(30)") } throws: { ($0 as? PostgresError)?.code == "57014" }
         #expect(connection.transactionStatus == .failed)
         try connection.simpleQuery("ROLLBACK")
@@ -73,10 +81,12 @@ import TestSupport
         try connection.simpleQuery("LISTEN \(channel)")
         try other.query("SELECT pg_notify($1, 'one')", [.text(channel)])
         try other.query("SELECT pg_notify($1, 'two')", [.text(channel)])
-        // Give the server a moment, then run a query: the notifications come with its answer.
-        Thread.sleep(forTimeInterval: 0.1)
-        try connection.query("SELECT 1")
-        #expect(connection.pendingNotificationCount == 2)
+        // Queries until the notifications came with an answer (the server
+        // delivers them a moment after the notifying commits).
+        #expect(try waitUntil(30) {
+            try connection.query("SELECT 1")
+            return connection.pendingNotificationCount == 2
+        })
         #expect(try connection.waitForNotification(timeout: 0)?.payload == "one")
         #expect(try connection.waitForNotification(timeout: 0)?.payload == "two")
         #expect(try connection.waitForNotification(timeout: 0) == nil)
@@ -92,4 +102,13 @@ import TestSupport
         try other.simpleQuery("COMMIT")
         #expect(try connection.waitForNotification(timeout: 5)?.payload == "later")
     }
+}
+
+/// When a cancel was sent, from the thread that sent it.
+final class CancelMoment: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sent = 0.0
+
+    func mark(_ seconds: Double) { lock.withLock { sent = seconds } }
+    var seconds: Double { lock.withLock { sent } }
 }

@@ -70,6 +70,7 @@ import Testing
             seen = rows[1].id
           end
         end)
+        io.stdout:write("watching\\n") io.stdout:flush()
         opsh.wait(tonumber(arg[1]))
         table.sort(latencies)
         local function at(q) return latencies[math.max(1, math.ceil(#latencies * q))] or -1 end
@@ -79,7 +80,12 @@ import Testing
     static let maintenance = """
         \(now) \(sleep)
         local backupPath = arg[1]
-        sleep(1)
+        -- Once both writers have committed (polled), so that the cleanup
+        -- runs while they write.
+        while db.value("SELECT count(*) FROM telemetry WHERE event = 'load'") == 0
+           or db.value("SELECT count(*) FROM buildLogs WHERE buildId = 'load-build'") == 0 do
+          sleep(0.01)
+        end
         local cleanupStart = now()
         local report = telemetry.cleanup{ olderThan = "30d", batch = 2000 }
         print(string.format("cleanup\t%.3f\t%.3f", cleanupStart, now()))
@@ -109,7 +115,9 @@ import Testing
         let backupPath = scratch.root + "/backup.sqlite"
 
         let watch = try scratch.spawn(opshExecutable, scratch.withDatabase(["run", "--no-lock", watcherScript, String(seconds + 2)]))
-        usleep(300_000)
+        // The writers start once the watch is set up (it says so).
+        let watching = readFirstLine(watch.standardOutput)
+        #expect(String(decoding: watching, as: UTF8.self) == "watching\n")
         let telemetryWriter = try scratch.spawn(opshExecutable, scratch.withDatabase(["run", "--no-lock", writerScript, "telemetry", String(seconds)]))
         let logWriter = try scratch.spawn(opshExecutable, scratch.withDatabase(["run", "--no-lock", writerScript, "logs", String(seconds)]))
         let maintenance = try scratch.spawn(opshExecutable, scratch.withDatabase(["run", "--no-lock", maintenanceScript, backupPath]))
@@ -117,7 +125,7 @@ import Testing
         let maintained = scratch.finish(maintenance)
         let telemetry = scratch.finish(telemetryWriter)
         let logs = scratch.finish(logWriter)
-        let watched = scratch.finish(watch)
+        let watched = scratch.finish(watch, stdoutPrefix: watching)
 
         for (name, result) in [("maintenance", maintained), ("telemetry writer", telemetry), ("log writer", logs), ("watch", watched)] {
             #expect(result.status == 0, "\(name): exit \(result.status): \(result.stderr)")

@@ -24,8 +24,13 @@ import Testing
             try db.execute(sql: "UPDATE projects SET name = 'A2'")
             try store.telemetry.insertBatch(db, [.init(event: "noise")])
         }
-        Thread.sleep(forTimeInterval: 0.2)
-        #expect(values.all.count == 2)
+        // Then one that does: once its value is delivered, the one before
+        // had its turn (deliveries are in commit order), and delivered nothing.
+        _ = try store.client.write { db in
+            try store.projects.records.insert(db, ProjectRecord(bundleIdentifier: "c.d", name: "C", gitRepositoryURL: "/c"))
+        }
+        #expect(values.wait { $0.last == .array([.text("a.b"), .text("c.d")]) })
+        #expect(values.all.count == 3, "\(values.all)")
         observation.cancel()
     }
 
@@ -62,9 +67,17 @@ import Testing
         #expect(store.externalChanges?.subscriberCount == 5)
         for observation in observations { observation.cancel() }
         #expect(store.externalChanges?.subscriberCount == 0)
+        // A live observation of the same key is the barrier: once it has
+        // both commits, the cancelled ones would have had them too.
+        let control = Collector<StoreValue>()
+        let live = try QueryObservation(client: store.client, key: .telemetryCounts) { result in
+            if case .success(let value) = result { control.append(value) }
+        }
+        #expect(control.wait { !$0.isEmpty })
         try sqlite3CLI(directory.file("opsh.sqlite"), "INSERT INTO telemetry (event, created_at) VALUES ('x', 1)")
         try store.client.write { db in try store.telemetry.insertBatch(db, [.init(event: "y")]) }
-        Thread.sleep(forTimeInterval: 0.2)
+        #expect(control.wait { $0.last?["x"] == .integer(1) && $0.last?["y"] == .integer(1) }, "\(control.all)")
+        live.cancel()
         #expect(values.all.count == 5)
 
         // Dropping the last reference cancels too.

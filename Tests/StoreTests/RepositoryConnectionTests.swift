@@ -209,10 +209,18 @@ import Testing
                            "INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('c.d', 'C', 'C', '/c', 1)")
         #expect(values.wait { $0.last == .array([.text("a.b"), .text("c.d")]) })
         observation.cancel()
-        // Cancelled: later commits deliver nothing.
+        // Cancelled: later commits deliver nothing. A live observation of
+        // the same key is the barrier: once it has the commit, the
+        // cancelled one would have had it too.
         let count = values.all.count
+        let control = Collector<StoreValue>()
+        let live = try QueryObservation(client: store.client, key: .allProjectIds) { result in
+            if case .success(let value) = result { control.append(value) }
+        }
+        #expect(control.wait { !$0.isEmpty })
         _ = try addProject(client, store, id: "e.f")
-        Thread.sleep(forTimeInterval: 0.2)
+        #expect(control.wait { $0.last == .array([.text("a.b"), .text("c.d"), .text("e.f")]) })
+        live.cancel()
         #expect(values.all.count == count)
     }
 

@@ -29,12 +29,15 @@ public struct TestDatabase: Sendable, CustomStringConvertible {
     /// `folder` (the file is made by opsh's `--create`), or a database of
     /// its own on the test process's PostgreSQL server. A server that
     /// cannot start throws its reason: the test fails, not the process.
-    public static func empty(_ engine: Engine, in folder: String) throws -> TestDatabase {
+    /// `icuLocale` sorts the PostgreSQL database's text by a language's
+    /// rules (``PostgresServer/makeDatabase(icuLocale:)``); SQLite sorts
+    /// by bytes whatever it is.
+    public static func empty(_ engine: Engine, in folder: String, icuLocale: String? = nil) throws -> TestDatabase {
         switch engine {
         case .sqlite:
             return TestDatabase(engine: .sqlite, db: folder + "/data/test.sqlite")
         case .postgresql:
-            return TestDatabase(engine: .postgresql, db: try PostgresServer.shared().makeDatabase())
+            return TestDatabase(engine: .postgresql, db: try PostgresServer.shared().makeDatabase(icuLocale: icuLocale))
         }
     }
 
@@ -61,8 +64,8 @@ extension TestFolder {
     /// A new database of `engine` with opsh's schema (`opsh --create`),
     /// for one test: this folder's SQLite file, or a database of its own on
     /// the PostgreSQL server.
-    public func createdDatabase(_ engine: Engine) throws -> TestDatabase {
-        let database = try TestDatabase.empty(engine, in: root)
+    public func createdDatabase(_ engine: Engine, icuLocale: String? = nil) throws -> TestDatabase {
+        let database = try TestDatabase.empty(engine, in: root, icuLocale: icuLocale)
         let created = try opsh(["--create", "-e", "return db.engine"], on: database)
         guard created.status == 0, created.stdout.contains(engine.rawValue) else {
             throw ShellError(script: "opsh --db \(database.db) --create", output: created.stderr + created.stdout)

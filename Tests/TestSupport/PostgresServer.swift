@@ -73,9 +73,16 @@ public final class PostgresServer: Sendable {
 
     /// A new, empty database of its own for one test (tests run in
     /// parallel on the one server): its URL.
-    public func makeDatabase() throws -> String {
+    /// With `icuLocale` (`en-US`), its text sorts by that language's rules
+    /// (an ICU collation, as an operator's server may be set up), not by
+    /// the test server's byte order.
+    public func makeDatabase(icuLocale: String? = nil) throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        try sql("CREATE DATABASE \(name)")
+        if let icuLocale {
+            try sql("CREATE DATABASE \(name) LOCALE_PROVIDER icu ICU_LOCALE '\(icuLocale)' LOCALE 'C.UTF-8' TEMPLATE template0")
+        } else {
+            try sql("CREATE DATABASE \(name)")
+        }
         return url(of: String(name))
     }
 

@@ -71,9 +71,11 @@ public final class PseudoTerminal {
         _ = text.withCString { write(master, $0, strlen($0)) }
     }
 
-    /// Waits until `text` appears after what earlier expectations matched.
+    /// Waits until `text` appears after what earlier expectations matched
+    /// (polling: on a busy machine the default waits long, and a test that
+    /// passes never waits for it).
     @discardableResult
-    public func expect(_ text: String, timeout: Double = 5, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+    public func expect(_ text: String, timeout: Double = 30, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let range = transcript.range(of: text, range: consumed..<transcript.endIndex) {
@@ -126,7 +128,7 @@ public final class PseudoTerminal {
     }
 
     /// Waits for the child to exit; returns its status (nil: still running).
-    public func waitForExit(timeout: Double = 5) -> Int32? {
+    public func waitForExit(timeout: Double = 60) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         var status: Int32 = 0
         while Date() < deadline {

@@ -30,7 +30,11 @@ public func sh(_ script: String, in directory: String? = nil) throws -> String {
 /// SQLite connection. Its trimmed output; throws when it fails.
 @discardableResult
 public func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
-    let result = try ChildProcess.start("/usr/bin/sqlite3", ["-bail", path, sql], environment: ProcessInfo.processInfo.environment).finish()
+    // Waiting up to 5 s for a lock, as any reader beside a writer would: even
+    // in WAL mode a reader can meet SQLITE_BUSY for a moment while another
+    // connection sets the WAL up or recovers it (the CLI does not wait at all).
+    let result = try ChildProcess.start("/usr/bin/sqlite3", ["-bail", "-cmd", ".timeout 5000", path, sql],
+                                        environment: ProcessInfo.processInfo.environment).finish()
     guard result.status == 0 else { throw ShellError(script: "sqlite3 \(path) \(sql)", output: result.stderr) }
     return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }

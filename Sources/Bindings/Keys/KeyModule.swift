@@ -23,11 +23,12 @@ enum KeyModule {
     static func install(in session: OpshSession) {
         installBuilder(runtime: session.runtime)
         let plans = QueryPlanRunner(rows: session.rows, rowShapes: session.rowShapes)
+        let dialect = session.database.dialect
         session.runtime.register("query") { call in
             // Every key runs on the db module's machinery (cached, stepped
             // in C, rows built once into Lua tables); the aggregates as
             // several statements assembled in Lua.
-            try plans.push(try queryKey(call, 1).plan(), call: call)
+            try plans.push(try queryKey(call, 1).plan(dialect: dialect), call: call)
         }
     }
 

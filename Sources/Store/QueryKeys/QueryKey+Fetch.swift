@@ -3,14 +3,15 @@ import GRDB
 extension QueryKey {
     /// Fetches the key's current value: a row (an object) or `.null` for
     /// single-row keys, an array of ids or rows for list keys, an object
-    /// for the aggregates. Runs the key's ``plan()``.
+    /// for the aggregates. Runs the key's plan in SQLite's dialect
+    /// (``plan(dialect:)``).
     public func fetch(_ db: Database) throws -> StoreValue {
-        try plan().fetch(db)
+        try plan(dialect: .sqlite).fetch(db)
     }
 
-    /// The key's value, read through any engine's connection.
+    /// The key's value, read through any engine's connection, in its dialect.
     public func fetch(_ connection: some RepositoryConnection) throws -> StoreValue {
-        try plan().fetch(running: { try connection.fetch($0) })
+        try plan(dialect: connection.dialect).fetch(running: { try connection.fetch($0) })
     }
 }
 

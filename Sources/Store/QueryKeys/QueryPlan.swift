@@ -35,9 +35,10 @@ public indirect enum QueryPlan: Sendable {
 }
 
 extension QueryKey {
-    /// How the key's value is made (see ``QueryPlan``).
-    public func plan() throws -> QueryPlan {
-        if let statement = try statement() { return .statement(statement) }
+    /// How the key's value is made (see ``QueryPlan``), in `dialect`
+    /// (ordered alike on both engines: ``statement(dialect:)``).
+    public func plan(dialect: SQLDialect) throws -> QueryPlan {
+        if let statement = try statement(dialect: dialect) { return .statement(statement) }
         func row(_ sql: String, _ arguments: [DatabaseValue]) -> QueryPlan {
             .statement(.init(sql: sql, arguments: arguments, shape: .row))
         }
@@ -47,6 +48,7 @@ extension QueryKey {
         func ids(_ sql: String, _ arguments: [DatabaseValue]) -> QueryPlan {
             .statement(.init(sql: sql, arguments: arguments, shape: .ids))
         }
+        let order = KeyOrder(dialect: dialect)
         switch self {
         case .projectVersionStrings:
             return .groups(.init(sql: """
@@ -55,39 +57,39 @@ extension QueryKey {
                 JOIN schemes s ON p.bundleIdentifier = s.projectBundleIdentifier
                 JOIN builds b ON s.id = b.schemeId
                 GROUP BY p.bundleIdentifier, b.versionString
-                ORDER BY p.bundleIdentifier, b.versionString
+                ORDER BY \(order.text("p.bundleIdentifier")), \(order.text("b.versionString"))
                 """, arguments: [], shape: .rows))
         case .projectDetail(let id):
             return .object([
                 .init("project", row("SELECT * FROM projects WHERE bundleIdentifier = ?", [id.databaseValue])),
                 .init("schemeIds", ids("""
-                    SELECT id FROM schemes WHERE projectBundleIdentifier = ? ORDER BY "order", name
+                    SELECT id FROM schemes WHERE projectBundleIdentifier = ? ORDER BY \(order.schemes)
                     """, [id.databaseValue])),
                 .init("recentBuildIds", ids("""
                     SELECT b.id FROM builds b JOIN schemes s ON s.id = b.schemeId
-                    WHERE s.projectBundleIdentifier = ? ORDER BY b.createdAt DESC, b.buildNumber DESC LIMIT 10
+                    WHERE s.projectBundleIdentifier = ? ORDER BY \(order.newestBuilds("b.")) LIMIT 10
                     """, [id.databaseValue])),
             ])
         case .telemetryCounts:
-            return .pairs(.init(sql: "SELECT event AS name, count(*) AS value FROM telemetry GROUP BY event ORDER BY event",
+            return .pairs(.init(sql: "SELECT event AS name, count(*) AS value FROM telemetry GROUP BY event ORDER BY \(order.text("event"))",
                                 arguments: [], shape: .rows))
         case .configuration(let id):
             return .extendedRow(.init(sql: "SELECT * FROM configuration WHERE id = ?", arguments: [id.databaseValue], shape: .row), [
                 .init("analytics", row("SELECT * FROM analytics_config WHERE configuration_id = ?", [id.databaseValue])),
                 .init("storage", row("SELECT * FROM storage_config WHERE configuration_id = ?", [id.databaseValue])),
                 .init("routing_policies", rows("""
-                    SELECT * FROM routing_policies WHERE configuration_id = ? ORDER BY priority DESC, name
+                    SELECT * FROM routing_policies WHERE configuration_id = ? ORDER BY \(order.number("priority", descending: true)), \(order.text("name"))
                     """, [id.databaseValue])),
             ])
         default:
-            // statement() covers every other key (QueryKey+Statement.swift).
+            // statement(dialect:) covers every other key (QueryKey+Statement.swift).
             throw StoreError.invalidValue(table: "", column: "", reason: "query key \(self) has no plan")
         }
     }
 }
 
 extension QueryPlan {
-    /// Runs the plan on `db` for a Swift caller.
+    /// Runs the plan on `db` (SQLite's, through GRDB) for a Swift caller.
     public func fetch(_ db: Database) throws -> StoreValue {
         try fetch { try $0.fetch(db) }
     }

@@ -195,7 +195,7 @@ public enum BuildJobStatements {
     /// left out). One statement whatever the count: the ids travel as one
     /// JSON array (`json_each` on SQLite, `json_array_elements_text` on
     /// PostgreSQL).
-    public static func builds(ids: [String], dialect: SQLDialect = .sqlite) -> QueryStatement {
+    public static func builds(ids: [String], dialect: SQLDialect) -> QueryStatement {
         let list = "[" + ids.map(JSONString.quoted).joined(separator: ",") + "]"
         let elements = switch dialect {
         case .sqlite: "SELECT value FROM json_each(?)"

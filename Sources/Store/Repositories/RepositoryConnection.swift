@@ -47,11 +47,17 @@ public enum SQLDialect: Sendable, Equatable {
     /// value, text by its bytes (SQLite's BINARY collation, whatever the
     /// server's locale).
     func orderTerm(_ column: String, descending: Bool, isText: Bool) -> String {
+        orderTerm(expression: quote(column), descending: descending, isText: isText)
+    }
+
+    /// ``orderTerm(_:descending:isText:)`` of an expression written as SQL
+    /// already (`b.versionString`, a query key's qualified column).
+    func orderTerm(expression: String, descending: Bool, isText: Bool) -> String {
         switch self {
         case .sqlite:
-            return quote(column) + (descending ? " DESC" : "")
+            return expression + (descending ? " DESC" : "")
         case .postgresql:
-            return quote(column) + (isText ? " COLLATE \"C\"" : "") + (descending ? " DESC NULLS LAST" : " NULLS FIRST")
+            return expression + (isText ? " COLLATE \"C\"" : "") + (descending ? " DESC NULLS LAST" : " NULLS FIRST")
         }
     }
 

@@ -2,14 +2,10 @@ import Foundation
 import Testing
 
 /// The repositories (`projects`, `schemes`, `builds`, `logs`, `crashes`,
-/// `models`, `sessions`, `telemetry`) on a real PostgreSQL server: the
-/// same script prints the same on SQLite and PostgreSQL; refusals say
-/// why, with a control that works; `--read-only` and `--dry-run` hold for
-/// repository writes. Each test has a database of its own.
-@Suite struct PostgresRepositoryTests: PostgresSuite {
-    let server = try! PostgresServer.shared()
-    let sandbox = try! Sandbox()
-
+/// `models`, `sessions`, `telemetry`) through the real opsh: one script,
+/// one expected output on both engines; refusals say why, with a control
+/// that works; `--read-only` and `--dry-run` hold for repository writes.
+@Suite struct RepositoryScriptTests {
     /// Prints rows field by field in name order, leaving out the fields
     /// that differ between runs (generated ids, the dates of now).
     static let show = """
@@ -34,21 +30,17 @@ import Testing
 
         """
 
-    /// Runs `script` on a new SQLite database and a new PostgreSQL one:
-    /// both outputs, which must be equal.
-    func onBothEngines(_ name: String, _ script: String) throws -> String {
-        let path = try sandbox.script(name, Self.show + script)
-        let url = try createdDatabase()
-        let onPostgres = try opsh(url, ["run", path])
-        #expect(onPostgres.status == 0, "\(onPostgres.stderr)")
-        let onSQLite = try sandbox.opsh(["--create", "run", path])
-        #expect(onSQLite.status == 0, "\(onSQLite.stderr)")
-        #expect(onPostgres.stdout == onSQLite.stdout)
-        return onPostgres.stdout
+    /// Runs `script` (after ``show``) on a new database of `engine`; its output.
+    func run(_ engine: Engine, _ name: String, _ script: String) throws -> String {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let result = try sandbox.opsh(["run", try sandbox.script(name, Self.show + script)], on: db)
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout
     }
 
-    @Test func theBuildServersRepositoriesPrintTheSameOnBothEngines() throws {
-        let output = try onBothEngines("build-server.lua", """
+    @Test(arguments: Engine.allCases) func theBuildServersRepositories(_ engine: Engine) throws {
+        let output = try run(engine, "build-server.lua", """
             local p = projects.insert{ bundleIdentifier = "com.example.app", name = "App", gitRepositoryURL = "/srv/app" }
             print(p.bundleIdentifier, p.displayName, type(p.createdAt), getmetatable(p) ~= nil)
             projects.insert{ bundleIdentifier = "com.example.b", name = "b", displayName = "B", gitRepositoryURL = "/srv/b", createdAt = 5 }
@@ -89,16 +81,42 @@ import Testing
             projects.insert{ bundleIdentifier = "n", name = "5", gitRepositoryURL = "/n" }
             print("number on a text column", projects.count{ where = { name = 5 } }, projects.count{ where = { name = { 5, 6 } } })
             """)
-        #expect(output.contains("com.example.app\tApp\tnumber\ttrue\n"), "\(output)")
-        #expect(output.contains("1\t2\tqueued\t0.0\tnil\n"), "\(output)")
-        #expect(output.contains("content=two level=info\ncategory=build content=three level=error\n"), "\(output)")
-        #expect(output.contains("project com.example.app has 2 build(s); delete them first or pass cascade = true"), "\(output)")
-        #expect(output.contains("true\t0\t0\t0\t0\n"), "\(output)")
-        #expect(output.contains("number on a text column\t1\t1\n"), "\(output)")
+        #expect(output == """
+            com.example.app\tApp\tnumber\ttrue
+            bundleIdentifier=com.example.b displayName=B gitRepositoryURL=/srv/b name=b
+            bundleIdentifier=com.example.app displayName=App gitRepositoryURL=/srv/app name=App
+            bundleIdentifier=com.example.b displayName=B gitRepositoryURL=/srv/b name=b
+            2\t1\tnil
+            buildCommand= name=Release order=0 passEnvironment=[] platforms=["ios"] projectBundleIdentifier=com.example.app
+            buildCommand= name=Debug order=1 passEnvironment=[] platforms=[] projectBundleIdentifier=com.example.app
+            buildCommand= name=Debug order=1 passEnvironment=[] platforms=[] projectBundleIdentifier=com.example.app
+            1\t2\tqueued\t0.0\tnil
+            attempts=0 buildNumber=1 progress=0.0 startDate=10.0 status=running versionString=1.0.0
+            false\tbuild <id> is running; cancel it first
+            true\tfalse
+            3
+            attempts=0 buildNumber=3 progress=0.0 status=queued versionString=1.2.0
+            attempts=0 buildNumber=3 progress=0.0 status=queued versionString=1.2.0
+            category=build content=two level=info
+            category=build content=three level=error
+            category=build content=two level=info
+            category=build content=three level=error
+            3\t3
+            content=boom incidentIdentifier=inc-1 signal=11
+            content=bang incidentIdentifier=inc-1 signal=11
+            bundleIdentifier=com.example.c displayName=C gitRepositoryURL=/c name=C
+            false\tproject com.example.app has 2 build(s); delete them first or pass cascade = true
+            false\tscheme <id> has 2 build(s); delete them first or pass cascade = true
+            true\t2
+            true\t0\t0\t0\t0
+            true\t0
+            number on a text column\t1\t1
+
+            """, "\(output)")
     }
 
-    @Test func theSDKsRepositoriesPrintTheSameOnBothEngines() throws {
-        let output = try onBothEngines("sdk.lua", """
+    @Test(arguments: Engine.allCases) func theSDKsRepositories(_ engine: Engine) throws {
+        let output = try run(engine, "sdk.lua", """
             show({ models.insert{ id = "m", name = "M", format = "gguf", framework = "llama.cpp", capabilities = {"chat"} } })
             models.recordUsage("m", { tokens = 10, cost = 0.5, latencyMs = 20, at = 86400 * 3 })
             models.recordUsage("m", { tokens = 5, cost = 0.25, latencyMs = 10, at = 86400 * 3 + 5, failed = true })
@@ -123,19 +141,38 @@ import Testing
             print(#telemetry.list{ offset = 1 }, #telemetry.list{ where = { properties = db.NULL } }, telemetry.count{ where = { event = "a" } })
             print(models.delete("m", { cascade = true }), sessions.count(), models.count())
             """)
-        #expect(output.contains("day=1970-01-04 error_count=1 generation_count=3 model_id=m total_cost=2.25 total_latency_ms=30.0 total_tokens=115\n"), "\(output)")
-        #expect(output.contains("model_id=m session_type=chat total_cost=1.5 total_tokens=103\n"), "\(output)")
-        #expect(output.contains("count=2 event=a\ncount=1 event=b\n"), "\(output)")
-        #expect(output.contains("integer\t{\"k\":1}\tz\n"), "\(output)")
-        #expect(output.contains("true\t0\t0\n"), "\(output)")
+        #expect(output == """
+            capabilities=["chat"] format=gguf framework=llama.cpp name=M size_bytes=0
+            day=1970-01-04 error_count=1 generation_count=2 model_id=m total_cost=0.75 total_latency_ms=30.0 total_tokens=15
+            completion_tokens=80 cost=1.5 execution_target=onDevice latency_ms=0.0 prompt_tokens=20 sequence_number=1
+            completion_tokens=80 cost=1.5 execution_target=onDevice latency_ms=0.0 prompt_tokens=20 sequence_number=1
+            completion_tokens=2 cost=0.0 execution_target=cloud latency_ms=0.0 prompt_tokens=1 sequence_number=2
+            model_id=m session_type=chat total_cost=1.5 total_tokens=103
+            day=1970-01-04 error_count=1 generation_count=3 model_id=m total_cost=2.25 total_latency_ms=30.0 total_tokens=115
+            day=1970-01-05 error_count=0 generation_count=1 model_id=m total_cost=0.0 total_latency_ms=0.0 total_tokens=3
+            false\tmodel m has 1 session(s); delete them first or pass cascade = true
+            3
+            count=2 event=a
+            count=1 event=b
+            count=1 event=a
+            integer\t{"k":1}\tz
+            zz\ttrue\tfalse
+            event=a
+            event=a
+            2\t2\t2
+            true\t0\t0
+
+            """, "\(output)")
     }
 
-    /// Each refusal says why, as on SQLite, and leaves the rows as they
+    /// Each refusal says why, in the same words on both engines but for
+    /// the engine's own reason in parentheses, and leaves the rows as they
     /// were; the control beside it works. A refused call inside
     /// `db.transaction`, caught, does not undo the transaction's other writes.
-    @Test func refusalsSayWhyAndChangeNothing() throws {
-        let url = try createdDatabase()
-        let run = try opsh(url, ["-e", """
+    @Test(arguments: Engine.allCases) func refusalsSayWhyAndChangeNothing(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
             local function try(f, ...) local ok, err = pcall(f, ...); print(ok, err) end
             db.transaction(function()
               try(projects.insert, { bundleIdentifier = "p", name = "P" })
@@ -156,17 +193,19 @@ import Testing
               try(projects.delete, "p")
               print(projects.delete("p", { cascade = true }))
             end)
-            """])
+            """], on: db)
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n").map(String.init)
+        let duplicate = engine == .sqlite ? "UNIQUE constraint failed: projects.bundleIdentifier"
+            : "duplicate key value violates unique constraint \"projects_pkey\""
         let expected = [
-            "false\tbad argument #1 to 'insert' (missing field 'gitRepositoryURL' (projects needs:",
+            "false\tbad argument #1 to 'insert' (missing field 'gitRepositoryURL' (projects needs: bundleIdentifier, name, displayName, gitRepositoryURL))",
             "false\tunknown column 'colour' in projects (columns: bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)",
             "1",
             "false\tno row in projects with key nope (schemes.projectBundleIdentifier refers to it)",
             "false\tbad argument #2 to 'update' (field 'id' is the key of schemes and cannot be changed by update)",
             "S2",
-            "false\tprojects: a row with the same key exists (duplicate key value violates unique constraint",
+            "false\tprojects: a row with the same key exists (\(duplicate))",
             "false\tno row in builds with key missing",
             "false\tinvalid value for builds.status: 'bogus' is not one of queued, running, succeeded, failed, cancelled",
             "false\tinvalid value for telemetry.properties: not valid JSON: {nope",
@@ -180,17 +219,18 @@ import Testing
             #expect(line.hasPrefix(text), "\(line) ≠ \(text)")
         }
         // The controls were kept, the refused writes were not.
-        #expect(try server.sql("SELECT count(*) FROM projects", url: url) == "0")
-        #expect(try server.sql("SELECT count(*) FROM schemes", url: url) == "0")
-        #expect(try server.sql("SELECT string_agg(event, ',' ORDER BY id) FROM telemetry", url: url) == "ok,fine")
+        #expect(try db.count("projects") == 0)
+        #expect(try db.count("schemes") == 0)
+        #expect(try db.sql("SELECT event FROM telemetry ORDER BY id") == "ok\nfine")
     }
 
-    /// `--read-only`: a repository write is refused with the server's
-    /// 25006 and the row stays as it was; reads work. Control: the same
-    /// write without it.
-    @Test func readOnlyRefusesRepositoryWrites() throws {
-        let url = try createdDatabase()
-        try server.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)", url: url)
+    /// `--read-only`: a repository write is refused by the engine (SQLite's
+    /// read-only file, the server's 25006) and the row stays as it was;
+    /// reads work. Control: the same write without it.
+    @Test(arguments: Engine.allCases) func readOnlyRefusesRepositoryWrites(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)")
         let script = """
             print(projects.get("p").name, projects.count())
             print(pcall(projects.update, "p", { name = "Changed" }))
@@ -198,41 +238,44 @@ import Testing
             print(pcall(telemetry.insertMany, { { event = "x" } }))
             print(pcall(projects.delete, "p"))
             """
-        let run = try opsh(url, ["--read-only", "-e", script])
+        let run = try sandbox.opsh(["--read-only", "-e", script], on: db)
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "P\t1", "\(run.stdout)")
-        for line in lines.dropFirst() {
-            #expect(line.hasPrefix("false\tERROR 25006: cannot execute"), "\(line)")
+        for (line, table) in zip(lines.dropFirst(), ["projects", "projects", "telemetry", "projects"]) {
+            #expect(line.hasPrefix(engine == .sqlite ? "false\t\(table): attempt to write a readonly database" : "false\tERROR 25006: cannot execute"),
+                    "\(line)")
         }
         #expect(lines.count == 5, "\(run.stdout)")
-        #expect(try server.sql("SELECT name || ',' || count(*) OVER () FROM projects", url: url) == "P,1")
-        #expect(try server.sql("SELECT count(*) FROM telemetry", url: url) == "0")
+        #expect(try db.sql("SELECT name FROM projects") == "P")
+        #expect(try db.count("projects") == 1)
+        #expect(try db.count("telemetry") == 0)
 
-        let writable = try opsh(url, ["-e", "return projects.update('p', { name = 'Changed' }).name"])
+        let writable = try sandbox.opsh(["-e", "return projects.update('p', { name = 'Changed' }).name"], on: db)
         #expect(writable.status == 0, "\(writable.stderr)")
-        #expect(try server.sql("SELECT name FROM projects", url: url) == "Changed")
+        #expect(try db.sql("SELECT name FROM projects") == "Changed")
     }
 
     /// `--dry-run` reports the rows repository writes would change, per
     /// table, and keeps none of them.
-    @Test func aDryRunReportsWhatRepositoryWritesWouldChange() throws {
-        let url = try createdDatabase()
-        try server.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)", url: url)
-        let run = try opsh(url, ["--dry-run", "-e", """
+    @Test(arguments: Engine.allCases) func aDryRunReportsWhatRepositoryWritesWouldChange(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)")
+        let run = try sandbox.opsh(["--dry-run", "-e", """
             local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
             builds.create(s.id, "1.0")
             builds.create(s.id, "1.1")
             projects.update("p", { name = "Q" })
             print(telemetry.insertMany{ { event = "a" }, { event = "b" }, { event = "c" } }, builds.count())
-            """])
+            """], on: db)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "3\t2\n", "\(run.stdout)")
         #expect(run.stderr.contains("builds: 2 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
         #expect(run.stderr.contains("schemes: 1 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
         #expect(run.stderr.contains("projects: 0 inserted, 1 updated, 0 deleted"), "\(run.stderr)")
         #expect(run.stderr.contains("telemetry: 3 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
-        #expect(try server.sql("SELECT (SELECT count(*) FROM builds) + (SELECT count(*) FROM schemes) + (SELECT count(*) FROM telemetry)", url: url) == "0")
-        #expect(try server.sql("SELECT name FROM projects", url: url) == "P")
+        #expect(try db.count("builds") + db.count("schemes") + db.count("telemetry") == 0)
+        #expect(try db.sql("SELECT name FROM projects") == "P")
     }
 }

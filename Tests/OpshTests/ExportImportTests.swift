@@ -1,21 +1,11 @@
 import Foundation
 import Testing
 
-/// `export.project`, `export.model` and `import` on a real PostgreSQL
-/// server: the same document on both engines, byte for byte, in both
-/// directions; refusals with their reasons; a dry run keeps nothing.
-@Suite struct PostgresTransferTests: PostgresSuite {
-    let server = try! PostgresServer.shared()
-    let sandbox = try! Sandbox()
-
-    /// A new SQLite database in the sandbox, by path.
-    func createdSQLite(_ name: String) throws -> String {
-        let path = sandbox.root + "/" + name
-        let created = try opsh(path, ["--create", "-e", "return db.engine"])
-        #expect(created.status == 0, "\(created.stderr)")
-        return path
-    }
-
+/// `export.project`, `export.model` and `import` through the real opsh: a
+/// document round-trips from either engine to the other byte for byte, and
+/// the same rows give the same document on both; refusals with their
+/// reasons and a dry run that keeps nothing, one body per engine.
+@Suite struct ExportImportTests {
     /// The same rows on either engine (portable SQL): a project with three
     /// schemes (names whose byte order and locale order differ), builds with
     /// every nullable column NULL and set, 1,300 log lines (more than one
@@ -62,153 +52,166 @@ import Testing
         end)
         """#
 
-    /// Exports the project and the model of `url` into files named with
+    /// A new database of `engine` in `sandbox` seeded with ``seed``.
+    func seeded(_ engine: Engine, _ sandbox: Sandbox) throws -> TestDatabase {
+        let db = try TestDatabase.empty(engine, in: sandbox.root + "/" + UUID().uuidString)
+        let run = try sandbox.opsh(["--create", "-e", Self.seed], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        return db
+    }
+
+    /// Exports the project and the model of `db` into files named with
     /// `tag`; returns their texts.
-    func export(_ url: String, _ tag: String) throws -> (project: String, model: String) {
+    func export(_ db: TestDatabase, _ sandbox: Sandbox, _ tag: String) throws -> (project: String, model: String) {
         let project = sandbox.root + "/project-\(tag).json"
         let model = sandbox.root + "/model-\(tag).json"
-        let run = try opsh(url, ["-e", """
+        let run = try sandbox.opsh(["-e", """
             export.project("com.example.app", { file = "\(project)" })
             export.model("m1", { file = "\(model)" })
-            """])
+            """], on: db)
         #expect(run.status == 0, "\(tag): \(run.stderr)")
         return (try String(contentsOfFile: project, encoding: .utf8), try String(contentsOfFile: model, encoding: .utf8))
     }
 
-    /// Imports the two documents of `tag` into `url`; returns what import said.
-    func importBoth(_ url: String, _ tag: String) throws -> String {
-        let run = try opsh(url, ["-e", """
+    /// Imports the two documents of `tag` into `db`; returns what import said.
+    func importBoth(_ db: TestDatabase, _ sandbox: Sandbox, _ tag: String) throws -> String {
+        let run = try sandbox.opsh(["-e", """
             local p = import{ file = "\(sandbox.root)/project-\(tag).json" }
             local m = import{ file = "\(sandbox.root)/model-\(tag).json" }
             return p.projects, p.schemes, p.builds, p.buildLogs, p.crashLogs, m.model_metadata, m.model_usage_stats
-            """])
+            """], on: db)
         #expect(run.status == 0, "\(tag): \(run.stderr)")
         return run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test func aDocumentRoundTripsBetweenTheEnginesByteForByte() throws {
-        // SQLite → PostgreSQL → the same bytes.
-        let sqlite = try createdSQLite("origin.sqlite")
-        let seeded = try opsh(sqlite, ["-e", Self.seed])
-        #expect(seeded.status == 0, "\(seeded.stderr)")
-        let fromSQLite = try export(sqlite, "sqlite")
-        #expect(fromSQLite.project.contains(#""createdAt": 1700000000.123456"#))
-        #expect(fromSQLite.model.contains(#""updated_at": 1700000300.654321"#))
+    /// From one engine to the other: what the target exports again is the
+    /// document it imported, byte for byte; dates keep their microseconds;
+    /// the imported usage ids are the target's past (a new row gets the next).
+    @Test(arguments: [(Engine.sqlite, Engine.postgresql), (.postgresql, .sqlite)])
+    func aDocumentRoundTripsBetweenTheEnginesByteForByte(from origin: Engine, to target: Engine) throws {
+        let sandbox = try Sandbox()
+        let source = try seeded(origin, sandbox)
+        let exported = try export(source, sandbox, "origin")
+        #expect(exported.project.contains(#""createdAt": 1700000000.123456"#))
+        #expect(exported.model.contains(#""updated_at": 1700000300.654321"#))
 
-        let postgres = try createdDatabase()
-        #expect(try importBoth(postgres, "sqlite") == "1\t3\t3\t1300\t2\t1\t2")
-        let fromPostgres = try export(postgres, "postgres")
-        #expect(fromPostgres.project == fromSQLite.project)
-        #expect(fromPostgres.model == fromSQLite.model)
-        // Stored as the same doubles: to the microsecond, as the server reads them.
-        #expect(try server.sql("SELECT createdAt = 1700000000.123456::float8 FROM projects", url: postgres) == "t")
-        #expect(try server.sql("SELECT to_char(to_timestamp(startDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'",
-                               url: postgres) == "22:15:01.000001")
-        #expect(try server.sql("SELECT to_char(to_timestamp(endDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'",
-                               url: postgres) == "22:16:00.999999")
-
-        // PostgreSQL → SQLite → the same bytes; and the same rows seeded
-        // on PostgreSQL give the same document as on SQLite.
-        let origin = try createdDatabase()
-        let seededThere = try opsh(origin, ["-e", Self.seed])
-        #expect(seededThere.status == 0, "\(seededThere.stderr)")
-        let fromOrigin = try export(origin, "origin")
-        #expect(fromOrigin.project == fromSQLite.project)
-        #expect(fromOrigin.model == fromSQLite.model)
-        let back = try createdSQLite("back.sqlite")
-        #expect(try importBoth(back, "origin") == "1\t3\t3\t1300\t2\t1\t2")
-        let again = try export(back, "back")
-        #expect(again.project == fromOrigin.project)
-        #expect(again.model == fromOrigin.model)
-
-        // The imported usage ids are the sequence's past: a new row gets the next id.
-        let next = try opsh(postgres, ["-e", "return db.value(\"INSERT INTO model_usage_stats (model_id, day) VALUES ('m1', '2024-06-01') RETURNING id\")"])
+        let copy = try sandbox.createdDatabase(target)
+        #expect(try importBoth(copy, sandbox, "origin") == "1\t3\t3\t1300\t2\t1\t2")
+        let again = try export(copy, sandbox, "copy")
+        #expect(again.project == exported.project)
+        #expect(again.model == exported.model)
+        if target == .postgresql {
+            // Stored as the same doubles: to the microsecond, as the server reads them.
+            #expect(try copy.sql("SELECT createdAt = 1700000000.123456::float8 FROM projects") == "t")
+            #expect(try copy.sql("SELECT to_char(to_timestamp(startDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'")
+                    == "22:15:01.000001")
+            #expect(try copy.sql("SELECT to_char(to_timestamp(endDate) AT TIME ZONE 'UTC', 'HH24:MI:SS.US') FROM builds WHERE id = 'b2'")
+                    == "22:16:00.999999")
+        }
+        let next = try sandbox.opsh(["-e", "return db.value(\"INSERT INTO model_usage_stats (model_id, day) VALUES ('m1', '2024-06-01') RETURNING id\")"],
+                                    on: copy)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(next.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
     }
 
-    @Test func importRefusalsSayWhyAndWriteNothing() throws {
-        let sqlite = try createdSQLite("origin.sqlite")
-        #expect(try opsh(sqlite, ["-e", Self.seed]).status == 0)
-        let document = try export(sqlite, "doc").project
-        let postgres = try createdDatabase()
-        #expect(try importBoth(postgres, "doc") == "1\t3\t3\t1300\t2\t1\t2")
+    /// The same rows, written on either engine, export as the same document.
+    @Test func theSameRowsGiveTheSameDocumentOnBothEngines() throws {
+        let sandbox = try Sandbox()
+        let onSQLite = try export(try seeded(.sqlite, sandbox), sandbox, "sqlite")
+        let onPostgres = try export(try seeded(.postgresql, sandbox), sandbox, "postgresql")
+        #expect(onPostgres.project == onSQLite.project)
+        #expect(onPostgres.model == onSQLite.model)
+    }
+
+    @Test(arguments: Engine.allCases) func importRefusalsSayWhyAndWriteNothing(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let document = try export(try seeded(engine, sandbox), sandbox, "doc").project
+        let db = try sandbox.createdDatabase(engine)
+        #expect(try importBoth(db, sandbox, "doc") == "1\t3\t3\t1300\t2\t1\t2")
 
         // A conflict without replace: refused, naming the rows; the
         // changed name is not written.
         let renamed = document.replacingOccurrences(of: #""name": "App""#, with: #""name": "Renamed""#)
         let changed = sandbox.root + "/renamed.json"
         try renamed.write(toFile: changed, atomically: true, encoding: .utf8)
-        let refused = try opsh(postgres, ["-e", "return import{ file = '\(changed)' }"])
+        let refused = try sandbox.opsh(["-e", "return import{ file = '\(changed)' }"], on: db)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains(#"import refused: 1309 row(s) already exist (projects "com.example.app", schemes "s3", schemes "s1", schemes "s2", builds "b1" and 1304 more); nothing was written; import with replace = true to overwrite them"#),
                 "\(refused.stderr)")
-        #expect(try server.sql("SELECT name FROM projects WHERE bundleidentifier = 'com.example.app'", url: postgres) == "App")
+        #expect(try db.sql("SELECT name FROM projects WHERE bundleIdentifier = 'com.example.app'") == "App")
         // Control: with replace it is written, and the counts say what was replaced.
-        let replacedRun = try opsh(postgres, ["-e", """
+        let replacedRun = try sandbox.opsh(["-e", """
             local rows, replaced = import{ file = '\(changed)', replace = true }
             return rows.buildLogs, replaced.buildLogs, replaced.projects
-            """])
+            """], on: db)
         #expect(replacedRun.status == 0, "\(replacedRun.stderr)")
         #expect(replacedRun.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300\t1300\t1")
-        #expect(try server.sql("SELECT name FROM projects WHERE bundleidentifier = 'com.example.app'", url: postgres) == "Renamed")
+        #expect(try db.sql("SELECT name FROM projects WHERE bundleIdentifier = 'com.example.app'") == "Renamed")
 
         // A broken document: refused before anything is written.
-        let fresh = try createdDatabase()
+        let fresh = try TestDatabase.empty(engine, in: sandbox.root + "/fresh")
+        #expect(try sandbox.opsh(["--create", "-e", "return 1"], on: fresh).status == 0)
         let broken = sandbox.root + "/broken.json"
         try document.replacingOccurrences(of: #""versionString": "1.1.0", "#, with: "")
             .write(toFile: broken, atomically: true, encoding: .utf8)
-        let brokenRun = try opsh(fresh, ["-e", "return import{ file = '\(broken)' }"])
+        let brokenRun = try sandbox.opsh(["-e", "return import{ file = '\(broken)' }"], on: fresh)
         #expect(brokenRun.status == 1)
         #expect(brokenRun.stderr.contains("bad argument #1 to 'import' (builds[2]: missing field 'versionString')"), "\(brokenRun.stderr)")
-        // One the checks accept but the server's CHECK refuses (after
-        // 1,000 log lines were sent in the first INSERTs): nothing is kept.
+        // One the checks accept but the engine's CHECK refuses (on
+        // PostgreSQL after 1,000 log lines were sent in the first INSERTs):
+        // nothing is kept.
         let checked = sandbox.root + "/checked.json"
         try document.replacingOccurrences(of: #""progress": 0.5"#, with: #""progress": 7.5"#)
             .write(toFile: checked, atomically: true, encoding: .utf8)
-        let checkedRun = try opsh(fresh, ["-e", "return import{ file = '\(checked)' }"])
+        let checkedRun = try sandbox.opsh(["-e", "return import{ file = '\(checked)' }"], on: fresh)
         #expect(checkedRun.status == 1)
-        #expect(checkedRun.stderr.contains(#"import: invalid value for builds: new row for relation "builds" violates check constraint "builds_progress_check""#),
-                "\(checkedRun.stderr)")
-        #expect(checkedRun.stderr.contains("nothing was written"), "\(checkedRun.stderr)")
-        for table in ["projects", "schemes", "builds", "buildlogs", "crashlogs"] {
-            #expect(try server.sql("SELECT count(*) FROM \(table)", url: fresh) == "0", "\(table)")
+        switch engine {
+        case .sqlite:
+            // (SQLite's refusal is the engine's own words, without "import:"
+            // and "nothing was written": the rows below say it.)
+            #expect(checkedRun.stderr.contains("CHECK constraint failed: progress BETWEEN 0 AND 1"), "\(checkedRun.stderr)")
+        case .postgresql:
+            #expect(checkedRun.stderr.contains(#"import: invalid value for builds: new row for relation "builds" violates check constraint "builds_progress_check""#),
+                    "\(checkedRun.stderr)")
+            #expect(checkedRun.stderr.contains("nothing was written"), "\(checkedRun.stderr)")
         }
-        // --read-only: the server refuses the write.
-        let readOnly = try opsh(fresh, ["--read-only", "-e", "return import{ file = '\(sandbox.root)/project-doc.json' }"])
+        for table in ["projects", "schemes", "builds", "buildLogs", "crashLogs"] {
+            #expect(try fresh.count(table) == 0, "\(table)")
+        }
+        // --read-only: the engine refuses the write.
+        let readOnly = try sandbox.opsh(["--read-only", "-e", "return import{ file = '\(sandbox.root)/project-doc.json' }"], on: fresh)
         #expect(readOnly.status != 0)
-        #expect(readOnly.stderr.contains("25006"), "\(readOnly.stderr)")
-        #expect(try server.sql("SELECT count(*) FROM projects", url: fresh) == "0")
+        #expect(readOnly.stderr.contains(engine == .sqlite ? "readonly" : "25006"), "\(readOnly.stderr)")
+        #expect(try fresh.count("projects") == 0)
         // Control: the unbroken document imports into the same database.
-        let works = try opsh(fresh, ["-e", "return import{ file = '\(sandbox.root)/project-doc.json' }.buildLogs"])
+        let works = try sandbox.opsh(["-e", "return import{ file = '\(sandbox.root)/project-doc.json' }.buildLogs"], on: fresh)
         #expect(works.status == 0, "\(works.stderr)")
         #expect(works.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300")
     }
 
-    @Test func aDryRunImportKeepsNothingAndReportsCounts() throws {
-        let sqlite = try createdSQLite("origin.sqlite")
-        #expect(try opsh(sqlite, ["-e", Self.seed]).status == 0)
-        _ = try export(sqlite, "doc")
-        let postgres = try createdDatabase()
-        let run = try opsh(postgres, ["--dry-run", "-e", """
+    @Test(arguments: Engine.allCases) func aDryRunImportKeepsNothingAndReportsCounts(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        _ = try export(try seeded(engine, sandbox), sandbox, "doc")
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["--dry-run", "-e", """
             local p = import{ file = "\(sandbox.root)/project-doc.json" }
             local m = import{ file = "\(sandbox.root)/model-doc.json" }
             return p.projects, p.buildLogs, m.model_usage_stats, db.value("SELECT count(*) FROM buildLogs")
-            """])
+            """], on: db)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1\t1300\t2\t1300")
         #expect(run.stderr.contains("buildLogs: 1300 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
         #expect(run.stderr.contains("model_usage_stats: 2 inserted, 0 updated, 0 deleted"), "\(run.stderr)")
-        for table in ["projects", "schemes", "builds", "buildlogs", "crashlogs", "model_metadata", "model_usage_stats"] {
-            #expect(try server.sql("SELECT count(*) FROM \(table)", url: postgres) == "0", "\(table)")
+        for table in ["projects", "schemes", "builds", "buildLogs", "crashLogs", "model_metadata", "model_usage_stats"] {
+            #expect(try db.count(table) == 0, "\(table)")
         }
         // An export under --dry-run writes no file either.
         let exported = sandbox.root + "/not-written.json"
-        let export = try opsh(postgres, ["--dry-run", "-e", """
+        let export = try sandbox.opsh(["--dry-run", "-e", """
             import{ file = "\(sandbox.root)/project-doc.json" }
             local path, counts, report = export.project("com.example.app", { file = "\(exported)" })
             return counts.buildLogs, report.dryRun
-            """])
+            """], on: db)
         #expect(export.status == 0, "\(export.stderr)")
         #expect(export.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1300\ttrue")
         #expect(!FileManager.default.fileExists(atPath: exported))
