@@ -64,7 +64,7 @@ let package = Package(
 
         // PostgreSQL's frontend/backend protocol v3, synchronous, over a
         // blocking socket: no dependencies (ARCHITECTURE.md, "PostgreSQL:
-        // the client library").
+        // names, types, the client library").
         .target(
             name: "PostgresWire"),
 

@@ -11,7 +11,7 @@
 /// - 0 for combining marks, format characters (ZWJ, ZWSP, variation
 ///   selectors) and control characters standing alone;
 /// - 1 otherwise, including symbols whose default is text (`❤`, `☀`).
-/// ARCHITECTURE.md, "Text": why emoji count by presentation.
+/// ARCHITECTURE.md, "Layers": why emoji count by presentation.
 public enum TextWidth {
     public static func of(_ text: String) -> Int {
         // Printable ASCII, the common case: one column a byte.

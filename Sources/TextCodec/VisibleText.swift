@@ -2,7 +2,7 @@
 /// characters made visible, so that text from a build or the database
 /// (a log line, a scheme's name, a commit subject) cannot set the window
 /// title, write the clipboard (OSC 52), move the cursor over other lines
-/// or switch screens (ARCHITECTURE.md, "Text").
+/// or switch screens (ARCHITECTURE.md, "Layers").
 ///
 /// The form, one for every printer:
 /// - C0 controls (U+0000–U+001F) but tab become Unicode's control

@@ -254,6 +254,11 @@ import Testing
             return terminal.sees("(catalog-only", timeout: 0.5)
         }
         #expect(named, "\(terminal.transcript)")
+        // The .locks typed while one ran are answered first; Ctrl-D only at
+        // an idle prompt (typed meanwhile, the terminal's cooked mode eats it).
+        terminal.send("print('idle' .. 'prompt')\r")
+        terminal.expect("idleprompt")
+        terminal.expect("> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit() == 0)
     }

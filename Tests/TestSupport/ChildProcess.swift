@@ -18,6 +18,7 @@ public struct ChildProcess: Sendable {
     /// after that unless `keepingStdinOpen`.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String],
                              stdin: String? = nil, keepingStdinOpen: Bool = false) throws -> ChildProcess {
+        ignoreBrokenPipes
         var output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1], input: [Int32] = [-1, -1]
         let wantsInput = stdin != nil || keepingStdinOpen
         guard opsh_pipe_cloexec(&output) == 0, opsh_pipe_cloexec(&errors) == 0,
@@ -69,6 +70,11 @@ public struct ChildProcess: Sendable {
         }
         return child
     }
+
+    /// A write to a child that has exited (killed after its 60 s, say) is
+    /// EPIPE for the test that wrote, not a SIGPIPE that ends the whole
+    /// test process. Children get the default action back (`setsigdefault`).
+    private static let ignoreBrokenPipes: Void = { signal(SIGPIPE, SIG_IGN) }()
 
     /// Writes `text` to the child's stdin (ignored without a stdin pipe).
     public func write(_ text: String) {
