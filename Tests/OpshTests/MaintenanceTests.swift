@@ -169,8 +169,7 @@ import Testing
                                     : "opsh: dry run: vacuum skipped (would run VACUUM (ANALYZE) on opsh's tables)"), "\(dry.stderr)")
         let readOnly = try sandbox.opsh(["--read-only", "-e", "vacuum()"], on: db)
         #expect(readOnly.status == 1)
-        #expect(readOnly.stderr.contains(engine == .sqlite ? "attempt to write a readonly database" : "vacuum is refused under --read-only"),
-                "\(readOnly.stderr)")
+        #expect(readOnly.stderr.contains("vacuum is refused under --read-only: it writes to the database's files"), "\(readOnly.stderr)")
 
         // Control: outside a transaction it runs.
         switch engine {

@@ -37,7 +37,8 @@ import Glibc
         ("repository delete", #"projects.delete("com.example.app", { cascade = true })"#, "attempt to write a readonly database"),
         ("telemetry cleanup", #"assert(telemetry.cleanup{ olderThan = "0d" }.deleted == 1)"#, "attempt to write a readonly database"),
         ("migrate.up of a Lua migration", #"migrate.up{ folder = arg.migrations }"#, "cannot migrate a database opened read-only"),
-        ("VACUUM", #"vacuum()"#, "attempt to write a readonly database"),
+        ("VACUUM", #"vacuum()"#, "vacuum is refused under --read-only: it writes to the database's files"),
+        ("checkpoint", #"checkpoint("truncate")"#, "checkpoint is refused under --read-only: it writes to the database's files"),
     ]
 
     @Test func readOnlyRefusesEveryWriteWithItsReason() throws {
