@@ -76,7 +76,8 @@ func checkRewrite(_ sql: String, _ bytes: [UInt8]) {
 }
 
 /// The rewrite from the documentation: placeholders numbered as SQLite
-/// numbers them, `??` a literal `?`, everything else copied.
+/// numbers them (a space before one right after a word), `??` a literal
+/// `?`, everything else copied.
 struct ReferenceRewrite {
     var output: [UInt8] = []
     var sources: [PostgresPlaceholders.Source] = []
@@ -123,6 +124,8 @@ struct ReferenceRewrite {
                 output += spelled
                 continue
             }
+            // Apart from a word before it, which would swallow it.
+            if let last = output.last, isIdentCont(last) { output.append(0x20) }
             output += Array("$\(number)".utf8)
             parameters.append(number)
         }
