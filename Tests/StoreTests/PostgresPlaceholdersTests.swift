@@ -34,6 +34,14 @@ import Testing
         ("SELECT 'é ?', ? AS ünï", "SELECT 'é ?', $1 AS ünï", [.position(1)]),
         // Unclosed: the rest is left for the server to refuse.
         ("SELECT ?, 'open ?", "SELECT $1, 'open ?", [.position(1)]),
+        // Found by fuzz/pg-statements: a placeholder right after a word is
+        // kept apart from it (LIMIT$1 is one identifier to the server)...
+        ("SELECT * FROM t LIMIT?", "SELECT * FROM t LIMIT $1", [.position(1)]),
+        ("SELECT * FROM t LIMIT:n OFFSET?2", "SELECT * FROM t LIMIT $1 OFFSET $2", [.name("n"), .position(2)]),
+        // ...a `--` comment ends at a carriage return, as the server's does...
+        ("SELECT 1 -- c\r, ?", "SELECT 1 -- c\r, $1", [.position(1)]),
+        // ...and an E'' string continued after a newline keeps its escapes.
+        ("SELECT E'a'\n'\\'?', ?", "SELECT E'a'\n'\\'?', $1", [.position(1)]),
     ]
 
     @Test(arguments: rewritten)
@@ -54,6 +62,22 @@ import Testing
         #expect(PostgresPlaceholders.statements(in: " ; -- nothing\n").isEmpty)
         // Placeholders do not matter to the split, mixed or not.
         #expect(PostgresPlaceholders.statements(in: "SELECT ?; SELECT $1") == ["SELECT ?", "SELECT $1"])
+    }
+
+    /// Found by fuzz/pg-statements: each piece was one statement by the
+    /// scanner's reading but several by the server's.
+    @Test func scriptsSplitAsTheServerReadsThem() {
+        // `--` ends at `\r` too: the COMMIT after it is a statement.
+        #expect(PostgresPlaceholders.statements(in: "SELECT 1 -- c\r; COMMIT") == ["SELECT 1 -- c", "COMMIT"])
+        // An E'' string continued after a newline: `\'` is a quote in it.
+        #expect(PostgresPlaceholders.statements(in: "SELECT E'x'\n'\\';'; SELECT 2") == ["SELECT E'x'\n'\\';'", "SELECT 2"])
+        // A placeholder out of range does not stop the split.
+        #expect(PostgresPlaceholders.statements(in: "SELECT ?0; COMMIT") == ["SELECT ?0", "COMMIT"])
+        #expect(PostgresPlaceholders.statements(in: "SELECT $0; COMMIT") == ["SELECT $0", "COMMIT"])
+        // A no-break space is part of a word, kept: without it the piece
+        // read E'\'' ; COMMIT ; --' (three statements), not a word and a string.
+        #expect(PostgresPlaceholders.statements(in: "SELECT 1; \u{A0}E'\\'';COMMIT;--'")
+                == ["SELECT 1", "\u{A0}E'\\'';COMMIT;--'"])
     }
 
     @Test func postgresOwnPlaceholdersStayAndCannotBeMixed() throws {

@@ -11,7 +11,12 @@ import Foundation
 ///   `E'…'` with backslash escapes, `U&'…'`, `B'…'`, `X'…'`;
 /// - quoted identifiers: `"…"` with `""`;
 /// - dollar quotes: `$$…$$`, `$tag$…$tag$` (a function body);
-/// - comments: `-- …` to the end of the line, and `/* … */`, which nest.
+/// - comments: `-- …` to the end of the line (a `\n` or a `\r`), and
+///   `/* … */`, which nest.
+///
+/// A string goes on after its closing quote where space with a newline
+/// (and `--` comments) leads to another quote: `E'a'` newline `'\';'` is
+/// one string with escapes.
 ///
 /// Outside them:
 /// - `?` is the next placeholder (one more than the largest number given so
@@ -25,6 +30,9 @@ import Foundation
 ///   `?-`, `?#`, `?-|`);
 /// - `$1 … $n` are PostgreSQL's own placeholders, kept as they are; a
 ///   statement may not mix them with `?` or `:name`.
+///
+/// A `$k` written right after a word gets a space before it (`LIMIT?`
+/// becomes `LIMIT $1`): `LIMIT$1` would be one identifier to the server.
 public struct PostgresPlaceholders: Sendable, Equatable {
     /// What each `$k` is, for k = 1…n. Numbers are SQLite's: values given
     /// by position bind `$k` to the k-th value whatever its spelling, as
@@ -83,13 +91,19 @@ public struct PostgresPlaceholders: Sendable, Equatable {
     /// two statements in one: the extended protocol runs one at a time.
     public static func statements(in sql: String) -> [String] {
         var scanner = Scanner(Array(sql.utf8))
+        // A placeholder out of range does not stop the scan: the piece
+        // that holds it is refused when it runs.
         _ = try? scanner.rewrite(original: sql)
         var pieces: [String] = []
         var start = 0
         for (end, hasCode) in zip(scanner.statementEnds + [scanner.bytes.count], scanner.pieceHasCode + [scanner.codeSinceEnd]) {
             if hasCode {
-                pieces.append(String(decoding: scanner.bytes[start..<end], as: UTF8.self)
-                    .trimmingCharacters(in: .whitespacesAndNewlines))
+                // Trimmed of the space the scanner skips, no more: a
+                // no-break space is part of a word to the server.
+                var lower = start, upper = end
+                while lower < upper, Scanner.isSpace(scanner.bytes[lower]) { lower += 1 }
+                while upper > lower, Scanner.isSpace(scanner.bytes[upper - 1]) { upper -= 1 }
+                pieces.append(String(decoding: scanner.bytes[lower..<upper], as: UTF8.self))
             }
             start = min(end + 1, scanner.bytes.count)
         }
@@ -112,6 +126,8 @@ private struct Scanner {
     var statementEnds: [Int] = []
     var pieceHasCode: [Bool] = []
     var codeSinceEnd = false
+    /// The first placeholder out of range, thrown once the scan is done.
+    var failure: PostgresPlaceholders.Failure?
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
@@ -128,6 +144,7 @@ private struct Scanner {
             || byte == UInt8(ascii: "_") || byte >= 0x80
     }
 
+    static func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || (byte >= 0x09 && byte <= 0x0D) }
     static func isNamePart(_ byte: UInt8) -> Bool { isNameStart(byte) || isDigit(byte) || byte == UInt8(ascii: "$") }
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
@@ -142,8 +159,7 @@ private struct Scanner {
         while let byte = peek() {
             let startsComment = (byte == UInt8(ascii: "-") && peek(1) == UInt8(ascii: "-"))
                 || (byte == UInt8(ascii: "/") && peek(1) == UInt8(ascii: "*"))
-            let isSpace = byte == UInt8(ascii: " ") || (byte >= 0x09 && byte <= 0x0D)
-            if !startsComment, !isSpace, byte != UInt8(ascii: ";") { codeSinceEnd = true }
+            if !startsComment, !Self.isSpace(byte), byte != UInt8(ascii: ";") { codeSinceEnd = true }
             switch byte {
             case UInt8(ascii: "'"):
                 // E'…' (or e'…') allows backslash escapes; the prefix letter
@@ -154,15 +170,13 @@ private struct Scanner {
             case UInt8(ascii: "\""):
                 copy(through: endOfQuoted(from: index, quote: byte, backslashEscapes: false))
             case UInt8(ascii: "-") where peek(1) == UInt8(ascii: "-"):
-                var end = index + 2
-                while end < bytes.count, bytes[end] != UInt8(ascii: "\n") { end += 1 }
-                copy(through: end)
+                copy(through: endOfLineComment(from: index))
             case UInt8(ascii: "/") where peek(1) == UInt8(ascii: "*"):
                 copy(through: endOfBlockComment(from: index))
             case UInt8(ascii: "$"):
-                try dollar()
+                dollar()
             case UInt8(ascii: "?"):
-                try question(original: original)
+                question(original: original)
             case UInt8(ascii: ":"):
                 colon()
             case UInt8(ascii: ";"):
@@ -183,6 +197,7 @@ private struct Scanner {
                 }
             }
         }
+        if let failure { throw failure }
         if sawNative && !sources.isEmpty { throw PostgresPlaceholders.Failure.mixed(sql: original) }
         return (String(decoding: output, as: UTF8.self), sources)
     }
@@ -202,11 +217,52 @@ private struct Scanner {
                     position += 2
                     continue
                 }
+                if quote == UInt8(ascii: "'"), let next = continuation(after: position + 1) {
+                    position = next + 1
+                    continue
+                }
                 return position + 1
             }
             position += 1
         }
         return bytes.count
+    }
+
+    /// Where `--` ends: before the `\n` or `\r` that ends its line.
+    func endOfLineComment(from start: Int) -> Int {
+        var end = start + 2
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\n"), bytes[end] != UInt8(ascii: "\r") { end += 1 }
+        return end
+    }
+
+    /// The quote that continues a string closed just before `start`:
+    /// spaces and `--` comments, a newline, then any space and comments
+    /// ended by a newline (PostgreSQL's `whitespace_with_newline`).
+    func continuation(after start: Int) -> Int? {
+        var position = start
+        while position < bytes.count {
+            if bytes[position] == UInt8(ascii: " ") || bytes[position] == UInt8(ascii: "\t") || bytes[position] == 0x0C {
+                position += 1
+            } else if bytes[position] == UInt8(ascii: "-"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "-") {
+                position = endOfLineComment(from: position)
+            } else {
+                break
+            }
+        }
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\n") || bytes[position] == UInt8(ascii: "\r") else { return nil }
+        position += 1
+        while position < bytes.count {
+            if Self.isSpace(bytes[position]) {
+                position += 1
+            } else if bytes[position] == UInt8(ascii: "-"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "-") {
+                let end = endOfLineComment(from: position)
+                guard end < bytes.count else { return nil }
+                position = end + 1
+            } else {
+                break
+            }
+        }
+        return position < bytes.count && bytes[position] == UInt8(ascii: "'") ? position : nil
     }
 
     /// One past the `*/` that closes the comment at `start`, nesting.
@@ -229,14 +285,16 @@ private struct Scanner {
     }
 
     /// `$n` (PostgreSQL's placeholder), `$tag$…$tag$`, or a lone `$`.
-    mutating func dollar() throws {
+    mutating func dollar() {
         if let next = peek(1), Self.isDigit(next) {
             sawNative = true
             var end = index + 1
             while end < bytes.count, Self.isDigit(bytes[end]) { end += 1 }
             let text = String(decoding: bytes[index..<end], as: UTF8.self)
             guard let number = Int(text.dropFirst()), number >= 1, number <= PostgresPlaceholders.maximum else {
-                throw PostgresPlaceholders.Failure.badNumber(text, sql: String(decoding: bytes, as: UTF8.self))
+                failure = failure ?? .badNumber(text, sql: String(decoding: bytes, as: UTF8.self))
+                copy(through: end)
+                return
             }
             largestNative = max(largestNative, number)
             copy(through: end)
@@ -265,7 +323,7 @@ private struct Scanner {
         copy(through: bytes.count)
     }
 
-    mutating func question(original: String) throws {
+    mutating func question(original: String) {
         switch peek(1) {
         case UInt8(ascii: "?"):
             // `??` is one literal `?`.
@@ -285,7 +343,9 @@ private struct Scanner {
         if end > index + 1 {
             let text = String(decoding: bytes[index..<end], as: UTF8.self)
             guard let given = Int(text.dropFirst()), given >= 1, given <= PostgresPlaceholders.maximum else {
-                throw PostgresPlaceholders.Failure.badNumber(text, sql: original)
+                failure = failure ?? .badNumber(text, sql: original)
+                copy(through: end)
+                return
             }
             number = given
             while sources.count < number { sources.append(.position(sources.count + 1)) }
@@ -293,11 +353,13 @@ private struct Scanner {
             // SQLite: one more than the largest number so far.
             number = sources.count + 1
             guard number <= PostgresPlaceholders.maximum else {
-                throw PostgresPlaceholders.Failure.badNumber("?", sql: original)
+                failure = failure ?? .badNumber("?", sql: original)
+                copy(through: end)
+                return
             }
             sources.append(.position(number))
         }
-        output.append(contentsOf: Array("$\(number)".utf8))
+        appendPlaceholder(number)
         index = end
     }
 
@@ -324,7 +386,13 @@ private struct Scanner {
             number = sources.count
             names[name] = number
         }
-        output.append(contentsOf: Array("$\(number)".utf8))
+        appendPlaceholder(number)
         index = end
+    }
+
+    /// `$number`, apart from a word just before it.
+    mutating func appendPlaceholder(_ number: Int) {
+        if let last = output.last, Self.isNamePart(last) { output.append(UInt8(ascii: " ")) }
+        output.append(contentsOf: Array("$\(number)".utf8))
     }
 }
