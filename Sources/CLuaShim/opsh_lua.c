@@ -451,6 +451,8 @@ static void guard_coroutines(lua_State *L) {
 
 int opsh_interrupt_reason(lua_State *L) { return atomic_load(&info_of(L)->interrupt_reason); }
 
+const void *opsh_interrupt_flag(lua_State *L) { return &info_of(L)->interrupt_reason; }
+
 void opsh_clear_interrupt(lua_State *L) {
     atomic_store(&info_of(L)->interrupt_reason, 0);
     lua_sethook(L, NULL, 0, 0);

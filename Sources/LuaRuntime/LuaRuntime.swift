@@ -478,6 +478,11 @@ public final class LuaRuntime {
         LuaInterruptReason(rawValue: opsh_interrupt_reason(state))
     }
 
+    /// The interrupt flag (an `atomic_int`, not 0 from an interrupt until
+    /// the interrupted chunk has ended), for a check that must not miss one
+    /// (SQLite's progress handler: `opsh_stop.h`). Valid while the runtime lives.
+    public var interruptFlag: UnsafeRawPointer { opsh_interrupt_flag(state) }
+
     /// Runs `handler` on each interrupt (e.g. to interrupt SQLite).
     public func onInterrupt(_ handler: @escaping @Sendable (LuaInterruptReason) -> Void) {
         interruptHandlers.withLock { $0.append(handler) }

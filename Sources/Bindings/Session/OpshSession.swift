@@ -29,6 +29,11 @@ public final class OpshSession {
     }
 
     public let runtime: LuaRuntime
+
+    deinit {
+        // The flag lives in the Lua state, which goes with this session.
+        database.stopStatements(whenSet: nil)
+    }
     /// The session's database, whatever its engine: every module runs on it.
     public let database: any DatabaseSession
     let subscriptions = Subscriptions()
@@ -66,6 +71,7 @@ public final class OpshSession {
         // server).
         let interrupt = database.interruptRunning
         runtime.onInterrupt { _ in interrupt() }
+        database.stopStatements(whenSet: runtime.interruptFlag)
         try installModules()
         if options.sandbox { try confine() }
         if let limit = options.memoryLimit {

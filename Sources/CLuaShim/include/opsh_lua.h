@@ -102,6 +102,8 @@ int opsh_is_incomplete(lua_State *L, int status);
 void opsh_interrupt(lua_State *L, int reason);
 /// The reason given to opsh_interrupt, or 0.
 int opsh_interrupt_reason(lua_State *L);
+/// The interrupt flag itself (an atomic_int), for checks outside Lua.
+const void *opsh_interrupt_flag(lua_State *L);
 void opsh_clear_interrupt(lua_State *L);
 
 // MARK: Macros as functions

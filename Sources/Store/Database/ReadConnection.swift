@@ -48,6 +48,7 @@ public final class ReadConnection {
         self.beforeFirstUse = beforeFirstUse
         self.lockWait = lockWait
         lockWait.install(on: handle)
+        opsh_stop_statements_on(handle)
         guard let reader = opsh_sql_reader_new(handle, Self.snapshotWindow) else {
             sqlite3_close(handle)
             throw SQLFailure(message: "cannot open \(path) for reading: out of memory", sql: nil)

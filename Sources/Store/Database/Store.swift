@@ -1,3 +1,4 @@
+import CSQLiteStore
 import Foundation
 import GRDB
 import Synchronization
@@ -293,6 +294,7 @@ public final class Store: Sendable {
         configuration.readonly = options.readOnly
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .callback { tries in lockWait.retry(afterTries: tries) }
+        configuration.prepareDatabase { db in opsh_stop_statements_on(db.sqliteConnection) }
         return configuration
     }
 

@@ -92,6 +92,10 @@ extension PostgresDatabase: DatabaseSession {
     }
 
     public var interruptRunning: @Sendable () -> Void { cancelRunning }
+    /// Not yet on PostgreSQL: a cancel reaches only a statement the server
+    /// runs, so one sent just after an interrupt runs (a second Ctrl-C
+    /// stops it).
+    public func stopStatements(whenSet flag: UnsafeRawPointer?) {}
 
     public func close() {}
 

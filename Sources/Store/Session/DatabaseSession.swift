@@ -185,6 +185,11 @@ public protocol DatabaseSession: AnyObject {
     /// For another thread (Ctrl-C, `--timeout`, SIGTERM): stops the
     /// statement that runs now.
     var interruptRunning: @Sendable () -> Void { get }
+    /// Statements the calling thread starts stop while `*flag` (an
+    /// `atomic_int`: the Lua state's interrupt) is set, so that an
+    /// interrupt landing before a statement began is not lost; nil: no
+    /// longer (before the flag goes away).
+    func stopStatements(whenSet flag: UnsafeRawPointer?)
     /// What the session does before the process exits (SQLite: a passive
     /// checkpoint, so that a copy of the file holds what was committed).
     func close()

@@ -1,3 +1,4 @@
+import CSQLiteStore
 import Foundation
 import GRDB
 
@@ -43,6 +44,13 @@ extension SessionDatabase: DatabaseSession {
             hints.append("the database's lock is \(holders) (.locks shows it again)")
         }
         return hints
+    }
+
+    /// SQLite's progress handler on every connection Store opens
+    /// (`opsh_stop.h`): sqlite3_interrupt reaches only a statement already
+    /// running.
+    public func stopStatements(whenSet flag: UnsafeRawPointer?) {
+        opsh_stop_statements_when(flag)
     }
 
     public var interruptRunning: @Sendable () -> Void {
