@@ -16,8 +16,9 @@ public final class SessionDatabase {
     /// keeps it in step with `current`, the dry run and the write count;
     /// the Lua adapter points its own route at it and sets `reader`.
     public let route: UnsafeMutablePointer<opsh_session_route>
-    /// The writer connection while Lua code runs inside a transaction.
-    public private(set) var current: Database? {
+    /// The writer connection while Lua code runs inside a transaction
+    /// (above Store: ``transactionConnection``).
+    private(set) var current: Database? {
         didSet { route.pointee.transaction = current?.sqliteConnection }
     }
     /// Savepoint depth inside `current`.
@@ -226,16 +227,16 @@ public final class SessionDatabase {
     }
 
     /// Runs a write that is a single statement: no savepoint needed.
-    public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
+    public func writeStatement<T>(_ body: (SQLiteWriterConnection) throws -> T) throws -> T {
         try beginPendingWrite()
         writeCount &+= 1
         if let current {
-            let result = try body(current)
+            let result = try body(SQLiteWriterConnection(db: current))
             try afterWrite()
             return result
         }
         return try writer().write { db in
-            let result = try body(db)
+            let result = try body(SQLiteWriterConnection(db: db))
             try flushNotifications(db)
             return result
         }
