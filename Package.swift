@@ -92,9 +92,9 @@ let package = Package(
         .target(
             name: "Bindings",
             dependencies: [
-                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "PostgresWire", "Jobs", "Git", "TextCodec",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // The engines only through Store's session (no GRDB, no
+                // PostgresWire); SQLite's C API through CSQLBridge.
+                "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git", "TextCodec",
             ]),
 
         // MARK: The shell

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import GRDBSQLite
 import LuaRuntime
 import Testing
@@ -100,14 +99,14 @@ import Store
         #expect(throws: TransactionLost.self) {
             _ = try database.dryRun {
                 try test.run("db.exec('DELETE FROM t')")
-                sqlite3_exec(database.current!.sqliteConnection, "COMMIT", nil, nil, nil)
+                sqlite3_exec(database.transactionConnection!.handle, "COMMIT", nil, nil, nil)
             }
         }
         #expect(try test.sqlite3("SELECT count(*) FROM t") == "0")
         try test.run("db.exec('INSERT INTO t VALUES (1)')")
         #expect(throws: TransactionLost.self) {
             try database.transaction {
-                sqlite3_exec(database.current!.sqliteConnection, "COMMIT", nil, nil, nil)
+                sqlite3_exec(database.transactionConnection!.handle, "COMMIT", nil, nil, nil)
             }
         }
         // Control: untouched, both end normally.

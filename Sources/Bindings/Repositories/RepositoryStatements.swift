@@ -1,7 +1,6 @@
 import CLuaShim
 import CSQLBridge
 import Foundation
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -32,7 +31,7 @@ final class RepositoryStatements {
     }
 
     deinit {
-        for statement in versionStatements.values { sqlite3_finalize(statement) }
+        for statement in versionStatements.values { opsh_sqlite_finalize(statement) }
     }
 
     /// The table's columns as the schema has them now: read again only
@@ -54,8 +53,8 @@ final class RepositoryStatements {
     private func schemaVersion() throws -> Int64? {
         let connection: OpaquePointer
         var snapshot: (started: Double, writes: Int)?
-        if let current = executor.session.current {
-            connection = current.sqliteConnection!
+        if let current = executor.session.transactionConnection {
+            connection = current.handle
         } else if let reader = executor.readConnection {
             connection = try reader.ready()
             reader.useSnapshot(writeCount: executor.session.writeCount)
@@ -75,16 +74,10 @@ final class RepositoryStatements {
 
     private func readVersion(on connection: OpaquePointer) throws -> Int64? {
         var statement = versionStatements[connection]
-        if statement == nil {
-            guard sqlite3_prepare_v2(connection, "PRAGMA schema_version", -1, &statement, nil) == SQLITE_OK else {
-                sqlite3_finalize(statement)
-                return nil
-            }
-            versionStatements[connection] = statement
-        }
-        defer { sqlite3_reset(statement) }
-        guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
-        return sqlite3_column_int64(statement, 0)
+        var version: Int64 = 0
+        let read = opsh_sql_schema_version(connection, &statement, &version) != 0
+        if let statement { versionStatements[connection] = statement }
+        return read ? version : nil
     }
 
     /// Runs `sql` with `arguments` and pushes what `db.first` (`.first`),

@@ -1,6 +1,5 @@
 import CLuaShim
 import CSQLBridge
-import GRDBSQLite
 import LuaRuntime
 
 /// What every row of one statement shares, kept in Lua per SQL text: the
@@ -30,7 +29,7 @@ final class RowShapes {
     /// (three values) of a cached statement's rows and returns the index of
     /// the first.
     func push(for entry: StatementCache.Entry, state: OpaquePointer) -> Int32 {
-        let count = sqlite3_column_count(entry.statement)
+        let count = opsh_sqlite_column_count(entry.statement)
         if entry.shapeColumns == count { return pushShape(entry.shapeSlot, state: state) }
         if entry.shapeSlot >= 0 { opsh_unref(state, entry.shapeSlot) }
         entry.shapeSlot = makeShape(StatementBridge.columnNames(entry.statement), state: state)
@@ -41,7 +40,7 @@ final class RowShapes {
     /// The registry slot of the shape of a statement of its own (a
     /// `db.rows` cursor), kept per SQL text.
     func slot(for statement: OpaquePointer, sql: String, state: OpaquePointer) -> Int32 {
-        let count = sqlite3_column_count(statement)
+        let count = opsh_sqlite_column_count(statement)
         if let shape = shapes[sql], shape.columnCount == count { return shape.slot }
         if let old = shapes[sql] { opsh_unref(state, old.slot) }
         let slot = makeShape(StatementBridge.columnNames(statement), state: state)

@@ -1,8 +1,6 @@
 import CLuaShim
 import CSQLBridge
 import Foundation
-import GRDB
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -61,7 +59,7 @@ final class SQLExecutor {
 
     private func runStatement(call: LuaCall, shape: ResultShape) throws -> Int32 {
         statements.releaseShapes(in: call.state)
-        if let current = session.current {
+        if let current = session.transactionConnection {
             let results = try run(on: current, call: call, shape: shape)
             try session.afterWrite()  // --max-changes stops a runaway loop at once
             return results
@@ -80,33 +78,29 @@ final class SQLExecutor {
                 // there (below), or fails there with the same message.
             }
         }
-        return try session.writeStatement { db in
-            try run(on: db, call: call, shape: shape)
+        return try session.writeStatement { writer in
+            try run(on: writer, call: call, shape: shape)
         }
     }
 
-    private func run(on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
-        let connection = db.sqliteConnection!
+    private func run(on writer: SQLiteWriterConnection, call: LuaCall, shape: ResultShape) throws -> Int32 {
+        let connection = writer.handle
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
         // A dropped table's rows are counted as deleted (no row change
         // reports them).
         return try session.countingDroppedRows(of: entry.effects, on: connection) {
-            try run(entry, on: db, call: call, shape: shape)
+            try run(entry, on: writer, call: call, shape: shape)
         }
     }
 
-    private func run(_ entry: StatementCache.Entry, on db: Database, call: LuaCall, shape: ResultShape) throws -> Int32 {
-        let connection = db.sqliteConnection!
+    private func run(_ entry: StatementCache.Entry, on writer: SQLiteWriterConnection, call: LuaCall,
+                     shape: ResultShape) throws -> Int32 {
+        let connection = writer.handle
         if session.isCountingChanges && !entry.isReadonly {
             // Through GRDB, so the dry run's change counter sees the rows;
             // bound by the same rules as the C path (text with its length).
-            let sql = entry.sql
-            do {
-                let statement = try db.makeStatement(sql: sql)
-                try statement.bindRaw { try StatementBridge.bind($0, call: call, from: 2, markers: markers, copy: true) }
-                try statement.execute()
-            } catch let error as DatabaseError {
-                throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: sql)
+            try writer.executeThroughGRDB(entry.sql) {
+                try StatementBridge.bind($0, call: call, from: 2, markers: markers, copy: true)
             }
             return pushChanges(connection, call: call)
         }
@@ -126,64 +120,63 @@ final class SQLExecutor {
         let statement = entry.statement
         defer {
             // Bound strings point into the Lua stack: drop them with the reset.
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            opsh_sqlite_reset_and_clear(statement)
         }
         try StatementBridge.bind(statement, call: call, from: 2, markers: markers)
         switch shape {
         case .changes:
-            var code = sqlite3_step(statement)
-            while code == SQLITE_ROW { code = sqlite3_step(statement) }
-            guard code == SQLITE_DONE else { throw failure(connection, entry) }
+            var code = opsh_sqlite_step(statement)
+            while code == OPSH_SQLITE_ROW { code = opsh_sqlite_step(statement) }
+            guard code == OPSH_SQLITE_DONE else { throw failure(connection, entry) }
             return pushChanges(connection, call: call)
         case .value:
-            let code = sqlite3_step(statement)
-            if code == SQLITE_ROW, sqlite3_column_count(statement) > 0 {
+            let code = opsh_sqlite_step(statement)
+            if code == OPSH_SQLITE_ROW, opsh_sqlite_column_count(statement) > 0 {
                 opsh_sql_push_column(state, statement, 0)
                 return 1
             }
-            guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
+            guard code == OPSH_SQLITE_DONE || code == OPSH_SQLITE_ROW else { throw failure(connection, entry) }
             lua_pushnil(state)
             return 1
         case .first:
-            let code = sqlite3_step(statement)
-            if code == SQLITE_ROW {
+            let code = opsh_sqlite_step(statement)
+            if code == OPSH_SQLITE_ROW {
                 let shapeIndex = rowShapes.push(for: entry, state: state)
-                opsh_sql_push_row(state, statement, sqlite3_column_count(statement), shapeIndex, shapeIndex + 1)
+                opsh_sql_push_row(state, statement, opsh_sqlite_column_count(statement), shapeIndex, shapeIndex + 1)
                 return 1
             }
-            guard code == SQLITE_DONE else { throw failure(connection, entry) }
+            guard code == OPSH_SQLITE_DONE else { throw failure(connection, entry) }
             lua_pushnil(state)
             return 1
         case .column:
             let base = lua_gettop(state)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
-            var code = sqlite3_step(statement)
-            while code == SQLITE_ROW, sqlite3_column_count(statement) > 0 {
+            var code = opsh_sqlite_step(statement)
+            while code == OPSH_SQLITE_ROW, opsh_sqlite_column_count(statement) > 0 {
                 opsh_sql_push_column(state, statement, 0)
                 count += 1
                 lua_rawseti(state, -2, count)
                 try RowsMemoryLimit.check(state, base: base, rows: Int(count))
-                code = sqlite3_step(statement)
+                code = opsh_sqlite_step(statement)
             }
-            guard code == SQLITE_DONE || code == SQLITE_ROW else { throw failure(connection, entry) }
+            guard code == OPSH_SQLITE_DONE || code == OPSH_SQLITE_ROW else { throw failure(connection, entry) }
             return 1
         case .rows:
             let base = lua_gettop(state)
             let shapeIndex = rowShapes.push(for: entry, state: state)
-            let columnCount = sqlite3_column_count(statement)
+            let columnCount = opsh_sqlite_column_count(statement)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
-            var code = sqlite3_step(statement)
-            while code == SQLITE_ROW {
+            var code = opsh_sqlite_step(statement)
+            while code == OPSH_SQLITE_ROW {
                 opsh_sql_push_row(state, statement, columnCount, shapeIndex, shapeIndex + 1)
                 count += 1
                 lua_rawseti(state, -2, count)
                 try RowsMemoryLimit.check(state, base: base, rows: Int(count))
-                code = sqlite3_step(statement)
+                code = opsh_sqlite_step(statement)
             }
-            guard code == SQLITE_DONE else { throw failure(connection, entry) }
+            guard code == OPSH_SQLITE_DONE else { throw failure(connection, entry) }
             lua_pushvalue(state, shapeIndex + 2)
             lua_setmetatable(state, -2)
             return 1
@@ -191,48 +184,19 @@ final class SQLExecutor {
     }
 
     private func pushChanges(_ connection: OpaquePointer, call: LuaCall) -> Int32 {
-        lua_pushinteger(call.state, sqlite3_changes64(connection))
-        lua_pushinteger(call.state, sqlite3_last_insert_rowid(connection))
+        opsh_sql_push_changes(call.state, connection)
         return 2
     }
 
     private func failure(_ connection: OpaquePointer, _ entry: StatementCache.Entry) -> SQLFailure {
-        SQLFailure(message: String(cString: sqlite3_errmsg(connection)), sql: entry.sql)
+        SQLFailure(message: String(cString: opsh_sqlite_errmsg(connection)), sql: entry.sql)
     }
 
-    /// Runs a script of several statements without parameters.
-    /// Each statement is checked by ``TransactionGuard`` before it runs,
-    /// so a `COMMIT` after a `DELETE` is refused before the delete runs
-    /// (and the script's savepoint rolls back what ran before it).
+    /// Runs a script of several statements without parameters
+    /// (``SessionDatabase/runScript(_:)``: each statement is checked by
+    /// ``TransactionGuard`` before it runs).
     func runScript(_ sql: String) throws {
-        try session.write { db in
-            do {
-                let statements = try db.allStatements(sql: sql)
-                while let statement = try statements.next() {
-                    let effects = try TransactionGuard.check(statement.sqliteStatement, on: db.sqliteConnection!)
-                    if sqlite3_stmt_readonly(statement.sqliteStatement) != 0 {
-                        // Changes nothing, so GRDB's observers (watch) need
-                        // not see it; and GRDB takes `EXPLAIN COMMIT` for a
-                        // commit and traps.
-                        try Self.stepToEnd(statement.sqliteStatement, on: db.sqliteConnection!)
-                    } else {
-                        try session.countingDroppedRows(of: effects, on: db.sqliteConnection!) { try statement.execute() }
-                    }
-                }
-            } catch let error as DatabaseError {
-                throw SQLFailure(message: error.message ?? "\(error.resultCode)", sql: error.sql ?? sql)
-            }
-        }
-    }
-
-    private static func stepToEnd(_ statement: OpaquePointer, on connection: OpaquePointer) throws {
-        var code = sqlite3_step(statement)
-        while code == SQLITE_ROW { code = sqlite3_step(statement) }
-        sqlite3_reset(statement)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)),
-                                sql: sqlite3_sql(statement).map { String(cString: $0) })
-        }
+        try session.runScript(sql)
     }
 
     // MARK: Cursors
@@ -241,8 +205,8 @@ final class SQLExecutor {
     /// transaction's connection or the read connection.
     func openCursor(_ sql: String, call: LuaCall, from first: Int32) throws -> SQLCursor {
         let handle: OpaquePointer
-        if let current = session.current {
-            handle = current.sqliteConnection!
+        if let current = session.transactionConnection {
+            handle = current.handle
         } else if let readConnection {
             handle = try readConnection.ready()
             readConnection.useSnapshot(writeCount: session.writeCount)
@@ -258,14 +222,14 @@ final class SQLExecutor {
             guard given == 0 else { throw PlaceholderMismatch.count(placeholders: 0, given: Int(given), hint: nil, sql: sql) }
             return SQLCursor(statement: nil, shapeSlot: rowShapes.slot(columns: [], key: "", state: call.state))
         }
-        guard sqlite3_stmt_readonly(statement) != 0 else {
-            sqlite3_finalize(statement)
+        guard opsh_sqlite_readonly(statement) != 0 else {
+            opsh_sqlite_finalize(statement)
             throw SQLFailure(message: "db.rows only reads; run changes with db.exec", sql: sql)
         }
         do {
             try StatementBridge.bind(statement, call: call, from: first, markers: markers, copy: true)
         } catch {
-            sqlite3_finalize(statement)
+            opsh_sqlite_finalize(statement)
             throw error
         }
         return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state))
@@ -288,7 +252,7 @@ final class SQLCursor: TransactionBoundCursor {
     }
 
     func close() {
-        if let open = statement.pointee { sqlite3_finalize(open) }
+        if let open = statement.pointee { opsh_sqlite_finalize(open) }
         statement.pointee = nil
     }
 

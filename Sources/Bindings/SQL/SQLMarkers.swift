@@ -1,5 +1,5 @@
 import CLuaShim
-import GRDBSQLite
+import CSQLBridge
 
 /// The two values a script uses to say what plain Lua cannot: `db.NULL`
 /// (NULL inside a table of fields, where nil would mean "absent") and
@@ -54,7 +54,7 @@ struct SQLMarkers {
         lua_rawgeti(state, index, 1)
         defer { lua_settop(state, -2) }
         var length = 0
-        guard let bytes = opsh_tostring(state, -1, &length) else { return sqlite3_bind_null(statement, position) }
-        return sqlite3_bind_blob(statement, position, bytes, Int32(length), StatementBridge.transientBytes)
+        guard let bytes = opsh_tostring(state, -1, &length) else { return opsh_sqlite_bind_null(statement, position) }
+        return opsh_sqlite_bind_blob_copy(statement, position, bytes, Int32(length))
     }
 }

@@ -1,6 +1,5 @@
 import CLuaShim
 import CSQLBridge
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -16,9 +15,6 @@ import Store
 /// field is absent from the row), BLOB and TEXT are Lua strings,
 /// byte-exact.
 enum StatementBridge {
-    /// `SQLITE_TRANSIENT`: SQLite copies the bytes.
-    static let transientBytes = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
-
     /// Binds the call's arguments from `first` on: positional values, or
     /// one table of named values (`:name`, `@name`, `$name`) or of
     /// positional ones (an array). Every placeholder needs its value and
@@ -28,7 +24,7 @@ enum StatementBridge {
     static func bind(_ statement: OpaquePointer, call: LuaCall, from first: Int32, markers: SQLMarkers,
                      copy: Bool = false) throws {
         let state = call.state
-        let parameterCount = sqlite3_bind_parameter_count(statement)
+        let parameterCount = opsh_sqlite_parameter_count(statement)
         let given = max(0, call.argumentCount - first + 1)
         if given == 1, lua_type(state, first) == LUA_TTABLE, !markers.isMarker(state, first) {
             try bindTable(statement, call: call, index: first, parameterCount: parameterCount, markers: markers)
@@ -49,7 +45,7 @@ enum StatementBridge {
         // The largest position a `?` or `?NNN` takes from the table's array.
         var positions: Int32 = 0
         for position in 1...max(1, parameterCount) where parameterCount > 0 {
-            if let rawName = sqlite3_bind_parameter_name(statement, position), rawName.pointee != CChar(UInt8(ascii: "?")) {
+            if let rawName = opsh_sqlite_parameter_name(statement, position), rawName.pointee != CChar(UInt8(ascii: "?")) {
                 // ":id" → field "id"
                 lua_pushstring(state, rawName + 1)
                 lua_rawget(state, index)
@@ -85,7 +81,7 @@ enum StatementBridge {
             defer { lua_settop(state, -2) }
             if lua_type(state, -2) == LUA_TSTRING {
                 let name = LuaStack(state).string(at: -2) ?? ""
-                if ![":", "@", "$"].contains(where: { sqlite3_bind_parameter_index(statement, $0 + name) > 0 }) {
+                if ![":", "@", "$"].contains(where: { opsh_sqlite_parameter_index(statement, $0 + name) > 0 }) {
                     unused.append(name)
                 }
             } else if lua_isinteger(state, -2) == 0 || !(1...max(1, Int64(length))).contains(opsh_tointeger(state, -2, nil)) {
@@ -101,32 +97,32 @@ enum StatementBridge {
             throw call.argumentError(argument, SQLValueReader.nanRefusal(label(statement, position)))
         }
         // Plain values by the same C code as the fast path's.
-        var code: Int32 = SQLITE_OK
+        var code: Int32 = OPSH_SQLITE_OK
         if opsh_sql_bind_plain(state, statement, position, index, copy ? 1 : 0, &code) == 0 {
             if markers.isNull(state, index) {
-                code = sqlite3_bind_null(statement, position)
+                code = opsh_sqlite_bind_null(statement, position)
             } else if let blobCode = markers.bindBlob(statement, position, state: state, index: index) {
                 code = blobCode
             } else {
                 throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to SQL parameter \(label(statement, position)) (encode tables with json.encode)")
             }
         }
-        if code != SQLITE_OK {
-            throw LuaCallError.message("cannot bind parameter \(label(statement, position)): \(String(cString: sqlite3_errstr(code)))")
+        if code != OPSH_SQLITE_OK {
+            throw LuaCallError.message("cannot bind parameter \(label(statement, position)): \(String(cString: opsh_sqlite_errstr(code)))")
         }
     }
 
     /// `?2` or `:name`: parameter `position` as the statement writes it.
     static func label(_ statement: OpaquePointer, _ position: Int32) -> String {
-        sqlite3_bind_parameter_name(statement, position).map { String(cString: $0) } ?? "?\(position)"
+        opsh_sqlite_parameter_name(statement, position).map { String(cString: $0) } ?? "?\(position)"
     }
 
     static func sql(of statement: OpaquePointer) -> String {
-        sqlite3_sql(statement).map { String(cString: $0) } ?? ""
+        opsh_sqlite_sql(statement).map { String(cString: $0) } ?? ""
     }
 
     /// The column names of a statement.
     static func columnNames(_ statement: OpaquePointer) -> [String] {
-        (0..<sqlite3_column_count(statement)).map { String(cString: sqlite3_column_name(statement, $0)) }
+        (0..<opsh_sqlite_column_count(statement)).map { String(cString: opsh_sqlite_column_name(statement, $0)) }
     }
 }

@@ -1,7 +1,6 @@
 import CLuaShim
 import CSQLBridge
 import Foundation
-import GRDBSQLite
 import LuaRuntime
 import Store
 
@@ -97,7 +96,7 @@ final class StatementCache {
         let sql = String(decoding: bytes, as: UTF8.self)
         let (statement, effects) = try ReadConnection.prepareChecked(sql, on: connection)
         guard let c = opsh_sql_entry_new(connection, pointer, length, statement) else {
-            sqlite3_finalize(statement)
+            opsh_sqlite_finalize(statement)
             throw LuaCallError.message("out of memory")
         }
         if entries.count >= capacity { removeAll() }

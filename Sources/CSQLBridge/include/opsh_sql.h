@@ -19,11 +19,9 @@
 // this module before the header existed sees it).
 #include "opsh_pg.h"
 
-// SQLite's handles, declared as sqlite3.h does (that header is GRDB's
-// module in Swift; including it here too would make its functions
-// ambiguous there).
-typedef struct sqlite3 sqlite3;
-typedef struct sqlite3_stmt sqlite3_stmt;
+// SQLite's handles (declared there, as sqlite3.h does) and the SQLite
+// calls of the Swift slow path.
+#include "opsh_sql_calls.h"
 
 /// One prepared statement of the cache, owned by Swift's StatementCache.
 typedef struct opsh_sql_entry {

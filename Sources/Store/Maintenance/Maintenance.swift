@@ -103,7 +103,7 @@ extension Store {
 
     /// `check` on a connection the caller holds (inside a transaction, the
     /// transaction's own state is checked).
-    public static func check(_ db: Database) throws -> IntegrityReport {
+    static func check(_ db: Database) throws -> IntegrityReport {
         do {
             let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
             let violations = try Row.fetchAll(db, sql: "PRAGMA foreign_key_check").map { row in
@@ -120,7 +120,7 @@ extension Store {
     }
 
     /// `statistics` on a connection the caller holds.
-    public func statistics(_ db: Database) throws -> DatabaseStatistics {
+    func statistics(_ db: Database) throws -> DatabaseStatistics {
         do {
             let tables = try String.fetchAll(db, sql: """
                 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name

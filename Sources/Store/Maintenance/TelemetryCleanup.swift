@@ -152,7 +152,7 @@ public struct TelemetryCleanup: Sendable {
     }
 
     /// How many rows the cleanup would delete now.
-    public func count(_ db: Database) throws -> Int {
+    func count(_ db: Database) throws -> Int {
         try survey(StoreDatabase(db)).matched
     }
 
@@ -208,7 +208,7 @@ public struct TelemetryCleanup: Sendable {
     /// A batch that fails with SQLite's interrupt (`sqlite3_interrupt`, as
     /// Ctrl-C does) rolls back alone: the earlier ones stay committed and
     /// the report says `stopped`. Other errors are thrown.
-    public func run(
+    func run(
         read: ((Database) throws -> Void) throws -> Void,
         write: ((Database) throws -> Void) throws -> Void,
         unlocked: (((Database) throws -> Void) throws -> Void)? = nil,
@@ -341,7 +341,7 @@ extension Store {
 
 extension TelemetryCleanup {
     /// The configured retention in days, nil without a storage configuration.
-    public static func retentionDays(_ db: Database) throws -> Int? {
+    static func retentionDays(_ db: Database) throws -> Int? {
         try Int.fetchOne(db, sql: """
             SELECT telemetry_retention_days FROM storage_config
             ORDER BY configuration_id = 'default' DESC, configuration_id LIMIT 1

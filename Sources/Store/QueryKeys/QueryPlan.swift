@@ -90,7 +90,7 @@ extension QueryKey {
 
 extension QueryPlan {
     /// Runs the plan on `db` (SQLite's, through GRDB) for a Swift caller.
-    public func fetch(_ db: Database) throws -> StoreValue {
+    func fetch(_ db: Database) throws -> StoreValue {
         try fetch { try $0.fetch(db) }
     }
 

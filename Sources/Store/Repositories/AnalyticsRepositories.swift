@@ -11,7 +11,7 @@ public struct ConfigurationRepository: Sendable {
     public init() {}
 
     /// The configuration with this id, with its policies and settings.
-    public func get(_ db: Database, id: String = "default") throws -> SDKConfiguration? {
+    func get(_ db: Database, id: String = "default") throws -> SDKConfiguration? {
         guard let record = try records.get(db, id) else { return nil }
         let policies = try routingPolicies.list(db, ListRequest(
             filters: [ColumnFilter("configuration_id", .equal, id)], order: [ColumnOrder("priority", descending: true)]))
@@ -21,7 +21,7 @@ public struct ConfigurationRepository: Sendable {
 
     /// Stores the whole aggregate: the row, its settings, and exactly its
     /// policies (policies no longer listed are removed).
-    public func save(_ db: Database, _ configuration: SDKConfiguration) throws {
+    func save(_ db: Database, _ configuration: SDKConfiguration) throws {
         let (record, policies, analyticsRecord, storageRecord) = try mapToRecords(configuration)
         try records.upsert(db, record)
         try analytics.upsert(db, analyticsRecord)
@@ -35,7 +35,7 @@ public struct ConfigurationRepository: Sendable {
 
     /// Days of telemetry to keep: the storage configuration's retention,
     /// or 30 days when no configuration exists.
-    public func telemetryRetentionDays(_ db: Database) throws -> Int {
+    func telemetryRetentionDays(_ db: Database) throws -> Int {
         try Int.fetchOne(db, sql: "SELECT telemetry_retention_days FROM storage_config ORDER BY configuration_id = 'default' DESC LIMIT 1") ?? 30
     }
 
@@ -94,7 +94,7 @@ public struct ModelRepository: Sendable {
     /// Deletes a model; one with generation sessions only with `cascade`
     /// (its sessions, and their generations, go with it). Returns whether
     /// there was one.
-    public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
+    func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
         try delete(StoreDatabase(db), id, cascade: cascade)
     }
 
@@ -103,7 +103,7 @@ public struct ModelRepository: Sendable {
     }
 
     /// Adds one generation's figures to a model's usage of that UTC day.
-    public func recordUsage(_ db: Database, model modelId: String, at date: Date = Date(),
+    func recordUsage(_ db: Database, model modelId: String, at date: Date = Date(),
                             tokens: Int, cost: Double, latencyMs: Double, failed: Bool = false) throws {
         try recordUsage(StoreDatabase(db), model: modelId, at: date, tokens: tokens, cost: cost, latencyMs: latencyMs, failed: failed)
     }
@@ -131,7 +131,7 @@ public struct ModelRepository: Sendable {
     }
 
     /// A model's usage, one row per day, oldest first.
-    public func usage(_ db: Database, model modelId: String) throws -> [ModelUsageStatRecord] {
+    func usage(_ db: Database, model modelId: String) throws -> [ModelUsageStatRecord] {
         try usageStats.list(db, Self.usageRequest(model: modelId))
     }
 
@@ -171,7 +171,7 @@ public struct SessionRepository: Sendable {
     /// and the model's daily usage in step, atomically with the caller's
     /// transaction.
     @discardableResult
-    public func addGeneration(_ db: Database, _ generation: GenerationRecord) throws -> GenerationRecord {
+    func addGeneration(_ db: Database, _ generation: GenerationRecord) throws -> GenerationRecord {
         let fields = try generation.databaseDictionary.mapValues(StoreValue.init)
         try append(StoreDatabase(db), fields, columns: Array(fields.keys))
         return generation
@@ -219,7 +219,7 @@ public struct SessionRepository: Sendable {
     }
 
     /// A session's generations in sequence.
-    public func generations(_ db: Database, session sessionId: String) throws -> [GenerationRecord] {
+    func generations(_ db: Database, session sessionId: String) throws -> [GenerationRecord] {
         try generations.list(db, Self.generationsRequest(session: sessionId))
     }
 

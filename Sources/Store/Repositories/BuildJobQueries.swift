@@ -43,7 +43,7 @@ public struct NewBuildLogLine: Sendable {
 extension BuildLogRepository {
     /// Appends lines of one build through one prepared statement bound with
     /// SQLite's C API. Run it in the caller's (short) transaction.
-    public func appendBatch(_ db: Database, build buildId: String, _ lines: [NewBuildLogLine]) throws {
+    func appendBatch(_ db: Database, build buildId: String, _ lines: [NewBuildLogLine]) throws {
         guard !lines.isEmpty else { return }
         let statement = try db.cachedStatement(sql: """
             INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES (?, ?, ?, ?, ?, ?)
@@ -80,7 +80,7 @@ extension BuildLogRepository {
     /// Lines are ordered by (createdAt, rowid), which the job runner keeps
     /// in insertion order, so the `buildLogs(buildId, createdAt)` index
     /// serves the query as a range: cheap however long the log.
-    public func lines(_ db: Database, build buildId: String, after cursor: Int64 = 0, limit: Int = 1000,
+    func lines(_ db: Database, build buildId: String, after cursor: Int64 = 0, limit: Int = 1000,
                       includeDebug: Bool = true) throws -> [BuildLogLine] {
         var from = -Double.infinity
         if cursor > 0 {
@@ -97,7 +97,7 @@ extension BuildLogRepository {
     }
 
     /// The last `count` lines of a build with their cursors, oldest first.
-    public func lastLines(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogLine] {
+    func lastLines(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogLine] {
         let rows = try Row.fetchAll(db, sql: """
             SELECT * FROM (SELECT rowid AS cursor, * FROM buildLogs WHERE buildId = ? AND (? OR level <> 'debug')
                            ORDER BY createdAt DESC, rowid DESC LIMIT ?)
@@ -125,7 +125,7 @@ extension BuildRepository {
     /// already (its row is then unchanged). With `holder`, only while that
     /// job manager still holds it (BuildQueueQueries): a run whose build
     /// was taken back from it must not end the build's next run.
-    public func finish(_ db: Database, _ id: String, status: BuildStatus, exitCode: Int? = nil,
+    func finish(_ db: Database, _ id: String, status: BuildStatus, exitCode: Int? = nil,
                        progress: Double? = nil, heldBy holder: String? = nil, at date: Date = Date()) throws -> Bool {
         precondition(status.isFinished, "finish needs a final status")
         let held = try holder != nil && queueColumnsExist(db) ? " AND runnerId = ?" : ""
@@ -139,13 +139,13 @@ extension BuildRepository {
     }
 
     /// Sets the progress (0…1) of a running build.
-    public func setProgress(_ db: Database, _ id: String, _ progress: Double) throws {
+    func setProgress(_ db: Database, _ id: String, _ progress: Double) throws {
         try db.execute(sql: "UPDATE builds SET progress = ? WHERE id = ? AND status = 'running'",
                        arguments: [min(1, max(0, progress)), id])
     }
 
     /// Records the commit a build checked out.
-    public func setCommit(_ db: Database, _ id: String, _ commit: String) throws {
+    func setCommit(_ db: Database, _ id: String, _ commit: String) throws {
         try db.execute(sql: "UPDATE builds SET commitHash = ? WHERE id = ?", arguments: [commit, id])
     }
 }
@@ -210,7 +210,7 @@ public enum BuildJobStatements {
 extension QueryStatement {
     /// Runs the statement on `db` for a Swift caller: `.row` gives the row
     /// or `.null`, `.rows` an array of rows, `.ids` an array of values.
-    public func fetch(_ db: Database) throws -> StoreValue {
+    func fetch(_ db: Database) throws -> StoreValue {
         let cached = try db.cachedStatement(sql: sql)
         let arguments = StatementArguments(self.arguments)
         switch shape {

@@ -87,7 +87,7 @@ public enum BuildTakeBack: Sendable, Hashable {
 
 extension BuildRepository {
     /// Whether the database has migration 004_runners' columns.
-    public func queueColumnsExist(_ db: Database) throws -> Bool {
+    func queueColumnsExist(_ db: Database) throws -> Bool {
         try db.columns(in: "builds").contains { $0.name == "heartbeatAt" }
     }
 
@@ -128,7 +128,7 @@ extension BuildRepository {
     /// Whether a queued build waits for a runner (of `schemes`, ids or
     /// names; nil: any). A read: an idle runner polls with it and takes
     /// the write lock only when there is something to claim.
-    public func hasClaimable(_ db: Database, schemes: [String]?, at now: Date = Date()) throws -> Bool {
+    func hasClaimable(_ db: Database, schemes: [String]?, at now: Date = Date()) throws -> Bool {
         guard try queueColumnsExist(db) else { return false }
         return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM builds WHERE \(Self.unheld) AND \(Self.ofSchemes))",
                                  arguments: [now.timeIntervalSince1970, Self.schemesArgument(schemes)]) ?? false
@@ -175,7 +175,7 @@ extension BuildRepository {
     /// or running. Returns the ids it still holds (a build missing from
     /// them was taken back or ended), or nil on a database without
     /// 004_runners (nothing to refresh).
-    public func heartbeat(_ db: Database, for holder: BuildHolder, at now: Date = Date()) throws -> Set<String>? {
+    func heartbeat(_ db: Database, for holder: BuildHolder, at now: Date = Date()) throws -> Set<String>? {
         guard try queueColumnsExist(db) else { return nil }
         return Set(try String.fetchAll(db, sql: """
             UPDATE builds SET heartbeatAt = ? WHERE runnerId = ? AND status IN ('queued', 'running') RETURNING id
@@ -189,7 +189,7 @@ extension BuildRepository {
     }
 
     /// Every running build's lease, oldest first.
-    public func runningLeases(_ db: Database) throws -> [BuildLease] {
+    func runningLeases(_ db: Database) throws -> [BuildLease] {
         try Row.fetchAll(db, sql: """
             SELECT \(try Self.leaseColumns(db)) FROM builds WHERE status = 'running' ORDER BY startDate, createdAt
             """).map(BuildLease.init(row:))
@@ -197,7 +197,7 @@ extension BuildRepository {
 
     /// Running builds whose holder missed three heartbeats by `now`,
     /// longest silent first.
-    public func expiredLeases(_ db: Database, at now: Date = Date()) throws -> [BuildLease] {
+    func expiredLeases(_ db: Database, at now: Date = Date()) throws -> [BuildLease] {
         guard try queueColumnsExist(db) else { return [] }
         return try Row.fetchAll(db, sql: """
             SELECT \(try Self.leaseColumns(db)) FROM builds

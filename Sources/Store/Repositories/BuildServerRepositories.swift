@@ -10,7 +10,7 @@ public struct ProjectRepository: Sendable {
     /// unless `cascade` is true, in which case its builds (and their logs
     /// and crash logs) go too.
     @discardableResult
-    public func delete(_ db: Database, _ bundleIdentifier: String, cascade: Bool = false) throws -> Bool {
+    func delete(_ db: Database, _ bundleIdentifier: String, cascade: Bool = false) throws -> Bool {
         try delete(StoreDatabase(db), bundleIdentifier, cascade: cascade)
     }
 
@@ -42,7 +42,7 @@ public struct SchemeRepository: Sendable {
 
     /// Deletes a scheme; one with builds only with `cascade` (its builds,
     /// and their logs, go with it). Returns whether there was one.
-    public func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
+    func delete(_ db: Database, _ id: String, cascade: Bool = false) throws -> Bool {
         try delete(StoreDatabase(db), id, cascade: cascade)
     }
 
@@ -51,7 +51,7 @@ public struct SchemeRepository: Sendable {
     }
 
     /// A project's schemes in their order.
-    public func list(_ db: Database, project bundleIdentifier: String) throws -> [SchemeRecord] {
+    func list(_ db: Database, project bundleIdentifier: String) throws -> [SchemeRecord] {
         try records.list(db, Self.listRequest(project: bundleIdentifier))
     }
 
@@ -71,7 +71,7 @@ public struct BuildRepository: Sendable {
     /// The number the next build of a scheme gets: one more than the
     /// highest so far (numbers are never reused, even after deletes of
     /// older builds).
-    public func nextBuildNumber(_ db: Database, scheme schemeId: String) throws -> Int {
+    func nextBuildNumber(_ db: Database, scheme schemeId: String) throws -> Int {
         try nextBuildNumber(StoreDatabase(db), scheme: schemeId)
     }
 
@@ -81,7 +81,7 @@ public struct BuildRepository: Sendable {
 
     /// Inserts a queued build of `schemeId` at `version` with the next
     /// build number.
-    public func create(_ db: Database, scheme schemeId: String, version: String, at date: Date = Date()) throws -> BuildRecord {
+    func create(_ db: Database, scheme schemeId: String, version: String, at date: Date = Date()) throws -> BuildRecord {
         try records.require(db, try create(StoreDatabase(db), scheme: schemeId, version: version, at: date))
     }
 
@@ -102,7 +102,7 @@ public struct BuildRepository: Sendable {
     }
 
     /// A project's most recent builds, newest first.
-    public func latest(_ db: Database, project bundleIdentifier: String, limit: Int) throws -> [BuildRecord] {
+    func latest(_ db: Database, project bundleIdentifier: String, limit: Int) throws -> [BuildRecord] {
         let (sql, arguments) = Self.latestSQL(project: bundleIdentifier, limit: limit)
         return try BuildRecord.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
     }
@@ -119,7 +119,7 @@ public struct BuildRepository: Sendable {
     /// Deletes a build with its logs and crash logs; a running build is
     /// refused.
     @discardableResult
-    public func delete(_ db: Database, _ id: String) throws -> Bool {
+    func delete(_ db: Database, _ id: String) throws -> Bool {
         try delete(StoreDatabase(db), id)
     }
 
@@ -139,7 +139,7 @@ public struct BuildLogRepository: Sendable {
 
     /// Appends many lines with one prepared statement: the job runner
     /// calls this once per batch of output, inside one short transaction.
-    public func append(_ db: Database, _ lines: [BuildLogRecord]) throws {
+    func append(_ db: Database, _ lines: [BuildLogRecord]) throws {
         guard !lines.isEmpty else { return }
         let statement = try db.cachedStatement(sql: """
             INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES (?, ?, ?, ?, ?, ?)
@@ -153,7 +153,7 @@ public struct BuildLogRepository: Sendable {
     }
 
     /// The last `count` lines of a build, oldest first.
-    public func tail(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogRecord] {
+    func tail(_ db: Database, build buildId: String, count: Int, includeDebug: Bool = true) throws -> [BuildLogRecord] {
         let (sql, arguments) = Self.tailSQL(.sqlite, build: buildId, count: count, includeDebug: includeDebug)
         return try BuildLogRecord.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
     }

@@ -57,13 +57,13 @@ public struct StoredConfiguration: Sendable {
 extension ConfigurationRepository {
     /// The configuration with this id as stored (on SQLite through GRDB's
     /// `Database`; see the ``RepositoryConnection`` version).
-    public func stored(_ db: Database, id: String) throws -> StoredConfiguration? {
+    func stored(_ db: Database, id: String) throws -> StoredConfiguration? {
         try stored(StoreDatabase(db), id: id)
     }
 
     /// Merges `changes` into the stored configuration in the caller's
     /// transaction (see the ``RepositoryConnection`` version).
-    public func merge(_ db: Database, _ changes: ConfigurationChanges) throws -> StoredConfiguration {
+    func merge(_ db: Database, _ changes: ConfigurationChanges) throws -> StoredConfiguration {
         try merge(StoreDatabase(db), changes)
     }
 

@@ -18,12 +18,12 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     public var tableName: String { Record.databaseTableName }
 
     /// The table's columns, in schema order.
-    public func columns(_ db: Database) throws -> [String] {
+    func columns(_ db: Database) throws -> [String] {
         try db.columns(in: Record.databaseTableName).map(\.name)
     }
 
     /// The row with this primary key, or nil.
-    public func get(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Record? {
+    func get(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Record? {
         try Record.fetchOne(db, sql: "SELECT * FROM \(quoteIdentifier(tableName)) WHERE \(primaryKeyColumn) = ?",
                             arguments: [key])
     }
@@ -37,7 +37,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     }
 
     /// The rows matching `request`.
-    public func list(_ db: Database, _ request: ListRequest = ListRequest()) throws -> [Record] {
+    func list(_ db: Database, _ request: ListRequest = ListRequest()) throws -> [Record] {
         let columns = try columns(db)
         let (whereSQL, whereArguments) = try request.whereClause(table: tableName, columns: columns)
         let (tailSQL, tailArguments) = try request.tail(table: tableName, columns: columns)
@@ -160,7 +160,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
 
     /// Inserts, or updates the row with the same key.
     @discardableResult
-    public func upsert(_ db: Database, _ record: Record) throws -> Record {
+    func upsert(_ db: Database, _ record: Record) throws -> Record {
         var record = record
         try record.upsert(db)
         return record
@@ -168,7 +168,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
 
     /// Deletes the row with this key; returns whether there was one.
     @discardableResult
-    public func delete(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Bool {
+    func delete(_ db: Database, _ key: some DatabaseValueConvertible) throws -> Bool {
         try delete(StoreDatabase(db), StoreValue(key.databaseValue))
     }
 
@@ -201,7 +201,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
 
     /// Builds a record from column values (a Lua row, an imported JSON
     /// object), refusing columns the table does not have.
-    public func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
+    func makeRecord(_ db: Database, fields: [String: DatabaseValue]) throws -> Record {
         try makeRecord(fields: fields, columns: try columns(db))
     }
 

@@ -56,7 +56,7 @@ public struct TelemetryRepository: Sendable {
     }
 
     /// Event counts by name, most frequent first.
-    public func countsByEvent(_ db: Database, since: Date? = nil) throws -> [(event: String, count: Int)] {
+    func countsByEvent(_ db: Database, since: Date? = nil) throws -> [(event: String, count: Int)] {
         try countsByEvent(StoreDatabase(db), since: since)
     }
 

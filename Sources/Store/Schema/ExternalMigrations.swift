@@ -80,7 +80,7 @@ public enum ExternalMigrations {
     }
 
     /// Applied identifiers, in the order they were applied.
-    public static func appliedIdentifiers(_ db: Database) throws -> [String] {
+    static func appliedIdentifiers(_ db: Database) throws -> [String] {
         try appliedIdentifiers(StoreDatabase(db))
     }
 

@@ -16,8 +16,9 @@ public final class SessionDatabase {
     /// keeps it in step with `current`, the dry run and the write count;
     /// the Lua adapter points its own route at it and sets `reader`.
     public let route: UnsafeMutablePointer<opsh_session_route>
-    /// The writer connection while Lua code runs inside a transaction.
-    public private(set) var current: Database? {
+    /// The writer connection while Lua code runs inside a transaction
+    /// (above Store: ``transactionConnection``).
+    private(set) var current: Database? {
         didSet { route.pointee.transaction = current?.sqliteConnection }
     }
     /// Savepoint depth inside `current`.
@@ -167,21 +168,21 @@ public final class SessionDatabase {
     /// one statement on a pool reader (single statements are atomic; no
     /// BEGIN/COMMIT needed). GRDB's name: several statements in `body` may
     /// see different commits (``read(_:)`` is the snapshot-safe one).
-    public func unsafeRead<T>(_ body: (Database) throws -> T) throws -> T {
+    func unsafeRead<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
         if let pool = try store.writer as? DatabasePool { return try pool.unsafeRead(body) }
         return try store.writer.read(body)
     }
 
     /// Runs a read whose statements all see one snapshot (GRDB's `read`).
-    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
         return try store.writer.read(body)
     }
 
     /// Runs an atomic write: a savepoint in the open transaction, else a
     /// transaction of its own.
-    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
         try beginPendingWrite()
         writeCount &+= 1
         if let current {
@@ -214,7 +215,7 @@ public final class SessionDatabase {
     /// has not written yet, a transaction on the store's writer, outside
     /// the chunk's (whose lock would otherwise be held for every batch of
     /// `telemetry.cleanup` until the chunk ends); elsewhere as ``write(_:)``.
-    public func writeOnItsOwn<T>(_ body: (Database) throws -> T) throws -> T {
+    func writeOnItsOwn<T>(_ body: (Database) throws -> T) throws -> T {
         guard isInUnwrittenChunk else { return try write(body) }
         try refuseWritesToAFileThatIsGone()
         writeCount &+= 1
@@ -226,16 +227,16 @@ public final class SessionDatabase {
     }
 
     /// Runs a write that is a single statement: no savepoint needed.
-    public func writeStatement<T>(_ body: (Database) throws -> T) throws -> T {
+    public func writeStatement<T>(_ body: (SQLiteWriterConnection) throws -> T) throws -> T {
         try beginPendingWrite()
         writeCount &+= 1
         if let current {
-            let result = try body(current)
+            let result = try body(SQLiteWriterConnection(db: current))
             try afterWrite()
             return result
         }
         return try writer().write { db in
-            let result = try body(db)
+            let result = try body(SQLiteWriterConnection(db: db))
             try flushNotifications(db)
             return result
         }
@@ -354,7 +355,7 @@ public final class SessionDatabase {
     /// connection the caller holds inside a transaction of its own (a
     /// migration's): reads and writes use it, `db.transaction` nests as
     /// savepoints. Refused when a transaction is already open.
-    public func run<T>(on db: Database, _ body: () throws -> T) throws -> T {
+    func run<T>(on db: Database, _ body: () throws -> T) throws -> T {
         guard current == nil else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "a transaction is already open")
         }
@@ -436,7 +437,7 @@ public final class SessionDatabase {
     private var connectionSettings: [(Database) -> Void] = []
 
     /// A setting (a limit) for the session's own connection too.
-    public func addConnectionSetting(_ setting: @escaping (Database) -> Void) {
+    func addConnectionSetting(_ setting: @escaping (Database) -> Void) {
         connectionSettings.append(setting)
         if let ownWriter { try? ownWriter.writeWithoutTransaction { db in setting(db) } }
     }

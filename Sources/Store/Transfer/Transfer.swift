@@ -153,12 +153,12 @@ public enum Transfer {
     }
 
     /// GRDB callers (``Store``'s own methods, tests): the same on SQLite.
-    public static func exportProject(_ db: Database, _ bundleIdentifier: String,
+    static func exportProject(_ db: Database, _ bundleIdentifier: String,
                                      options: ExportOptions = ExportOptions()) throws -> (text: String, summary: Summary) {
         try exportProject(StoreDatabase(db), bundleIdentifier, options: options)
     }
 
-    public static func exportModel(_ db: Database, _ id: String) throws -> (text: String, summary: Summary) {
+    static func exportModel(_ db: Database, _ id: String) throws -> (text: String, summary: Summary) {
         try exportModel(StoreDatabase(db), id)
     }
 
@@ -224,7 +224,7 @@ public enum Transfer {
     }
 
     @discardableResult
-    public static func importDocument(_ db: Database, _ text: String,
+    static func importDocument(_ db: Database, _ text: String,
                                       options: ImportOptions = ImportOptions()) throws -> Summary {
         try importDocument(StoreDatabase(db), text, options: options)
     }
@@ -242,7 +242,7 @@ public enum Transfer {
         PreparedImport(plan: try validate(database, text))
     }
 
-    public static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
+    static func prepareImport(_ db: Database, _ text: String) throws -> PreparedImport {
         try prepareImport(StoreDatabase(db), text)
     }
 

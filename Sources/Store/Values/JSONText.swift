@@ -54,7 +54,7 @@ public struct JSONText: Hashable, Sendable, Codable, DatabaseValueConvertible, C
     /// Whether SQLite accepts `text` as JSON. A NUL byte is never JSON (a
     /// control character must be escaped), though SQLite's parser stops
     /// at it and would judge the text before it.
-    public static func isValid(_ text: String, in db: Database) throws -> Bool {
+    static func isValid(_ text: String, in db: Database) throws -> Bool {
         guard !text.utf8.contains(0) else { return false }
         return try Bool.fetchOne(db, sql: "SELECT json_valid(?)", arguments: [text]) ?? false
     }
