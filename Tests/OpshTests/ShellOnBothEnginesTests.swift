@@ -88,6 +88,51 @@ import Testing
         terminal.expect("> ")
     }
 
+    /// Every dot command `.help` lists works at either engine's prompt
+    /// (the catalog's and `.locks` have tests of their own above).
+    @Test(arguments: Engine.allCases) func everyListedDotCommandWorks(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let script = sandbox.root + "/chunk.lua"
+        try "print('read' .. ' ran')".write(toFile: script, atomically: true, encoding: .utf8)
+        let results = sandbox.root + "/results.csv"
+        let terminal = try shell(sandbox, database)
+        terminal.send(".timer on\r")
+        terminal.expect("> ")
+        terminal.send("return 1\r")
+        terminal.expect("Run Time: ")
+        terminal.expect("> ")
+        terminal.send(".timer off\r")
+        terminal.expect("> ")
+        terminal.send(".mode csv\r")
+        terminal.expect("> ")
+        terminal.send(".mode\r")
+        terminal.expect("csv")
+        terminal.send("return db.query('SELECT 7 AS seven UNION ALL SELECT 8 ORDER BY 1')\r")
+        terminal.expect("seven\n7\n8")
+        terminal.send(".rows 1\r")
+        terminal.expect("> ")
+        terminal.send(".rows\r")
+        terminal.expect("\n1\n")
+        terminal.send(".output \(results)\r")
+        terminal.expect("> ")
+        terminal.send("return db.query('SELECT 7 AS seven UNION ALL SELECT 8 ORDER BY 1')\r")
+        terminal.expect("> ")
+        terminal.send(".output\r")
+        terminal.expect("> ")
+        #expect(waitUntil(10) { (try? String(contentsOfFile: results, encoding: .utf8)) == "seven\n7\n8\n" },
+                "\((try? String(contentsOfFile: results, encoding: .utf8)) ?? "no file")")
+        terminal.send(".read \(script)\r")
+        terminal.expect("read ran")
+        terminal.send(".confirm 5\r")
+        terminal.expect("> ")
+        terminal.send(".confirm\r")
+        terminal.expect("asks before committing more than 5 changed rows")
+        terminal.expect("> ")
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// A mass DELETE at the prompt asks before committing, on both engines,
     /// with the transaction open; no rolls it back, yes commits.
     @Test(arguments: Engine.allCases) func aLargeDeleteAsksBeforeCommitting(_ engine: Engine) throws {
