@@ -41,18 +41,10 @@ extension PostgresDatabase {
     /// machine, as `opsh runner --db postgresql://…` does.
     public var defaultWorkspaceRoot: String { DatabaseLocation.dataDirectory() + "/workspaces" }
 
-    /// Refused where the job manager's writes would escape the session's
-    /// rules: inside `db.transaction` or a dry run, in a shell chunk that
-    /// has written (its rows are not visible to the manager's connections,
-    /// which could wait for its locks), and with `--read-only` (the
-    /// manager's connections are not the session's read-only transactions).
-    public func jobsRefusal(_ name: String, writes: Bool) throws -> String? {
-        if isDryRun {
-            return "jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back"
-        }
-        if options.readOnly, writes {
-            return "jobs.\(name) is refused with --read-only: it writes builds"
-        }
+    /// Refused inside `db.transaction`, and in a shell chunk or a
+    /// `--max-changes` run that has written (its rows are not visible to the
+    /// manager's connections, which could wait for its locks).
+    public func jobsRefusalInTransaction(_ name: String) throws -> String? {
         if depth > (isInScope ? 1 : 0) {
             return "jobs.\(name) cannot run inside \(openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction"
         }
@@ -103,27 +95,22 @@ extension PostgresDatabase {
 struct PostgresSessionMaintenance: SessionMaintenance {
     let database: PostgresDatabase
 
+    var maintained: any DatabaseSession { database }
+
+    func dryRunDetail(_ name: String) -> String {
+        "would run " + (name == "vacuum" ? "VACUUM (ANALYZE) on opsh's tables" : "CHECKPOINT")
+    }
+
     /// `vacuum` and `checkpoint` run on a connection of their own
     /// (PostgreSQL runs VACUUM only outside a transaction block): refused
-    /// inside `db.transaction`, in a shell chunk that has written and under
-    /// `--read-only`; skipped under a dry run.
-    func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool {
-        if database.isDryRun {
-            let detail = detail ?? "would run " + (name == "vacuum" ? "VACUUM (ANALYZE) on opsh's tables" : "CHECKPOINT")
-            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
-            return false
-        }
-        if database.options.readOnly, name != "backup" {
-            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files")
-        }
+    /// inside `db.transaction` and in a shell chunk that has written.
+    func transactionRefusal(_ name: String) throws -> String? {
         if database.isInChunk && database.depth == 1 {
-            if try database.transactionHasWritten() {
-                throw StoreError.refused(reason: "\(name) cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction, and \(name) runs on a connection of its own (PostgreSQL runs VACUUM only outside a transaction block); run it in a chunk of its own, or before the chunk's first write")
-            }
-        } else if database.isInTransaction {
-            throw StoreError.refused(reason: "\(name) cannot run inside db.transaction: it needs a database connection of its own (PostgreSQL runs VACUUM only outside a transaction block); call it outside the transaction")
+            guard try database.transactionHasWritten() else { return nil }
+            return "\(name) cannot run in a shell chunk that has written: on PostgreSQL each chunk is one transaction, and \(name) runs on a connection of its own (PostgreSQL runs VACUUM only outside a transaction block); run it in a chunk of its own, or before the chunk's first write"
         }
-        return true
+        guard database.isInTransaction else { return nil }
+        return "\(name) cannot run inside db.transaction: it needs a database connection of its own (PostgreSQL runs VACUUM only outside a transaction block); call it outside the transaction"
     }
 
     func check() throws -> (ok: Bool, problems: [String], foreignKeys: [[String: StoreValue]]) {
@@ -189,11 +176,7 @@ struct PostgresSessionMaintenance: SessionMaintenance {
 
     /// At the prompt the cleanup runs outside the chunk's transaction; in
     /// a --max-changes run, in the run's (rolled back past its cap).
-    func cleanupRefusal() -> String? {
-        guard database.isInTransaction && !database.isDryRun else { return nil }
-        if isOutsideTheChunk || isInTheRun { return nil }
-        return "telemetry.cleanup cannot run inside \(database.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
-    }
+    var cleanupIsAllowedInTheOpenTransaction: Bool { isOutsideTheChunk || isInTheRun }
 
     var cleanupNote: String? {
         isOutsideTheChunk && !database.isDryRun ? TelemetryCleanup.outsideTheChunk : nil

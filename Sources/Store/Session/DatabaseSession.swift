@@ -153,9 +153,11 @@ public protocol DatabaseSession: AnyObject {
     func makeBuildStore() throws -> any BuildStore
     /// Where builds check out when `jobs.configure` did not say.
     var defaultWorkspaceRoot: String { get }
-    /// Why `jobs.<name>` cannot run now (the job manager writes builds in
-    /// transactions of its own), or nil when it can.
-    func jobsRefusal(_ name: String, writes: Bool) throws -> String?
+    /// Why `jobs.<name>` cannot run in the transaction open now (the job
+    /// manager writes builds in transactions of its own, on connections
+    /// that cannot see this one's rows), or nil when it can. The refusals
+    /// every engine shares are ``jobsRefusal(_:writes:)``'s.
+    func jobsRefusalInTransaction(_ name: String) throws -> String?
 
     /// The tables `sql` reads with these values (a statement that writes
     /// is refused): what `watch(sql)` observes.
@@ -277,10 +279,18 @@ extension DatabaseCatalog {
 /// are records (``StoreValue/object(_:)``) with each engine's fields, as
 /// README documents them.
 public protocol SessionMaintenance {
-    /// Refuses `name` where it may not run now (it needs a connection of
-    /// its own), or returns false under a dry run, where it is skipped
-    /// (said on stderr with `detail`; nil: what the engine would run).
-    func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool
+    /// The session maintained: its dry run, read-only and transaction.
+    var maintained: any DatabaseSession { get }
+    /// What `vacuum` or `checkpoint` would have done, said when a dry run
+    /// skips it.
+    func dryRunDetail(_ name: String) -> String
+    /// Why `name` (vacuum, checkpoint, backup), which needs a connection of
+    /// its own, cannot run in the transaction open now, or nil.
+    func transactionRefusal(_ name: String) throws -> String?
+    /// Whether `telemetry.cleanup` may run although a transaction is open
+    /// (PostgreSQL: at a prompt whose chunk has not written, on a session
+    /// of its own; in a `--max-changes` run, as savepoints of the run's).
+    var cleanupIsAllowedInTheOpenTransaction: Bool { get }
     /// `check()`: `ok`, `problems`, and `foreignKeys` (rows).
     func check() throws -> (ok: Bool, problems: [String], foreignKeys: [[String: StoreValue]])
     /// `stats()`: the engine's figures, and a row a table (`table`, `rows`, `bytes`).
@@ -298,8 +308,6 @@ public protocol SessionMaintenance {
     /// (PostgreSQL's `pg_dump`) to its end.
     func backup(to path: String, overwrite: Bool, progress: @escaping (MaintenanceProgress) -> Void,
                 runTool: ToolRunner) throws -> (path: String, pages: Int?)
-    /// Why `telemetry.cleanup` cannot run now, or nil.
-    func cleanupRefusal() -> String?
     /// A note to say before a cleanup at the prompt (it commits per
     /// batch, outside the chunk's transaction), or nil.
     var cleanupNote: String? { get }
@@ -314,3 +322,47 @@ public protocol SessionMaintenance {
 /// throws with what it wrote on stderr: how Store's maintenance runs a
 /// tool such as `pg_dump` without a process library of its own.
 public typealias ToolRunner = (_ executable: String, _ arguments: [String], _ environment: [String: String]) throws -> Void
+
+extension DatabaseSession {
+    /// Why `jobs.<name>` cannot run now, or nil when it can: what writes is
+    /// refused under `--read-only`, everything in a dry run (builds are
+    /// written outside its transaction, so they could not be rolled back),
+    /// then what the engine says of the open transaction.
+    public func jobsRefusal(_ name: String, writes: Bool) throws -> String? {
+        if isReadOnly, writes {
+            return "jobs.\(name) is refused with --read-only: it writes builds"
+        }
+        if isDryRun {
+            return "jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back"
+        }
+        return try jobsRefusalInTransaction(name)
+    }
+}
+
+extension SessionMaintenance {
+    /// Refuses `name` where it may not run now, or returns false under a
+    /// dry run, where it is skipped (said on stderr with `detail`; nil:
+    /// what the engine would run). A backup only reads; vacuum and a
+    /// checkpoint write the database's files, so `--read-only` refuses
+    /// them (SQLite's read-only file would say only "disk I/O error", and
+    /// PostgreSQL allows both in a read-only transaction).
+    public func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool {
+        if maintained.isDryRun {
+            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail ?? dryRunDetail(name)))\n".utf8))
+            return false
+        }
+        if maintained.isReadOnly, name != "backup" {
+            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files")
+        }
+        if let refusal = try transactionRefusal(name) { throw StoreError.refused(reason: refusal) }
+        return true
+    }
+
+    /// Why `telemetry.cleanup` cannot run now, or nil: it commits each
+    /// batch on its own, so not inside a transaction (a dry run's counts
+    /// its deletes and rolls them back).
+    public func cleanupRefusal() -> String? {
+        guard maintained.isInTransaction, !maintained.isDryRun, !cleanupIsAllowedInTheOpenTransaction else { return nil }
+        return "telemetry.cleanup cannot run inside \(maintained.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
+    }
+}

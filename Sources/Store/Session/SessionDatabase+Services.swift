@@ -44,16 +44,7 @@ extension SessionDatabase {
             ?? DatabaseLocation.dataDirectory() + "/workspaces"
     }
 
-    public func jobsRefusal(_ name: String, writes: Bool) throws -> String? {
-        // The job manager writes through the store's writer, which a
-        // read-only file refuses with SQLite's own words only at its write:
-        // said at once, as PostgreSQL says it.
-        if isReadOnly, writes {
-            return "jobs.\(name) is refused with --read-only: it writes builds"
-        }
-        if isDryRun {
-            return "jobs.\(name) is refused in a dry run: builds are written outside its transaction, so they could not be rolled back"
-        }
+    public func jobsRefusalInTransaction(_ name: String) throws -> String? {
         if isInTransaction {
             return "jobs.\(name) cannot run inside \(openTransactionName): the job manager writes builds in transactions of its own; call it before or after the transaction"
         }
@@ -101,22 +92,15 @@ struct SQLiteMaintenance: SessionMaintenance {
     let session: SessionDatabase
     var store: Store { session.store }
 
-    func mayRunOnItsOwn(_ name: String, detail: String?) throws -> Bool {
-        if session.isDryRun {
-            let detail = detail ?? (name == "vacuum" ? "would rebuild the database file" : "would copy the WAL into the database file")
-            FileHandle.standardError.write(Data("opsh: dry run: \(name) skipped (\(detail))\n".utf8))
-            return false
-        }
-        // A backup only reads; vacuum and a checkpoint write the database's
-        // files, which a read-only file refuses with SQLite's terse "disk
-        // I/O error" (a passive checkpoint of nothing even "succeeds").
-        if session.isReadOnly, name != "backup" {
-            throw StoreError.refused(reason: "\(name) is refused under --read-only: it writes to the database's files")
-        }
-        if session.isInTransaction {
-            throw StoreError.refused(reason: "\(name) cannot run inside \(session.openTransactionName): it needs a database connection of its own; call it outside the transaction")
-        }
-        return true
+    var maintained: any DatabaseSession { session }
+
+    func dryRunDetail(_ name: String) -> String {
+        name == "vacuum" ? "would rebuild the database file" : "would copy the WAL into the database file"
+    }
+
+    func transactionRefusal(_ name: String) throws -> String? {
+        guard session.isInTransaction else { return nil }
+        return "\(name) cannot run inside \(session.openTransactionName): it needs a database connection of its own; call it outside the transaction"
     }
 
     func check() throws -> (ok: Bool, problems: [String], foreignKeys: [[String: StoreValue]]) {
@@ -172,10 +156,9 @@ struct SQLiteMaintenance: SessionMaintenance {
         return (result.path, result.pages)
     }
 
-    func cleanupRefusal() -> String? {
-        guard session.isInTransaction && !session.isDryRun else { return nil }
-        return "telemetry.cleanup cannot run inside \(session.openTransactionName): it commits each batch on its own so that other writers are not blocked; call it outside the transaction"
-    }
+    /// In a chunk that has not written, SQLite's session has no
+    /// transaction open yet: the cleanup runs before it begins.
+    var cleanupIsAllowedInTheOpenTransaction: Bool { false }
 
     var cleanupNote: String? {
         guard session.isInUnwrittenChunk && !session.isDryRun else { return nil }
