@@ -50,7 +50,7 @@ import Testing
         let holder: ChildProcess
         switch engine {
         case .sqlite:
-            holder = try sandbox.start("/usr/bin/sqlite3", [database.db], stdin: "BEGIN IMMEDIATE;\nINSERT INTO telemetry (event, created_at) VALUES ('x', 0);\n",
+            holder = try sandbox.start("/usr/bin/sqlite3", [database.db], stdin: ".timeout 10000\nBEGIN IMMEDIATE;\nINSERT INTO telemetry (event, created_at) VALUES ('x', 0);\n",
                                        keepingStdinOpen: true)
         case .postgresql:
             holder = try sandbox.start(try PostgresServer.shared().tool("psql"), ["-X", "-q", "-d", database.db],

@@ -199,7 +199,9 @@ import Testing
         let holderName: String
         switch engine {
         case .sqlite:
-            holder = try folder.start("/usr/bin/sqlite3", [db.db], stdin: "BEGIN IMMEDIATE;\nINSERT INTO telemetry (event, created_at) VALUES ('x', 0);\n",
+            // The holder waits for the lock (.timeout): the probe below takes
+            // it for a moment, and a holder refused then would never hold it.
+            holder = try folder.start("/usr/bin/sqlite3", [db.db], stdin: ".timeout 10000\nBEGIN IMMEDIATE;\nINSERT INTO telemetry (event, created_at) VALUES ('x', 0);\n",
                                       keepingStdinOpen: true)
             holderName = "sqlite3 (pid \(holder.pid)"
             #expect(try waitUntil(10) {
