@@ -115,9 +115,11 @@ import Store
         #expect(after.status == .queued)
         #expect(after.runnerPid == nil)
         let contents = try fixture.allLogs(build.id).map(\.record.content)
-        #expect(contents.contains("taken back by a test"))
-        #expect(contents.contains { $0.hasPrefix("stopped here: pid \(getpid()) on") && $0.contains("lost this build") })
+        // Fenced (BuildFence): not a line of this run's after the take-back's.
+        #expect(contents.last == "taken back by a test", "\(contents)")
         #expect(!contents.contains { $0.hasPrefix("build cancelled") })
+        #expect(try eventually { messages.all.contains { $0.contains("lost this build") || $0.contains("is no longer this run's") } },
+                "\(messages.all)")
         #expect(messages.all.contains { $0.hasPrefix("build \(build.id) was taken back from this opsh (its heartbeat lapsed); it is queued now: stopping its run here") })
 
         // A take-back is conditional on the lease it saw: a second one changes nothing.

@@ -55,6 +55,18 @@ public final class QueueRunner: @unchecked Sendable {
     // Guarded by `condition`:
     private var claiming = true
 
+    // The run loop's own (one thread):
+    /// This runner could not reach the database at its last try.
+    private var lostTheDatabase = false
+    /// When (the database's clock) it reached the database again after it
+    /// could not: no holder could beat meanwhile either.
+    private var reachableAgainAt: Double?
+    /// Builds whose lease was found lapsed while the database took writes
+    /// at once: the lease then (its last heartbeat) and when (the
+    /// database's clock). Taken back only when a later sweep, a heartbeat
+    /// interval on, finds the same lease lapsed still.
+    private var suspects: [String: (heartbeatAt: Double?, since: Double)] = [:]
+
     /// A runner on an SQLite store.
     public convenience init(store: Store, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
         self.init(database: SQLiteBuildStore(store: store), configuration: configuration, report: report)
@@ -139,6 +151,7 @@ public final class QueueRunner: @unchecked Sendable {
                 report(.problem("build \(id) refused: \(tampered)"))
                 continue
             } catch {
+                if TransientFailure.matches(error) { lostTheDatabase = true }
                 report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(error)"))
                 return
             }
@@ -169,6 +182,12 @@ public final class QueueRunner: @unchecked Sendable {
     /// requeued, or marked failed once it has used its attempts, with a log
     /// line saying which and why. Judged by the heartbeat alone, never by a
     /// pid (LeaseVerdict says why).
+    ///
+    /// An outage is not a missed heartbeat: while the database did not
+    /// answer no holder could beat, so after this runner reaches it again
+    /// every holder has its three heartbeats anew (and on PostgreSQL they
+    /// count from the server's start at the earliest, whoever saw the
+    /// restart: ``BuildStore/expiredLeases()``).
     private func takeBackStaleBuilds() {
         let now: Date
         let leases: [BuildLease]
@@ -176,10 +195,45 @@ public final class QueueRunner: @unchecked Sendable {
             // Judged by the database's clock (the server's on PostgreSQL).
             (now, leases) = try database.expiredLeases()
         } catch {
+            if TransientFailure.matches(error) { lostTheDatabase = true }
             report(.problem("cannot look for stale builds: \(error)"))
             return
         }
-        for lease in leases where !manager.isHandling(lease.buildId) {
+        if lostTheDatabase {
+            lostTheDatabase = false
+            reachableAgainAt = now.timeIntervalSince1970
+        }
+        let lapsed = leases.filter { lease in
+            guard !manager.isHandling(lease.buildId) else { return false }
+            if let reachableAgainAt, let interval = lease.heartbeatInterval,
+               reachableAgainAt + BuildLease.missedHeartbeats * interval >= now.timeIntervalSince1970 {
+                return false
+            }
+            return true
+        }
+        suspects = suspects.filter { id, _ in lapsed.contains { $0.buildId == id } }
+        guard !lapsed.isEmpty else { return }
+        // A lapse proves a stop only if the database took writes all along:
+        // a lapse is suspected while writes go through at once (a lock held
+        // elsewhere makes every holder's heartbeat wait too), and acted on
+        // a heartbeat interval later, when the holder had the time to beat.
+        do {
+            try database.takesWrites(within: configuration.heartbeatInterval / 2)
+        } catch {
+            if TransientFailure.matches(error) { lostTheDatabase = true }
+            suspects.removeAll()
+            report(error is WritesWereBlocked ? .notice("not judging stale builds yet: \(error)")
+                                              : .problem("cannot look for stale builds: \(error)"))
+            return
+        }
+        for lease in lapsed {
+            guard let suspected = suspects[lease.buildId], suspected.heartbeatAt == lease.heartbeatAt,
+                  now.timeIntervalSince1970 - suspected.since >= (lease.heartbeatInterval ?? configuration.heartbeatInterval) else {
+                if suspects[lease.buildId]?.heartbeatAt != lease.heartbeatAt || suspects[lease.buildId] == nil {
+                    suspects[lease.buildId] = (lease.heartbeatAt, now.timeIntervalSince1970)
+                }
+                continue
+            }
             let verdict = LeaseVerdict(lease: lease, now: now)
             let me = "runner pid \(manager.runner.pid) on \(manager.runner.host)"
             let action: BuildTakeBack = lease.attempts >= configuration.maxAttempts ? .fail : .requeue
@@ -193,6 +247,14 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 let took = try database.takeBack(lease, action, note: note)
                 if took { report(.tookBack(buildId: lease.buildId, note: note, failed: action == .fail)) }
+            } catch where TransientFailure.matches(error) {
+                // Writes were blocked or the database went away: every
+                // holder is judged again once this runner reaches it.
+                lostTheDatabase = true
+                suspects.removeAll()
+                report(error is WritesWereBlocked ? .notice("not taking back build \(lease.buildId) yet: \(error)")
+                                                  : .problem("cannot take back build \(lease.buildId) now: \(error)"))
+                return
             } catch {
                 report(.problem("cannot take back build \(lease.buildId): \(error)"))
             }
