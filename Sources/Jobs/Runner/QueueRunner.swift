@@ -54,6 +54,8 @@ public final class QueueRunner: @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var claiming = true
+    /// The database said `builds` changed since the loop last looked.
+    private var queueChanged = false
 
     // The run loop's own (one thread):
     /// This runner could not reach the database at its last try.
@@ -97,7 +99,25 @@ public final class QueueRunner: @unchecked Sendable {
     /// runs have ended. Problems with the database (locked past the busy
     /// timeout, a full disk) are reported and tried again next period: a
     /// runner outlives a busy backend.
+    ///
+    /// An idle runner looks at the queue when the database says `builds`
+    /// changed (``BuildStore/watchQueue(_:)``), and at the latest one idle
+    /// poll later (the fallback, also while the watch cannot run).
     public func run() {
+        let condition = self.condition
+        let watch: StorageCancellable?
+        do {
+            watch = try database.watchQueue {
+                condition.withLock {
+                    self.queueChanged = true
+                    condition.broadcast()
+                }
+            }
+        } catch {
+            watch = nil
+            report(.problem("cannot watch the queue (polling every \(LeaseVerdict.seconds(configuration.idlePoll)) instead): \(error)"))
+        }
+        defer { watch?.cancel() }
         var nextSweep = Date()
         while true {
             let stillClaiming = condition.withLock { claiming }
@@ -113,7 +133,8 @@ public final class QueueRunner: @unchecked Sendable {
             }
             condition.withLock {
                 let wake = min(nextSweep, Date().addingTimeInterval(configuration.idlePoll))
-                if claiming == stillClaiming { _ = condition.wait(until: wake) }
+                if claiming == stillClaiming, !queueChanged { _ = condition.wait(until: wake) }
+                queueChanged = false
             }
         }
     }

@@ -353,6 +353,12 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// The claim: the oldest queued build nobody holds, locked with SKIP
     /// LOCKED (a row another runner is claiming right now is passed over,
     /// never waited for), held for `holder` in the same statement.
+    public func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable? {
+        let listener = PostgresChangeListener(url: url)
+        let subscription = try listener.observe(["builds"], onChange: onChange)
+        return StorageCancellable { withExtendedLifetime(listener) { subscription.cancel() } }
+    }
+
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
         try transaction { connection in
             try Self.refusingSchemeWrites(connection, subject: { ($0?.id, $0?.schemeId ?? "?") }) {

@@ -62,6 +62,13 @@ public protocol BuildStore: AnyObject, Sendable {
     func reserve(_ id: String, for holder: BuildHolder) throws -> Bool
     /// Whether a queued build nobody holds waits (of `schemes`; nil: any).
     func hasClaimable(schemes: [String]?) throws -> Bool
+    /// Calls `onChange` soon after any process commits a change to
+    /// `builds` (and sometimes after other commits), until cancelled: what
+    /// wakes an idle runner when a build is queued. SQLite polls `PRAGMA
+    /// data_version` every 50 ms on a read connection of its own (no lock);
+    /// PostgreSQL listens for the schema's `opsh_changes` notifications.
+    /// Nil where nothing can tell (an in-memory database).
+    func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable?
     /// Holds the oldest queued build nobody holds, for `holder`.
     func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord?
     /// Queued and held by `holder` → running, one more attempt; nil when
@@ -238,6 +245,13 @@ public final class SQLiteBuildStore: BuildStore {
     public func hasClaimable(schemes: [String]?) throws -> Bool {
         // A read: an idle runner never takes the write lock.
         try store.client.read { db in try store.builds.hasClaimable(db, schemes: schemes) }
+    }
+
+    public func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable? {
+        guard let path = store.path else { return nil }
+        let monitor = ExternalChangeMonitor(path: path, interval: 0.05)
+        let subscription = monitor.subscribe(onChange)
+        return StorageCancellable { withExtendedLifetime(monitor) { subscription.cancel() } }
     }
 
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
