@@ -127,8 +127,7 @@ public final class PostgresConnection {
                 try startUp(deadline: deadline, limit: limit, settings: settings)
                 cancelTLS = socket.tls == nil ? nil : tls?.requiringEncryption()
                 return
-            } catch let error as PostgresError where !triedTheOtherWay && tls?.triesAgain(wasEncrypted: socket.tls != nil) == true {
-                _ = error
+            } catch is PostgresError where !triedTheOtherWay && tls?.triesAgain(wasEncrypted: socket.tls != nil) == true {
                 socket.close()
                 self.socket = nil
                 inbox.reset()

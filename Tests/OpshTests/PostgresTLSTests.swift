@@ -76,6 +76,14 @@ import TestSupport
         expectRefused(try opsh(server.url("sslmode=require&sslrootcert=\(server.file("other-root.crt"))")), "certificate verify failed")
     }
 
+    /// sslrootcert=system: the system's CA store, which does not hold the
+    /// test's CA; verify-full by default, and only verify-full (libpq 16).
+    @Test func systemRootsAreTheSystemsStoreAndVerifyFullOnly() throws {
+        expectRefused(try opsh(server.url("sslrootcert=system")), "localhost:\(server.port): SSL error: certificate verify failed: ")
+        expectRefused(try opsh(server.url("sslrootcert=system&sslmode=require")),
+                      "weak sslmode \"require\" may not be used with sslrootcert=system (use \"verify-full\")")
+    }
+
     @Test func aWrongHostNameIsRefusedWithTheReason() throws {
         let root = server.file("root.crt")
         // The certificate names localhost only; 127.0.0.1 is the same server.
