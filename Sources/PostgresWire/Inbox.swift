@@ -81,4 +81,10 @@ final class Inbox {
     }
 
     var isEmpty: Bool { start == end }
+
+    /// Drops what is unread: a new connection starts from nothing.
+    func reset() {
+        start = 0
+        end = 0
+    }
 }

@@ -9,17 +9,18 @@ import Glibc
 ///     postgresql://alice:s3cret@db.example:6432/opsh TCP
 ///
 /// The query parameters libpq knows and this client honours are `host`,
-/// `port`, `user`, `password`, `dbname`, `sslmode`, `application_name` and
-/// `connect_timeout`; they override what the URL's other parts say, as in
-/// libpq. A host that starts with `/` is a folder holding the server's Unix
-/// socket (`FOLDER/.s.PGSQL.PORT`), so is an empty host. Every part is
-/// percent-decoded (`%40` is `@`, `%2F` is `/`); `+` stays a plus.
+/// `port`, `user`, `password`, `dbname`, `application_name`,
+/// `connect_timeout` and TLS's `sslmode`, `sslrootcert`, `sslcert`,
+/// `sslkey`, `sslnegotiation` and `channel_binding`; they override what the
+/// URL's other parts say, as in libpq. A host that starts with `/` is a
+/// folder holding the server's Unix socket (`FOLDER/.s.PGSQL.PORT`), so is
+/// an empty host. Every part is percent-decoded (`%40` is `@`, `%2F` is
+/// `/`); `+` stays a plus.
 ///
-/// `sslmode` `disable`, `allow` and `prefer` connect without TLS (this
-/// client has none, so `allow` and `prefer` never ask for it); `require`,
-/// `verify-ca` and `verify-full` are refused when the URL is parsed, with
-/// the reason, rather than connecting in clear text to a server the user
-/// expected to be encrypted.
+/// TLS parameters keep libpq's meanings and defaults (``TLSSettings``
+/// applies them when connecting): `sslmode=prefer`, no certificate files
+/// named (libpq's `~/.postgresql/` files are used when they exist),
+/// `sslnegotiation=postgres`, `channel_binding=prefer`.
 ///
 /// Parsing fails with ``PostgresClientError/invalidURL(_:)`` naming what is
 /// wrong and at which character of the URL; the message never quotes the
@@ -40,12 +41,23 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// libpq's `sslmode`, of which this client honours the modes that do
-    /// not need TLS.
+    /// libpq's `sslmode`: ``TLSSettings`` says what each one does.
     public enum SSLMode: String, Sendable, Equatable {
         case disable, allow, prefer, require
         case verifyCA = "verify-ca"
         case verifyFull = "verify-full"
+    }
+
+    /// libpq's `sslnegotiation` (PostgreSQL 17): `postgres` asks the server
+    /// for TLS first (SSLRequest); `direct` starts TLS at once.
+    public enum SSLNegotiation: String, Sendable, Equatable {
+        case postgres, direct
+    }
+
+    /// libpq's `channel_binding`: whether SCRAM binds the login to the TLS
+    /// session (SCRAM-SHA-256-PLUS).
+    public enum ChannelBinding: String, Sendable, Equatable {
+        case disable, prefer, require
     }
 
     /// The role to log in as (libpq's default: the operating system's user name).
@@ -58,6 +70,16 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     /// The database (libpq's default: the user name).
     public var database: String
     public var sslMode: SSLMode
+    /// `sslrootcert`: the trusted root certificates (PEM), or `system` for
+    /// the system's store; nil: `~/.postgresql/root.crt` when it exists.
+    public var sslRootCert: String? = nil
+    /// `sslcert`: the client's certificate; nil: `~/.postgresql/postgresql.crt`
+    /// when it exists.
+    public var sslCert: String? = nil
+    /// `sslkey`: the client certificate's key; nil: `~/.postgresql/postgresql.key`.
+    public var sslKey: String? = nil
+    public var sslNegotiation: SSLNegotiation = .postgres
+    public var channelBinding: ChannelBinding = .prefer
     public var applicationName: String
     /// Seconds to wait for the connection to be established (libpq's
     /// `connect_timeout`; 10 when the URL does not say).
@@ -200,6 +222,12 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
 
         var sslMode = SSLMode.prefer
+        var sslModeGiven = false
+        var sslRootCert: String? = nil
+        var sslCert: String? = nil
+        var sslKey: String? = nil
+        var sslNegotiation = SSLNegotiation.postgres
+        var channelBinding = ChannelBinding.prefer
         var applicationName = "opsh"
         var connectTimeout = 10.0
         if let (text, start) = queryPart {
@@ -231,16 +259,23 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
                     guard let mode = SSLMode(rawValue: value) else {
                         throw fail("sslmode “\(value)” is not one of disable, allow, prefer, require, verify-ca, verify-full", at: valueStart)
                     }
-                    switch mode {
-                    case .disable, .allow, .prefer:
-                        sslMode = mode
-                    case .require, .verifyCA, .verifyFull:
-                        throw PostgresClientError.unsupported(
-                            "sslmode=\(value): opsh's PostgreSQL client does not speak TLS, and this URL requires it; "
-                                + "connect through a Unix socket or an SSH tunnel with sslmode=disable (or prefer)")
+                    sslMode = mode
+                    sslModeGiven = true
+                case "sslrootcert": sslRootCert = value
+                case "sslcert": sslCert = value
+                case "sslkey": sslKey = value
+                case "sslnegotiation":
+                    guard let negotiation = SSLNegotiation(rawValue: value) else {
+                        throw fail("sslnegotiation “\(value)” is not one of postgres, direct", at: valueStart)
                     }
+                    sslNegotiation = negotiation
+                case "channel_binding":
+                    guard let binding = ChannelBinding(rawValue: value) else {
+                        throw fail("channel_binding “\(value)” is not one of disable, prefer, require", at: valueStart)
+                    }
+                    channelBinding = binding
                 default:
-                    throw fail("the parameter “\(key)” is not supported (known: host, port, user, password, dbname, sslmode, application_name, connect_timeout)", at: offset)
+                    throw fail("the parameter “\(key)” is not supported (known: host, port, user, password, dbname, application_name, connect_timeout, sslmode, sslrootcert, sslcert, sslkey, sslnegotiation, channel_binding)", at: offset)
                 }
             }
         }
@@ -252,7 +287,13 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         self.host = host
         self.port = port
         self.database = database ?? resolvedUser
-        self.sslMode = sslMode
+        // libpq: sslrootcert=system makes verify-full the default mode.
+        self.sslMode = !sslModeGiven && sslRootCert == "system" ? .verifyFull : sslMode
+        self.sslRootCert = sslRootCert
+        self.sslCert = sslCert
+        self.sslKey = sslKey
+        self.sslNegotiation = sslNegotiation
+        self.channelBinding = channelBinding
         self.applicationName = applicationName
         self.connectTimeout = connectTimeout
     }
