@@ -43,6 +43,15 @@ final class WireRows: RowRunner {
             "value": { [unowned self] call in
                 try pushValue(call.state) { try run(call, eachRow: $0) }
             },
+            // db.send: db.exec without its result, so that a transaction's
+            // writes are pipelined (PostgresDatabase+Pipeline); where the
+            // script sent it names a failure raised later.
+            "send": { [unowned self] call in
+                let sql = try SQLTextReader.sql(call)
+                let arguments = try Self.arguments(call, from: 2, markers: markers)
+                try statements.send(sql, arguments, origin: Self.scriptPosition(call.state))
+                return 0
+            },
             "exec": { [unowned self] call in
                 // Without values, several statements run as a script (as on SQLite).
                 let changes = call.argumentCount <= 1 ? try statements.runScript(try SQLTextReader.sql(call))
@@ -69,6 +78,20 @@ final class WireRows: RowRunner {
               return rows
             end
             """, chunkName: "=(db)")
+    }
+
+    /// `file:line` of the nearest Lua function up the stack (the one that
+    /// called db.send, or called the pcall that did); nil when none is.
+    static func scriptPosition(_ state: OpaquePointer) -> String? {
+        for level: Int32 in 1...8 {
+            opsh_where(state, level)
+            defer { opsh_pop(state, 1) }
+            var length = 0
+            guard let bytes = opsh_tostring(state, -1, &length), length > 0 else { continue }
+            let text = String(decoding: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self)
+            return text.hasSuffix(": ") ? String(text.dropLast(2)) : text
+        }
+        return nil
     }
 
     /// Store's own statement, pushed as `shape` says, made in C as the
