@@ -14,9 +14,11 @@ import Store
 /// db.copy("events", "/tmp/events.csv", { header = true })  -- every column, in the table's order
 /// ```
 ///
-/// A row with too few or too many values, or a value the column does not
-/// take, fails the whole copy naming the row (the Lua table's index) or
-/// the line of the file, and the column.
+/// A row with too many values, a line of the file with too few or too
+/// many fields, or a value the column does not take, fails the whole copy
+/// naming the row (the Lua table's index) or the line of the file, and
+/// the column. A Lua row shorter than the columns ends in NULLs (a Lua
+/// list ends at its last value that is not nil).
 enum CopyFunction {
     static func install(in session: OpshSession) {
         let database = session.database
@@ -103,10 +105,17 @@ enum CopyFunction {
             }
             let length = Int(lua_rawlen(state, row))
             if length > 0 || columns.isEmpty && isEmpty(state, row) {
-                let width = columns.isEmpty ? length : columns.count
+                // Without columns, the first row's length is every row's.
+                let width = columns.isEmpty ? (rows.first?.count ?? length) : columns.count
+                // A Lua list ends at its last value that is not nil: a
+                // shorter row has NULLs at the end. A longer one is wrong.
+                guard length <= width else {
+                    let names = columns.isEmpty ? "" : " (\(columns.joined(separator: ", ")))"
+                    throw call.argumentError(2, "row \(index): \(length) values for \(width) columns\(names)")
+                }
                 var values: [StoreValue] = []
                 values.reserveCapacity(width)
-                for position in 0..<max(width, length) {
+                for position in 0..<width {
                     lua_rawgeti(state, row, lua_Integer(position + 1))
                     defer { opsh_pop(state, 1) }
                     let label = "row \(index), " + (position < columns.count ? "column \(columns[position])" : "value \(position + 1)")
