@@ -21,12 +21,19 @@ extension PostgresConnection {
     /// writing would then wait for ever. ``beforeNextCall`` is not run:
     /// this is the caller's queue going on.
     public func sendPipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> PipelineInFlight {
+        guard socket != nil else { throw PostgresClientError.connectionClosed("it was closed (open a new connection)") }
+        var checked: String? = nil
         for (index, step) in steps.enumerated() {
-            try checkUsable(step.sql, runningQueued: false)
+            // A batch repeats one statement: each text is checked once in a row.
+            if step.sql != checked {
+                try checkUsable(step.sql, runningQueued: false)
+                checked = step.sql
+            }
             guard step.parameters.count <= 65_535 else {
                 throw PostgresClientError.unsupported("\(step.parameters.count) parameters: the protocol carries at most 65,535 per statement")
             }
-            if index < steps.count - 1, step.sql.drop(while: \.isWhitespace).prefix(4).lowercased() == "copy" {
+            if index < steps.count - 1, step.sql.utf8.first.map({ $0 == UInt8(ascii: "c") || $0 == UInt8(ascii: "C") || $0 <= 32 }) == true,
+               step.sql.drop(while: \.isWhitespace).prefix(4).lowercased() == "copy" {
                 throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")
             }
         }

@@ -58,8 +58,17 @@ extension PostgresDatabase {
     /// be (see the extension's documentation), else run at once as
     /// ``execute(_:_:)``. `origin` is where the script sent it.
     public func send(_ sql: String, _ arguments: Arguments = .positional([]), origin: String?) throws {
-        let statement = try rewrite(sql)
-        guard depth > 0, !checksSandbox, !options.readOnly, deferrableStatements.contains(statement.sql),
+        // A loop sends one statement again and again: the last one is kept.
+        let statement: PostgresPlaceholders
+        let deferrable: Bool
+        if let last = lastSent, last.sql == sql {
+            (statement, deferrable) = (last.statement, last.deferrable)
+        } else {
+            statement = try rewrite(sql)
+            deferrable = deferrableStatements.contains(statement.sql)
+            lastSent = deferrable ? (sql, statement, true) : nil
+        }
+        guard depth > 0, !checksSandbox, !options.readOnly, deferrable,
               connection.transactionStatus == .inTransaction else {
             let result = try execute(sql, arguments)
             if depth > 0, result.columns.isEmpty, Self.deferrableTags.contains(lastCommandTag.prefix { $0 != " " }) {

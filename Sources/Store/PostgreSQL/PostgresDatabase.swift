@@ -113,6 +113,8 @@ public final class PostgresDatabase {
     var deferredWrites: [DeferredWrite] = []
     /// The batch of them sent last, not read yet.
     var batchInFlight: BatchInFlight?
+    /// The last statement ``send(_:_:origin:)`` deferred, as written and rewritten.
+    var lastSent: (sql: String, statement: PostgresPlaceholders, deferrable: Bool)?
     /// The statements (as rewritten) the server ran as an INSERT, UPDATE,
     /// DELETE or MERGE without result columns: those ``send(_:_:origin:)``
     /// may defer.
