@@ -26,7 +26,7 @@ extension PostgresConnection {
     @discardableResult
     public func copyIn(_ sql: String, from source: (inout [UInt8]) throws -> Bool) throws -> PostgresResult {
         try checkUsable(sql)
-        return try exchange {
+        let (result, copied) = try exchange { () throws -> (PostgresResult, Bool) in
             outbox.removeAll(keepingCapacity: true)
             Frontend.query(sql, into: &outbox)
             try send(includingCloses: false)
@@ -55,13 +55,15 @@ extension PostgresConnection {
                     guard try finishCycle(type, body) else { continue }
                     if let sourceFailure { throw sourceFailure }
                     if let failure { throw PostgresError(fields: failure, sql: sql) }
-                    guard copying else {
-                        throw PostgresClientError.unsupported("copyIn runs a COPY … FROM STDIN; the server ran \(tag.isEmpty ? "no COPY" : tag)")
-                    }
-                    return PostgresResult(columns: [], rows: [], commandTag: tag)
+                    return (PostgresResult(columns: [], rows: [], commandTag: tag), copying)
                 }
             }
         }
+        // (Outside the exchange: the connection is fine, it only ran something else.)
+        guard copied else {
+            throw PostgresClientError.unsupported("copyIn runs a COPY … FROM STDIN; the server ran \(result.commandTag.isEmpty ? "no COPY" : result.commandTag)")
+        }
+        return result
     }
 
     /// The data, piece by piece, then CopyDone; or CopyFail when `source`

@@ -49,7 +49,7 @@ final class WireRows: RowRunner {
             "send": { [unowned self] call in
                 let sql = try SQLTextReader.sql(call)
                 let arguments = try Self.arguments(call, from: 2, markers: markers)
-                try statements.send(sql, arguments, origin: Self.scriptPosition(call.state))
+                try statements.send(sql, arguments, origin: scriptPosition(call.state))
                 return 0
             },
             "exec": { [unowned self] call in
@@ -82,17 +82,26 @@ final class WireRows: RowRunner {
 
     /// `file:line` of the nearest Lua function up the stack (the one that
     /// called db.send, or called the pcall that did); nil when none is.
-    static func scriptPosition(_ state: OpaquePointer) -> String? {
-        for level: Int32 in 1...8 {
-            opsh_where(state, level)
-            defer { opsh_pop(state, 1) }
-            var length = 0
-            guard let bytes = opsh_tostring(state, -1, &length), length > 0 else { continue }
-            let text = String(decoding: UnsafeRawBufferPointer(start: bytes, count: length), as: UTF8.self)
-            return text.hasSuffix(": ") ? String(text.dropLast(2)) : text
+    /// A loop asks from one line again and again: its text is kept.
+    private func scriptPosition(_ state: OpaquePointer) -> String? {
+        var record = lua_Debug()
+        var level: Int32 = 1
+        while level <= 8, lua_getstack(state, level, &record) != 0 {
+            level += 1
+            guard lua_getinfo(state, "Sl", &record) != 0, record.currentline > 0 else { continue }
+            let line = record.currentline
+            if let last = lastPosition, last.line == line,
+               withUnsafeBytes(of: &record.short_src, { $0.prefix { $0 != 0 }.elementsEqual(last.source) }) {
+                return last.text
+            }
+            let source = withUnsafeBytes(of: &record.short_src) { Array($0.prefix { $0 != 0 }) }
+            let text = String(decoding: source, as: UTF8.self) + ":\(record.currentline)"
+            lastPosition = (source, record.currentline, text)
+            return text
         }
         return nil
     }
+    private var lastPosition: (source: [UInt8], line: Int32, text: String)?
 
     /// Store's own statement, pushed as `shape` says, made in C as the
     /// `db` module's rows are (no ``StoreValue`` per value).
