@@ -32,6 +32,11 @@ struct DeferredWrite {
 /// the error goes on as if the failed write had been a `db.exec` that
 /// raised and the later ones had not been sent.
 ///
+/// A write the server cancelled (Ctrl-C, `--timeout`) is not followed by
+/// the run again of the ones before it; one that waited for a lock past
+/// `--busy-timeout` is reported as any statement's lock timeout is
+/// (``PostgresStoreError/locked(_:server:busyTimeout:holders:)``).
+///
 /// **What is never deferred** (it runs as `db.exec` runs, at once):
 /// - a statement the session has not seen the server run yet as an
 ///   INSERT, UPDATE, DELETE or MERGE without result columns (its first run
@@ -218,10 +223,18 @@ extension PostgresDatabase {
         }
         let failed = writes.index(writes.startIndex, offsetBy: step - layout.first)
         // The server skipped what followed the failed write; what came
-        // before it was rolled back with the batch: it runs again.
-        try runDeferred(writes[writes.startIndex..<failed])
-        let reported = TransactionControl.reported(error, writes[failed].sql)
-        throw PostgresStoreError.deferredWriteFailed(origin: writes[failed].origin, failure: "\(reported)")
+        // before it was rolled back with the batch: it runs again. (Not
+        // after a cancel, Ctrl-C or --timeout: the run is being stopped.)
+        if error.code != "57014" { try runDeferred(writes[writes.startIndex..<failed]) }
+        let write = writes[failed]
+        if error.code == "55P03" {
+            // A lock held past --busy-timeout: said as for any statement
+            // (exit status 3), with where the write was sent.
+            throw PostgresStoreError.locked(write.origin.map { "\(write.sql) (sent at \($0))" } ?? write.sql, server: error.message,
+                                            busyTimeout: options.lockTimeout, holders: nil)
+        }
+        let reported = TransactionControl.reported(error, write.sql)
+        throw PostgresStoreError.deferredWriteFailed(origin: write.origin, failure: "\(reported)")
     }
 }
 
