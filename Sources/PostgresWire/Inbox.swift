@@ -95,6 +95,24 @@ final class Inbox {
 
     var isEmpty: Bool { start == end }
 
+    /// Whether an ErrorResponse is among the complete messages read and
+    /// not yet consumed (a COPY the server refused while the data was
+    /// still being sent). Consumes nothing.
+    var hasErrorResponse: Bool {
+        var at = start
+        while end - at >= 5 {
+            let header = storage + at
+            let length = Int(header.load(fromByteOffset: 1, as: UInt8.self)) << 24
+                | Int(header.load(fromByteOffset: 2, as: UInt8.self)) << 16
+                | Int(header.load(fromByteOffset: 3, as: UInt8.self)) << 8
+                | Int(header.load(fromByteOffset: 4, as: UInt8.self))
+            guard length >= 4, end - at >= 1 + length else { return false }
+            if header.load(as: UInt8.self) == UInt8(ascii: "E") { return true }
+            at += 1 + length
+        }
+        return false
+    }
+
     /// Drops what is unread: a new connection starts from nothing.
     func reset() {
         start = 0

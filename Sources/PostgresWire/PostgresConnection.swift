@@ -49,8 +49,10 @@ public enum PostgresTransactionStatus: Character, Sendable {
 /// TLS follows the URL's `sslmode` and its files as libpq does
 /// (``TLSSettings``), and SCRAM binds to the TLS session when it can.
 ///
-/// Not done: GSSAPI and SSPI logins, COPY FROM STDIN (refused with the server's error
-/// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
+/// COPY FROM STDIN runs through ``copyIn(_:from:)``; a COPY FROM STDIN sent
+/// through the other calls is refused (a CopyFail, and the server's error).
+///
+/// Not done: GSSAPI and SSPI logins, COPY TO STDOUT's data (read and dropped), and
 /// results fetched in portions (every row of a result is read in the call
 /// that runs it; ``query(_:_:eachRow:)`` hands each out in place instead of
 /// collecting it).
@@ -77,9 +79,9 @@ public final class PostgresConnection {
         didSet { evictStatements(keeping: statementCacheCapacity) }
     }
 
-    private var socket: Socket?
-    private let inbox = Inbox()
-    private var outbox: [UInt8] = []
+    var socket: Socket?
+    let inbox = Inbox()
+    var outbox: [UInt8] = []
     private var notices: [PostgresNotice] = []
     private var notifications: [PostgresNotification] = []
     private var statements: [StatementKey: PreparedStatement] = [:]
@@ -200,6 +202,13 @@ public final class PostgresConnection {
         defer { notices.removeAll() }
         return notices
     }
+
+    /// Run once before the next call that sends a statement (``query(_:_:)``,
+    /// ``simpleQuery(_:)``, ``pipeline(_:)``, ``copyIn(_:from:)``), and
+    /// cleared first: what a caller queued must reach the server before
+    /// anything else does (opsh's deferred writes, PostgresDatabase+Pipeline).
+    /// Its error is the call's.
+    public var beforeNextCall: (() throws -> Void)?
 
     /// How many statements are prepared on the server now.
     public var preparedStatementCount: Int { statements.count }
@@ -422,7 +431,11 @@ public final class PostgresConnection {
         }
     }
 
-    private func checkUsable(_ sql: String) throws {
+    func checkUsable(_ sql: String, runningQueued: Bool = true) throws {
+        if runningQueued, let work = beforeNextCall {
+            beforeNextCall = nil
+            try work()
+        }
         guard socket != nil else { throw PostgresClientError.connectionClosed("it was closed (open a new connection)") }
         if sql.utf8.contains(0) {
             throw PostgresClientError.unsupported("the SQL text contains a NUL character, which the protocol cannot carry")
@@ -431,12 +444,12 @@ public final class PostgresConnection {
 
     // MARK: Prepared statements
 
-    private struct StatementKey: Hashable {
+    struct StatementKey: Hashable {
         var sql: String
         var parameterTypes: [UInt32]
     }
 
-    private final class PreparedStatement {
+    final class PreparedStatement {
         let name: String
         /// Its columns, in the formats Bind asks for.
         let layout: PostgresRowLayout
@@ -630,13 +643,13 @@ public final class PostgresConnection {
     /// Thrown by runPipeline when the first step's cached statement was
     /// stale and nothing ran: the pipeline can simply run again. `error`
     /// is what to throw otherwise.
-    private struct StaleFirstStep: Error {
+    struct StaleFirstStep: Error {
         var error: PostgresError
     }
 
     /// A statement parsed in the pipeline being run: its columns arrive
     /// with the answer to its Describe.
-    private final class FreshStatement {
+    final class FreshStatement {
         let key: StatementKey
         let name: String
         var parsed = false
@@ -650,7 +663,7 @@ public final class PostgresConnection {
         }
     }
 
-    private struct PlannedStep {
+    struct PlannedStep {
         let sql: String
         let key: StatementKey
         /// Bound with its binary result formats.
@@ -661,6 +674,13 @@ public final class PostgresConnection {
 
     private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])],
                              eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+        let plan = try writePipeline(steps)
+        return try readPipeline(plan, eachRow: eachRow)
+    }
+
+    /// Writes a pipeline's messages and its Sync: its plan, to read its
+    /// results with.
+    func writePipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PlannedStep] {
         let caching = statementCacheCapacity > 0
         var plan: [PlannedStep] = []
         plan.reserveCapacity(steps.count)
@@ -695,9 +715,14 @@ public final class PostgresConnection {
             Frontend.execute(into: &outbox)
         }
         appendSync()
+        try exchange { try send() }
+        return plan
+    }
 
+    /// Reads the results of a pipeline ``writePipeline(_:)`` sent.
+    func readPipeline(_ plan: [PlannedStep], eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+        let caching = statementCacheCapacity > 0
         return try exchange {
-            try send()
             var results: [PostgresResult] = []
             results.reserveCapacity(plan.count)
             var index = 0
@@ -838,7 +863,7 @@ public final class PostgresConnection {
     /// Runs one request/response cycle; a client-side failure in the middle
     /// (socket, protocol) leaves the connection in an unknown state, so it
     /// is closed.
-    private func exchange<T>(_ body: () throws -> T) throws -> T {
+    func exchange<T>(_ body: () throws -> T) throws -> T {
         exchangeStarted = monotonicSeconds()
         nextWatch = whileWaiting.map { exchangeStarted + $0.after }
         do {
@@ -851,7 +876,7 @@ public final class PostgresConnection {
         }
     }
 
-    private func send(includingCloses: Bool = true) throws {
+    func send(includingCloses: Bool = true) throws {
         guard let socket else { throw PostgresClientError.connectionClosed("it was closed") }
         if includingCloses, !pendingCloses.isEmpty {
             outbox = pendingCloses + outbox
@@ -894,7 +919,7 @@ public final class PostgresConnection {
     }
 
     /// ReadyForQuery ends a cycle (true); anything else here is unexpected.
-    private func finishCycle(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
+    func finishCycle(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
         guard type == Backend.readyForQuery else {
             throw PostgresClientError.protocolViolation("unexpected message \(Character(Unicode.Scalar(type)))")
         }
@@ -911,7 +936,7 @@ public final class PostgresConnection {
     /// The next message that is not a notice, a notification or a parameter
     /// change (those are kept as they pass). Its body is valid until the
     /// next call.
-    private func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
+    func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
         while true {
             guard let (type, body) = try readFrame(deadline: nil) else { continue }
             if try handleAsynchronous(type, body) { continue }
