@@ -49,12 +49,19 @@ struct RunnerMode {
         configuration.jobs.workspaceRoot = URL(fileURLWithPath: workspaces).standardizedFileURL.path
         configuration.jobs.keepWorkspaces = command.keepWorkspaces
         let log = RunnerLog(quiet: options.quiet)
-        let runner = QueueRunner(database: database, configuration: configuration) { log.write($0) }
+        // Under a Type=notify unit: READY=1, WATCHDOG=1 per recorded heartbeat, STOPPING=1.
+        let service = RunnerServiceStatus(notifier: ServiceManagerNotifier(), heartbeat: command.heartbeat, log: log)
+        let runner = QueueRunner(database: database, configuration: configuration) { event in
+            log.write(event)
+            service.tell(event)
+        }
         let identity = runner.manager.runner
         log.progress("started: pid \(identity.pid) on \(identity.host), database \(database.label), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
+        service.checkWatchdog()
 
         let stop = RunnerStop()
         RunnerSignals.install { signal in
+            service.stopping(RunnerStop.name(signal))
             switch stop.received(signal) {
             case .finishRunning:
                 log.progress("\(RunnerStop.name(signal)): claiming no more builds; waiting for \(runner.manager.handledCount) running build(s) to finish (a second SIGTERM, or SIGINT, cancels them)")
@@ -142,6 +149,8 @@ struct RunnerLog: Sendable {
         case let .problem(message):
             guard let again = repeats.shouldSay(message) else { return }
             line("problem: \(message)" + (again > 0 ? " (\(again) more time(s) in the last \(Int(repeats.window)) s)" : ""))
+        case .ready, .heartbeat:
+            break  // for the service manager (RunnerServiceStatus)
         }
     }
 
