@@ -107,6 +107,9 @@ import Glibc
         let refused = try sandbox.opsh(["runner"], on: empty)
         #expect(refused.status == 3, "\(refused.stderr)")
         #expect(refused.stderr.contains("opsh runner needs opsh's schema: make it with `opsh migrate --create`"), "\(refused.stderr)")
+        // A runner's line like every other: its time, and a problem's prefix (the journal reads it so).
+        #expect(refused.stderr.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ opsh runner: problem: (no database at|postgresql://.* has no opsh schema)"#,
+                                     options: .regularExpression) != nil, "\(refused.stderr)")
         #expect(!refused.stderr.contains("pass --create"), "opsh runner takes no --create: \(refused.stderr)")
         // What it says to run makes a database a runner runs on.
         let made = try sandbox.opsh(["migrate", "--create"], on: empty)

@@ -15,6 +15,7 @@ struct RunnerMode {
     func run() throws -> Int32 {
         let options = command.options
         let launch = Launch(options: options)
+        let log = RunnerLog(quiet: options.quiet)
         let database: any BuildStore
         let close: () -> Void
         do {
@@ -29,10 +30,11 @@ struct RunnerMode {
             }
         } catch let error as UsageError {
             throw error
-        } catch let stop as Stop {
-            throw stop
         } catch {
-            throw Launch.stop(opening: error)
+            // A database it cannot run on: said as every runner line is (the journal's).
+            let stop = error as? Stop ?? Launch.stop(opening: error)
+            if let message = stop.message { log.write(.problem(message)) }
+            throw Stop(stop.status)
         }
 
         var configuration = QueueRunner.Configuration()
@@ -48,7 +50,6 @@ struct RunnerMode {
             ?? DatabaseLocation.dataDirectory() + "/workspaces"
         configuration.jobs.workspaceRoot = URL(fileURLWithPath: workspaces).standardizedFileURL.path
         configuration.jobs.keepWorkspaces = command.keepWorkspaces
-        let log = RunnerLog(quiet: options.quiet)
         // Under a Type=notify unit: READY=1, WATCHDOG=1 per recorded heartbeat, STOPPING=1.
         let service = RunnerServiceStatus(notifier: ServiceManagerNotifier(), heartbeat: command.heartbeat, log: log)
         let runner = QueueRunner(database: database, configuration: configuration) { event in
