@@ -34,7 +34,8 @@ final class Inbox {
         }
         // A length is the server's word, not a reason to allocate: only the
         // messages that may be long (rows, copy data, errors, notices,
-        // notifications, row descriptions, function results) may exceed
+        // notifications, row and parameter descriptions, copy responses,
+        // function results) may exceed
         // 30,000 bytes (libpq's rule), none the server's 1 GB limit; and the
         // buffer grows as the bytes arrive (``fill(from:)``), never ahead of them.
         let type = header.load(as: UInt8.self)
@@ -58,8 +59,10 @@ final class Inbox {
 
     /// PostgreSQL's largest allocation (MaxAllocSize, 1 GB - 1): no message is longer.
     static let largestMessage = 0x3FFF_FFFF
-    /// The types libpq lets exceed 30,000 bytes: T D d V E N A.
-    static let mayBeLong: Set<UInt8> = Set("TDdVENA".utf8)
+    /// The types libpq lets exceed 30,000 bytes (T D d V E N A), and those
+    /// whose size grows with a statement's parameters or a COPY's columns
+    /// (t, G, H, W: 4 or 2 bytes for each of up to 65,535).
+    static let mayBeLong: Set<UInt8> = Set("TDdVENAtGHW".utf8)
 
     /// Makes room for a message of `total` bytes from `start`: moves the
     /// unread bytes to the front, and grows the buffer if it is too small.
