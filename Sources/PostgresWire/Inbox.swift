@@ -81,4 +81,11 @@ final class Inbox {
     }
 
     var isEmpty: Bool { start == end }
+
+    /// Drops what is unread: the bytes of a host that was given up on, before
+    /// the next host's (HostSelection.swift).
+    func discard() {
+        start = 0
+        end = 0
+    }
 }
