@@ -135,6 +135,31 @@ import Testing
         #expect(message("host=a load_balance_hosts=yes").hasPrefix("invalid PostgreSQL connection settings: load_balance_hosts “yes” is not disable or random"))
     }
 
+    /// psql 15's libpq has no load_balance_hosts (PostgreSQL 16), so the
+    /// parity table cannot hold it: the order is seen in the failure, which
+    /// names the hosts as they were tried.
+    @Test func loadBalanceHostsTriesTheHostsInARandomOrder() throws {
+        func orders(_ text: String) throws -> Set<String> {
+            let url = try parse(text)
+            var seen = Set<String>()
+            for _ in 0..<20 {
+                do {
+                    _ = try PostgresConnection(url: url)
+                } catch {
+                    seen.insert("\(error)")
+                }
+            }
+            return seen
+        }
+        let hosts = "host=/nowhere/a,/nowhere/b,/nowhere/c,/nowhere/d"
+        let random = try orders(hosts + " load_balance_hosts=random")
+        #expect(random.count > 1, "\(random)")
+        // Control: without it, always the order written.
+        let written = try orders(hosts)
+        #expect(written.count == 1)
+        #expect(written.first?.hasPrefix("could not connect to PostgreSQL: no server among the 4 host(s) tried: /nowhere/a/.s.PGSQL.5432: ") == true, "\(written)")
+    }
+
     @Test func passwordFileLinesAsLibpqMatchesThem() {
         func lookup(_ text: String, host: String = "db.example", port: String = "5432", database: String = "builds", user: String = "alice") -> String? {
             let lines = Array(text.utf8).split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)

@@ -49,8 +49,15 @@ extension PostgresConnection {
                     default:
                         throw error
                     }
-                } catch {
+                } catch var error as PostgresError {
                     // The server refused the login: libpq tries no other host.
+                    // A wrong password from the password file says so, as libpq does.
+                    if error.code == "28P01", let file = passwordFile {
+                        error.hint = "the password was read from the password file \(KeywordValueString.visible(file))"
+                    }
+                    closeForTheNextHost()
+                    throw error
+                } catch {
                     closeForTheNextHost()
                     throw error
                 }
