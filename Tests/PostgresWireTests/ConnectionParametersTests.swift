@@ -51,6 +51,7 @@ import Testing
         // A bad value names the variable it came from; the password never shows.
         #expect(message("host=h", ["PGPORT": "fifty"]) == "invalid PostgreSQL connection settings: the port “fifty” is not a number from 1 to 65535 (in the environment variable PGPORT)")
         #expect(!message("host=h dbname='x password=hunter2").contains("hunter2"))
+        #expect(message("host=h password=correct horse") == "invalid PostgreSQL connection settings: the text after the password's value has no “=VALUE” (a value with spaces goes in single quotes: password='…') (at character 25 of the connection string)")
     }
 
     @Test func whatNamesAServerRatherThanAFile() {

@@ -52,6 +52,10 @@ enum KeywordValueString {
             let keyword = String(characters[keywordStart..<index])
             skipBlanks()
             guard index < characters.count, characters[index] == "=" else {
+                // After a password, the stray word may be the rest of it: not quoted.
+                if settings.last?.keyword == "password" {
+                    throw fail("the text after the password's value has no “=VALUE” (a value with spaces goes in single quotes: password='…')", at: keywordStart)
+                }
                 throw fail("“\(visible(keyword))” has no “=VALUE” (settings are KEYWORD=VALUE, separated by spaces)", at: keywordStart)
             }
             guard !keyword.isEmpty else { throw fail("“=” without a keyword before it", at: index) }
