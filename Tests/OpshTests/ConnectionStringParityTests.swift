@@ -143,6 +143,9 @@ import Testing
         Case(name: "several hosts from PGHOST and PGPORT", connection: "dbname=parity",
              environment: ["PGHOST": "/nowhere,127.0.0.1", "PGPORT": "{PORT}", "PGUSER": "scram_user", "PGPASSWORD": "scram secret"],
              outcome: .reaches(user: "scram_user", database: "parity", server: "PW", tcp: true)),
+        Case(name: "the first host never answers: connect_timeout passes to the next",
+             connection: "host=127.0.0.1,127.0.0.1 port={SILENT},{PORT} connect_timeout=2 \(scram) dbname=parity",
+             outcome: .reaches(user: "scram_user", database: "parity", server: "PW", tcp: true)),
         Case(name: "every host down: refused", connection: "host=127.0.0.1,/nowhere port={DEAD} \(scram) dbname=parity",
              outcome: .refused(psql: "Connection refused",
                                opsh: "could not connect to PostgreSQL: no server among the 2 host(s) tried: 127.0.0.1:{DEAD}: Connection refused; /nowhere/.s.PGSQL.{DEAD}: No such file or directory")),
@@ -246,6 +249,26 @@ import Testing
     }
 }
 
+/// `--timeout` covers every host tried, `connect_timeout` each one.
+@Suite struct SeveralHostsTimeLimitTests {
+    @Test func theTimeoutCoversEveryHostTried() throws {
+        let first = try SilentServer(), second = try SilentServer()
+        let folder = try Sandbox()
+        let hosts = "host=127.0.0.1,127.0.0.1 port=\(first.port),\(second.port) user=someone dbname=x connect_timeout=2"
+        let started = Date()
+        let run = try folder.run(opshExecutable, ["--db", hosts, "--timeout", "3", "-e", "return 1"])
+        #expect(run.status == 124, "\(run.stderr)")
+        #expect(run.stderr.contains("timed out after 3 s (--timeout) connecting to postgresql://someone@127.0.0.1:\(first.port),127.0.0.1:\(second.port)/x"), "\(run.stderr)")
+        #expect(run.stderr.contains("127.0.0.1:\(first.port): no answer to the start-up message within 2 seconds"), "\(run.stderr)")
+        #expect(Date().timeIntervalSince(started) < 9)
+        // Control: without --timeout, each host's connect_timeout ends its
+        // turn, and the failure names both: exit 3.
+        let control = try folder.run(opshExecutable, ["--db", hosts, "-e", "return 1"])
+        #expect(control.status == 3, "\(control.stderr)")
+        #expect(control.stderr.contains("no server among the 2 host(s) tried: 127.0.0.1:\(first.port): no answer to the start-up message within 2 seconds; 127.0.0.1:\(second.port): no answer to the start-up message within 2 seconds"), "\(control.stderr)")
+    }
+}
+
 /// The servers of ``ConnectionStringParityTests``, made once per test process.
 final class ParityServers: Sendable {
     let passwordServer: PostgresPasswordServer
@@ -257,6 +280,8 @@ final class ParityServers: Sendable {
     let readOnlySocketFolder: String
     let superuser: String
     let psql: String
+    /// A TCP port where something takes the connection and never answers.
+    let silent: SilentServer
 
     static func shared() throws -> ParityServers { try made.get() }
     private static let made: Result<ParityServers, any Error> = Result { try ParityServers() }
@@ -265,6 +290,7 @@ final class ParityServers: Sendable {
         passwordServer = try PostgresPasswordServer.shared()
         port = passwordServer.port
         deadPort = try PostgresPasswordServer.freePort()
+        silent = try SilentServer()
         passwordSocketFolder = passwordServer.directory
         superuser = try sh("id -un")
         psql = try sh("ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1")
@@ -300,6 +326,7 @@ final class ParityServers: Sendable {
     func fill(_ text: String, home: String) -> String {
         text.replacingOccurrences(of: "{PORT}", with: String(port))
             .replacingOccurrences(of: "{DEAD}", with: String(deadPort))
+            .replacingOccurrences(of: "{SILENT}", with: String(silent.port))
             .replacingOccurrences(of: "{PW_ENCODED}", with: passwordSocketFolder.replacingOccurrences(of: "/", with: "%2F"))
             .replacingOccurrences(of: "{PW}", with: passwordSocketFolder)
             .replacingOccurrences(of: "{RO}", with: readOnlySocketFolder)

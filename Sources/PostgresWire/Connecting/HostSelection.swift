@@ -43,7 +43,8 @@ extension PostgresConnection {
                 } catch let error as PostgresClientError {
                     closeForTheNextHost()
                     switch error {
-                    case .connectionFailed(let reason), .timedOut(let reason, _), .connectionClosed(let reason):
+                    case .connectionFailed(var reason), .timedOut(var reason, _), .connectionClosed(var reason):
+                        if case .timedOut(_, let limit) = error { reason += " within \(formatSeconds(limit)) seconds" }
                         failures.append(names(host, reason) ? reason : "\(host): \(reason)")
                         lastError = error
                     default:
@@ -66,8 +67,12 @@ extension PostgresConnection {
         // One host and no requirement: its own error, as before several hosts were read.
         if url.hosts.count == 1, url.targetSessionAttributes == .any, let lastError { throw lastError }
         let wanted = url.targetSessionAttributes == .any ? "" : " with target_session_attrs=\(url.targetSessionAttributes.rawValue)"
-        throw PostgresClientError.connectionFailed(
-            "no server\(wanted) among the \(url.hosts.count) host(s) tried: \(failures.joined(separator: "; "))")
+        let summary = "no server\(wanted) among the \(url.hosts.count) host(s) tried: \(failures.joined(separator: "; "))"
+        // The caller's time limit ran out on the last host: a time-out, as the caller counts it.
+        if let timeLimit, monotonicSeconds() - started >= timeLimit {
+            throw PostgresClientError.timedOut(summary, seconds: timeLimit)
+        }
+        throw PostgresClientError.connectionFailed(summary)
     }
 
     /// Whether `reason` already starts with the host it is about.
