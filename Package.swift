@@ -7,10 +7,11 @@
 //   LuaRuntime    generic Swift ⇄ Lua bridge
 //   Store | Git | Jobs   the Swift core
 //   TextCodec     JSON and terminal text widths (under Store, Bindings, Shell)
-//   PostgresWire  PostgreSQL's wire protocol, synchronous, no dependencies
+//   PostgresWire  PostgreSQL's wire protocol, synchronous; TLS and digests from OpenSSL
 //   CLua, CLuaShim, CReadline   system libraries and the C shim
 //   CSQLBridge    the db module's hot path in C (under Bindings)
 //   CSpawn        GNU extensions for child processes (under Git)
+//   COpenSSL      OpenSSL's TLS client and digests behind a few C calls (under PostgresWire)
 import PackageDescription
 
 let package = Package(
@@ -62,11 +63,21 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
 
-        // PostgreSQL's frontend/backend protocol v3, synchronous, over a
-        // blocking socket: no dependencies (ARCHITECTURE.md, "PostgreSQL:
-        // names, types, the client library").
+        // OpenSSL (Debian's libssl-dev, static libraries included for
+        // scripts/build-release): the TLS session of PostgreSQL connections
+        // and every digest opsh computes (SHA-256, HMAC, PBKDF2, MD5), so
+        // that opsh has no cryptography of its own. C, because much of
+        // OpenSSL's API is macros Swift cannot call.
         .target(
-            name: "PostgresWire"),
+            name: "COpenSSL",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+
+        // PostgreSQL's frontend/backend protocol v3, synchronous, over a
+        // blocking socket or TLS: nothing but OpenSSL (ARCHITECTURE.md,
+        // "PostgreSQL: names, types, the client library").
+        .target(
+            name: "PostgresWire",
+            dependencies: ["COpenSSL"]),
 
         // GNU spawn/pipe extensions Swift's Glibc module does not import.
         .target(

@@ -241,9 +241,15 @@ public final class JobManager: @unchecked Sendable {
         guard let lease = try database.lease(id),
               let holderId = lease.runnerId, lease.heartbeatAt != nil, let interval = lease.heartbeatInterval else { return nil }
         let note = "cancelled by pid \(runner.pid) on \(runner.host); its runner (pid \(lease.runnerPid ?? 0) on \(lease.runnerHost ?? "?")) stops the build at its next heartbeat (every \(LeaseVerdict.seconds(interval)))"
-        let cancelled = try database.finish(id, status: .cancelled, exitCode: nil, progress: nil, heldBy: holderId,
+        let cancelled: Bool
+        do {
+            cancelled = try database.finish(id, status: .cancelled, exitCode: nil, progress: nil,
+                                            fence: BuildFence(runnerId: holderId, attempt: lease.attempts),
                                             log: BuildLogRecord(buildId: id, level: .warning, category: "runner", content: note),
                                             crash: nil)
+        } catch is BuildLeaseLost {
+            cancelled = false  // taken back or claimed again meanwhile
+        }
         if cancelled { changed(id) }
         return cancelled
     }
@@ -422,7 +428,7 @@ public final class JobManager: @unchecked Sendable {
         let runnerText = verdict.description
         let note = BuildLogRecord(buildId: id, level: .error, category: "build",
                                   content: "marked failed as stale: \(reason) (\(runnerText))")
-        guard try database.finish(id, status: .failed, exitCode: nil, progress: nil, heldBy: nil, log: note, crash: nil) else {
+        guard try database.finish(id, status: .failed, exitCode: nil, progress: nil, fence: nil, log: note, crash: nil) else {
             throw JobError.notRunning(id: id, status: try database.build(id)?.status ?? .failed)
         }
         let ended = try get(id)
@@ -442,7 +448,7 @@ public final class JobManager: @unchecked Sendable {
     /// ``endQueued(_:status:note:)``, throwing why the row could not be ended.
     func finishQueued(_ id: String, status: BuildStatus, note: String) throws -> Bool {
         let line = BuildLogRecord(buildId: id, level: status == .failed ? .error : .warning, content: note)
-        let ended = try database.finish(id, status: status, exitCode: nil, progress: nil, heldBy: nil, log: line, crash: nil)
+        let ended = try database.finish(id, status: status, exitCode: nil, progress: nil, fence: nil, log: line, crash: nil)
         if ended { changed(id) }
         return ended
     }

@@ -82,9 +82,8 @@ final class Inbox {
 
     var isEmpty: Bool { start == end }
 
-    /// Drops what is unread: the bytes of a host that was given up on, before
-    /// the next host's (HostSelection.swift).
-    func discard() {
+    /// Drops what is unread: a new connection starts from nothing.
+    func reset() {
         start = 0
         end = 0
     }

@@ -20,6 +20,9 @@ public struct PostgresCanceller: Sendable {
     let processID: Int32
     let secretKey: Int32
     let timeout: Double
+    /// The connection's TLS when it is encrypted: the cancel request goes
+    /// encrypted too (as libpq's PQcancelBlocking does), never in clear text.
+    let tls: TLSSettings?
 
     /// Sends the CancelRequest and waits (up to the connection's
     /// connect_timeout) until the server has read it and closed the
@@ -27,6 +30,9 @@ public struct PostgresCanceller: Sendable {
     public func cancel() throws {
         let socket = try Socket.connect(to: endpoint, timeout: timeout)
         defer { socket.close() }
+        if let tls {
+            _ = try socket.startTLS(tls, endpoint: endpoint, deadline: monotonicSeconds() + timeout, limit: timeout)
+        }
         try socket.send(Frontend.cancelRequest(processID: processID, secretKey: secretKey))
         // The server answers nothing and closes the connection once it has
         // signalled the backend: wait for that end of file, as libpq does.

@@ -12,7 +12,7 @@ public enum PostgresTransactionStatus: Character, Sendable {
 
 /// One connection to a PostgreSQL server, used from one thread at a time.
 ///
-/// Opening it connects (Unix socket or TCP), starts the session (role,
+/// Opening it connects (Unix socket or TCP, with TLS), starts the session (role,
 /// database, `application_name`, `client_encoding` UTF8, `DateStyle` ISO)
 /// and logs in (trust, cleartext password, md5 or SCRAM-SHA-256). Then:
 ///
@@ -46,8 +46,10 @@ public enum PostgresTransactionStatus: Character, Sendable {
 /// (``takeNotices()``), notifications from LISTEN (``waitForNotification(timeout:)``),
 /// and parameter changes (``serverParameters``).
 ///
-/// Not done: TLS (a URL whose `sslmode` requires it is refused), GSSAPI
-/// and SSPI logins, COPY FROM STDIN (refused with the server's error
+/// TLS follows the URL's `sslmode` and its files as libpq does
+/// (``TLSSettings``), and SCRAM binds to the TLS session when it can.
+///
+/// Not done: GSSAPI and SSPI logins, COPY FROM STDIN (refused with the server's error
 /// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
 /// results fetched in portions (every row of a result is read in the call
 /// that runs it; ``query(_:_:eachRow:)`` hands each out in place instead of
@@ -114,6 +116,12 @@ public final class PostgresConnection {
         try openOneOfTheHosts(timeLimit: timeLimit, settings: settings)
     }
 
+    /// The TLS a cancel request needs: the connection's, when it is encrypted.
+    var cancelTLS: TLSSettings?
+
+    /// Whether the connection is encrypted (TLS).
+    public var isEncrypted: Bool { socket?.tls != nil }
+
     deinit { close() }
 
     /// Whether the connection can still be used.
@@ -124,7 +132,7 @@ public final class PostgresConnection {
 
     /// What another thread needs to cancel this connection's running query.
     public var canceller: PostgresCanceller {
-        PostgresCanceller(endpoint: connectedHost.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout)
+        PostgresCanceller(endpoint: connectedHost.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout, tls: cancelTLS)
     }
 
     /// Cancels the running query: ``PostgresCanceller/cancel()`` on
@@ -182,6 +190,13 @@ public final class PostgresConnection {
             ("DateStyle", "ISO"),
         ] + (url.options.map { [("options", $0)] } ?? []) + settings.map { ($0.name, $0.value) }))
         var scram: SCRAMSHA256Client? = nil
+        /// channel_binding=require: only a SCRAM-SHA-256-PLUS login (libpq's messages).
+        func requireNoChannelBinding(_ code: Int32) throws {
+            guard url.channelBinding == .require, !(scram?.isBound ?? false) else { return }
+            throw PostgresClientError.authentication(code == 0
+                ? "channel binding required (channel_binding=require), but server authenticated client without channel binding"
+                : "channel binding required (channel_binding=require) but not supported by server's authentication request")
+        }
         func requirePassword(_ method: String) throws -> String {
             guard let password = loginPassword else {
                 throw PostgresClientError.authentication(
@@ -201,20 +216,20 @@ public final class PostgresConnection {
                 outbox.removeAll(keepingCapacity: true)
                 switch code {
                 case 0:
-                    break
+                    try requireNoChannelBinding(code)
                 case 3:
+                    try requireNoChannelBinding(code)
                     Frontend.password(try requirePassword("password"), into: &outbox)
                 case 5:
+                    try requireNoChannelBinding(code)
                     let salt = Array(try reader.take(4))
                     Frontend.password(md5PasswordResponse(user: url.user, password: try requirePassword("md5"), salt: salt), into: &outbox)
                 case 10:
                     var mechanisms: [String] = []
                     while reader.remaining > 1 { mechanisms.append(try reader.cString()) }
-                    guard mechanisms.contains(SCRAMSHA256Client.mechanism) else {
-                        throw PostgresClientError.unsupported("the server offers SASL mechanisms \(mechanisms.joined(separator: ", ")); this client speaks SCRAM-SHA-256 without channel binding")
-                    }
-                    let client = SCRAMSHA256Client(password: try requirePassword("scram-sha-256"))
-                    Frontend.saslInitialResponse(mechanism: SCRAMSHA256Client.mechanism, data: client.clientFirstMessage, into: &outbox)
+                    let client = try SCRAMSHA256Client.choosing(from: mechanisms, password: try requirePassword("scram-sha-256"),
+                                                                 channelBinding: url.channelBinding, tls: socket.tls)
+                    Frontend.saslInitialResponse(mechanism: client.chosenMechanism, data: client.clientFirstMessage, into: &outbox)
                     scram = client
                 case 11:
                     guard scram != nil else { throw PostgresClientError.protocolViolation("SASL continue before SASL start") }
@@ -223,6 +238,7 @@ public final class PostgresConnection {
                     guard let client = scram else { throw PostgresClientError.protocolViolation("SASL final before SASL start") }
                     try client.verify(serverFinal: reader.rest())
                 default:
+                    try requireNoChannelBinding(code)
                     throw PostgresClientError.unsupported(
                         "the server asks for \(unsupportedAuthenticationName(code)) authentication; this client speaks trust, password, md5 and scram-sha-256 (change the pg_hba.conf line for this role)")
                 }

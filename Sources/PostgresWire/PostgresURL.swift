@@ -15,21 +15,21 @@ import Glibc
 ///
 /// The parameters this client honours are `host`, `hostaddr`, `port`,
 /// `user`, `password`, `passfile`, `dbname`, `service`, `options`,
-/// `sslmode`, `application_name`, `fallback_application_name`,
-/// `connect_timeout`, `target_session_attrs` and `load_balance_hosts`; in a
-/// URL's query they override what its other parts say, as in libpq. A host
-/// that starts with `/` is a folder holding the server's Unix socket
-/// (`FOLDER/.s.PGSQL.PORT`), so is an empty host. Every part of a URL is
-/// percent-decoded (`%40` is `@`, `%2F` is `/`); `+` stays a plus. Several
-/// hosts are tried in order (``PostgresConnection``, HostSelection.swift).
-/// With no password, each host's is looked up in the password file
-/// (``PassFile``) when connecting.
+/// `application_name`, `fallback_application_name`, `connect_timeout`,
+/// `target_session_attrs`, `load_balance_hosts` and TLS's `sslmode`,
+/// `sslrootcert`, `sslcert`, `sslkey`, `sslnegotiation` and
+/// `channel_binding`; in a URL's query they override what its other parts
+/// say, as in libpq. A host that starts with `/` is a folder holding the
+/// server's Unix socket (`FOLDER/.s.PGSQL.PORT`), so is an empty host.
+/// Every part of a URL is percent-decoded (`%40` is `@`, `%2F` is `/`); `+`
+/// stays a plus. Several hosts are tried in order (``PostgresConnection``,
+/// HostSelection.swift). With no password, each host's is looked up in the
+/// password file (``PassFile``) when connecting.
 ///
-/// `sslmode` `disable`, `allow` and `prefer` connect without TLS (this
-/// client has none, so `allow` and `prefer` never ask for it); `require`,
-/// `verify-ca` and `verify-full` are refused when the URL is parsed, with
-/// the reason, rather than connecting in clear text to a server the user
-/// expected to be encrypted.
+/// TLS parameters keep libpq's meanings and defaults (``TLSSettings``
+/// applies them when connecting): `sslmode=prefer`, no certificate files
+/// named (libpq's `~/.postgresql/` files are used when they exist),
+/// `sslnegotiation=postgres`, `channel_binding=prefer`.
 ///
 /// Parsing fails with ``PostgresClientError/invalidURL(_:)`` (a URL) or
 /// ``PostgresClientError/invalidConnectionString(_:)`` (the rest) naming
@@ -50,12 +50,23 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// libpq's `sslmode`, of which this client honours the modes that do
-    /// not need TLS.
+    /// libpq's `sslmode`: ``TLSSettings`` says what each one does.
     public enum SSLMode: String, Sendable, Equatable {
         case disable, allow, prefer, require
         case verifyCA = "verify-ca"
         case verifyFull = "verify-full"
+    }
+
+    /// libpq's `sslnegotiation` (PostgreSQL 17): `postgres` asks the server
+    /// for TLS first (SSLRequest); `direct` starts TLS at once.
+    public enum SSLNegotiation: String, Sendable, Equatable {
+        case postgres, direct
+    }
+
+    /// libpq's `channel_binding`: whether SCRAM binds the login to the TLS
+    /// session (SCRAM-SHA-256-PLUS).
+    public enum ChannelBinding: String, Sendable, Equatable {
+        case disable, prefer, require
     }
 
     /// The role to log in as (libpq's default: the operating system's user name).
@@ -68,6 +79,16 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     /// The database (libpq's default: the user name).
     public var database: String
     public var sslMode: SSLMode
+    /// `sslrootcert`: the trusted root certificates (PEM), or `system` for
+    /// the system's store; nil: `~/.postgresql/root.crt` when it exists.
+    public var sslRootCert: String? = nil
+    /// `sslcert`: the client's certificate; nil: `~/.postgresql/postgresql.crt`
+    /// when it exists.
+    public var sslCert: String? = nil
+    /// `sslkey`: the client certificate's key; nil: `~/.postgresql/postgresql.key`.
+    public var sslKey: String? = nil
+    public var sslNegotiation: SSLNegotiation = .postgres
+    public var channelBinding: ChannelBinding = .prefer
     public var applicationName: String
     /// Seconds to wait for each host's connection to be established
     /// (libpq's `connect_timeout`; 10 when the URL does not say).
@@ -300,6 +321,12 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         var portList: ConnectionSetting? = nil
         var database: String? = nil
         var sslMode = SSLMode.prefer
+        var sslModeGiven = false
+        var sslRootCert: String? = nil
+        var sslCert: String? = nil
+        var sslKey: String? = nil
+        var sslNegotiation = SSLNegotiation.postgres
+        var channelBinding = ChannelBinding.prefer
         var applicationName: String? = nil
         var fallbackApplicationName: String? = nil
         var connectTimeout = 10.0
@@ -327,14 +354,21 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
                 guard let mode = SSLMode(rawValue: value) else {
                     throw fail("sslmode “\(value)” is not one of disable, allow, prefer, require, verify-ca, verify-full")
                 }
-                switch mode {
-                case .disable, .allow, .prefer:
-                    sslMode = mode
-                case .require, .verifyCA, .verifyFull:
-                    throw PostgresClientError.unsupported(
-                        "sslmode=\(value): opsh's PostgreSQL client does not speak TLS, and this URL requires it; "
-                            + "connect through a Unix socket or an SSH tunnel with sslmode=disable (or prefer)")
+                sslMode = mode
+                sslModeGiven = true
+            case "sslrootcert": sslRootCert = value
+            case "sslcert": sslCert = value
+            case "sslkey": sslKey = value
+            case "sslnegotiation":
+                guard let negotiation = SSLNegotiation(rawValue: value) else {
+                    throw fail("sslnegotiation “\(value)” is not one of postgres, direct")
                 }
+                sslNegotiation = negotiation
+            case "channel_binding":
+                guard let binding = ChannelBinding(rawValue: value) else {
+                    throw fail("channel_binding “\(value)” is not one of disable, prefer, require")
+                }
+                channelBinding = binding
             case "fallback_application_name": fallbackApplicationName = value
             case "options": options = value
             case "passfile": passFile = value
@@ -359,7 +393,13 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         self.password = password
         self.hosts = try Host.list(hosts: hostList, addresses: addressList, ports: portList)
         self.database = database.flatMap { $0.isEmpty ? nil : $0 } ?? resolvedUser
-        self.sslMode = sslMode
+        // libpq: sslrootcert=system makes verify-full the default mode.
+        self.sslMode = !sslModeGiven && sslRootCert == "system" ? .verifyFull : sslMode
+        self.sslRootCert = sslRootCert
+        self.sslCert = sslCert
+        self.sslKey = sslKey
+        self.sslNegotiation = sslNegotiation
+        self.channelBinding = channelBinding
         self.applicationName = applicationName ?? fallbackApplicationName ?? "opsh"
         self.connectTimeout = connectTimeout
         self.options = options.flatMap { $0.isEmpty ? nil : $0 }
@@ -368,7 +408,7 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         self.loadBalanceHosts = loadBalanceHosts
     }
 
-    static let knownParameters = "host, hostaddr, port, user, password, passfile, dbname, service, options, sslmode, application_name, fallback_application_name, connect_timeout, target_session_attrs, load_balance_hosts"
+    static let knownParameters = "host, hostaddr, port, user, password, passfile, dbname, service, options, application_name, fallback_application_name, connect_timeout, target_session_attrs, load_balance_hosts, sslmode, sslrootcert, sslcert, sslkey, sslnegotiation, channel_binding"
 
     /// libpq's default role: the effective user's name.
     static func operatingSystemUser() -> String {

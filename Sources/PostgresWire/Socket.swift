@@ -1,6 +1,8 @@
 import Glibc
 
-/// A blocking stream socket to the server: a Unix-domain socket or TCP.
+/// A blocking stream socket to the server: a Unix-domain socket or TCP,
+/// in clear text or, once ``startTLS(_:endpoint:deadline:limit:)`` ran,
+/// through its ``TLSSession`` (the same calls either way).
 ///
 /// Blocking on purpose: opsh runs its queries from one thread (the Lua
 /// thread), and a query is one write and reads until the server's
@@ -14,6 +16,8 @@ import Glibc
 /// went away is an error, not a SIGPIPE that kills the process.
 final class Socket {
     private(set) var descriptor: Int32
+    /// The TLS session every byte goes through, once started.
+    var tls: TLSSession?
 
     private init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -22,6 +26,8 @@ final class Socket {
     deinit { close() }
 
     func close() {
+        tls?.close()
+        tls = nil
         if descriptor >= 0 {
             _ = Glibc.close(descriptor)
             descriptor = -1
@@ -120,6 +126,7 @@ final class Socket {
     /// Writes every byte, or throws.
     func send(_ bytes: [UInt8]) throws {
         guard descriptor >= 0 else { throw PostgresClientError.connectionClosed("the socket is closed") }
+        if let tls { return try tls.write(bytes) }
         var sent = 0
         try bytes.withUnsafeBytes { raw in
             while sent < raw.count {
@@ -138,6 +145,7 @@ final class Socket {
     /// the connection.
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         guard descriptor >= 0 else { throw PostgresClientError.connectionClosed("the socket is closed") }
+        if let tls { return try tls.read(into: buffer) }
         while true {
             let count = Glibc.recv(descriptor, buffer.baseAddress!, buffer.count, 0)
             if count > 0 { return count }
@@ -149,6 +157,9 @@ final class Socket {
     /// Waits until the socket is readable (or writable, per `events`) or
     /// `timeout` seconds passed (negative: forever). True when ready.
     func poll(events: Int16 = Int16(POLLIN), timeout: Double) throws -> Bool {
+        // Under TLS, readable means decrypted data is there (COpenSSL
+        // looks past records that carry none).
+        if let tls, events == Int16(POLLIN) { return try tls.waitReadable(timeout: timeout) }
         let deadline = timeout < 0 ? nil : monotonicSeconds() + timeout
         while true {
             var entry = pollfd(fd: descriptor, events: events, revents: 0)

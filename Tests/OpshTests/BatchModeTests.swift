@@ -267,6 +267,22 @@ import Testing
         #expect(unlocked.stdout == "done\n")
     }
 
+    /// A run right after another of the same script (cron every minute, a
+    /// dry run then the run) takes the lock: the lock of a run that ended is
+    /// free, also on PostgreSQL, where the server releases it only once it
+    /// notices the ended process's connection closed. Thirty runs back to back.
+    @Test(arguments: Engine.allCases)
+    func aRunRightAfterAnotherOfTheSameScriptTakesItsLock(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let script = try sandbox.script("every-minute.lua", "-- @every 1m\nprint(db.value('SELECT count(*) FROM projects'))")
+        for round in 1...30 {
+            let run = try sandbox.opsh(["run", script], on: db)
+            #expect(run.status == 0, "round \(round): \(run.stderr)")
+            guard run.status == 0 else { break }
+        }
+    }
+
     /// The run that creates the database (`--create`, the file not there
     /// when it took its lock) and a run of the same script that starts once
     /// the file exists do not overlap: the first holds the lock of the

@@ -254,12 +254,12 @@ import Testing
     @Test func theTimeoutCoversEveryHostTried() throws {
         let first = try SilentServer(), second = try SilentServer()
         let folder = try Sandbox()
-        let hosts = "host=127.0.0.1,127.0.0.1 port=\(first.port),\(second.port) user=someone dbname=x connect_timeout=2"
+        let hosts = "host=127.0.0.1,127.0.0.1 port=\(first.port),\(second.port) user=someone dbname=x connect_timeout=2 sslmode=disable"
         let started = Date()
         let run = try folder.run(opshExecutable, ["--db", hosts, "--timeout", "3", "-e", "return 1"])
         #expect(run.status == 124, "\(run.stderr)")
         #expect(run.stderr.contains("timed out after 3 s (--timeout) connecting to postgresql://someone@127.0.0.1:\(first.port),127.0.0.1:\(second.port)/x"), "\(run.stderr)")
-        #expect(run.stderr.contains("127.0.0.1:\(first.port): no answer to the start-up message within 2 seconds"), "\(run.stderr)")
+        #expect(run.stderr.contains("127.0.0.1:\(first.port): no answer to the start-up message within 2 seconds; 127.0.0.1:\(second.port): no answer to the start-up message within "), "\(run.stderr)")
         #expect(Date().timeIntervalSince(started) < 9)
         // Control: without --timeout, each host's connect_timeout ends its
         // turn, and the failure names both: exit 3.

@@ -373,22 +373,29 @@ import Glibc
     /// a runner's heartbeat is judged by the server's clock: a build whose
     /// recorded heartbeat is recent by the server is never taken back,
     /// whatever the runner's machine thinks; one old by the server is.
+    /// Three heartbeats count from the server's start at the earliest (a
+    /// restart is not a missed heartbeat): the test waits until the test
+    /// server has run for longer than that.
     @Test func stalenessIsJudgedByTheServersClock() throws {
         let fixture = try RunnerSandbox(.postgresql)
+        #expect(try waitUntil(30) { try fixture.sql("SELECT extract(epoch FROM now() - pg_postmaster_start_time()) > 8") == "t" })
         let scheme = try fixture.scheme("Never", "true")
         let fresh = try #require(try fixture.enqueue(scheme).first)
         let stale = try #require(try fixture.enqueue(scheme).first)
         // Two builds "running" under a runner on another host (no process
-        // here): one beat a second ago by the server's clock, one a minute ago.
+        // here): one beat a second ago by the server's clock (every 10 s),
+        // one a minute ago (every 2 s).
         _ = try fixture.sql("""
             UPDATE builds SET status = 'running', runnerId = 'elsewhere', runnerHost = 'ci-far', runnerPid = 4242,
-                              runnerStartedAt = extract(epoch FROM now()) - 600, heartbeatInterval = 10, attempts = 1,
+                              runnerStartedAt = extract(epoch FROM now()) - 600, attempts = 1,
+                              heartbeatInterval = CASE id WHEN '\(fresh)' THEN 10 ELSE 2 END,
                               startDate = extract(epoch FROM now()) - 120,
                               heartbeatAt = extract(epoch FROM now()) - CASE id WHEN '\(fresh)' THEN 1 ELSE 60 END
             WHERE id IN ('\(fresh)', '\(stale)')
             """)
         let taker = try fixture.startRunner(["--heartbeat", "0.3"])
-        let tookBack = try waitUntil(10) {
+        // Lapsed, then found lapsed still a heartbeat (2 s) later: taken back.
+        let tookBack = try waitUntil(20) {
             try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(stale)' AND category = 'runner'") == "1"
         }
         // The fresh build stays its runner's for a while after (the
@@ -399,7 +406,7 @@ import Glibc
         #expect(tookBack, "\(result.stderr)")
         let note = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(stale)' AND category = 'runner'")
         #expect(note.hasPrefix("taken back from runner pid 4242 on ci-far (started "), "\(note)")
-        #expect(note.contains("it beats every 10 s, stale after 3") && !note.contains("its process"), "\(note)")
+        #expect(note.contains("it beats every 2 s, stale after 3") && !note.contains("its process"), "\(note)")
         // The other one beat within three periods by the server: left to its runner.
         #expect(try fixture.sql("SELECT status, runnerId, attempts FROM builds WHERE id = '\(fresh)'") == "running|elsewhere|1")
         #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(fresh)'") == "0")

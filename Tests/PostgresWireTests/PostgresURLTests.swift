@@ -68,7 +68,9 @@ import Testing
         #expect(message("postgresql://u@h:54x2/d") == "invalid PostgreSQL URL: the port “54x2” is not a number from 1 to 65535 (at character 18 of the URL)")
         #expect(message("postgresql://u@h:70000/d") == "invalid PostgreSQL URL: the port “70000” is not a number from 1 to 65535 (at character 18 of the URL)")
         #expect(message("postgresql://u@h/d%zz") == "invalid PostgreSQL URL: the database name: “%” must be followed by two hexadecimal digits (a percent-encoded byte) (at character 19 of the URL)")
-        #expect(message("postgresql://u@h/d?sslcert=x") == "invalid PostgreSQL URL: the parameter “sslcert” is not supported (known: host, hostaddr, port, user, password, passfile, dbname, service, options, sslmode, application_name, fallback_application_name, connect_timeout, target_session_attrs, load_balance_hosts) (at character 20 of the URL)")
+        #expect(message("postgresql://u@h/d?sslcrl=x") == "invalid PostgreSQL URL: the parameter “sslcrl” is not supported (known: host, hostaddr, port, user, password, passfile, dbname, service, options, application_name, fallback_application_name, connect_timeout, target_session_attrs, load_balance_hosts, sslmode, sslrootcert, sslcert, sslkey, sslnegotiation, channel_binding) (at character 20 of the URL)")
+        #expect(message("postgresql://u@h/d?sslnegotiation=tls") == "invalid PostgreSQL URL: sslnegotiation “tls” is not one of postgres, direct (at character 35 of the URL)")
+        #expect(message("postgresql://u@h/d?channel_binding=must") == "invalid PostgreSQL URL: channel_binding “must” is not one of disable, prefer, require (at character 36 of the URL)")
         #expect(message("postgresql://u@h/d?sslmode=sometimes").hasPrefix("invalid PostgreSQL URL: sslmode “sometimes” is not one of"))
         #expect(message("postgresql://u@a,b,c/d?port=1,2") == "invalid PostgreSQL URL: 2 ports for 3 host(s): give one port for all, or one for each host (at character 29 of the URL)")
         // A bad escape in the password says where, not what the password is.
@@ -76,18 +78,27 @@ import Testing
         #expect(password.contains("the password") && !password.contains("hunter"))
     }
 
-    @Test func sslmodeRequiringTLSIsRefusedWithTheReason() throws {
-        for mode in ["require", "verify-ca", "verify-full"] {
-            #expect {
-                _ = try PostgresURL("postgresql://u@h/d?sslmode=\(mode)")
-            } throws: { error in
-                "\(error)".contains("sslmode=\(mode): opsh's PostgreSQL client does not speak TLS")
-            }
-        }
-        // Control: the modes that work without TLS are accepted.
-        for mode in ["disable", "allow", "prefer"] {
+    /// Every sslmode is taken (TLSTests connect with each); the TLS
+    /// parameters keep libpq's defaults when the URL does not name them.
+    @Test func tlsParametersWithLibpqsDefaults() throws {
+        for mode in ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] {
             #expect(try PostgresURL("postgresql://u@h/d?sslmode=\(mode)").sslMode.rawValue == mode)
         }
+        let plain = try PostgresURL("postgresql://u@h/d")
+        #expect(plain.sslMode == .prefer)
+        #expect(plain.sslRootCert == nil && plain.sslCert == nil && plain.sslKey == nil)
+        #expect(plain.sslNegotiation == .postgres)
+        #expect(plain.channelBinding == .prefer)
+        let named = try PostgresURL("postgresql://u@h/d?sslrootcert=/etc/ca%20file.pem&sslcert=/c.crt&sslkey=/c.key&sslnegotiation=direct&channel_binding=require&sslmode=verify-ca")
+        #expect(named.sslRootCert == "/etc/ca file.pem")
+        #expect(named.sslCert == "/c.crt")
+        #expect(named.sslKey == "/c.key")
+        #expect(named.sslNegotiation == .direct)
+        #expect(named.channelBinding == .require)
+        #expect(named.sslMode == .verifyCA)
+        // libpq: sslrootcert=system makes verify-full the default.
+        #expect(try PostgresURL("postgresql://u@h/d?sslrootcert=system").sslMode == .verifyFull)
+        #expect(try PostgresURL("postgresql://u@h/d?sslrootcert=system&sslmode=require").sslMode == .require)
     }
 }
 

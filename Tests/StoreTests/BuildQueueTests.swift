@@ -57,9 +57,15 @@ import Testing
         // The heartbeat returns what the holder still holds.
         #expect(try store.client.write { db in try store.builds.heartbeat(db, for: Self.holder("b")) } == [build.id])
         #expect(try store.client.write { db in try store.builds.heartbeat(db, for: Self.holder("a")) } == [])
-        // Only its holder records its end.
-        #expect(try !store.client.write { db in try store.builds.finish(db, build.id, status: .succeeded, heldBy: "a") })
-        #expect(try store.client.write { db in try store.builds.finish(db, build.id, status: .succeeded, heldBy: "b") })
+        // Only its holder, under the attempt it claimed, records its end.
+        let queue = SQLiteBuildStore(store: store)
+        for fence in [BuildFence(runnerId: "a", attempt: 1), BuildFence(runnerId: "b", attempt: 0)] {
+            #expect(throws: BuildLeaseLost.self) {
+                try queue.finish(build.id, status: .succeeded, exitCode: 0, progress: nil, fence: fence, log: nil, crash: nil)
+            }
+        }
+        #expect(try queue.finish(build.id, status: .succeeded, exitCode: 0, progress: nil, fence: BuildFence(runnerId: "b", attempt: 1),
+                                 log: nil, crash: nil))
     }
 
     @Test func aTakeBackHappensOnlyUnderTheLeaseItReadOnce() throws {
@@ -108,7 +114,7 @@ import Testing
             #expect(try store.builds.claim(db, build.id, for: Self.holder("a")))
             #expect(try store.builds.heartbeat(db, for: Self.holder("a")) == nil)
             #expect(try store.builds.expiredLeases(db).isEmpty)
-            #expect(try store.builds.finish(db, build.id, status: .succeeded, heldBy: "a"))
+            #expect(try store.builds.finish(db, build.id, status: .succeeded))
         }
         let ended = try store.client.read { db in try store.builds.records.require(db, build.id) }
         #expect(ended.status == .succeeded && ended.runnerPid == 100 && ended.runnerHost == "ci-1")

@@ -54,6 +54,17 @@ public final class PostgresServer: Sendable {
         psql = found.isEmpty ? "psql" : found
     }
 
+    /// Stops the server, cutting its sessions, and keeps its folder
+    /// (`scripts/pg-server halt`): an outage; ``resume()`` ends it.
+    public func halt() throws {
+        _ = try sh("'\(Self.script)' halt '\(directory)'")
+    }
+
+    /// Starts the halted server again, with its data (`scripts/pg-server start`).
+    public func resume() throws {
+        _ = try sh("'\(Self.script)' start '\(directory)'")
+    }
+
     /// Stops the server and removes its folder (`scripts/pg-server stop`).
     public func stop() {
         _ = try? sh("'\(Self.script)' stop '\(directory)'")

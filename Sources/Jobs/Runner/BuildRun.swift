@@ -29,6 +29,10 @@ final class BuildRun: @unchecked Sendable {
     private var cancelReason: String?
     /// Its build was taken back from this manager: stop, record nothing.
     private var abandoned = false
+    /// The write that found the build no longer this run's, when one did.
+    private var leaseLost: BuildLeaseLost?
+    /// The lease this run writes under (set by the claim).
+    private var fence: BuildFence?
     /// Its end is being recorded: a finished status in the database is its own.
     private var recordingEnd = false
     /// The build command and what it started, while they run.
@@ -69,6 +73,60 @@ final class BuildRun: @unchecked Sendable {
     func abandon() {
         condition.withLock { abandoned = true }
         cancel(reason: "this opsh no longer holds the build")
+    }
+
+    /// A write found the build no longer this run's (``BuildFence``): the
+    /// build is stopped, nothing more is written, and stderr says who has
+    /// it now.
+    private func lost(_ refusal: BuildLeaseLost) {
+        let first = condition.withLock { () -> Bool in
+            guard leaseLost == nil else { return false }
+            leaseLost = refusal
+            abandoned = true
+            return true
+        }
+        guard first else { return }
+        manager.notice("\(refusal); stopping its run here, which writes nothing more")
+        cancel(reason: "this opsh no longer holds the build")
+    }
+
+    /// What became of a write of this run's that must land.
+    private enum Persisted<T> {
+        case done(T)
+        case lost(BuildLeaseLost)
+        case failed(any Error)
+    }
+
+    /// Runs `write` until it lands: while the database does not answer
+    /// (a restarting server, a lock held past the busy timeout) it is
+    /// tried again for as long as it takes, saying so once; its lease
+    /// decides whether it may land at all (``BuildFence``). Any other
+    /// error is tried a few times.
+    private func persist<T>(_ what: String, _ write: () throws -> T) -> Persisted<T> {
+        var delay = 0.05
+        var refusals = 0
+        var outageStarted: Date?
+        while true {
+            do {
+                let result = try write()
+                if let outageStarted {
+                    manager.notice("\(what) of build \(buildId) recorded after \(LeaseVerdict.seconds((Date().timeIntervalSince(outageStarted) * 10).rounded() / 10)) without the database")
+                }
+                return .done(result)
+            } catch let refusal as BuildLeaseLost {
+                return .lost(refusal)
+            } catch where TransientFailure.matches(error) {
+                if outageStarted == nil {
+                    outageStarted = Date()
+                    manager.notice("cannot record \(what) of build \(buildId); tried again until the database answers: \(error)")
+                }
+            } catch {
+                refusals += 1
+                if refusals >= 5 { return .failed(error) }
+            }
+            Thread.sleep(forTimeInterval: delay)
+            delay = min(2, delay * 2)
+        }
     }
 
     /// Called with the lock held, at cancel or when the build command
@@ -124,6 +182,7 @@ final class BuildRun: @unchecked Sendable {
         }
         // Cancelled, deleted or taken back meanwhile.
         guard let claimed else { return }
+        condition.withLock { fence = claimed.fence }
         manager.changed(buildId)
 
         // The lines opsh writes itself mask URL credentials and the
@@ -133,7 +192,10 @@ final class BuildRun: @unchecked Sendable {
             flushInterval: configuration.flushInterval, flushLineCount: configuration.flushLineCount,
             maxBatchLines: configuration.maxBatchLines, maxPendingLines: configuration.maxPendingLines,
             recentLineCount: configuration.crashLogLineCount),
-            mask: { CodeMask.mask(SecretMask.maskingURLCredentials(in: $0), knownSecrets: secrets) })
+            fence: claimed.fence, spoolFolder: manager.workspaces.root,
+            mask: { CodeMask.mask(SecretMask.maskingURLCredentials(in: $0), knownSecrets: secrets) },
+            onLeaseLost: { [weak self] in self?.lost($0) },
+            onNotice: { [weak manager] in manager?.notice($0) })
         let started = Date()
         let outcome = execute(claimed, sink: sink)
         finish(outcome, sink: sink, started: started)
@@ -177,7 +239,10 @@ final class BuildRun: @unchecked Sendable {
             return .failedToStart
         }
         if isCancelled { return .cancelledBeforeBuild }
-        try? database.setCommit(buildId, checkout.commit)
+        if case let .lost(refusal) = persist("the commit", { try database.setCommit(buildId, checkout.commit, fence: plan.fence) }) {
+            lost(refusal)
+            return .cancelledBeforeBuild
+        }
         sink.note("checked out commit \(checkout.commit)")
 
         // The build command, with an allow-listed environment.
@@ -296,9 +361,12 @@ final class BuildRun: @unchecked Sendable {
             return (cancelRequested, cancelledWithKill, cancelReason, self.abandoned)
         }
         if abandoned {
-            sink.note("stopped here: pid \(manager.runner.pid) on \(manager.runner.host) lost this build (its heartbeat lapsed and it was taken back); this run's end is not recorded",
-                      level: .warning)
+            // The build is someone else's now (taken back, maybe running
+            // again): not a line more in its log, stderr says so.
             sink.close()
+            if condition.withLock({ leaseLost }) == nil {
+                manager.notice("build \(buildId): pid \(manager.runner.pid) on \(manager.runner.host) lost this build (its heartbeat lapsed and it was taken back); this run's end is not recorded")
+            }
             return
         }
         var status: BuildStatus
@@ -344,20 +412,21 @@ final class BuildRun: @unchecked Sendable {
             FileHandle.standardError.write(Data(message.utf8))
         }
         let progress: Double? = status == .succeeded ? 1 : nil
-        // Retried: a Ctrl-C on the Lua thread (sqlite3_interrupt reaches
-        // every connection of the pool) or a busy database must not leave
-        // the build `running` for good.
-        for attempt in 0..<5 {
-            do {
-                _ = try database.finish(buildId, status: status, exitCode: exitCode, progress: progress,
-                                        heldBy: manager.holder.id, log: nil, crash: crash)
-                break
-            } catch {
-                if attempt == 4 {
-                    FileHandle.standardError.write(Data("opsh: cannot record the end of build \(buildId): \(error)\n".utf8))
-                }
-                Thread.sleep(forTimeInterval: 0.05 * Double(attempt + 1))
-            }
+        if condition.withLock({ leaseLost }) != nil { return }  // the sink found the build gone: said, nothing recorded
+        // Retried until the database answers: a restarted server, a
+        // Ctrl-C on the Lua thread (sqlite3_interrupt reaches every
+        // connection of the pool) or a busy database must not leave the
+        // build `running` for good, nor have it run again.
+        let fence = condition.withLock { self.fence }
+        switch persist("the end", { try database.finish(buildId, status: status, exitCode: exitCode, progress: progress,
+                                                        fence: fence, log: nil, crash: crash) }) {
+        case .done:
+            break
+        case .lost(let refusal):
+            lost(refusal)
+            return
+        case .failed(let error):
+            FileHandle.standardError.write(Data("opsh: cannot record the end of build \(buildId): \(error)\n".utf8))
         }
         manager.changed(buildId)
         manager.sweepWorkspaces(ended: buildId)

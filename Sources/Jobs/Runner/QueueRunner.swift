@@ -54,6 +54,20 @@ public final class QueueRunner: @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var claiming = true
+    /// The database said `builds` changed since the loop last looked.
+    private var queueChanged = false
+
+    // The run loop's own (one thread):
+    /// This runner could not reach the database at its last try.
+    private var lostTheDatabase = false
+    /// When (the database's clock) it reached the database again after it
+    /// could not: no holder could beat meanwhile either.
+    private var reachableAgainAt: Double?
+    /// Builds whose lease was found lapsed while the database took writes
+    /// at once: the lease then (its last heartbeat) and when (the
+    /// database's clock). Taken back only when a later sweep, a heartbeat
+    /// interval on, finds the same lease lapsed still.
+    private var suspects: [String: (heartbeatAt: Double?, since: Double)] = [:]
 
     /// A runner on an SQLite store.
     public convenience init(store: Store, configuration: Configuration, report: @escaping @Sendable (Event) -> Void) {
@@ -85,7 +99,25 @@ public final class QueueRunner: @unchecked Sendable {
     /// runs have ended. Problems with the database (locked past the busy
     /// timeout, a full disk) are reported and tried again next period: a
     /// runner outlives a busy backend.
+    ///
+    /// An idle runner looks at the queue when the database says `builds`
+    /// changed (``BuildStore/watchQueue(_:)``), and at the latest one idle
+    /// poll later (the fallback, also while the watch cannot run).
     public func run() {
+        let condition = self.condition
+        let watch: StorageCancellable?
+        do {
+            watch = try database.watchQueue {
+                condition.withLock {
+                    self.queueChanged = true
+                    condition.broadcast()
+                }
+            }
+        } catch {
+            watch = nil
+            report(.problem("cannot watch the queue (polling every \(LeaseVerdict.seconds(configuration.idlePoll)) instead): \(error)"))
+        }
+        defer { watch?.cancel() }
         var nextSweep = Date()
         while true {
             let stillClaiming = condition.withLock { claiming }
@@ -101,7 +133,8 @@ public final class QueueRunner: @unchecked Sendable {
             }
             condition.withLock {
                 let wake = min(nextSweep, Date().addingTimeInterval(configuration.idlePoll))
-                if claiming == stillClaiming { _ = condition.wait(until: wake) }
+                if claiming == stillClaiming, !queueChanged { _ = condition.wait(until: wake) }
+                queueChanged = false
             }
         }
     }
@@ -139,6 +172,7 @@ public final class QueueRunner: @unchecked Sendable {
                 report(.problem("build \(id) refused: \(tampered)"))
                 continue
             } catch {
+                if TransientFailure.matches(error) { lostTheDatabase = true }
                 report(.problem("cannot claim a build (tried again in \(LeaseVerdict.seconds(configuration.idlePoll))): \(error)"))
                 return
             }
@@ -169,6 +203,12 @@ public final class QueueRunner: @unchecked Sendable {
     /// requeued, or marked failed once it has used its attempts, with a log
     /// line saying which and why. Judged by the heartbeat alone, never by a
     /// pid (LeaseVerdict says why).
+    ///
+    /// An outage is not a missed heartbeat: while the database did not
+    /// answer no holder could beat, so after this runner reaches it again
+    /// every holder has its three heartbeats anew (and on PostgreSQL they
+    /// count from the server's start at the earliest, whoever saw the
+    /// restart: ``BuildStore/expiredLeases()``).
     private func takeBackStaleBuilds() {
         let now: Date
         let leases: [BuildLease]
@@ -176,10 +216,45 @@ public final class QueueRunner: @unchecked Sendable {
             // Judged by the database's clock (the server's on PostgreSQL).
             (now, leases) = try database.expiredLeases()
         } catch {
+            if TransientFailure.matches(error) { lostTheDatabase = true }
             report(.problem("cannot look for stale builds: \(error)"))
             return
         }
-        for lease in leases where !manager.isHandling(lease.buildId) {
+        if lostTheDatabase {
+            lostTheDatabase = false
+            reachableAgainAt = now.timeIntervalSince1970
+        }
+        let lapsed = leases.filter { lease in
+            guard !manager.isHandling(lease.buildId) else { return false }
+            if let reachableAgainAt, let interval = lease.heartbeatInterval,
+               reachableAgainAt + BuildLease.missedHeartbeats * interval >= now.timeIntervalSince1970 {
+                return false
+            }
+            return true
+        }
+        suspects = suspects.filter { id, _ in lapsed.contains { $0.buildId == id } }
+        guard !lapsed.isEmpty else { return }
+        // A lapse proves a stop only if the database took writes all along:
+        // a lapse is suspected while writes go through at once (a lock held
+        // elsewhere makes every holder's heartbeat wait too), and acted on
+        // a heartbeat interval later, when the holder had the time to beat.
+        do {
+            try database.takesWrites(within: configuration.heartbeatInterval / 2)
+        } catch {
+            if TransientFailure.matches(error) { lostTheDatabase = true }
+            suspects.removeAll()
+            report(error is WritesWereBlocked ? .notice("not judging stale builds yet: \(error)")
+                                              : .problem("cannot look for stale builds: \(error)"))
+            return
+        }
+        for lease in lapsed {
+            guard let suspected = suspects[lease.buildId], suspected.heartbeatAt == lease.heartbeatAt,
+                  now.timeIntervalSince1970 - suspected.since >= (lease.heartbeatInterval ?? configuration.heartbeatInterval) else {
+                if suspects[lease.buildId]?.heartbeatAt != lease.heartbeatAt || suspects[lease.buildId] == nil {
+                    suspects[lease.buildId] = (lease.heartbeatAt, now.timeIntervalSince1970)
+                }
+                continue
+            }
             let verdict = LeaseVerdict(lease: lease, now: now)
             let me = "runner pid \(manager.runner.pid) on \(manager.runner.host)"
             let action: BuildTakeBack = lease.attempts >= configuration.maxAttempts ? .fail : .requeue
@@ -193,6 +268,14 @@ public final class QueueRunner: @unchecked Sendable {
             do {
                 let took = try database.takeBack(lease, action, note: note)
                 if took { report(.tookBack(buildId: lease.buildId, note: note, failed: action == .fail)) }
+            } catch where TransientFailure.matches(error) {
+                // Writes were blocked or the database went away: every
+                // holder is judged again once this runner reaches it.
+                lostTheDatabase = true
+                suspects.removeAll()
+                report(error is WritesWereBlocked ? .notice("not taking back build \(lease.buildId) yet: \(error)")
+                                                  : .problem("cannot take back build \(lease.buildId) now: \(error)"))
+                return
             } catch {
                 report(.problem("cannot take back build \(lease.buildId): \(error)"))
             }

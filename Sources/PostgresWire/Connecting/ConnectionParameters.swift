@@ -5,14 +5,15 @@
 /// fills only what the ones before it left out.
 enum ConnectionParameters {
     /// The environment variables and the keyword each stands for, as libpq
-    /// reads them. (TLS's `PGSSLROOTCERT`, `PGSSLCERT`, … join this table
-    /// with their keywords.)
+    /// reads them.
     static let environmentVariables: [(variable: String, keyword: String)] = [
         ("PGHOST", "host"), ("PGHOSTADDR", "hostaddr"), ("PGPORT", "port"),
         ("PGDATABASE", "dbname"), ("PGUSER", "user"), ("PGPASSWORD", "password"),
         ("PGPASSFILE", "passfile"), ("PGOPTIONS", "options"), ("PGAPPNAME", "application_name"),
         ("PGSSLMODE", "sslmode"), ("PGCONNECT_TIMEOUT", "connect_timeout"),
         ("PGTARGETSESSIONATTRS", "target_session_attrs"), ("PGLOADBALANCEHOSTS", "load_balance_hosts"),
+        ("PGSSLROOTCERT", "sslrootcert"), ("PGSSLCERT", "sslcert"), ("PGSSLKEY", "sslkey"),
+        ("PGSSLNEGOTIATION", "sslnegotiation"), ("PGCHANNELBINDING", "channel_binding"),
     ]
 
     /// `explicit` followed by what its service and the environment add, in

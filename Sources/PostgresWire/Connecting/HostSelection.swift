@@ -44,7 +44,7 @@ extension PostgresConnection {
                     closeForTheNextHost()
                     switch error {
                     case .connectionFailed(var reason), .timedOut(var reason, _), .connectionClosed(var reason):
-                        if case .timedOut(_, let limit) = error { reason += " within \(formatSeconds(limit)) seconds" }
+                        if case .timedOut(_, let limit) = error { reason += " within \(formatSeconds((limit * 10).rounded() / 10)) seconds" }
                         failures.append(names(host, reason) ? reason : "\(host): \(reason)")
                         lastError = error
                     default:
@@ -93,8 +93,42 @@ extension PostgresConnection {
             passwordFile = file
         }
         let deadline = monotonicSeconds() + seconds
-        socket = try Socket.connect(to: host.endpoint, timeout: seconds)
-        try startUp(deadline: deadline, limit: seconds, settings: settings)
+        let tls = try TLSSettings(url, host: host)
+        var encrypt = tls?.startsEncrypted ?? false
+        // sslmode prefer and allow try once more the other way (libpq):
+        // prefer in clear text after a failed TLS start or a login refused
+        // over TLS, allow with TLS after a login refused in clear text.
+        var triedTheOtherWay = false
+        while true {
+            let socket = try Socket.connect(to: host.endpoint, timeout: triedTheOtherWay ? max(deadline - monotonicSeconds(), 0) : seconds)
+            self.socket = socket
+            do {
+                if encrypt, let tls {
+                    do {
+                        encrypt = try socket.startTLS(tls, endpoint: host.endpoint, deadline: deadline, limit: seconds)
+                    } catch let error as PostgresClientError where tls.mode == .prefer && !triedTheOtherWay && !error.isTimeout {
+                        socket.close()
+                        triedTheOtherWay = true
+                        encrypt = false
+                        continue
+                    }
+                }
+                try startUp(deadline: deadline, limit: seconds, settings: settings)
+                cancelTLS = socket.tls == nil ? nil : tls?.requiringEncryption()
+                return
+            } catch is PostgresError where !triedTheOtherWay && tls?.triesAgain(wasEncrypted: socket.tls != nil) == true {
+                socket.close()
+                self.socket = nil
+                inbox.reset()
+                serverParameters = [:]
+                triedTheOtherWay = true
+                encrypt.toggle()
+            } catch {
+                socket.close()
+                self.socket = nil
+                throw error
+            }
+        }
     }
 
     /// Why the server just reached does not suit `requirement` (libpq's
@@ -120,7 +154,7 @@ extension PostgresConnection {
     /// Closes the connection to a host given up on and forgets what it said.
     private func closeForTheNextHost() {
         close()
-        inbox.discard()
+        inbox.reset()
         serverParameters = [:]
         processID = 0
         secretKey = 0
@@ -128,5 +162,6 @@ extension PostgresConnection {
         notices = []
         notifications = []
         exchangeCount = 0
+        cancelTLS = nil
     }
 }

@@ -66,6 +66,12 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// The server's clock, seconds since 1970.
     static let now = "extract(epoch FROM clock_timestamp())::double precision"
 
+    /// When the server last started, seconds since 1970: a lease's three
+    /// heartbeats are counted from then at the earliest, since no holder
+    /// could beat while the server was down (a restart is not a missed
+    /// heartbeat).
+    static let serverStart = "extract(epoch FROM pg_postmaster_start_time())::double precision"
+
     public func clock() throws -> Date {
         let value = try connection { try $0.query("SELECT \(Self.now)").scalar }
         guard case let .double(seconds)? = value else { throw PostgresStoreError.statement("the server did not tell its time") }
@@ -347,6 +353,12 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// The claim: the oldest queued build nobody holds, locked with SKIP
     /// LOCKED (a row another runner is claiming right now is passed over,
     /// never waited for), held for `holder` in the same statement.
+    public func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable? {
+        let listener = PostgresChangeListener(url: url)
+        let subscription = try listener.observe(["builds"], onChange: onChange)
+        return StorageCancellable { withExtendedLifetime(listener) { subscription.cancel() } }
+    }
+
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
         try transaction { connection in
             try Self.refusingSchemeWrites(connection, subject: { ($0?.id, $0?.schemeId ?? "?") }) {
@@ -376,14 +388,17 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                                          AND table_name = 'schemes' AND column_name = 'passenvironment')
                        THEN (SELECT to_jsonb(s) ->> 'passenvironment' FROM schemes AS s WHERE s.id = $1::text) END
                 """, [.text(scheme.id)]).scalar.flatMap(Self.textOf)
-            let claimed = try Self.refusingSchemeWrites(connection, subject: { _ in (id, scheme.id) }) {
+            let attempt = try Self.refusingSchemeWrites(connection, subject: { _ in (id, scheme.id) }) {
                 try connection.query("""
                     UPDATE builds SET status = 'running', startDate = \(Self.now), endDate = NULL, exitCode = NULL, progress = 0,
                                       heartbeatAt = \(Self.now), attempts = attempts + 1
                     WHERE id = $1::text AND status = 'queued' AND runnerId = $2::text
-                    """, [.text(id), .text(holder.id)]).affectedRows ?? 0 > 0
+                    RETURNING attempts
+                    """, [.text(id), .text(holder.id)]).scalar
             }
-            return claimed ? ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment) : nil
+            guard case let .integer(attempts)? = attempt else { return nil }
+            return ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment,
+                                fence: BuildFence(runnerId: holder.id, attempt: Int(attempts)))
         }
     }
 
@@ -457,11 +472,18 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
             }
             let result = try connection.query("""
                 SELECT \(Self.leaseColumns) FROM builds
-                WHERE status = 'running' AND heartbeatAt + \(BuildLease.missedHeartbeats) * heartbeatInterval < $1
+                WHERE status = 'running'
+                  AND greatest(heartbeatAt, \(Self.serverStart)) + \(BuildLease.missedHeartbeats) * heartbeatInterval < $1
                 ORDER BY heartbeatAt
                 """, [.double(now)])
             return (Date(timeIntervalSince1970: now), try Self.rows(result).map(BuildLease.init(row:)))
         }
+    }
+
+    /// The server answers: it takes writes (a lock on one row is not an
+    /// outage; a take-back skips a row a writer holds).
+    public func takesWrites(within seconds: Double) throws {
+        _ = try clock()
     }
 
     public func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool {
@@ -471,6 +493,11 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
             """
         let arguments: [PostgresValue] = [.text(lease.buildId), Self.text(lease.runnerId), Self.double(lease.heartbeatAt)]
         return try transaction { connection in
+            // A holder writing under its lease holds the row (FOR SHARE,
+            // requireFence): its write lands first and the build is judged
+            // again next period, rather than this sweep waiting on it.
+            guard try connection.query("SELECT 1 FROM builds WHERE id = $1::text FOR UPDATE SKIP LOCKED", [.text(lease.buildId)])
+                .scalar != nil else { return false }
             let changed: Int
             switch action {
             case .requeue:
@@ -481,7 +508,8 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                     WHERE \(unchanged)
                     """, arguments).affectedRows ?? 0
             case .fail:
-                changed = try connection.query("UPDATE builds SET status = 'failed', endDate = \(Self.now) WHERE \(unchanged)",
+                // The holder is cleared (host and pid stay): its run's fence is gone (BuildFence).
+                changed = try connection.query("UPDATE builds SET status = 'failed', endDate = \(Self.now), runnerId = NULL WHERE \(unchanged)",
                                                arguments).affectedRows ?? 0
             }
             guard changed > 0 else { return false }
@@ -495,25 +523,41 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
 
     // MARK: Running and ending
 
-    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, fence: BuildFence?,
                        log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool {
         precondition(status.isFinished, "finish needs a final status")
         return try transaction { connection in
+            try Self.requireFence(connection, id, fence)
+            let changed = try connection.query("""
+                UPDATE builds SET status = $1::text, endDate = \(Self.now), exitCode = $2, progress = coalesce($3, progress)
+                WHERE id = $4::text AND status IN ('queued', 'running')
+                """, [.text(status.rawValue), Self.integer(exitCode), Self.double(progress), .text(id)])
+                .affectedRows ?? 0
+            guard changed > 0 else { return false }
             if let crash {
                 try connection.query("""
                     INSERT INTO crashLogs (incidentIdentifier, buildId, content, signal, createdAt) VALUES ($1::text, $2::text, $3::text, $4, $5)
                     """, [.text(crash.incidentIdentifier), .text(crash.buildId), .text(Self.clean(crash.content)),
                           Self.integer(crash.signal), .double(crash.createdAt.timeIntervalSince1970)])
             }
-            let changed = try connection.query("""
-                UPDATE builds SET status = $1::text, endDate = \(Self.now), exitCode = $2, progress = coalesce($3, progress)
-                WHERE id = $4::text AND status IN ('queued', 'running') AND ($5::text IS NULL OR runnerId = $5::text)
-                """, [.text(status.rawValue), Self.integer(exitCode), Self.double(progress), .text(id), Self.text(holder)])
-                .affectedRows ?? 0
-            guard changed > 0 else { return false }
             if let log { try Self.insertLines(connection, build: id, [NewBuildLogLine(log)]) }
             return true
         }
+    }
+
+    /// Throws ``BuildLeaseLost`` when `fence` is no longer the build's.
+    /// The row stays locked (`FOR SHARE`) until the write's transaction
+    /// ends, so no take-back or claim slips in between the check and the
+    /// write.
+    private static func requireFence(_ connection: PostgresConnection, _ id: String, _ fence: BuildFence?) throws {
+        guard let fence else { return }
+        let lease = try rows(connection.query("SELECT \(leaseColumns) FROM builds WHERE id = $1::text FOR SHARE", [.text(id)]))
+            .first.map(BuildLease.init(row:))
+        guard lease?.runnerId != fence.runnerId || lease?.attempts != fence.attempt else { return }
+        let note = try connection.query("""
+            SELECT content FROM buildLogs WHERE buildId = $1::text AND category = 'runner' ORDER BY createdAt DESC, id DESC LIMIT 1
+            """, [.text(id)]).scalar.flatMap(textOf)
+        if let refusal = fence.refusal(buildId: id, lease: lease, takenBackBy: note) { throw refusal }
     }
 
     public func knownSecrets() throws -> [String] {
@@ -524,15 +568,17 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
         }
     }
 
-    public func setCommit(_ id: String, _ commit: String) throws {
-        try write { connection in
+    public func setCommit(_ id: String, _ commit: String, fence: BuildFence?) throws {
+        try transaction { connection in
+            try Self.requireFence(connection, id, fence)
             _ = try connection.query("UPDATE builds SET commitHash = $1::text WHERE id = $2::text", [.text(commit), .text(id)])
         }
     }
 
-    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws {
+    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?, fence: BuildFence?) throws {
         guard !lines.isEmpty || progress != nil else { return }
         try transaction { connection in
+            try Self.requireFence(connection, buildId, fence)
             try Self.insertLines(connection, build: buildId, lines)
             if let progress {
                 try connection.query("UPDATE builds SET progress = $1 WHERE id = $2::text AND status = 'running'",
@@ -572,7 +618,9 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                 let k = row * 6
                 return "($\(k + 1)::text, $\(k + 2)::text, $\(k + 3)::text, $\(k + 4)::text, $\(k + 5)::text, $\(k + 6))"
             }.joined(separator: ", ")
+            // A line sent again (its batch's commit answer was lost) lands once.
             statements[size] = "INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES " + values
+                + " ON CONFLICT (id) DO NOTHING"
             size /= 2
         }
         return statements

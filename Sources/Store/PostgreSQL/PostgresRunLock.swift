@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import PostgresWire
 
 /// `opsh run`'s lock on a PostgreSQL database (docs/operations.md, `--lock`): a
@@ -34,13 +37,24 @@ public final class PostgresRunLock {
     /// identity, hashed) on the database at `url`, without waiting. The
     /// connection says who holds it (its `application_name`) to the run
     /// that finds it taken.
+    ///
+    /// A holder that is an opsh process of this machine which has exited
+    /// holds it only until the server notices its connection closed (a
+    /// moment after the process is gone): the lock is tried again for up
+    /// to two seconds then, so that a run right after another (cron, a
+    /// dry run then the run) is not refused by the one that just ended.
     public static func acquire(url text: String, key: UInt64) throws -> Outcome {
         var url = try PostgresURL(text)
         url.applicationName = String("opsh pid \(getpid()) on \(hostName)".prefix(63))
         let connection = try PostgresConnection(url: url)
         let objectID = Int32(truncatingIfNeeded: key)
-        let taken = try connection.query("SELECT pg_try_advisory_lock(\(lockClass), \(objectID))").scalar
-        if taken == .bool(true) { return .acquired(PostgresRunLock(connection: connection)) }
+        let deadline = Date().addingTimeInterval(2)
+        while true {
+            let taken = try connection.query("SELECT pg_try_advisory_lock(\(lockClass), \(objectID))").scalar
+            if taken == .bool(true) { return .acquired(PostgresRunLock(connection: connection)) }
+            guard Date() < deadline, let gone = try? holderHasExited(connection, objectID: objectID), gone else { break }
+            usleep(20_000)
+        }
         defer { connection.close() }
         let holder = try? connection.query("""
             SELECT a.application_name, to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
@@ -53,6 +67,20 @@ public final class PostgresRunLock {
         var text = String(name.dropFirst("opsh ".count))
         if case let .text(since) = holder[1] { text += ", since \(since) UTC" }
         return .held(holder: text)
+    }
+
+    /// Whether the lock's holder is an opsh process of this machine that
+    /// no longer exists (its `application_name` names its pid and host).
+    private static func holderHasExited(_ connection: PostgresConnection, objectID: Int32) throws -> Bool {
+        let name = try connection.query("""
+            SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+              AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND l.classid = '\(UInt32(bitPattern: lockClass))'::oid AND l.objid = '\(UInt32(bitPattern: objectID))'::oid
+            """).scalar
+        guard case let .text(text)? = name, text.hasPrefix("opsh pid "), text.hasSuffix(" on \(hostName)"),
+              let pid = pid_t(text.dropFirst("opsh pid ".count).prefix { $0 != " " }) else { return false }
+        return kill(pid, 0) != 0 && errno == ESRCH
     }
 
     /// The database's URL for messages (its password left out).

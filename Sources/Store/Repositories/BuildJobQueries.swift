@@ -47,6 +47,7 @@ extension BuildLogRepository {
         guard !lines.isEmpty else { return }
         let statement = try db.cachedStatement(sql: """
             INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO NOTHING
             """)
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
@@ -122,19 +123,16 @@ extension BuildLogRepository {
 
 extension BuildRepository {
     /// Ends a build that is queued or running; false when it had ended
-    /// already (its row is then unchanged). With `holder`, only while that
-    /// job manager still holds it (BuildQueueQueries): a run whose build
-    /// was taken back from it must not end the build's next run.
+    /// already (its row is then unchanged). A run ends its build only
+    /// under its lease: the caller checks its ``BuildFence`` in the same
+    /// transaction (SQLiteBuildStore).
     func finish(_ db: Database, _ id: String, status: BuildStatus, exitCode: Int? = nil,
-                       progress: Double? = nil, heldBy holder: String? = nil, at date: Date = Date()) throws -> Bool {
+                progress: Double? = nil, at date: Date = Date()) throws -> Bool {
         precondition(status.isFinished, "finish needs a final status")
-        let held = try holder != nil && queueColumnsExist(db) ? " AND runnerId = ?" : ""
-        var arguments: StatementArguments = [status.rawValue, date.timeIntervalSince1970, exitCode, progress, id]
-        if !held.isEmpty { arguments += [holder] }
         try db.execute(sql: """
             UPDATE builds SET status = ?, endDate = ?, exitCode = ?, progress = coalesce(?, progress)
-            WHERE id = ? AND status IN ('queued', 'running')\(held)
-            """, arguments: arguments)
+            WHERE id = ? AND status IN ('queued', 'running')
+            """, arguments: [status.rawValue, date.timeIntervalSince1970, exitCode, progress, id])
         return db.changesCount > 0
     }
 

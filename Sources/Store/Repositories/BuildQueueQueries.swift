@@ -224,7 +224,9 @@ extension BuildRepository {
                 WHERE \(unchanged)
                 """, arguments: leaseArguments)
         case .fail:
-            try db.execute(sql: "UPDATE builds SET status = 'failed', endDate = ? WHERE \(unchanged)",
+            // The holder is cleared (its host and pid stay, for the record):
+            // the run it took back from must find its fence gone (BuildFence).
+            try db.execute(sql: "UPDATE builds SET status = 'failed', endDate = ?, runnerId = NULL WHERE \(unchanged)",
                            arguments: [now.timeIntervalSince1970] + leaseArguments)
         }
         guard db.changesCount > 0 else { return false }

@@ -62,6 +62,13 @@ public protocol BuildStore: AnyObject, Sendable {
     func reserve(_ id: String, for holder: BuildHolder) throws -> Bool
     /// Whether a queued build nobody holds waits (of `schemes`; nil: any).
     func hasClaimable(schemes: [String]?) throws -> Bool
+    /// Calls `onChange` soon after any process commits a change to
+    /// `builds` (and sometimes after other commits), until cancelled: what
+    /// wakes an idle runner when a build is queued. SQLite polls `PRAGMA
+    /// data_version` every 50 ms on a read connection of its own (no lock);
+    /// PostgreSQL listens for the schema's `opsh_changes` notifications.
+    /// Nil where nothing can tell (an in-memory database).
+    func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable?
     /// Holds the oldest queued build nobody holds, for `holder`.
     func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord?
     /// Queued and held by `holder` → running, one more attempt; nil when
@@ -84,20 +91,35 @@ public protocol BuildStore: AnyObject, Sendable {
     /// Running builds whose holder missed three heartbeats, and the time
     /// (``clock()``) they were judged at.
     func expiredLeases() throws -> (now: Date, leases: [BuildLease])
+    /// Returns once the database takes a write (it writes nothing);
+    /// throws ``WritesWereBlocked`` when that took longer than `seconds`
+    /// (SQLite: its write lock held elsewhere), or the connection's error.
+    /// What the runners' take-back asks before judging leases: a holder
+    /// cannot beat while nothing can be written.
+    func takesWrites(within seconds: Double) throws
     /// Requeues or fails a build still under `lease`, with `note` in its log.
     func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool
 
     // MARK: Running and ending (BuildJobQueries)
 
-    /// Ends a queued or running build (with `holder`: only while that
-    /// holder has it); `crash` is recorded first, `log` only when it ended
-    /// here. One transaction. False when it had ended (or is not held).
-    func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+    /// Ends a queued or running build (with `fence`: only while that
+    /// lease is the build's, ``BuildFence``); `crash` and `log` are
+    /// recorded only when it ended here. One transaction. False when it
+    /// had ended.
+    ///
+    /// - throws: ``BuildLeaseLost`` when `fence` is no longer the build's
+    ///   (nothing is written).
+    func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, fence: BuildFence?,
                 log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool
-    func setCommit(_ id: String, _ commit: String) throws
+    /// Records the commit a build checked out (with `fence`: only while
+    /// that lease is the build's; ``BuildLeaseLost`` otherwise).
+    func setCommit(_ id: String, _ commit: String, fence: BuildFence?) throws
     /// One batch of a build's log lines, and its progress when it changed,
-    /// in one transaction.
-    func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws
+    /// in one transaction (with `fence`: only while that lease is the
+    /// build's; ``BuildLeaseLost`` otherwise, and nothing lands). A line
+    /// whose id is in the log already is skipped: a batch sent again after
+    /// its commit's answer was lost lands once.
+    func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?, fence: BuildFence?) throws
 
     /// The secrets opsh masks in the lines it writes itself (the
     /// configuration's API keys), as the audit trail masks them.
@@ -113,12 +135,16 @@ public struct ClaimedBuild: Sendable {
     /// The scheme's `passEnvironment` (JSON text, migration
     /// 006_schemeEnvironment); nil on a database without it.
     public var passEnvironment: String?
+    /// The lease the run writes under; nil on a database without
+    /// 004_runners (nothing to fence by).
+    public var fence: BuildFence?
 
-    public init(build: BuildRecord, scheme: SchemeRecord, project: ProjectRecord, passEnvironment: String?) {
+    public init(build: BuildRecord, scheme: SchemeRecord, project: ProjectRecord, passEnvironment: String?, fence: BuildFence?) {
         self.build = build
         self.scheme = scheme
         self.project = project
         self.passEnvironment = passEnvironment
+        self.fence = fence
     }
 }
 
@@ -221,6 +247,13 @@ public final class SQLiteBuildStore: BuildStore {
         try store.client.read { db in try store.builds.hasClaimable(db, schemes: schemes) }
     }
 
+    public func watchQueue(_ onChange: @escaping @Sendable () -> Void) throws -> StorageCancellable? {
+        guard let path = store.path else { return nil }
+        let monitor = ExternalChangeMonitor(path: path, interval: 0.05)
+        let subscription = monitor.subscribe(onChange)
+        return StorageCancellable { withExtendedLifetime(monitor) { subscription.cancel() } }
+    }
+
     public func reserveNext(for holder: BuildHolder, schemes: [String]?) throws -> BuildRecord? {
         try store.client.write { db in
             try TableWriteWatch.refusingSchemeWrites(db, subject: { ($0?.id, $0?.schemeId ?? "?") }) {
@@ -242,7 +275,11 @@ public final class SQLiteBuildStore: BuildStore {
             let claimed = try TableWriteWatch.refusingSchemeWrites(db, subject: { _ in (id, scheme.id) }) {
                 try store.builds.claim(db, id, for: holder)
             }
-            return claimed ? ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment) : nil
+            guard claimed else { return nil }
+            let fence = try store.builds.queueColumnsExist(db)
+                ? (try store.builds.lease(db, id)).map { BuildFence(runnerId: holder.id, attempt: $0.attempts) }
+                : nil
+            return ClaimedBuild(build: build, scheme: scheme, project: project, passEnvironment: passEnvironment, fence: fence)
         }
     }
 
@@ -263,31 +300,68 @@ public final class SQLiteBuildStore: BuildStore {
         return (now, try store.client.read { db in try store.builds.expiredLeases(db, at: now) })
     }
 
-    public func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool {
-        try store.client.write { db in try store.builds.takeBack(db, lease, action, note: note) }
+    public func takesWrites(within seconds: Double) throws {
+        let asked = Date()
+        try store.client.write { db in
+            try db.execute(sql: "UPDATE builds SET id = id WHERE 0")  // takes the write lock, changes nothing
+        }
+        let waited = Date().timeIntervalSince(asked)
+        if waited > seconds { throw WritesWereBlocked(seconds: waited) }
     }
 
-    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, heldBy holder: String?,
+    public func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool {
+        let asked = Date()
+        return try store.client.write { db in
+            // A write that waited half a heartbeat for the lock found the database
+            // unwritable: its holder's heartbeats waited as well, so its
+            // lapse says nothing about it (a lock is SQLite's outage).
+            try db.execute(sql: "UPDATE builds SET id = id WHERE 0")  // takes the write lock
+            let waited = Date().timeIntervalSince(asked)
+            if let interval = lease.heartbeatInterval, waited > interval / 2 {
+                throw WritesWereBlocked(seconds: waited)
+            }
+            return try store.builds.takeBack(db, lease, action, note: note)
+        }
+    }
+
+    public func finish(_ id: String, status: BuildStatus, exitCode: Int?, progress: Double?, fence: BuildFence?,
                        log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool {
         try store.client.write { db in
-            if let crash { try store.crashLogs.records.insert(db, crash) }
-            guard try store.builds.finish(db, id, status: status, exitCode: exitCode, progress: progress, heldBy: holder) else {
+            try requireFence(db, id, fence)
+            guard try store.builds.finish(db, id, status: status, exitCode: exitCode, progress: progress) else {
                 return false
             }
+            if let crash { try store.crashLogs.records.insert(db, crash) }
             if let log { try store.buildLogs.append(db, [log]) }
             return true
         }
     }
 
-    public func setCommit(_ id: String, _ commit: String) throws {
-        try store.client.write { db in try store.builds.setCommit(db, id, commit) }
+    public func setCommit(_ id: String, _ commit: String, fence: BuildFence?) throws {
+        try store.client.write { db in
+            try requireFence(db, id, fence)
+            try store.builds.setCommit(db, id, commit)
+        }
     }
 
-    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?) throws {
+    public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?, fence: BuildFence?) throws {
         try store.client.write { db in
+            try requireFence(db, buildId, fence)
             try store.buildLogs.appendBatch(db, build: buildId, lines)
             if let progress { try store.builds.setProgress(db, buildId, progress) }
         }
+    }
+
+    /// Throws ``BuildLeaseLost`` when `fence` is no longer the build's,
+    /// read in the write's own transaction (under the write lock).
+    private func requireFence(_ db: Database, _ id: String, _ fence: BuildFence?) throws {
+        guard let fence else { return }
+        let lease = try store.builds.lease(db, id)
+        guard lease?.runnerId != fence.runnerId || lease?.attempts != fence.attempt else { return }
+        let note = try String.fetchOne(db, sql: """
+            SELECT content FROM buildLogs WHERE buildId = ? AND category = 'runner' ORDER BY createdAt DESC, rowid DESC LIMIT 1
+            """, arguments: [id])
+        if let refusal = fence.refusal(buildId: id, lease: lease, takenBackBy: note) { throw refusal }
     }
 
     public func knownSecrets() throws -> [String] {

@@ -117,6 +117,14 @@ final class RunnerStop: @unchecked Sendable {
 /// that systemd's journal, a container's log and a file all read alike.
 struct RunnerLog: Sendable {
     let quiet: Bool
+    /// A problem said again and again (the database down: every claim and
+    /// every sweep fails) is said once each half minute, with how often it
+    /// recurred meanwhile.
+    private let repeats = RepeatedLines(window: 30)
+
+    init(quiet: Bool) {
+        self.quiet = quiet
+    }
 
     func write(_ event: QueueRunner.Event) {
         switch event {
@@ -132,7 +140,8 @@ struct RunnerLog: Sendable {
         case let .notice(message):
             line(message)
         case let .problem(message):
-            line("problem: \(message)")
+            guard let again = repeats.shouldSay(message) else { return }
+            line("problem: \(message)" + (again > 0 ? " (\(again) more time(s) in the last \(Int(repeats.window)) s)" : ""))
         }
     }
 
@@ -154,4 +163,31 @@ struct RunnerLog: Sendable {
 private func zip(_ first: Date?, _ second: Date?) -> (Date, Date)? {
     guard let first, let second else { return nil }
     return (first, second)
+}
+
+/// Which lines to say of those that repeat: each text once per `window`.
+final class RepeatedLines: @unchecked Sendable {
+    let window: TimeInterval
+    private let lock = NSLock()
+    private var said: [String: (at: Date, heldBack: Int)] = [:]
+
+    init(window: TimeInterval) {
+        self.window = window
+    }
+
+    /// Nil to hold `text` back; else how often it was held back since it
+    /// was last said.
+    func shouldSay(_ text: String) -> Int? {
+        lock.withLock {
+            let now = Date()
+            if let last = said[text], now.timeIntervalSince(last.at) < window {
+                said[text] = (last.at, last.heldBack + 1)
+                return nil
+            }
+            let heldBack = said[text]?.heldBack ?? 0
+            said = said.filter { now.timeIntervalSince($0.value.at) < window }
+            said[text] = (now, 0)
+            return heldBack
+        }
+    }
 }

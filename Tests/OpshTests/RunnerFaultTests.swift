@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `opsh runner` through faults (README, "Build runners": every build runs
+/// exactly once): a database that does not answer for a while, and a
+/// runner paused past its lease. One body per engine: on PostgreSQL the
+/// outage is the server stopped (fast shutdown, sessions cut) and started
+/// again; on SQLite it is the write lock held by another process.
+@Suite struct RunnerFaultTests {
+    /// `runner`'s stderr up to a line containing `text`, or all it said
+    /// once it exited.
+    func readStderr(of runner: ChildProcess, until text: String) -> String {
+        var said = ""
+        while !said.contains(text) {
+            let line = readFirstLine(runner.standardError)
+            if line.isEmpty { break }
+            said += String(decoding: line, as: UTF8.self)
+        }
+        return said
+    }
+
+    /// Three runners, three builds that end while the database does not
+    /// answer for five seconds (ten heartbeats): no build is taken back or
+    /// run twice, no log line is lost, and each end is recorded once the
+    /// database answers again.
+    @Test(arguments: Engine.allCases)
+    func aDatabaseThatDoesNotAnswerForFiveSecondsLosesNoLineAndRunsNoBuildTwice(_ engine: Engine) throws {
+        let server = engine == .postgresql ? try PostgresServer.start(in: "/tmp/opsh-pgo-\(getpid())-\(UInt16.random(in: 0...UInt16.max))", listen: []) : nil
+        defer { server?.stop() }
+        let fixture = try RunnerSandbox(engine, on: server)
+        // Each build ends once the outage began (the test makes `outage`).
+        let outage = fixture.root + "/outage"
+        let scheme = try fixture.scheme("Outage", """
+            echo "$OPSH_BUILD_ID" >> '\(fixture.ranFile)'; echo started
+            while [ ! -f '\(outage)' ]; do sleep 0.05; done; i=0
+            while [ $i -lt 200 ]; do echo "line $i"; i=$((i+1)); done; echo done
+            """)
+        let ids = try fixture.enqueue(scheme, count: 3)
+        let runners = try (0..<3).map { _ in try fixture.startRunner(["--heartbeat", "0.5", "--busy-timeout", "1"]) }
+        let allStarted = try waitUntil(60) {
+            try fixture.sql("SELECT count(*) FROM buildLogs WHERE content = 'started'") == "3"
+        }
+        #expect(allStarted, "\((try? fixture.sql("SELECT id, status FROM builds")) ?? "")")
+
+        // The outage: five seconds, in which every build ends.
+        let outageStarted = Date()
+        var lockHolder: ChildProcess?
+        switch engine {
+        case .postgresql:
+            try server?.halt()
+        case .sqlite:
+            let held = fixture.root + "/held"
+            lockHolder = try fixture.sandbox.start("/usr/bin/sqlite3", [fixture.database.db], stdin: """
+                .timeout 10000
+                BEGIN IMMEDIATE;
+                .output \(held)
+                .print held
+                .output stdout
+
+                """, keepingStdinOpen: true)
+            #expect(waitForFile(held, timeout: 30) == "held", "sqlite3 never took the write lock")
+        }
+        try Data().write(to: URL(fileURLWithPath: outage))
+        Thread.sleep(forTimeInterval: max(0, 5 - Date().timeIntervalSince(outageStarted)))  // the fault's length, not a wait for a result
+        switch engine {
+        case .postgresql:
+            try server?.resume()
+        case .sqlite:
+            lockHolder?.write("COMMIT;\n")
+            lockHolder?.closeInput()
+            _ = lockHolder?.finish()
+        }
+
+        let allSucceeded = try waitUntil(90) {
+            try fixture.sql("SELECT count(*) FROM builds WHERE status = 'succeeded'") == "3"
+        }
+        for runner in runners { kill(runner.pid, SIGTERM) }
+        let results = runners.map { $0.finish() }
+        let said = results.map(\.stderr).joined(separator: "\n---\n")
+        #expect(allSucceeded, "\((try? fixture.sql("SELECT id, status, attempts FROM builds")) ?? "")\n\(said)")
+        // Each ran once: once in the file, one attempt, nothing taken back.
+        #expect(fixture.ranIds().sorted() == ids.sorted(), "\(fixture.ranIds())\n\(said)")
+        #expect(try fixture.sql("SELECT count(*) FROM builds WHERE attempts = 1") == "3", "\(said)")
+        #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE category = 'runner'") == "0",
+                "\((try? fixture.sql("SELECT content FROM buildLogs WHERE category = 'runner'")) ?? "")")
+        // Every line of every build landed once, the end line too.
+        #expect(try fixture.sql("""
+            SELECT count(*) FROM builds b WHERE
+              (SELECT count(*) FROM buildLogs l WHERE l.buildId = b.id AND l.content LIKE 'line %') = 200
+              AND (SELECT count(*) FROM buildLogs l WHERE l.buildId = b.id AND l.content = 'done') = 1
+              AND (SELECT count(*) FROM buildLogs l WHERE l.buildId = b.id AND l.content LIKE 'build succeeded (exit code 0)%') = 1
+            """) == "3", "\(said)")
+        // The runners said they waited for the database, and went on.
+        #expect(said.contains("without the database"), "\(said)")
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+    }
+
+    /// A runner paused (SIGSTOP) past three heartbeats: another takes its
+    /// build back and starts it again; resumed (SIGCONT), the paused one
+    /// finds its lease gone at its first write, writes nothing into the
+    /// new attempt's log, and says on stderr which runner has the build.
+    /// Control: a pause shorter than the lease changes nothing.
+    @Test(arguments: Engine.allCases)
+    func aRunnerResumedAfterItsBuildWasTakenBackWritesNothingMoreAndSaysWhoHasIt(_ engine: Engine) throws {
+        let fixture = try RunnerSandbox(engine)
+        let attempts = fixture.root + "/attempts.txt"
+        let go = fixture.root + "/go"
+        let scheme = try fixture.scheme("Paused", """
+            echo "$$" >> '\(attempts)'
+            if [ "$(wc -l < '\(attempts)')" -eq 1 ]; then echo "first started"; sleep 3; echo "first done"; exit 0; fi
+            echo "second started"; while [ ! -f '\(go)' ]; do sleep 0.05; done; echo "second done"
+            """)
+        let build = try #require(try fixture.enqueue(scheme).first)
+        let paused = try fixture.startRunner(["--heartbeat", "0.5"])
+        #expect(try waitUntil(30) {
+            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'first started'") == "1"
+        })
+        kill(paused.pid, SIGSTOP)
+        let taker = try fixture.startRunner(["--heartbeat", "0.5"])
+        let startedAgain = try waitUntil(30) {
+            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'second started'") == "1"
+        }
+        #expect(startedAgain, "\((try? fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)'")) ?? "")")
+        // The first attempt's command has ended meanwhile ("first done"
+        // and its exit wait in the paused runner's pipe).
+        let firstPid = try #require((try? String(contentsOfFile: attempts, encoding: .utf8))?.split(separator: "\n").first
+            .flatMap { pid_t($0) })
+        #expect(waitUntil(20) { kill(firstPid, 0) != 0 })
+        kill(paused.pid, SIGCONT)
+        let said = readStderr(of: paused, until: "is no longer this run's")
+        #expect(said.contains("build \(build) is no longer this run's (attempt 1): runner pid \(taker.pid) on \(hostName()) holds it now (running, attempt 2)"),
+                "\(said)")
+        #expect(said.contains("requeued by runner pid \(taker.pid)"), "\(said)")
+
+        try Data().write(to: URL(fileURLWithPath: go))
+        #expect(try waitUntil(30) { try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded" })
+        // Nothing of the paused run's after the take-back: not its output,
+        // not its end; the new attempt's end once.
+        let log = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt")
+        #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'first done'") == "0", "\(log)")
+        #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content LIKE 'build succeeded%'") == "1", "\(log)")
+        #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(build)'") == "\(taker.pid)|2")
+
+        // Control: the same pause, shorter than the lease (three heartbeats
+        // of 0.5 s): the paused runner's writes land, nothing is taken back.
+        kill(taker.pid, SIGTERM)  // only the paused one may claim it
+        #expect(taker.finish().status == 0)
+        let control = try #require(try fixture.enqueue(try fixture.scheme("Short", "echo 'short started'; sleep 1; echo 'short done'")).first)
+        #expect(try waitUntil(30) {
+            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(control)' AND content = 'short started'") == "1"
+        })
+        kill(paused.pid, SIGSTOP)
+        Thread.sleep(forTimeInterval: 0.5)  // the pause's length, not a wait for a result
+        kill(paused.pid, SIGCONT)
+        #expect(try waitUntil(30) { try fixture.sql("SELECT status FROM builds WHERE id = '\(control)'") == "succeeded" })
+        #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(control)' AND content = 'short done'") == "1")
+        #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(control)'") == "\(paused.pid)|1")
+
+        kill(paused.pid, SIGTERM)
+        #expect(paused.finish().status == 0)
+    }
+}
