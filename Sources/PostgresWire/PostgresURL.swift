@@ -409,9 +409,4 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     static let knownParameters = "host, hostaddr, port, user, password, passfile, dbname, service, options, application_name, fallback_application_name, connect_timeout, target_session_attrs, load_balance_hosts, sslmode, sslrootcert, sslcert, sslkey, sslnegotiation, channel_binding"
-
-    /// libpq's default role: the effective user's name.
-    static func operatingSystemUser() -> String {
-        ConnectionEnvironment.effectiveUserName()
-    }
 }

@@ -92,6 +92,9 @@ import Testing
         Case(name: "a PGCONNECT_TIMEOUT that is not a number is refused", connection: "host=127.0.0.1 port={PORT} \(scram) dbname=parity",
              environment: ["PGCONNECT_TIMEOUT": "soon"],
              outcome: .refused(psql: "connect_timeout", opsh: "connect_timeout “soon” is not a number of seconds (in the environment variable PGCONNECT_TIMEOUT)")),
+        Case(name: "PGSSLMODE=require against a server without TLS is refused", connection: "host=127.0.0.1 port={PORT} \(scram) dbname=parity",
+             environment: ["PGSSLMODE": "require"],
+             outcome: .refused(psql: "server does not support SSL", opsh: "the server does not support SSL (TLS), but sslmode=require requires it")),
         Case(name: "a wrong password is refused", connection: "host=127.0.0.1 port={PORT} user=scram_user password=wrong dbname=parity",
              outcome: .refused(psql: "password authentication failed", opsh: "password authentication failed")),
         // The password file

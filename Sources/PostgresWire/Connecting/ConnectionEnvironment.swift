@@ -26,7 +26,7 @@ public struct ConnectionEnvironment: Sendable, Equatable {
     public static var process: ConnectionEnvironment {
         var variables: [String: String] = [:]
         let names = ConnectionParameters.environmentVariables.map(\.variable)
-            + ["PGSERVICE", "PGSERVICEFILE", "PGSYSCONFDIR", "HOME", "USER"]
+            + ["PGSERVICE", "PGSERVICEFILE", "PGSYSCONFDIR", "HOME"]
         for name in names {
             if let value = getenv(name) { variables[name] = String(cString: value) }
         }
