@@ -32,11 +32,19 @@ final class Inbox {
         guard length >= 4 else {
             throw PostgresClientError.protocolViolation("a message of type \(header.load(as: UInt8.self)) claims a length of \(length)")
         }
+        // A length is the server's word, not a reason to allocate: only the
+        // messages that may be long (rows, copy data, errors, notices,
+        // notifications, row descriptions, function results) may exceed
+        // 30,000 bytes (libpq's rule), none the server's 1 GB limit; and the
+        // buffer grows as the bytes arrive (``fill(from:)``), never ahead of them.
+        let type = header.load(as: UInt8.self)
+        guard length <= Self.largestMessage, length <= 30_000 || Self.mayBeLong.contains(type) else {
+            throw PostgresClientError.protocolViolation("a message of type \(Character(Unicode.Scalar(type))) claims a length of \(length) bytes")
+        }
         guard end - start >= 1 + length else {
-            reserve(1 + length)
+            reserve(min(1 + length, capacity))
             return nil
         }
-        let type = header.load(as: UInt8.self)
         let body = UnsafeRawBufferPointer(start: header + 5, count: length - 4)
         start += 1 + length
         if start == end {
@@ -47,6 +55,11 @@ final class Inbox {
         }
         return (type, body)
     }
+
+    /// PostgreSQL's largest allocation (MaxAllocSize, 1 GB - 1): no message is longer.
+    static let largestMessage = 0x3FFF_FFFF
+    /// The types libpq lets exceed 30,000 bytes: T D d V E N A.
+    static let mayBeLong: Set<UInt8> = Set("TDdVENA".utf8)
 
     /// Makes room for a message of `total` bytes from `start`: moves the
     /// unread bytes to the front, and grows the buffer if it is too small.

@@ -272,7 +272,7 @@ extension Backend {
     /// RowDescription: the columns of the rows to come.
     static func rowDescription(_ body: UnsafeRawBufferPointer) throws -> [PostgresColumn] {
         var reader = BodyReader(body)
-        let count = Int(try reader.int16())
+        let count = Int(UInt16(bitPattern: try reader.int16()))  // a count: never negative, whatever the bytes say
         var columns: [PostgresColumn] = []
         columns.reserveCapacity(count)
         for _ in 0..<count {
@@ -291,7 +291,7 @@ extension Backend {
     /// ParameterDescription: the types the server chose for `$1`, `$2`, ….
     static func parameterDescription(_ body: UnsafeRawBufferPointer) throws -> [UInt32] {
         var reader = BodyReader(body)
-        let count = Int(try reader.int16())
+        let count = Int(UInt16(bitPattern: try reader.int16()))  // a count: never negative, whatever the bytes say
         return try (0..<count).map { _ in UInt32(bitPattern: try reader.int32()) }
     }
 
@@ -299,7 +299,7 @@ extension Backend {
     /// format it was sent in.
     static func dataRow(_ body: UnsafeRawBufferPointer, columns: [PostgresColumn], binary: [Bool]) throws -> [PostgresValue] {
         var reader = BodyReader(body)
-        let count = Int(try reader.int16())
+        let count = Int(UInt16(bitPattern: try reader.int16()))  // a count: never negative, whatever the bytes say
         guard count == columns.count else {
             throw PostgresClientError.protocolViolation("a row has \(count) values for \(columns.count) columns")
         }

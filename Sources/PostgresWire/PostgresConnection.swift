@@ -116,6 +116,22 @@ public final class PostgresConnection {
         try openOneOfTheHosts(timeLimit: timeLimit, settings: settings)
     }
 
+    /// A connection over a stream that is already open (`descriptor`, which
+    /// it then owns), logging in as `url` says: for the `pg-wire` fuzz
+    /// target, which plays the server (fuzz/README.md).
+    init(adopting descriptor: Int32, url: PostgresURL) throws {
+        self.url = url
+        let socket = Socket.adopting(descriptor)
+        self.socket = socket
+        do {
+            try startUp(deadline: monotonicSeconds() + 5, limit: 5, settings: [])
+        } catch {
+            socket.close()
+            self.socket = nil
+            throw error
+        }
+    }
+
     /// The TLS a cancel request needs: the connection's, when it is encrypted.
     var cancelTLS: TLSSettings?
 

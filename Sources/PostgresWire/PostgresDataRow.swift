@@ -64,7 +64,10 @@ public struct PostgresDataRow {
     /// order, without copying them.
     public func forEachColumn(_ visit: (Int, UnsafeRawBufferPointer?) throws -> Void) throws {
         var reader = BodyReader(body)
-        let count = Int(try reader.int16())
+        let count = Int(UInt16(bitPattern: try reader.int16()))  // a count: never negative, whatever the bytes say
+        guard count == layout.columns.count else {
+            throw PostgresClientError.protocolViolation("a row has \(count) values for \(layout.columns.count) columns")
+        }
         for index in 0..<count {
             let length = Int(try reader.int32())
             try visit(index, length < 0 ? nil : try reader.take(length))

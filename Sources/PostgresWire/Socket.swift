@@ -23,6 +23,11 @@ final class Socket {
         self.descriptor = descriptor
     }
 
+    /// A socket over a stream opened elsewhere, which it owns from now on.
+    static func adopting(_ descriptor: Int32) -> Socket {
+        Socket(descriptor: descriptor)
+    }
+
     deinit { close() }
 
     func close() {

@@ -163,4 +163,75 @@ import Glibc
         kill(paused.pid, SIGTERM)
         #expect(paused.finish().status == 0)
     }
+
+    /// Failover (PostgreSQL only: an SQLite file has no standby): a primary
+    /// and a streaming standby (`pg_basebackup -R`, synchronous, so that no
+    /// commit is lost with the primary), three runners and a script on a
+    /// two-host URL with `target_session_attrs=read-write`. The primary
+    /// stops mid-burst and the standby is promoted: every build runs
+    /// exactly once, their ends land on the new primary, and the script's
+    /// next statement works there.
+    @Test func runnersAndAScriptOnATwoHostURLGoOnOnThePromotedStandby() throws {
+        let tag = "\(getpid())-\(UInt16.random(in: 0...UInt16.max))"
+        let primary = try PostgresServer.start(in: "/tmp/opsh-pgp-\(tag)", listen: [])
+        defer { primary.stop() }
+        let fixture = try RunnerSandbox(.postgresql, on: primary)
+        let failedOver = fixture.root + "/failed-over"
+        let scheme = try fixture.scheme("Failover", """
+            echo "$OPSH_BUILD_ID" >> '\(fixture.ranFile)'; echo started
+            while [ ! -f '\(failedOver)' ]; do sleep 0.05; done; echo done
+            """)
+        let standby = try primary.standby(in: "/tmp/opsh-pgs-\(tag)")
+        defer { standby.stop() }
+        // Synchronous: a commit the primary acknowledged is on the standby.
+        _ = try primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        _ = try primary.sql("ALTER SYSTEM SET synchronous_commit = 'on'")
+        _ = try primary.sql("SELECT pg_reload_conf()")
+        #expect(try waitUntil(30) { try primary.sql("SELECT sync_state FROM pg_stat_replication") == "sync" })
+
+        let name = PostgresServer.databaseName(of: fixture.database.db)
+        let twoHosts = "postgresql://\(primary.role)@/\(name)?host=\(primary.directory),\(standby.directory)&target_session_attrs=read-write"
+        let ids = try fixture.enqueue(scheme, count: 6)
+        let runners = try (0..<3).map { _ in
+            try fixture.sandbox.start(opshExecutable, ["runner", "--db", twoHosts, "--heartbeat", "0.5", "--concurrency", "1"])
+        }
+        let ready = fixture.root + "/ready"
+        let go = fixture.root + "/go"
+        let script = try fixture.sandbox.start(opshExecutable, ["--db", twoHosts, "-e", """
+            print(db.value("SELECT pg_is_in_recovery()"))
+            io.open("\(ready)", "w"):close()
+            while not io.open("\(go)") do opsh.wait(0.05) end
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('after failover', 1)")
+            print(db.value("SELECT pg_is_in_recovery()"))
+            """])
+        #expect(try waitUntil(60) { try fixture.sql("SELECT count(*) FROM buildLogs WHERE content = 'started'") == "3" })
+        #expect(waitUntil(30) { FileManager.default.fileExists(atPath: ready) })
+
+        // The primary stops mid-burst; the standby takes over.
+        try primary.halt()
+        try standby.promote()
+        try Data().write(to: URL(fileURLWithPath: failedOver))
+        try Data().write(to: URL(fileURLWithPath: go))
+
+        let onStandby = { (sql: String) throws -> String in try standby.sql(sql, url: standby.url(of: name)) }
+        let allDone = try waitUntil(120) { try onStandby("SELECT count(*) FROM builds WHERE status = 'succeeded'") == "6" }
+        let scriptResult = fixture.sandbox.finish(script)
+        for runner in runners { kill(runner.pid, SIGTERM) }
+        let results = runners.map { fixture.sandbox.finish($0) }
+        let said = results.map(\.stderr).joined(separator: "\n---\n")
+        #expect(allDone, "\((try? onStandby("SELECT id, status, attempts FROM builds")) ?? "")\n\(said)")
+        #expect(fixture.ranIds().sorted() == ids.sorted(), "\(fixture.ranIds())\n\(said)")
+        #expect(try onStandby("SELECT count(*) FROM builds WHERE attempts = 1") == "6", "\(said)")
+        #expect(try onStandby("SELECT count(*) FROM buildLogs WHERE category = 'runner'") == "0", "\(said)")
+        #expect(try onStandby("""
+            SELECT count(*) FROM builds b WHERE
+              (SELECT count(*) FROM buildLogs l WHERE l.buildId = b.id AND l.content = 'done') = 1
+              AND (SELECT count(*) FROM buildLogs l WHERE l.buildId = b.id AND l.content LIKE 'build succeeded (exit code 0)%') = 1
+            """) == "6", "\(said)")
+        #expect(scriptResult.status == 0, "\(scriptResult.stderr)")
+        #expect(scriptResult.stdout == "f\nf\n" || scriptResult.stdout == "false\nfalse\n", "\(scriptResult.stdout)")
+        #expect(scriptResult.stderr.contains("connected again"), "\(scriptResult.stderr)")
+        #expect(try onStandby("SELECT count(*) FROM telemetry WHERE event = 'after failover'") == "1")
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+    }
 }

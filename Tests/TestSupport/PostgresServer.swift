@@ -54,6 +54,14 @@ public final class PostgresServer: Sendable {
         psql = found.isEmpty ? "psql" : found
     }
 
+    private init(directory folder: String, standbyOf primary: String) throws {
+        directory = folder
+        url = try sh("'\(Self.script)' standby '\(folder)' '\(primary)'").split(separator: "\n").last.map(String.init) ?? ""
+        guard url.hasPrefix("postgresql://") else { throw ShellError(script: "scripts/pg-server standby", output: url) }
+        let found = try sh("ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1")
+        psql = found.isEmpty ? "psql" : found
+    }
+
     /// Stops the server, cutting its sessions, and keeps its folder
     /// (`scripts/pg-server halt`): an outage; ``resume()`` ends it.
     public func halt() throws {
@@ -63,6 +71,18 @@ public final class PostgresServer: Sendable {
     /// Starts the halted server again, with its data (`scripts/pg-server start`).
     public func resume() throws {
         _ = try sh("'\(Self.script)' start '\(directory)'")
+    }
+
+    /// A streaming standby of this server in `directory` (`scripts/pg-server
+    /// standby`: pg_basebackup -R over the socket), started; the caller
+    /// stops it.
+    public func standby(in directory: String) throws -> PostgresServer {
+        try PostgresServer(directory: directory, standbyOf: self.directory)
+    }
+
+    /// Makes this standby a primary (`pg_ctl promote`).
+    public func promote() throws {
+        _ = try sh("'\(Self.script)' promote '\(directory)'")
     }
 
     /// Stops the server and removes its folder (`scripts/pg-server stop`).
@@ -95,6 +115,11 @@ public final class PostgresServer: Sendable {
             try sql("CREATE DATABASE \(name)")
         }
         return url(of: String(name))
+    }
+
+    /// The role the URL logs in as (the server's superuser).
+    public var role: String {
+        String(url.dropFirst("postgresql://".count).prefix { $0 != "@" })
     }
 
     /// The database a URL of this server names (`…@/NAME?host=…`).

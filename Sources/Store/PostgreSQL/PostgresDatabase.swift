@@ -73,9 +73,20 @@ public final class PostgresDatabase {
     /// opsh's to the same database opens (the audit trail's own).
     public let urlText: String
     public let options: Options
-    let connection: PostgresConnection
-    /// For another thread: cancels the statement that runs now.
-    public let canceller: PostgresCanceller
+    /// The session's connection; replaced by ``reconnectIfLost()`` when
+    /// the server closed it (a restart, `pg_terminate_backend`).
+    private(set) var connection: PostgresConnection
+    /// For another thread: cancels the statement that runs now (on the
+    /// connection of the moment).
+    public var canceller: PostgresCanceller { currentCanceller.withLock { $0 } }
+    private let currentCanceller: Locked<PostgresCanceller>
+    /// What the connection is opened with (`--busy-timeout`'s lock_timeout).
+    private let settings: [(name: String, value: String)]
+    /// Told when the session connected again: a note on stderr unless the
+    /// caller says otherwise.
+    public var onReconnect: (@Sendable (String) -> Void)? = { note in
+        FileHandle.standardError.write(Data("opsh: note: \(note)\n".utf8))
+    }
     /// The canceller of a connection of its own that maintenance holds
     /// now (``onConnectionOfItsOwn(_:)``).
     let sideCanceller = Locked<PostgresCanceller?>(nil)
@@ -84,10 +95,10 @@ public final class PostgresDatabase {
     /// the session's connection, and on a connection of its own that
     /// `vacuum()` or `checkpoint()` holds.
     public var cancelRunning: @Sendable () -> Void {
-        let main = canceller
+        let main = currentCanceller
         let side = sideCanceller
         return {
-            try? main.cancel()
+            try? main.withLock({ $0 }).cancel()
             if let other = side.withLock({ $0 }) { try? other.cancel() }
         }
     }
@@ -160,20 +171,62 @@ public final class PostgresDatabase {
         // --busy-timeout: the session's lock_timeout from its start, so a
         // script's RESET returns to it. (PostgreSQL's 0 is "for ever",
         // SQLite's busy timeout of 0 "not at all": at least 1 ms.)
-        let settings = options.lockTimeout.map { [(name: "lock_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")] } ?? []
+        settings = options.lockTimeout.map { [(name: "lock_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")] } ?? []
+        connection = try Self.connect(url, options, settings)
+        currentCanceller = Locked(connection.canceller)
+        if options.lockTimeout != nil { lockWitness = LockWitness(url: url) }
+        watchLocks()
+        try prepareSchema()
+    }
+
+    private static func connect(_ url: PostgresURL, _ options: Options,
+                                _ settings: [(name: String, value: String)]) throws -> PostgresConnection {
         do {
-            connection = try PostgresConnection(url: url, timeLimit: options.connectTimeLimit, settings: settings)
+            return try PostgresConnection(url: url, timeLimit: options.connectTimeLimit, settings: settings)
         } catch PostgresClientError.timedOut(let reason, let seconds) where seconds == options.connectTimeLimit {
             throw PostgresStoreError.connectTimedOut(url.description, seconds: seconds, reason: reason)
         }
-        canceller = connection.canceller
-        if let seconds = options.lockTimeout {
-            let witness = LockWitness(url: url)
-            let processID = connection.processID
-            connection.whileWaiting = (LockWitness.delay(forBusyTimeout: seconds), { witness.look(at: processID) })
-            lockWitness = witness
+    }
+
+    /// `--busy-timeout`: a statement waiting for a lock names who holds it.
+    private func watchLocks() {
+        guard let seconds = options.lockTimeout, let witness = lockWitness else { return }
+        let processID = connection.processID
+        connection.whileWaiting = (LockWitness.delay(forBusyTimeout: seconds), { witness.look(at: processID) })
+    }
+
+    /// Outside opsh's transactions, before a statement: a connection the
+    /// server closed (it restarted, or `pg_terminate_backend` ended the
+    /// session) is replaced by a new one, as psql does, and
+    /// ``onReconnect`` says so; the statements are prepared again as they
+    /// come. Inside a transaction nothing is replaced: the statement fails
+    /// (``PostgresStoreError/connectionLost(_:)``) and the transaction
+    /// with it, which the server rolled back; the next one reconnects.
+    ///
+    /// A closed connection is seen before anything is sent: the socket is
+    /// read without waiting, which finds the server's goodbye (its FATAL
+    /// message, the end of the stream) on an idle connection.
+    func reconnectIfLost() throws {
+        guard depth == 0 else { return }
+        if connection.isOpen {
+            do {
+                _ = try connection.waitForNotification(timeout: 0.0005)
+            } catch {
+                connection.close()
+            }
         }
-        try prepareSchema()
+        guard !connection.isOpen else { return }
+        let fresh: PostgresConnection
+        do {
+            fresh = try Self.connect(url, options, settings)
+        } catch {
+            throw PostgresStoreError.connectionLost("the connection to \(label) was lost, and connecting again failed: \(error)")
+        }
+        connection = fresh
+        currentCanceller.withLock { $0 = fresh.canceller }
+        watchLocks()
+        sandboxBaseline = nil
+        onReconnect?("the connection to \(label) was lost (the server restarted or ended the session); connected again (server process \(fresh.processID))")
     }
 
     deinit { connection.close() }
@@ -233,6 +286,7 @@ public final class PostgresDatabase {
     @discardableResult
     public func migrate() throws -> [String] {
         guard depth == 0 else { throw PostgresStoreError.inTransaction("migrating") }
+        try reconnectIfLost()
         var applied: [String] = []
         for (name, sql) in PostgresMigrations.all {
             try connection.simpleQuery("BEGIN")
@@ -321,6 +375,7 @@ public final class PostgresDatabase {
                         eachRow: (PostgresDataRow) throws -> Void) throws -> Result {
         let statement = try rewrite(sql)
         let parameters = try bind(statement, arguments, sql: sql)
+        try reconnectIfLost()
         statementCount += 1
         lockWitness?.reset()
         let result: PostgresResult
@@ -334,6 +389,9 @@ public final class PostgresDatabase {
             } else {
                 result = try autocommit(statement.sql, parameters, eachRow: eachRow)
             }
+        } catch where depth == 0 && !connection.isOpen && !(error is PostgresStoreError) {
+            throw PostgresStoreError.connectionLost(
+                "the connection to \(label) was lost during the statement, which may or may not have been committed (\(error)); the next statement connects again: \(statement.sql)")
         } catch let error as PostgresError where error.code == "55P03" {
             throw PostgresStoreError.locked(statement.sql, server: error.message, busyTimeout: options.lockTimeout,
                                             holders: lockWitness?.blockers)
@@ -551,12 +609,18 @@ public final class PostgresDatabase {
     /// Runs `body` in a transaction (a savepoint inside one): it commits
     /// when `body` returns and rolls back when it throws.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        if depth == 0 && countsCommits && !options.readOnly {
-            let (result, changed) = try measuredTransaction(body)
-            committed.add(changed)
-            return result
+        let outermost = depth == 0
+        do {
+            if outermost && countsCommits && !options.readOnly {
+                let (result, changed) = try measuredTransaction(body)
+                committed.add(changed)
+                return result
+            }
+            return try plainTransaction(body)
+        } catch where outermost && !connection.isOpen && !(error is PostgresStoreError) {
+            throw PostgresStoreError.connectionLost(
+                "the connection to \(label) was lost; the server rolled the transaction back, nothing of it was kept (\(error)); the next statement connects again")
         }
-        return try plainTransaction(body)
     }
 
     /// A transaction (a savepoint inside one) without readings of its own
@@ -564,6 +628,7 @@ public final class PostgresDatabase {
     private func plainTransaction<T>(_ body: () throws -> T) throws -> T {
         let savepoint = "opsh_\(depth + 1)"
         if depth == 0 {
+            try reconnectIfLost()
             try beginGuarded(options.readOnly ? "BEGIN READ ONLY" : "BEGIN")
         } else if connection.transactionStatus == .idle {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
@@ -720,6 +785,7 @@ public final class PostgresDatabase {
                                         mayCommit: (ChangeSummary) throws -> Bool)
         throws -> (result: T, changed: TableChanges, committed: Bool) {
         precondition(depth == 0)
+        try reconnectIfLost()
         let sandboxReading = try sandboxFirstReading()
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
                                           relations: tallyRelations(), guardedBy: CommitGuard.declare,
@@ -899,6 +965,7 @@ public final class PostgresDatabase {
     /// same commits, as SQLite's read transaction does); inside one, in it.
     public func snapshot<T>(_ body: () throws -> T) throws -> T {
         guard depth == 0 else { return try body() }
+        try reconnectIfLost()
         try connection.simpleQuery("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         depth = 1
         defer {
@@ -985,6 +1052,7 @@ public final class PostgresDatabase {
     /// reports what it would have changed, table by table.
     public func dryRun<T>(_ body: () throws -> T) throws -> (T, ChangeSummary) {
         guard depth == 0 else { throw PostgresStoreError.inTransaction("a dry run") }
+        try reconnectIfLost()
         statementCount += 1
         // Read-only, it has no guard of its own against PREPARE TRANSACTION.
         let first = try CommitTally.begin(options.readOnly ? "BEGIN READ ONLY" : "BEGIN", on: connection,
@@ -1133,6 +1201,9 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case notAQuery(String)
     /// A malformed URL (a usage error): PostgresWire's message.
     case invalidURL(String)
+    /// The server closed the session's connection: in a transaction, which
+    /// the server rolled back; or connecting again failed.
+    case connectionLost(String)
     /// Connecting took longer than `--timeout`.
     case connectTimedOut(String, seconds: Double, reason: String)
     /// Transaction control from a script, refused; it changed nothing
@@ -1189,6 +1260,8 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case let .notAQuery(sql):
             "watch observes queries only (SELECT …): \(sql)"
         case let .invalidURL(message):
+            message
+        case let .connectionLost(message):
             message
         case let .connectTimedOut(label, seconds, reason):
             "timed out after \(Self.seconds(seconds)) s (--timeout) connecting to \(label): \(reason)"
