@@ -121,6 +121,8 @@ public final class PostgresConnection {
     /// target, which plays the server (fuzz/README.md).
     init(adopting descriptor: Int32, url: PostgresURL) throws {
         self.url = url
+        connectedHost = url.hosts[0]
+        loginPassword = url.password
         let socket = Socket.adopting(descriptor)
         self.socket = socket
         do {
