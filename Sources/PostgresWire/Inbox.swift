@@ -58,8 +58,10 @@ final class Inbox {
 
     /// PostgreSQL's largest allocation (MaxAllocSize, 1 GB - 1): no message is longer.
     static let largestMessage = 0x3FFF_FFFF
-    /// The types libpq lets exceed 30,000 bytes: T D d V E N A.
-    static let mayBeLong: Set<UInt8> = Set("TDdVENA".utf8)
+    /// The types libpq lets exceed 30,000 bytes: T D d V E N A; and t, the
+    /// parameter types of a statement this client describes (4 bytes each,
+    /// up to 65,535 of them: 262,142 bytes).
+    static let mayBeLong: Set<UInt8> = Set("TDdVENAt".utf8)
 
     /// Makes room for a message of `total` bytes from `start`: moves the
     /// unread bytes to the front, and grows the buffer if it is too small.
