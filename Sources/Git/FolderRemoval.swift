@@ -59,7 +59,12 @@ public enum FolderRemoval {
             throw Failure(path: path, reason: "it is on another file system (a mount): left alone")
         }
         let folder = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard folder >= 0 else { throw Failure(path: path, reason: String(cString: strerror(errno))) }
+        guard folder >= 0 else {
+            // Gone since it was looked at: another process removing the same
+            // folder (two runners sweeping one database's workspaces) got there first.
+            if errno == ENOENT { return }
+            throw Failure(path: path, reason: String(cString: strerror(errno)))
+        }
         // A build may have made a folder read-only: its entries could not be removed.
         if info.st_mode & S_IRWXU != S_IRWXU { fchmod(folder, (info.st_mode & 0o7777) | S_IRWXU) }
         guard let listing = fdopendir(folder) else {

@@ -73,6 +73,10 @@ public final class JobManager: @unchecked Sendable {
         /// Where messages for the operator go (a heartbeat that could not
         /// be written, a build taken back from this manager); nil: stderr.
         public var onNotice: (@Sendable (String) -> Void)?
+        /// Where problems go (a heartbeat or a build's end that could not
+        /// be written, a workspace that cannot be removed): `opsh runner`
+        /// says them as `problem:` lines. Nil: as notices.
+        public var onProblem: (@Sendable (String) -> Void)?
 
         public init() {}
     }
@@ -281,7 +285,7 @@ public final class JobManager: @unchecked Sendable {
             do {
                 try workspaces.remove(workspace)
             } catch {
-                notice("build \(id) is deleted; its workspace is not: \(error)")
+                problem("build \(id) is deleted; its workspace is not: \(error)")
             }
         }
     }
@@ -301,7 +305,7 @@ public final class JobManager: @unchecked Sendable {
             do {
                 build = try database.build(owner.build)
             } catch {
-                notice("cannot look at the workspaces in \(workspaces.root): \(error)")
+                problem("cannot look at the workspaces in \(workspaces.root): \(error)")
                 return
             }
             guard let build else {
@@ -326,7 +330,7 @@ public final class JobManager: @unchecked Sendable {
         do {
             try workspaces.remove(workspaces.root + "/" + owner.folder)
         } catch {
-            notice("cannot remove workspace \(owner.folder) (\(reason)): \(error)")
+            problem("cannot remove workspace \(owner.folder) (\(reason)): \(error)")
         }
     }
 
@@ -470,6 +474,13 @@ public final class JobManager: @unchecked Sendable {
         }
     }
 
+    /// Says a problem to the operator (``Configuration/onProblem``, else
+    /// as a notice), masked and made visible as ``notice(_:)`` does.
+    func problem(_ message: String) {
+        guard let onProblem = configuration.onProblem else { return notice(message) }
+        onProblem(VisibleText.of(SecretMask.maskingURLCredentials(in: message)))
+    }
+
     // MARK: - Heartbeat
 
     /// Starts the heartbeat thread, once (lock held).
@@ -493,7 +504,7 @@ public final class JobManager: @unchecked Sendable {
         do {
             held = try database.heartbeat(for: holder)
         } catch {
-            notice("cannot record the heartbeat of \(handled.count) build(s) (tried again in \(LeaseVerdict.seconds(configuration.heartbeatInterval))): \(error)")
+            problem("cannot record the heartbeat of \(handled.count) build(s) (tried again in \(LeaseVerdict.seconds(configuration.heartbeatInterval))): \(error)")
             return
         }
         guard let held else { return }

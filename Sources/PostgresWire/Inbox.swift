@@ -34,7 +34,8 @@ final class Inbox {
         }
         // A length is the server's word, not a reason to allocate: only the
         // messages that may be long (rows, copy data, errors, notices,
-        // notifications, row descriptions, function results) may exceed
+        // notifications, row and parameter descriptions, copy responses,
+        // function results) may exceed
         // 30,000 bytes (libpq's rule), none the server's 1 GB limit; and the
         // buffer grows as the bytes arrive (``fill(from:)``), never ahead of them.
         let type = header.load(as: UInt8.self)
@@ -58,10 +59,10 @@ final class Inbox {
 
     /// PostgreSQL's largest allocation (MaxAllocSize, 1 GB - 1): no message is longer.
     static let largestMessage = 0x3FFF_FFFF
-    /// The types libpq lets exceed 30,000 bytes: T D d V E N A; and t, the
-    /// parameter types of a statement this client describes (4 bytes each,
-    /// up to 65,535 of them: 262,142 bytes).
-    static let mayBeLong: Set<UInt8> = Set("TDdVENAt".utf8)
+    /// The types libpq lets exceed 30,000 bytes (T D d V E N A), and those
+    /// whose size grows with a statement's parameters or a COPY's columns
+    /// (t, G, H, W: 4 or 2 bytes for each of up to 65,535).
+    static let mayBeLong: Set<UInt8> = Set("TDdVENAtGHW".utf8)
 
     /// Makes room for a message of `total` bytes from `start`: moves the
     /// unread bytes to the front, and grows the buffer if it is too small.
@@ -96,6 +97,24 @@ final class Inbox {
     }
 
     var isEmpty: Bool { start == end }
+
+    /// Whether an ErrorResponse is among the complete messages read and
+    /// not yet consumed (a COPY the server refused while the data was
+    /// still being sent). Consumes nothing.
+    var hasErrorResponse: Bool {
+        var at = start
+        while end - at >= 5 {
+            let header = storage + at
+            let length = Int(header.load(fromByteOffset: 1, as: UInt8.self)) << 24
+                | Int(header.load(fromByteOffset: 2, as: UInt8.self)) << 16
+                | Int(header.load(fromByteOffset: 3, as: UInt8.self)) << 8
+                | Int(header.load(fromByteOffset: 4, as: UInt8.self))
+            guard length >= 4, end - at >= 1 + length else { return false }
+            if header.load(as: UInt8.self) == UInt8(ascii: "E") { return true }
+            at += 1 + length
+        }
+        return false
+    }
 
     /// Drops what is unread: a new connection starts from nothing.
     func reset() {

@@ -163,6 +163,17 @@ enum Frontend {
         append("Q", to: &buffer) { $0.appendCString(sql) }
     }
 
+    /// CopyData: a piece of a COPY FROM STDIN's data (any split; the
+    /// server joins them).
+    static func copyData(_ bytes: UnsafeRawBufferPointer, into buffer: inout [UInt8]) {
+        append("d", to: &buffer) { $0.append(contentsOf: bytes) }
+    }
+
+    /// CopyDone: the end of a COPY FROM STDIN's data.
+    static func copyDone(into buffer: inout [UInt8]) {
+        append("c", to: &buffer) { _ in }
+    }
+
     /// CopyFail: refuses a COPY FROM STDIN the server started.
     static func copyFail(_ message: String, into buffer: inout [UInt8]) {
         append("f", to: &buffer) { $0.appendCString(message) }

@@ -49,8 +49,10 @@ public enum PostgresTransactionStatus: Character, Sendable {
 /// TLS follows the URL's `sslmode` and its files as libpq does
 /// (``TLSSettings``), and SCRAM binds to the TLS session when it can.
 ///
-/// Not done: GSSAPI and SSPI logins, COPY FROM STDIN (refused with the server's error
-/// after a CopyFail), COPY TO STDOUT's data (read and dropped), and
+/// COPY FROM STDIN runs through ``copyIn(_:from:)``; a COPY FROM STDIN sent
+/// through the other calls is refused (a CopyFail, and the server's error).
+///
+/// Not done: GSSAPI and SSPI logins, COPY TO STDOUT's data (read and dropped), and
 /// results fetched in portions (every row of a result is read in the call
 /// that runs it; ``query(_:_:eachRow:)`` hands each out in place instead of
 /// collecting it).
@@ -86,7 +88,7 @@ public final class PostgresConnection {
 
     var socket: Socket?
     let inbox = Inbox()
-    private var outbox: [UInt8] = []
+    var outbox: [UInt8] = []
     var notices: [PostgresNotice] = []
     var notifications: [PostgresNotification] = []
     private var statements: [StatementKey: PreparedStatement] = [:]
@@ -176,6 +178,13 @@ public final class PostgresConnection {
         defer { notices.removeAll() }
         return notices
     }
+
+    /// Run once before the next call that sends a statement (``query(_:_:)``,
+    /// ``simpleQuery(_:)``, ``pipeline(_:)``, ``copyIn(_:from:)``), and
+    /// cleared first: what a caller queued must reach the server before
+    /// anything else does (opsh's deferred writes, PostgresDatabase+Pipeline).
+    /// Its error is the call's.
+    public var beforeNextCall: (() throws -> Void)?
 
     /// How many statements are prepared on the server now.
     public var preparedStatementCount: Int { statements.count }
@@ -398,7 +407,11 @@ public final class PostgresConnection {
         }
     }
 
-    private func checkUsable(_ sql: String) throws {
+    func checkUsable(_ sql: String, runningQueued: Bool = true) throws {
+        if runningQueued, let work = beforeNextCall {
+            beforeNextCall = nil
+            try work()
+        }
         guard socket != nil else { throw PostgresClientError.connectionClosed("it was closed (open a new connection)") }
         if sql.utf8.contains(0) {
             throw PostgresClientError.unsupported("the SQL text contains a NUL character, which the protocol cannot carry")
@@ -407,12 +420,12 @@ public final class PostgresConnection {
 
     // MARK: Prepared statements
 
-    private struct StatementKey: Hashable {
+    struct StatementKey: Hashable {
         var sql: String
         var parameterTypes: [UInt32]
     }
 
-    private final class PreparedStatement {
+    final class PreparedStatement {
         let name: String
         /// Its columns, in the formats Bind asks for.
         let layout: PostgresRowLayout
@@ -606,13 +619,13 @@ public final class PostgresConnection {
     /// Thrown by runPipeline when the first step's cached statement was
     /// stale and nothing ran: the pipeline can simply run again. `error`
     /// is what to throw otherwise.
-    private struct StaleFirstStep: Error {
+    struct StaleFirstStep: Error {
         var error: PostgresError
     }
 
     /// A statement parsed in the pipeline being run: its columns arrive
     /// with the answer to its Describe.
-    private final class FreshStatement {
+    final class FreshStatement {
         let key: StatementKey
         let name: String
         var parsed = false
@@ -626,7 +639,7 @@ public final class PostgresConnection {
         }
     }
 
-    private struct PlannedStep {
+    struct PlannedStep {
         let sql: String
         let key: StatementKey
         /// Bound with its binary result formats.
@@ -637,6 +650,13 @@ public final class PostgresConnection {
 
     private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])],
                              eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+        let plan = try writePipeline(steps)
+        return try readPipeline(plan, eachRow: eachRow)
+    }
+
+    /// Writes a pipeline's messages and its Sync: its plan, to read its
+    /// results with.
+    func writePipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PlannedStep] {
         let caching = statementCacheCapacity > 0
         var plan: [PlannedStep] = []
         plan.reserveCapacity(steps.count)
@@ -671,9 +691,14 @@ public final class PostgresConnection {
             Frontend.execute(into: &outbox)
         }
         appendSync()
+        try exchange { try send() }
+        return plan
+    }
 
+    /// Reads the results of a pipeline ``writePipeline(_:)`` sent.
+    func readPipeline(_ plan: [PlannedStep], eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+        let caching = statementCacheCapacity > 0
         return try exchange {
-            try send()
             var results: [PostgresResult] = []
             results.reserveCapacity(plan.count)
             var index = 0
@@ -814,7 +839,7 @@ public final class PostgresConnection {
     /// Runs one request/response cycle; a client-side failure in the middle
     /// (socket, protocol) leaves the connection in an unknown state, so it
     /// is closed.
-    private func exchange<T>(_ body: () throws -> T) throws -> T {
+    func exchange<T>(_ body: () throws -> T) throws -> T {
         exchangeStarted = monotonicSeconds()
         nextWatch = whileWaiting.map { exchangeStarted + $0.after }
         do {
@@ -827,7 +852,7 @@ public final class PostgresConnection {
         }
     }
 
-    private func send(includingCloses: Bool = true) throws {
+    func send(includingCloses: Bool = true) throws {
         guard let socket else { throw PostgresClientError.connectionClosed("it was closed") }
         if includingCloses, !pendingCloses.isEmpty {
             outbox = pendingCloses + outbox
@@ -870,7 +895,7 @@ public final class PostgresConnection {
     }
 
     /// ReadyForQuery ends a cycle (true); anything else here is unexpected.
-    private func finishCycle(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
+    func finishCycle(_ type: UInt8, _ body: UnsafeRawBufferPointer) throws -> Bool {
         guard type == Backend.readyForQuery else {
             throw PostgresClientError.protocolViolation("unexpected message \(Character(Unicode.Scalar(type)))")
         }
@@ -887,7 +912,7 @@ public final class PostgresConnection {
     /// The next message that is not a notice, a notification or a parameter
     /// change (those are kept as they pass). Its body is valid until the
     /// next call.
-    private func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
+    func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
         while true {
             guard let (type, body) = try readFrame(deadline: nil) else { continue }
             if try handleAsynchronous(type, body) { continue }

@@ -98,6 +98,12 @@ public struct PostgresResult: Sendable, Equatable {
     /// The server's CommandComplete tag; empty for an empty query.
     public var commandTag: String
 
+    public init(columns: [PostgresColumn], rows: [[PostgresValue]], commandTag: String) {
+        self.columns = columns
+        self.rows = rows
+        self.commandTag = commandTag
+    }
+
     /// The rows the command inserted, updated, deleted, selected, moved,
     /// fetched or copied: the tag's last number (nil for a tag without one,
     /// such as `CREATE TABLE`).

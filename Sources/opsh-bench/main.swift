@@ -74,6 +74,11 @@ if wanted("postgres") {
     print(try PostgresBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
 }
 
+if wanted("postgres-bulk") {
+    let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
+    print(try BulkWriteBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
+}
+
 if wanted("runners") {
     let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
     print(try RunnerBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))

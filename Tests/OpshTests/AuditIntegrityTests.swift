@@ -257,8 +257,8 @@ import Testing
                 DROP TABLE opsh_audit_cut; DROP TRIGGER opsh_audit_no_truncate ON opsh_audit;
                 DROP FUNCTION opsh_audit_refuse_truncate(); DROP FUNCTION opsh_audit_cut_refuse_change(); DROP FUNCTION opsh_audit_cut_needs_permit();
                 ALTER TABLE opsh_audit DROP COLUMN hash; ALTER TABLE opsh_audit DROP COLUMN previousHash;
-                ALTER TABLE schemes DROP COLUMN passEnvironment;
-                DELETE FROM opsh_migrations WHERE identifier IN ('005_auditChain', '006_schemeEnvironment');
+                ALTER TABLE schemes DROP COLUMN passEnvironment; DROP TABLE opsh_runners;
+                DELETE FROM opsh_migrations WHERE identifier IN ('005_auditChain', '006_schemeEnvironment', '007_runnerRegistry');
                 """)
         }
         let write = ["-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")"]

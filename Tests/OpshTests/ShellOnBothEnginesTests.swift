@@ -204,8 +204,11 @@ import Testing
         terminal.send("x + 1\r")
         terminal.expect("42")
         terminal.expect("> ")
-        terminal.send("\u{4}")
-        #expect(terminal.waitForExit() == 0)
+        // .quit, not Ctrl-D: about one run in ten on PostgreSQL a Ctrl-D
+        // sent right after this prompt is never seen by the shell (readline's
+        // line is empty, nothing is pending; not understood yet).
+        terminal.send(".quit\r")
+        #expect(terminal.waitForExit() == 0, "\(terminal.transcript)")
     }
 
     /// --dry-run: what the session changes is rolled back at the end (on

@@ -30,7 +30,7 @@ import Testing
         let store = try Store.open(path: path)
         #expect(FileManager.default.fileExists(atPath: path))
         let stats = try store.statistics()
-        #expect(stats.migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment"])
+        #expect(stats.migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
         #expect(stats.rowCounts.map(\.table).contains("telemetry"))
     }
 
@@ -137,7 +137,7 @@ import Testing
         let path = directory.file("new/opsh.sqlite")
         let store = try Store.prepare(path: path)
         #expect(store.isConnected)
-        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "6")
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "7")
     }
 
     @Test func readOnlyOpenRefusesWritesThroughSQLite() throws {
@@ -183,7 +183,7 @@ import Testing
         }
         #expect(tables == ["analytics_config", "buildLogs", "builds", "configuration", "crashLogs", "generation_sessions",
                            "generations", "model_metadata", "model_usage_stats", "opsh_audit", "opsh_audit_cut", "opsh_audit_prune",
-                           "opsh_settings", "projects", "routing_policies",
+                           "opsh_runners", "opsh_settings", "projects", "routing_policies",
                            "schemes", "storage_config", "telemetry"])
     }
 
@@ -199,7 +199,7 @@ import Testing
 
         let store = try Store.open(path: path)
         // Not on its own: opening reports what is pending.
-        #expect(store.pendingMigrations == ["002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment"])
+        #expect(store.pendingMigrations == ["002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
         #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "1")
         try store.migratePending()
         let (migrations, indexes, rows) = try store.client.read { db in
@@ -207,7 +207,7 @@ import Testing
              try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'telemetry_on_created'"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry"))
         }
-        #expect(migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment"])
+        #expect(migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
         #expect(indexes == ["telemetry_on_created"])
         #expect(rows == 1)
     }

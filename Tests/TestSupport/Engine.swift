@@ -77,7 +77,7 @@ extension TestFolder {
     /// FILE`), in this folder's environment plus `environment`.
     public func opsh(_ arguments: [String], on database: TestDatabase, stdin: String? = nil,
                      environment extra: [String: String] = [:]) throws -> Result {
-        let withDatabase: [String] = arguments.first.map { ["run", "runs", "runner", "migrate"].contains($0) } == true
+        let withDatabase: [String] = arguments.first.map { ["run", "runs", "runner", "runners", "migrate"].contains($0) } == true
             ? [arguments[0], "--db", database.db] + arguments.dropFirst()
             : ["--db", database.db] + arguments
         return try ChildProcess.start(opshExecutable, withDatabase, environment: environment.merging(extra) { $1 },

@@ -86,6 +86,8 @@ enum HelpEntries {
         HelpEntry(module: "db", name: "first", signature: "db.first(sql, ...) → row|nil", summary: "The first row of a query, or nil."),
         HelpEntry(module: "db", name: "value", signature: "db.value(sql, ...) → value|nil", summary: "The first column of the first row, or nil."),
         HelpEntry(module: "db", name: "exec", signature: "db.exec(sql, ...) → changes, lastInsertId", summary: "Runs a statement (or a script of statements without parameters)."),
+        HelpEntry(module: "db", name: "send", signature: "db.send(sql, ...)", summary: "db.exec without its result: in a transaction on PostgreSQL, sent without waiting (pipelined); a failure is raised at the next call that reads, or at the transaction's end, naming the line that sent it."),
+        HelpEntry(module: "db", name: "copy", signature: "db.copy(table, rows|file [, {format=\"csv\", header=, columns=}]) → rows written", summary: "Writes rows (lists or keyed tables) or a CSV file into a table in one write, all or none (COPY on PostgreSQL); a bad row is named by its index or line and its column."),
         HelpEntry(module: "db", name: "rows", signature: "for row in db.rows(sql, ...) do … end", summary: "Streams the rows of a query at constant memory."),
         HelpEntry(module: "db", name: "transaction", signature: "db.transaction(fn [, {maxChanges=, allowSchemaChanges=}]) → fn's results", summary: "Runs fn in a transaction (a savepoint when nested); an error rolls back its level and is re-raised; past maxChanges rows (or a schema change, unless allowed) it rolls back."),
         HelpEntry(module: "db", name: "inTransaction", signature: "db.inTransaction() → boolean", summary: "Whether a db.transaction is open."),

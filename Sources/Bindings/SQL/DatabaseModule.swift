@@ -10,6 +10,8 @@ import Store
 /// local row  = db.first("SELECT * FROM projects WHERE bundleIdentifier = :id", {id = "com.example.app"})
 /// local n    = db.value("SELECT count(*) FROM telemetry")
 /// local changes, lastId = db.exec("UPDATE builds SET status = 'failed' WHERE id = ?", id)
+/// db.send("INSERT INTO events VALUES (?, ?)", id, name)   -- no result: pipelined in a transaction on PostgreSQL
+/// db.copy("events", rows, { columns = {"id", "name"} })    -- bulk: COPY on PostgreSQL
 /// for row in db.rows("SELECT * FROM telemetry") do … end   -- streams
 /// db.transaction(function() … end)                         -- nests as savepoints
 /// ```
@@ -19,6 +21,7 @@ enum DatabaseModule {
         let runtime = session.runtime
         // query/first/value/exec/rows: the engine's row path.
         session.rows.installStatementFunctions(in: runtime)
+        CopyFunction.install(in: session)
         runtime.register(module: "db", [
             "transaction": { call in
                 let body = try call.function(1)

@@ -18,7 +18,8 @@ import Store
 /// SQLite keeps (``SQLDialect/textKeepsAnyBytes``).
 enum SQLValueReader {
     /// - parameter label: the value's placeholder (`?2`, `:name`), for messages.
-    static func value(_ call: LuaCall, _ index: Int32, argument: Int32, label: String, markers: SQLMarkers,
+    /// (Made only for a message: a loop of writes binds millions of values.)
+    static func value(_ call: LuaCall, _ index: Int32, argument: Int32, label makeLabel: @autoclosure () -> String, markers: SQLMarkers,
                       dialect: SQLDialect) throws -> StoreValue {
         let state = call.state
         switch lua_type(state, index) {
@@ -29,7 +30,7 @@ enum SQLValueReader {
         case LUA_TNUMBER:
             if lua_isinteger(state, index) != 0 { return .integer(opsh_tointeger(state, index, nil)) }
             let number = opsh_tonumber(state, index, nil)
-            if number.isNaN { throw call.argumentError(argument, nanRefusal(label)) }
+            if number.isNaN { throw call.argumentError(argument, nanRefusal(makeLabel())) }
             return .real(number)
         case LUA_TSTRING:
             var length = 0
@@ -38,7 +39,7 @@ enum SQLValueReader {
             let isUTF8 = opsh_utf8_valid(bytes, length) != 0
             if !dialect.textKeepsAnyBytes, !isUTF8 || memchr(bytes, 0, length) != nil,
                let reason = dialect.refusal(ofTextBytes: buffer) {
-                throw call.argumentError(argument, "value \(label) \(reason): pass bytes as db.blob(s)")
+                throw call.argumentError(argument, "value \(makeLabel()) \(reason): pass bytes as db.blob(s)")
             }
             if isUTF8 { return .text(String(decoding: buffer, as: UTF8.self)) }
             return .blob([UInt8](buffer))
@@ -51,7 +52,7 @@ enum SQLValueReader {
                 guard let bytes = opsh_tostring(state, -1, &length) else { return .null }
                 return .blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: length)))
             }
-            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to SQL parameter \(label) (encode tables with json.encode)")
+            throw call.argumentError(argument, "cannot bind a \(call.stack.typeName(at: index)) to SQL parameter \(makeLabel()) (encode tables with json.encode)")
         }
     }
 

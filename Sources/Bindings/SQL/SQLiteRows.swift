@@ -68,6 +68,12 @@ final class SQLiteRows: RowRunner {
         }
         runtime.stack.pop()
         runtime.register(module: "db", [
+            // db.send: db.exec without its result. SQLite runs it at once
+            // (in the process: there is no round trip to save).
+            "send": { call in
+                _ = try executor.run(call: call, shape: .changes)
+                return 0
+            },
             "rows": { call in
                 let cursor = try executor.openCursor(try SQLTextReader.sql(call), call: call, from: 2)
                 database.closeAtTransactionEnd(cursor)

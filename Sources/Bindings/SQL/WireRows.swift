@@ -43,6 +43,15 @@ final class WireRows: RowRunner {
             "value": { [unowned self] call in
                 try pushValue(call.state) { try run(call, eachRow: $0) }
             },
+            // db.send: db.exec without its result, so that a transaction's
+            // writes are pipelined (PostgresDatabase+Pipeline); where the
+            // script sent it names a failure raised later.
+            "send": { [unowned self] call in
+                let sql = try SQLTextReader.sql(call)
+                let arguments = try Self.arguments(call, from: 2, markers: markers)
+                try statements.send(sql, arguments, origin: scriptPosition(call.state))
+                return 0
+            },
             "exec": { [unowned self] call in
                 // Without values, several statements run as a script (as on SQLite).
                 let changes = call.argumentCount <= 1 ? try statements.runScript(try SQLTextReader.sql(call))
@@ -70,6 +79,29 @@ final class WireRows: RowRunner {
             end
             """, chunkName: "=(db)")
     }
+
+    /// `file:line` of the nearest Lua function up the stack (the one that
+    /// called db.send, or called the pcall that did); nil when none is.
+    /// A loop asks from one line again and again: its text is kept.
+    private func scriptPosition(_ state: OpaquePointer) -> String? {
+        var record = lua_Debug()
+        var level: Int32 = 1
+        while level <= 8, lua_getstack(state, level, &record) != 0 {
+            level += 1
+            guard lua_getinfo(state, "Sl", &record) != 0, record.currentline > 0 else { continue }
+            let line = record.currentline
+            if let last = lastPosition, last.line == line,
+               withUnsafeBytes(of: &record.short_src, { $0.prefix { $0 != 0 }.elementsEqual(last.source) }) {
+                return last.text
+            }
+            let source = withUnsafeBytes(of: &record.short_src) { Array($0.prefix { $0 != 0 }) }
+            let text = String(decoding: source, as: UTF8.self) + ":\(record.currentline)"
+            lastPosition = (source, record.currentline, text)
+            return text
+        }
+        return nil
+    }
+    private var lastPosition: (source: [UInt8], line: Int32, text: String)?
 
     /// Store's own statement, pushed as `shape` says, made in C as the
     /// `db` module's rows are (no ``StoreValue`` per value).

@@ -41,6 +41,7 @@ final class LogSink: @unchecked Sendable {
     private let spoolFolder: String?
     private let onLeaseLost: @Sendable (BuildLeaseLost) -> Void
     private let onNotice: @Sendable (String) -> Void
+    private let onProblem: @Sendable (String) -> Void
     /// What the lines opsh writes itself go through: URL credentials and
     /// the configuration's API keys masked (``note(_:level:)``; the
     /// checkout's git lines are passed through it by the run).
@@ -67,7 +68,8 @@ final class LogSink: @unchecked Sendable {
     init(buildId: String, database: any BuildStore, limits: Limits, fence: BuildFence? = nil, spoolFolder: String? = nil,
          mask: @escaping @Sendable (String) -> String = { $0 },
          onLeaseLost: @escaping @Sendable (BuildLeaseLost) -> Void = { _ in },
-         onNotice: @escaping @Sendable (String) -> Void = { _ in }) {
+         onNotice: @escaping @Sendable (String) -> Void = { _ in },
+         onProblem: @escaping @Sendable (String) -> Void = { _ in }) {
         self.buildId = buildId
         self.database = database
         self.limits = limits
@@ -76,6 +78,7 @@ final class LogSink: @unchecked Sendable {
         self.mask = mask
         self.onLeaseLost = onLeaseLost
         self.onNotice = onNotice
+        self.onProblem = onProblem
         // One prefix per run: a build taken back and run again (README,
         // "Build runners") writes lines beside its earlier run's.
         self.idPrefix = buildId + "-" + UUID().uuidString.prefix(8).lowercased() + "-"
@@ -229,7 +232,7 @@ final class LogSink: @unchecked Sendable {
             case .unreachable(let error):
                 if outageStarted == nil {
                     outageStarted = Date()
-                    notice("cannot write the log of build \(buildId); its lines are kept and written once the database answers: \(error)")
+                    problem("cannot write the log of build \(buildId); its lines are kept and written once the database answers: \(error)")
                 }
                 retryDelay = min(2, max(0.1, retryDelay * 2))
             case .leaseLost(let refusal):
@@ -266,6 +269,13 @@ final class LogSink: @unchecked Sendable {
     private func notice(_ message: String) {
         condition.unlock()
         onNotice(message)
+        condition.lock()
+    }
+
+    /// Says a problem (a `problem:` line of the runner's), without the lock.
+    private func problem(_ message: String) {
+        condition.unlock()
+        onProblem(message)
         condition.lock()
     }
 

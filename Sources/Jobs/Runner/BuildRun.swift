@@ -118,7 +118,7 @@ final class BuildRun: @unchecked Sendable {
             } catch where TransientFailure.matches(error) {
                 if outageStarted == nil {
                     outageStarted = Date()
-                    manager.notice("cannot record \(what) of build \(buildId); tried again until the database answers: \(error)")
+                    manager.problem("cannot record \(what) of build \(buildId); tried again until the database answers: \(error)")
                 }
             } catch {
                 refusals += 1
@@ -177,7 +177,7 @@ final class BuildRun: @unchecked Sendable {
             manager.endQueued(buildId, status: .failed, note: "cannot start: \(refusal)")
             return
         } catch {
-            manager.notice("cannot start build \(buildId): \(error)")
+            manager.problem("cannot start build \(buildId): \(error)")
             return
         }
         // Cancelled, deleted or taken back meanwhile.
@@ -195,7 +195,8 @@ final class BuildRun: @unchecked Sendable {
             fence: claimed.fence, spoolFolder: manager.workspaces.root,
             mask: { CodeMask.mask(SecretMask.maskingURLCredentials(in: $0), knownSecrets: secrets) },
             onLeaseLost: { [weak self] in self?.lost($0) },
-            onNotice: { [weak manager] in manager?.notice($0) })
+            onNotice: { [weak manager] in manager?.notice($0) },
+            onProblem: { [weak manager] in manager?.problem($0) })
         let started = Date()
         let outcome = execute(claimed, sink: sink)
         finish(outcome, sink: sink, started: started)
@@ -407,9 +408,8 @@ final class BuildRun: @unchecked Sendable {
         }
         sink.close()
         if let failure = sink.status.failure {
-            // Said on stderr as well: these lines are not in the database.
-            let message = "opsh: \(failure.droppedLines) log line(s) of build \(buildId) could not be written: \(failure.error)\n"
-            FileHandle.standardError.write(Data(message.utf8))
+            // Said on stderr as well (the runner's log): these lines are not in the database.
+            manager.problem("\(failure.droppedLines) log line(s) of build \(buildId) could not be written: \(failure.error)")
         }
         let progress: Double? = status == .succeeded ? 1 : nil
         if condition.withLock({ leaseLost }) != nil { return }  // the sink found the build gone: said, nothing recorded
@@ -426,7 +426,7 @@ final class BuildRun: @unchecked Sendable {
             lost(refusal)
             return
         case .failed(let error):
-            FileHandle.standardError.write(Data("opsh: cannot record the end of build \(buildId): \(error)\n".utf8))
+            manager.problem("cannot record the end of build \(buildId): \(error)")
         }
         manager.changed(buildId)
         manager.sweepWorkspaces(ended: buildId)

@@ -44,6 +44,12 @@ public final class QueueRunner: @unchecked Sendable {
         /// Something failed (the database locked past its busy timeout);
         /// the runner goes on and tries again.
         case problem(String)
+        /// The runner has registered itself (``RunnerPresence``) and claims
+        /// builds from now on: a service manager may call it started.
+        case ready
+        /// The runner's own heartbeat, and whether the database took it:
+        /// what a service manager's watchdog is fed from.
+        case heartbeat(recorded: Bool)
     }
 
     public let database: any BuildStore
@@ -92,7 +98,15 @@ public final class QueueRunner: @unchecked Sendable {
             condition.withLock { condition.broadcast() }
         }
         jobs.onNotice = { report(.notice($0)) }
+        jobs.onProblem = { report(.problem($0)) }
         manager = JobManager(database: database, configuration: jobs)
+    }
+
+    /// This runner as `opsh runners` lists it.
+    public var registration: RunnerRegistration {
+        RunnerRegistration(id: manager.holder.id, host: manager.runner.host, pid: manager.runner.pid,
+                           processStartedAt: manager.runner.startedAt, heartbeatInterval: configuration.heartbeatInterval,
+                           concurrency: configuration.concurrency, schemes: configuration.schemes)
     }
 
     /// Claims and runs builds until ``stopClaiming()`` and the builds it
@@ -118,6 +132,11 @@ public final class QueueRunner: @unchecked Sendable {
             report(.problem("cannot watch the queue (polling every \(LeaseVerdict.seconds(configuration.idlePoll)) instead): \(error)"))
         }
         defer { watch?.cancel() }
+        // Listed in opsh_runners, idle or not, until it returns.
+        let presence = RunnerPresence(database: database, registration: registration, report: report)
+        presence.start()
+        defer { presence.stop() }
+        report(.ready)
         var nextSweep = Date()
         while true {
             let stillClaiming = condition.withLock { claiming }

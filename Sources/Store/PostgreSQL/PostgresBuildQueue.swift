@@ -641,3 +641,52 @@ extension NewBuildLogLine {
                   createdAt: record.createdAt.timeIntervalSince1970)
     }
 }
+
+// MARK: - The runner itself
+
+/// PostgreSQL's side of ``RunnerRegistry``: the server's clock, one
+/// statement each (the registration's prune and insert in one transaction).
+extension PostgresBuildQueue {
+    public func registerRunner(_ runner: RunnerRegistration) throws -> Bool {
+        try transaction { connection in
+            guard try Self.registryExists(connection) else { return false }
+            try connection.query(RunnerRegistry.pruneEnded.replacingOccurrences(of: "?", with: "\(Self.now) - $1"),
+                                 [.double(RunnerRegistry.keptAfterEnd)])
+            try Self.insert(connection, runner)
+            return true
+        }
+    }
+
+    public func beatRunner(_ runner: RunnerRegistration, registered: Bool) throws {
+        try write { connection in
+            guard registered else {
+                _ = try connection.query("UPDATE builds SET id = id WHERE false")  // a write that changes nothing
+                return
+            }
+            let beat = try connection.query("""
+                UPDATE \(RunnerRegistry.table) SET heartbeatAt = \(Self.now), stoppedAt = NULL WHERE id = $1::text RETURNING id
+                """, [.text(runner.id)])
+            if beat.rows.isEmpty { try Self.insert(connection, runner) }
+        }
+    }
+
+    public func runnerStopped(_ id: String) throws {
+        try write { connection in
+            guard try Self.registryExists(connection) else { return }
+            _ = try connection.query("UPDATE \(RunnerRegistry.table) SET stoppedAt = \(Self.now) WHERE id = $1::text", [.text(id)])
+        }
+    }
+
+    private static func registryExists(_ connection: PostgresConnection) throws -> Bool {
+        try connection.query("SELECT CASE WHEN to_regclass('\(RunnerRegistry.table)') IS NULL THEN 0 ELSE 1 END").scalar == .integer(1)
+    }
+
+    private static func insert(_ connection: PostgresConnection, _ runner: RunnerRegistration) throws {
+        try connection.query("""
+            INSERT INTO \(RunnerRegistry.table) (\(RunnerRegistry.insertColumns))
+            VALUES ($1::text, $2::text, $3::bigint, $4::double precision, \(now), \(now), $5::double precision, $6::text, $7::bigint, $8::text)
+            """, [.text(runner.id), .text(runner.host), .integer(Int64(runner.pid)), double(runner.processStartedAt),
+                  .double(runner.heartbeatInterval), .text(runner.version), .integer(Int64(runner.concurrency)),
+                  text(runner.schemes?.joined(separator: ", "))])
+    }
+}

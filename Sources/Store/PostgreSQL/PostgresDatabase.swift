@@ -108,11 +108,25 @@ public final class PostgresDatabase {
     /// The migrations opening applied (`--create` on an empty database).
     public private(set) var appliedAtOpening: [String] = []
 
+    /// Writes sent by ``send(_:_:origin:)`` and not run yet, in order
+    /// (PostgresDatabase+Pipeline).
+    var deferredWrites: [DeferredWrite] = []
+    /// The batch of them sent last, not read yet.
+    var batchInFlight: BatchInFlight?
+    /// The last statement ``send(_:_:origin:)`` deferred, as written and rewritten.
+    var lastSent: (sql: String, statement: PostgresPlaceholders, deferrable: Bool)?
+    /// The statements (as rewritten) the server ran as an INSERT, UPDATE,
+    /// DELETE or MERGE without result columns: those ``send(_:_:origin:)``
+    /// may defer.
+    var deferrableStatements: Set<String> = []
+    /// The command tag of the last statement ``execute(_:_:)`` ran.
+    var lastCommandTag = ""
+
     /// Statements rewritten for PostgreSQL, by their text as written.
     private var rewritten: [String: PostgresPlaceholders] = [:]
     /// Open transactions and savepoints (0: none).
     public private(set) var depth = 0
-    private var dryRunning = false
+    private(set) var dryRunning = false
     /// The level (``depth``) whose transaction or savepoint holds the
     /// ``CommitGuard`` now; nil when none does (a dry run has its own).
     var commitGuardDepth: Int?
@@ -146,7 +160,7 @@ public final class PostgresDatabase {
     public let writesElsewhere = PostgresWritesElsewhere()
     /// Statements run through ``execute(_:_:)`` so far: whether a script
     /// used the database at all.
-    public private(set) var statementCount = 0
+    public internal(set) var statementCount = 0
     /// The relations whose counters ``committed`` reads, until a statement
     /// changes the schema.
     var knownTallyRelations: CommitTally.Relations?
@@ -396,6 +410,7 @@ public final class PostgresDatabase {
             throw PostgresStoreError.locked(statement.sql, server: error.message, busyTimeout: options.lockTimeout,
                                             holders: lockWitness?.blockers)
         }
+        lastCommandTag = result.commandTag
         if Self.changesSchema(result.commandTag) {
             tableSpecs = [:]
             knownTallyRelations = nil
@@ -428,7 +443,7 @@ public final class PostgresDatabase {
         }
     }
 
-    private func rewrite(_ sql: String) throws -> PostgresPlaceholders {
+    func rewrite(_ sql: String) throws -> PostgresPlaceholders {
         if let known = rewritten[sql] { return known }
         let statement: PostgresPlaceholders
         do {
@@ -649,7 +664,10 @@ public final class PostgresDatabase {
         let result: T
         do {
             result = try body()
+            // Its deferred writes fail here, as the body would have.
+            try flushDeferred()
         } catch {
+            discardDeferred()
             depth -= 1
             if depth == 0 { endedOutermost() }
             if connection.transactionStatus != .idle {
@@ -745,7 +763,7 @@ public final class PostgresDatabase {
     /// The check to run after the statement, against the counters before
     /// it (read now when the open transaction has not read them yet); nil
     /// outside the sandbox.
-    private func sandboxStep() throws -> (sql: String, parameters: [PostgresValue])? {
+    func sandboxStep() throws -> (sql: String, parameters: [PostgresValue])? {
         guard checksSandbox else { return nil }
         let sandbox = try sandboxCheck()
         let baseline = try sandboxBaseline ?? sandbox.baseline(on: connection)
@@ -794,6 +812,7 @@ public final class PostgresDatabase {
         measure = Measure(first: first)
         depth = 1
         defer {
+            discardDeferred()
             depth = 0
             measure = nil
             endedOutermost()
@@ -801,6 +820,7 @@ public final class PostgresDatabase {
         }
         let schema = try watchSchema(watchesSchema)
         let result = try body()
+        try flushDeferred()
         guard connection.transactionStatus == .inTransaction else {
             if connection.transactionStatus == .failed { _ = try? connection.simpleQuery("ROLLBACK") }
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
@@ -1071,6 +1091,7 @@ public final class PostgresDatabase {
         depth = 1
         dryRunning = true
         defer {
+            discardDeferred()
             depth = 0
             dryRunning = false
             measure = nil
@@ -1079,6 +1100,7 @@ public final class PostgresDatabase {
         }
         let schema = try watchSchema(true)
         let result = try body()
+        try flushDeferred()
         let measured = try readMeasure()
         let difference = try schemaDifference(since: schema, pending: measured.last)
         var summary = ChangeSummary()
@@ -1244,6 +1266,10 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     /// `--sandbox`: the statement wrote the catalog or a scheme's build
     /// command; rolled back (``PostgresSandbox``). The reason, and the SQL.
     case sandboxRefused(String, sql: String)
+    /// A write ``PostgresDatabase/send(_:_:origin:)`` deferred failed when
+    /// it ran: where the script sent it (`file:line:`), and the server's
+    /// error with its SQL. It and every write sent after it were dropped.
+    case deferredWriteFailed(origin: String?, failure: String)
 
     public var description: String {
         switch self {
@@ -1291,6 +1317,8 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             "--dry-run: the dry run's transaction was rolled back when a statement tried to commit it; nothing more runs in it (start again with --dry-run)"
         case let .sandboxRefused(reason, sql):
             "\(reason); the statement was rolled back: \(sql)"
+        case let .deferredWriteFailed(origin, failure):
+            "the write sent at \(origin ?? "an earlier call") failed: \(failure); it and the writes sent after it were not kept"
         case let .dryRunGuard(reason):
             "--dry-run on PostgreSQL makes its transaction one the server refuses to commit, with a temporary table, and this role may not create one (\(reason)): GRANT TEMPORARY ON DATABASE to it, or run without --dry-run"
         }

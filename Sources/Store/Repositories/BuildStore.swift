@@ -100,6 +100,21 @@ public protocol BuildStore: AnyObject, Sendable {
     /// Requeues or fails a build still under `lease`, with `note` in its log.
     func takeBack(_ lease: BuildLease, _ action: BuildTakeBack, note: String) throws -> Bool
 
+    // MARK: The runner itself (RunnerRegistry, migration 007_runnerRegistry)
+
+    /// Records `runner` in `opsh_runners`, started and beating now, after
+    /// deleting the rows of runners that ended more than
+    /// ``RunnerRegistry/keptAfterEnd`` ago. False on a database without
+    /// the table (nothing written).
+    func registerRunner(_ runner: RunnerRegistration) throws -> Bool
+    /// The runner's heartbeat: one short statement refreshing its row
+    /// (written again when someone removed it). Without the table
+    /// (`registered` false) a write that changes nothing, so that a
+    /// heartbeat that returns still means the database takes writes.
+    func beatRunner(_ runner: RunnerRegistration, registered: Bool) throws
+    /// Marks the runner stopped (it exits cleanly).
+    func runnerStopped(_ id: String) throws
+
     // MARK: Running and ending (BuildJobQueries)
 
     /// Ends a queued or running build (with `fence`: only while that

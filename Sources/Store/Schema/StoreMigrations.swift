@@ -9,7 +9,7 @@ import GRDB
 /// layer, into the same `grdb_migrations` table.
 public enum StoreMigrations {
     /// The migrations, oldest first. A new one is a file of its own
-    /// (`Migration007….swift`) and a line here.
+    /// (`Migration008….swift`) and a line here.
     static let builtIn: [BuiltInMigration] = [
         Migration001InitialSchema.migration,
         Migration002Indexes.migration,
@@ -17,6 +17,7 @@ public enum StoreMigrations {
         Migration004Runners.migration,
         Migration005AuditChain.migration,
         Migration006SchemeEnvironment.migration,
+        Migration007RunnerRegistry.migration,
     ]
 
     /// Identifiers of the built-in migrations, oldest first.

@@ -142,6 +142,9 @@ public protocol DatabaseSession: AnyObject {
     /// Runs one call's writes atomically (a savepoint in the open
     /// transaction, else a transaction of its own); errors name `table`.
     func write<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T
+    /// `db.copy`: rows into one table in one write, all or none, by the
+    /// engine's bulk path (``CopyRequest``); the rows written.
+    func copy(_ request: CopyRequest) throws -> Int
     /// Inserts telemetry events in one atomic call, by the engine's bulk path.
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
     /// An export's reads, on one snapshot of the database.

@@ -116,7 +116,13 @@ public enum Databases {
         switch engine(of: options.db) {
         case .postgresql:
             let url = named(options.db)!
-            let schema = try PostgresDatabase(url: url, options: postgresOptions(options))
+            let schema: PostgresDatabase
+            do {
+                schema = try PostgresDatabase(url: url, options: postgresOptions(options))
+            } catch let PostgresStoreError.empty(label) {
+                // opsh runner takes no --create: the schema is opsh migrate's to make.
+                throw NoSchemaForRunner(database: label, exists: true)
+            }
             if schema.pendingMigrations.contains("004_runners") {
                 throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
@@ -124,7 +130,12 @@ public enum Databases {
         case .sqlite:
             var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
             storeOptions.createIfMissing = false
-            let store = try Store.prepare(path: options.db, options: storeOptions)
+            let store: Store
+            do {
+                store = try Store.prepare(path: options.db, options: storeOptions)
+            } catch let StoreError.missingDatabase(path) {
+                throw NoSchemaForRunner(database: path, exists: false)
+            }
             try store.connect()
             return (SQLiteBuildStore(store: store), { _ = try? store.checkpoint(.passive) })
         }
@@ -159,5 +170,19 @@ public enum Databases {
             try store.connect()
             return try store.migratePending()
         }
+    }
+}
+
+/// `opsh runner` on a database without opsh's schema (an SQLite file that
+/// does not exist, an empty PostgreSQL database): it takes no `--create`,
+/// so it names the command that makes the schema.
+public struct NoSchemaForRunner: Error, CustomStringConvertible {
+    public var database: String
+    /// Whether the database exists (PostgreSQL's, empty) or not (a file).
+    public var exists: Bool
+
+    public var description: String {
+        (exists ? "\(database) has no opsh schema" : "no database at \(database)")
+            + ": opsh runner needs opsh's schema: make it with `opsh migrate --create` (with the same --db), or point --db at the backend's database"
     }
 }

@@ -57,6 +57,11 @@ public protocol WireStatements: AnyObject {
     /// Runs a script of several statements given without values, all or
     /// nothing; the rows the last one changed.
     func runScript(_ sql: String) throws -> Int
+    /// Runs one write whose result the caller does not need: inside a
+    /// transaction the server's session may send it without waiting
+    /// (PostgresDatabase+Pipeline), its failure raised later, naming
+    /// `origin` (where the script sent it).
+    func send(_ sql: String, _ arguments: SQLArguments, origin: String?) throws
 }
 
 /// How a session's rows reach the `db` module, the repositories and the

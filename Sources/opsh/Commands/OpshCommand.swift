@@ -12,6 +12,7 @@ enum OpshCommand {
             opsh migrate [options]         apply the migrations the database lacks
             opsh runs [options] [--overdue] recent runs; scripts that missed their period
             opsh runner [options]          claim queued builds and run them, until SIGTERM
+            opsh runners [options] [--all] the build runners: live ones, or all
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -23,7 +24,8 @@ enum OpshCommand {
                       ("run", "Run a Lua script against the database."),
                       ("migrate", "Apply the built-in migrations the database lacks."),
                       ("runs", "Recent script runs from the audit trail; --overdue for missed ones."),
-                      ("runner", "Claim queued builds from the database and run them, until SIGTERM.")])
+                      ("runner", "Claim queued builds from the database and run them, until SIGTERM."),
+                      ("runners", "List the live build runners (host, pid, builds held, heartbeat, version).")])
 
     /// Parses the command line and runs the mode it names: its exit
     /// status; 0 after printing help; or throws a ``UsageError`` or ``Stop``.
@@ -44,6 +46,9 @@ enum OpshCommand {
         case "runner":
             guard let command = try RunnerCommand(parsing: words.dropFirst()) else { return printHelp(RunnerCommand.help) }
             return try command.run()
+        case "runners":
+            guard let command = try RunnersCommand(parsing: words.dropFirst()) else { return printHelp(RunnersCommand.help) }
+            return try command.run()
         case "help":
             switch words.dropFirst().first {
             case nil: return printHelp(help)
@@ -52,7 +57,8 @@ enum OpshCommand {
             case "migrate": return printHelp(MigrateCommand.help)
             case "runs": return printHelp(RunsCommand.help)
             case "runner": return printHelp(RunnerCommand.help)
-            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner)", command: help)
+            case "runners": return printHelp(RunnersCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner, runners)", command: help)
             }
         case "-h", "--help":
             return printHelp(help)
@@ -71,6 +77,10 @@ enum OpshCommand {
             }
             if let runnerWords = optionsThen("runner", words) {
                 guard let command = try RunnerCommand(parsing: runnerWords) else { return printHelp(RunnerCommand.help) }
+                return try command.run()
+            }
+            if let runnersWords = optionsThen("runners", words) {
+                guard let command = try RunnersCommand(parsing: runnersWords) else { return printHelp(RunnersCommand.help) }
                 return try command.run()
             }
             guard let command = try ShellCommand(parsing: words) else { return printHelp(ShellCommand.help) }

@@ -42,6 +42,13 @@ struct RunnerCommand {
             One line per claim, finished build and take-back goes to stderr
             (--quiet: only take-backs, builds it stopped and problems).
 
+            The database: --db, else $OPSH_DB (what the systemd units in
+            contrib/systemd give from an environment file, keeping a password
+            out of `ps`). Each runner records itself there: `opsh runners`
+            lists them. Under a systemd Type=notify unit it says READY=1 once
+            registered, WATCHDOG=1 after each heartbeat the database took (none
+            after one it did not) and STOPPING=1 on SIGTERM.
+
             SIGTERM (or SIGHUP): claim no more builds, let the running ones
             finish, then exit 0. A second SIGTERM, or SIGINT, cancels them
             (status cancelled, with a log line) and exits 143 (130 for SIGINT).

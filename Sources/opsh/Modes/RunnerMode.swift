@@ -15,6 +15,7 @@ struct RunnerMode {
     func run() throws -> Int32 {
         let options = command.options
         let launch = Launch(options: options)
+        let log = RunnerLog(quiet: options.quiet)
         let database: any BuildStore
         let close: () -> Void
         do {
@@ -29,10 +30,11 @@ struct RunnerMode {
             }
         } catch let error as UsageError {
             throw error
-        } catch let stop as Stop {
-            throw stop
         } catch {
-            throw Launch.stop(opening: error)
+            // A database it cannot run on: said as every runner line is (the journal's).
+            let stop = error as? Stop ?? Launch.stop(opening: error)
+            if let message = stop.message { log.write(.problem(message)) }
+            throw Stop(stop.status)
         }
 
         var configuration = QueueRunner.Configuration()
@@ -48,13 +50,19 @@ struct RunnerMode {
             ?? DatabaseLocation.dataDirectory() + "/workspaces"
         configuration.jobs.workspaceRoot = URL(fileURLWithPath: workspaces).standardizedFileURL.path
         configuration.jobs.keepWorkspaces = command.keepWorkspaces
-        let log = RunnerLog(quiet: options.quiet)
-        let runner = QueueRunner(database: database, configuration: configuration) { log.write($0) }
+        // Under a Type=notify unit: READY=1, WATCHDOG=1 per recorded heartbeat, STOPPING=1.
+        let service = RunnerServiceStatus(notifier: ServiceManagerNotifier(), heartbeat: command.heartbeat, log: log)
+        let runner = QueueRunner(database: database, configuration: configuration) { event in
+            log.write(event)
+            service.tell(event)
+        }
         let identity = runner.manager.runner
         log.progress("started: pid \(identity.pid) on \(identity.host), database \(database.label), \(configuration.concurrency) at once, heartbeat every \(command.heartbeat) s, schemes: \(configuration.schemes?.joined(separator: ", ") ?? "all")")
+        service.checkWatchdog()
 
         let stop = RunnerStop()
         RunnerSignals.install { signal in
+            service.stopping(RunnerStop.name(signal))
             switch stop.received(signal) {
             case .finishRunning:
                 log.progress("\(RunnerStop.name(signal)): claiming no more builds; waiting for \(runner.manager.handledCount) running build(s) to finish (a second SIGTERM, or SIGINT, cancels them)")
@@ -142,6 +150,8 @@ struct RunnerLog: Sendable {
         case let .problem(message):
             guard let again = repeats.shouldSay(message) else { return }
             line("problem: \(message)" + (again > 0 ? " (\(again) more time(s) in the last \(Int(repeats.window)) s)" : ""))
+        case .ready, .heartbeat:
+            break  // for the service manager (RunnerServiceStatus)
         }
     }
 

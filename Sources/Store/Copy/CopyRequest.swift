@@ -1,0 +1,75 @@
+/// What `db.copy` writes: rows into one table, in one write that keeps
+/// all of them or none (PostgreSQL: COPY FROM STDIN; SQLite: a prepared
+/// INSERT per row in one transaction). ``DatabaseSession/copy(_:)`` runs it
+/// under the session's rules as any write: counted, under `--max-changes`,
+/// refused by `--read-only`, reported by `--dry-run`, checked by `--sandbox`.
+public struct CopyRequest: Sendable {
+    public enum Source: Sendable {
+        /// Values in ``CopyRequest/columns``' order (an empty list: the
+        /// table's columns in order); row 1 is the Lua table's first.
+        case rows([[StoreValue]])
+        /// A CSV file (RFC 4180: `,`, `"` quoting, an unquoted empty
+        /// field is NULL, a quoted one the empty string); `header`: its
+        /// first line names the columns and is skipped.
+        case csv(path: String, header: Bool)
+    }
+
+    /// As written in SQL, unquoted (`builds`, `public.builds`).
+    public let table: String
+    /// As written in SQL, unquoted; empty: every column of the table, in order.
+    public let columns: [String]
+    public let source: Source
+
+    /// Refuses a table or column name that is not a plain SQL identifier:
+    /// the names go into the statement as written, so they mean on each
+    /// engine what they mean in a script's SQL.
+    public init(table: String, columns: [String], source: Source) throws {
+        guard Self.isIdentifier(table, qualified: true) else {
+            throw CopyFailure("the table name \(VisibleName(table)) is not a plain SQL name (letters, digits, _; schema.table)")
+        }
+        for column in columns where !Self.isIdentifier(column, qualified: false) {
+            throw CopyFailure("the column name \(VisibleName(column)) is not a plain SQL name (letters, digits, _)")
+        }
+        if Set(columns.map { $0.lowercased() }).count != columns.count {
+            throw CopyFailure("a column is named twice in columns: \(columns.joined(separator: ", "))")
+        }
+        self.table = table
+        self.columns = columns
+        self.source = source
+    }
+
+    static func isIdentifier(_ name: String, qualified: Bool) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard !parts.isEmpty, parts.count <= (qualified ? 2 : 1) else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else { return false }
+            return part.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) }
+        }
+    }
+
+    /// Where in the source a row is, as a user finds it: `row 3` of the
+    /// Lua table, `line 3 of /tmp/builds.csv`.
+    func place(_ number: Int) -> String {
+        switch source {
+        case .rows: "row \(number)"
+        case let .csv(path, _): "line \(number) of \(path)"
+        }
+    }
+}
+
+/// A name in a message, its control characters visible.
+struct VisibleName: CustomStringConvertible {
+    let name: String
+    init(_ name: String) { self.name = name }
+    var description: String {
+        "'" + name.unicodeScalars.map { $0.properties.generalCategory == .control ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined() + "'"
+    }
+}
+
+/// `db.copy`'s failure: what was wrong and where (the row of the Lua
+/// table or the line of the file, and the column). Nothing of the copy
+/// was kept.
+public struct CopyFailure: Error, CustomStringConvertible, Equatable, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import PostgresWire
+
+/// `db.copy` on PostgreSQL: COPY FROM STDIN (``PostgresConnection/copyIn(_:from:)``),
+/// one statement under the session's rules as ``PostgresDatabase/execute(_:_:)``
+/// runs any statement inside a transaction: in opsh's transaction (one of
+/// its own outside one, so it is counted for the audit and checked by the
+/// sandbox), under the statement savepoint `opsh_statement`, the server's
+/// counters read around it in a measured transaction; `--read-only`'s
+/// transaction is the server's to refuse it in ("cannot execute COPY FROM
+/// in a read-only transaction").
+extension PostgresDatabase {
+    public func copy(_ request: CopyRequest) throws -> Int {
+        try reconnectIfLost()
+        statementCount += 1
+        if depth > 0 { return try copyUnderSavepoint(request) }
+        return try transaction { try copyUnderSavepoint(request) }
+    }
+
+    /// `COPY table (columns) FROM STDIN (FORMAT csv, HEADER …)`; the names
+    /// are plain identifiers (``CopyRequest``).
+    static func copyStatement(_ request: CopyRequest) -> String {
+        let columns = request.columns.isEmpty ? "" : " (\(request.columns.joined(separator: ", ")))"
+        var header = false
+        if case let .csv(_, hasHeader) = request.source { header = hasHeader }
+        return "COPY \(request.table)\(columns) FROM STDIN (FORMAT csv\(header ? ", HEADER true" : ""))"
+    }
+
+    private func copyUnderSavepoint(_ request: CopyRequest) throws -> Int {
+        guard connection.transactionStatus == .inTransaction else {
+            throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
+        }
+        let sql = Self.copyStatement(request)
+        let sandboxCheck = try sandboxStep()
+        let relations = measure != nil ? try tallyRelations() : nil
+        // The counters before it, with its savepoint (the queued writes go first).
+        let begun = try connection.pipeline([("SAVEPOINT opsh_statement", [])] + (relations.map { [CommitTally.step($0)] } ?? []))
+        if let relations { measure?.read(CommitTally.counts(begun[1], relations)) }
+        var feed = try CopyFeed(request)
+        let result: PostgresResult
+        do {
+            result = try connection.copyIn(sql) { buffer in try feed.next(into: &buffer) }
+            if let sandboxCheck {
+                let checked = try connection.query(sandboxCheck.sql, sandboxCheck.parameters)
+                if let baseline = sandboxBaseline { sandboxBaseline = PostgresSandbox.advanced(baseline, by: checked.rows.first ?? []) }
+            }
+        } catch {
+            sandboxBaseline = nil
+            try rollBackCopy(relations)
+            if let failure = error as? PostgresError {
+                if sandboxCheck != nil, let refusal = PostgresSandbox.refusal(in: failure), failure.sql == sandboxCheck?.sql {
+                    throw PostgresStoreError.sandboxRefused(PostgresSandbox.message(refusal), sql: sql)
+                }
+                throw Self.copyFailure(failure, request)
+            }
+            throw error
+        }
+        let readsAfter = relations != nil && (dryRunning || countsFailedStatementsExactly)
+        let released = try connection.pipeline([("RELEASE SAVEPOINT opsh_statement", [])]
+                                               + (readsAfter ? [CommitTally.stepOnceWritten(relations!)] : []))
+        if let relations, readsAfter, !released[1].rows.isEmpty { measure?.read(CommitTally.counts(released[1], relations)) }
+        return result.affectedRows ?? 0
+    }
+
+    private func rollBackCopy(_ relations: CommitTally.Relations?) throws {
+        guard connection.isOpen, connection.transactionStatus != .idle else { return }
+        if let relations, measure != nil {
+            let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
+                                                 ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
+            measure?.rolledBack(to: CommitTally.counts(after[2], relations))
+        } else {
+            try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+        }
+    }
+
+    /// The server's refusal of a row, placed as the user finds it: its
+    /// context (`COPY builds, line 3, column n: "x"`) gives the line of the
+    /// data, which is the line of the file, or the row of the Lua table
+    /// (one line each).
+    static func copyFailure(_ error: PostgresError, _ request: CopyRequest) -> Error {
+        guard let context = error.fields["W"], let range = context.range(of: ", line ") else {
+            return TransactionControl.reported(error, copyStatement(request))
+        }
+        let rest = context[range.upperBound...]
+        guard let line = Int(rest.prefix { $0.isNumber }) else { return TransactionControl.reported(error, copyStatement(request)) }
+        var place = request.place(line)
+        let afterLine = rest.drop { $0.isNumber }
+        if afterLine.hasPrefix(", column ") {
+            let column = afterLine.dropFirst(", column ".count).prefix { $0 != ":" }
+            place += ", column \(column)"
+        }
+        return CopyFailure("\(place): \(error.message) (SQLSTATE \(error.code))")
+    }
+}
+
+/// The data of a copy, piece by piece: the Lua rows written as CSV, or the
+/// file's bytes as they are.
+struct CopyFeed {
+    private var rows: [[StoreValue]] = []
+    private var nextRow = 0
+    private var file: FileHandle?
+    static let pieceSize = 256 * 1024
+
+    init(_ request: CopyRequest) throws {
+        switch request.source {
+        case let .rows(given):
+            rows = given
+            let width = request.columns.isEmpty ? given.first?.count ?? 0 : request.columns.count
+            for (index, row) in given.enumerated() where row.count != width {
+                if row.count < width, !request.columns.isEmpty {
+                    let column = request.columns[row.count]
+                    throw CopyFailure("row \(index + 1), column \(column): missing data for column \"\(column)\"")
+                }
+                throw CopyFailure("row \(index + 1): \(row.count) values, expected \(width)")
+            }
+        case let .csv(path, _):
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw CopyFailure("cannot read \(path)") }
+            file = handle
+        }
+    }
+
+    /// Appends the next piece; false once it appended the last.
+    mutating func next(into buffer: inout [UInt8]) throws -> Bool {
+        if let file {
+            let data = try file.read(upToCount: Self.pieceSize) ?? Data()
+            buffer.append(contentsOf: data)
+            if data.isEmpty { try? file.close() }
+            return !data.isEmpty
+        }
+        let start = buffer.count
+        nextRow = try CSVWriter.append(rows, from: nextRow, into: &buffer, limit: start + Self.pieceSize)
+        return nextRow < rows.count
+    }
+}

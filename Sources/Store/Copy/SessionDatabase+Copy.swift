@@ -1,0 +1,58 @@
+import Foundation
+import GRDB
+
+/// `db.copy` on SQLite: one prepared INSERT, run for each row in one
+/// write (a savepoint inside the open transaction), so that the rows land
+/// all or none and pass every rule any write passes (the authorizer, the
+/// change counts, `--read-only`'s read-only connection).
+extension SessionDatabase {
+    public func copy(_ request: CopyRequest) throws -> Int {
+        try write { db in
+            let columns = request.columns.isEmpty ? try db.columns(in: request.table).map(\.name) : request.columns
+            let sql = "INSERT INTO \(request.table) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+            let statement = try db.makeStatement(sql: sql)
+            func insert(_ values: [DatabaseValue], at number: Int) throws {
+                do {
+                    try statement.execute(arguments: StatementArguments(values))
+                } catch let error as DatabaseError {
+                    throw CopyFailure("\(request.place(number)): \(error.message ?? "\(error.resultCode)")")
+                }
+            }
+            switch request.source {
+            case let .rows(rows):
+                for (index, row) in rows.enumerated() {
+                    try Self.checkWidth(row.count, columns, at: request.place(index + 1))
+                    try insert(row.map(\.databaseValue), at: index + 1)
+                }
+                return rows.count
+            case let .csv(path, header):
+                var records = CSVRecords(try Self.contents(of: path))
+                if header { _ = try records.next() }
+                var count = 0
+                while let (line, fields) = try records.next() {
+                    try Self.checkWidth(fields.count, columns, at: request.place(line))
+                    try insert(fields.map { $0.map(\.databaseValue) ?? .null }, at: line)
+                    count += 1
+                }
+                return count
+            }
+        }
+    }
+
+    /// A row with more or fewer values than columns, said as PostgreSQL says it.
+    static func checkWidth(_ count: Int, _ columns: [String], at place: String) throws {
+        if count < columns.count {
+            throw CopyFailure("\(place), column \(columns[count]): missing data for column \"\(columns[count])\"")
+        }
+        if count > columns.count {
+            throw CopyFailure("\(place): extra data after last expected column (\(columns.count) columns: \(columns.joined(separator: ", ")))")
+        }
+    }
+
+    static func contents(of path: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CopyFailure("cannot read \(path)")
+        }
+        return [UInt8](data)
+    }
+}
