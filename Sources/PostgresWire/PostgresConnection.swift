@@ -59,19 +59,26 @@ public enum PostgresTransactionStatus: Character, Sendable {
 public final class PostgresConnection {
     /// What the connection was opened with.
     public let url: PostgresURL
+    /// The host it reached, of ``PostgresURL/hosts`` (HostSelection.swift).
+    public internal(set) var connectedHost: PostgresURL.Host
+    /// The password for the login to ``connectedHost``: the URL's, else
+    /// the password file's line for that host (``passwordFile``).
+    public internal(set) var loginPassword: String?
+    /// The password file ``loginPassword`` came from, if it did.
+    var passwordFile: String?
     /// The server's run-time parameters: `server_version`, `TimeZone`,
     /// `integer_datetimes`, `standard_conforming_strings`, … as reported at
     /// start-up and whenever they change.
-    public private(set) var serverParameters: [String: String] = [:]
+    public internal(set) var serverParameters: [String: String] = [:]
     /// The server process serving this connection (`pg_backend_pid()`).
-    public private(set) var processID: Int32 = 0
-    private var secretKey: Int32 = 0
+    public internal(set) var processID: Int32 = 0
+    var secretKey: Int32 = 0
     /// The transaction state after the last call.
-    public private(set) var transactionStatus: PostgresTransactionStatus = .idle
+    public internal(set) var transactionStatus: PostgresTransactionStatus = .idle
     /// How many exchanges (each ended by the server's ReadyForQuery) this
     /// connection has had: a caller that remembers it knows whether anything
     /// else ran on the connection since.
-    public private(set) var exchangeCount = 0
+    public internal(set) var exchangeCount = 0
     /// Statements kept prepared on the server; past this many the least
     /// recently used one is closed. 0 turns the cache off: each query is
     /// parsed again as the unnamed statement (two round trips a query).
@@ -82,8 +89,8 @@ public final class PostgresConnection {
     var socket: Socket?
     let inbox = Inbox()
     var outbox: [UInt8] = []
-    private var notices: [PostgresNotice] = []
-    private var notifications: [PostgresNotification] = []
+    var notices: [PostgresNotice] = []
+    var notifications: [PostgresNotification] = []
     private var statements: [StatementKey: PreparedStatement] = [:]
     private var statementCounter = 0
     private var useCounter: UInt64 = 0
@@ -97,51 +104,18 @@ public final class PostgresConnection {
     /// `timeLimit` seconds when that is shorter (a caller's own deadline,
     /// such as opsh's `--timeout`): connecting and the start-up (login)
     /// together. Running out of time throws
-    /// ``PostgresClientError/timedOut(_:seconds:)``.
+    /// ``PostgresClientError/timedOut(_:seconds:)``. Of several hosts, the
+    /// first that answers and suits the URL's `target_session_attrs` is
+    /// taken (HostSelection.swift); `timeLimit` covers them all,
+    /// `connect_timeout` each.
     ///
     /// `settings` are run-time parameters for the session, sent in the
     /// start-up message (`lock_timeout`, say): they are the session's
     /// defaults, which `RESET` returns to.
     public init(url: PostgresURL, timeLimit: Double? = nil, settings: [(name: String, value: String)] = []) throws {
         self.url = url
-        let limit = min(url.connectTimeout, timeLimit ?? .infinity)
-        let deadline = monotonicSeconds() + limit
-        let tls = try TLSSettings(url)
-        var encrypt = tls?.startsEncrypted ?? false
-        // sslmode prefer and allow try once more the other way (libpq):
-        // prefer in clear text after a failed TLS start or a login refused
-        // over TLS, allow with TLS after a login refused in clear text.
-        var triedTheOtherWay = false
-        while true {
-            let socket = try Socket.connect(to: url.endpoint, timeout: triedTheOtherWay ? max(deadline - monotonicSeconds(), 0) : limit)
-            self.socket = socket
-            do {
-                if encrypt, let tls {
-                    do {
-                        encrypt = try socket.startTLS(tls, endpoint: url.endpoint, deadline: deadline, limit: limit)
-                    } catch let error as PostgresClientError where tls.mode == .prefer && !triedTheOtherWay && !error.isTimeout {
-                        socket.close()
-                        triedTheOtherWay = true
-                        encrypt = false
-                        continue
-                    }
-                }
-                try startUp(deadline: deadline, limit: limit, settings: settings)
-                cancelTLS = socket.tls == nil ? nil : tls?.requiringEncryption()
-                return
-            } catch is PostgresError where !triedTheOtherWay && tls?.triesAgain(wasEncrypted: socket.tls != nil) == true {
-                socket.close()
-                self.socket = nil
-                inbox.reset()
-                serverParameters = [:]
-                triedTheOtherWay = true
-                encrypt.toggle()
-            } catch {
-                socket.close()
-                self.socket = nil
-                throw error
-            }
-        }
+        connectedHost = url.hosts[0]
+        try openOneOfTheHosts(timeLimit: timeLimit, settings: settings)
     }
 
     /// A connection over a stream that is already open (`descriptor`, which
@@ -149,6 +123,8 @@ public final class PostgresConnection {
     /// target, which plays the server (fuzz/README.md).
     init(adopting descriptor: Int32, url: PostgresURL) throws {
         self.url = url
+        connectedHost = url.hosts[0]
+        loginPassword = url.password
         let socket = Socket.adopting(descriptor)
         self.socket = socket
         do {
@@ -161,7 +137,7 @@ public final class PostgresConnection {
     }
 
     /// The TLS a cancel request needs: the connection's, when it is encrypted.
-    private var cancelTLS: TLSSettings?
+    var cancelTLS: TLSSettings?
 
     /// Whether the connection is encrypted (TLS).
     public var isEncrypted: Bool { socket?.tls != nil }
@@ -176,7 +152,7 @@ public final class PostgresConnection {
 
     /// What another thread needs to cancel this connection's running query.
     public var canceller: PostgresCanceller {
-        PostgresCanceller(endpoint: url.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout, tls: cancelTLS)
+        PostgresCanceller(endpoint: connectedHost.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout, tls: cancelTLS)
     }
 
     /// Cancels the running query: ``PostgresCanceller/cancel()`` on
@@ -219,12 +195,12 @@ public final class PostgresConnection {
     /// queries. A server that closes the connection (or resets it) before
     /// that was never reached: that is a failure to connect, said so, not
     /// a connection that closed later.
-    private func startUp(deadline: Double, limit: Double, settings: [(name: String, value: String)]) throws {
+    func startUp(deadline: Double, limit: Double, settings: [(name: String, value: String)]) throws {
         do {
             try logIn(deadline: deadline, limit: limit, settings: settings)
         } catch PostgresClientError.connectionClosed(let reason) {
             throw PostgresClientError.connectionFailed(
-                "\(url.endpoint): \(reason == Self.closedByPeer ? "the server" : reason + ":") closed the connection before it answered the start-up message (is a PostgreSQL server listening there, and does it accept this client?)")
+                "\(connectedHost.endpoint): \(reason == Self.closedByPeer ? "the server" : reason + ":") closed the connection before it answered the start-up message (is a PostgreSQL server listening there, and does it accept this client?)")
         }
     }
 
@@ -239,7 +215,7 @@ public final class PostgresConnection {
             ("application_name", url.applicationName),
             ("client_encoding", "UTF8"),
             ("DateStyle", "ISO"),
-        ] + settings.map { ($0.name, $0.value) }))
+        ] + (url.options.map { [("options", $0)] } ?? []) + settings.map { ($0.name, $0.value) }))
         var scram: SCRAMSHA256Client? = nil
         /// channel_binding=require: only a SCRAM-SHA-256-PLUS login (libpq's messages).
         func requireNoChannelBinding(_ code: Int32) throws {
@@ -249,15 +225,15 @@ public final class PostgresConnection {
                 : "channel binding required (channel_binding=require) but not supported by server's authentication request")
         }
         func requirePassword(_ method: String) throws -> String {
-            guard let password = url.password else {
+            guard let password = loginPassword else {
                 throw PostgresClientError.authentication(
-                    "the server asks role \"\(url.user)\" for a password (\(method)) and the URL has none (postgresql://USER:PASSWORD@…, or ?password=)")
+                    "the server asks role \"\(url.user)\" for a password (\(method)) and none was given (postgresql://USER:PASSWORD@…, password=, PGPASSWORD, or a line in the password file \(url.passFile ?? "~/.pgpass"))")
             }
             return password
         }
         while true {
             guard let (type, body) = try readFrame(deadline: deadline) else {
-                throw PostgresClientError.timedOut("\(url.endpoint): no answer to the start-up message", seconds: limit)
+                throw PostgresClientError.timedOut("\(connectedHost.endpoint): no answer to the start-up message", seconds: limit)
             }
             if try handleAsynchronous(type, body) { continue }
             var reader = BodyReader(body)

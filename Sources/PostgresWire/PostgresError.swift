@@ -99,6 +99,10 @@ public struct PostgresNotice: Sendable, Equatable, CustomStringConvertible {
 public enum PostgresClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The URL is malformed; the message says what and where.
     case invalidURL(String)
+    /// A keyword/value string, a service file or a `PG*` variable is
+    /// malformed, or names a service no file defines; the message says
+    /// what and where.
+    case invalidConnectionString(String)
     /// Something this client deliberately does not do (TLS, GSSAPI, COPY
     /// FROM STDIN); the message says what and what to do instead.
     case unsupported(String)
@@ -121,6 +125,7 @@ public enum PostgresClientError: Error, Sendable, Equatable, CustomStringConvert
     public var description: String {
         switch self {
         case .invalidURL(let message): return "invalid PostgreSQL URL: \(message)"
+        case .invalidConnectionString(let message): return "invalid PostgreSQL connection settings: \(message)"
         case .unsupported(let message): return "not supported: \(message)"
         case .connectionFailed(let message): return "could not connect to PostgreSQL: \(message)"
         case .timedOut(let message, let seconds): return "could not connect to PostgreSQL: \(message) within \(formatSeconds(seconds)) seconds"

@@ -29,10 +29,14 @@ struct TLSSettings: Sendable {
     let clientCertificate: String?
     let clientKey: String?
 
-    /// The settings of `url`; nil when it is never encrypted (sslmode
-    /// disable, a Unix socket). Throws for a combination libpq refuses.
-    init?(_ url: PostgresURL) throws {
-        guard case .tcp(let host, _) = url.endpoint, url.sslMode != .disable else {
+    /// The settings of `url` for one of its hosts (the first when not
+    /// said); nil when it is never encrypted (sslmode disable, a Unix
+    /// socket). The certificate must name the host's name, not the
+    /// `hostaddr` connected to, as in libpq. Throws for a combination
+    /// libpq refuses.
+    init?(_ url: PostgresURL, host target: PostgresURL.Host? = nil) throws {
+        let target = target ?? url.hosts[0]
+        guard case .tcp(let address, _) = target.endpoint, url.sslMode != .disable else {
             if url.sslNegotiation == .direct, url.sslMode == .disable {
                 throw Self.weakMode(url.sslMode, "sslnegotiation=direct", use: "\"require\", \"verify-ca\", or \"verify-full\"")
             }
@@ -46,7 +50,7 @@ struct TLSSettings: Sendable {
         }
         mode = url.sslMode
         negotiation = url.sslNegotiation
-        self.host = host
+        self.host = target.name.isEmpty ? address : target.name
         rootCertificate = url.sslRootCert
         clientCertificate = url.sslCert
         clientKey = url.sslKey

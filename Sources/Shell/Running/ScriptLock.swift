@@ -45,11 +45,11 @@ public final class ScriptLock {
     }
 
     /// Takes the lock of `script` on `database` (a file path or a
-    /// `postgresql://` URL) without waiting.
+    /// PostgreSQL connection: ``Databases/engine(of:)``) without waiting.
     public static func acquire(script: String, database: String) throws -> ScriptLock {
         let identity = realPath(script)
         let key = DatabaseFileRunLock.fnv1a(identity)
-        if database.hasPrefix("postgresql://") || database.hasPrefix("postgres://") {
+        if Databases.engine(of: database) == .postgresql {
             let label = PostgresRunLock.label(of: database)
             let outcome: PostgresRunLock.Outcome
             do {

@@ -1,5 +1,6 @@
 import CSQLiteStore
 import Foundation
+import PostgresWire
 import GRDB
 import Synchronization
 
@@ -111,11 +112,13 @@ public final class Store: Sendable {
     ///   ``connect()`` throw those.
     public static func prepare(path: String? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         let resolved = DatabaseLocation.resolve(explicitPath: path)
-        // A PostgreSQL URL is not a file name: never an SQLite file made
-        // under that name (every command takes such a URL to its
-        // PostgreSQL engine before it gets here).
-        if resolved.contains("postgresql://") || resolved.contains("postgres://") {
-            throw StoreError.cannotOpen(path: resolved, detail: "this is a PostgreSQL database, not an SQLite file; nothing was made under that name")
+        // A PostgreSQL URL (or keyword/value settings) is not a file name:
+        // never an SQLite file made under that name (every command takes
+        // such a connection to its PostgreSQL engine before it gets here).
+        // Named without its password.
+        if resolved.contains("postgresql://") || resolved.contains("postgres://") || PostgresURL.isConnectionString(resolved) {
+            let label = (try? PostgresURL(resolved).description) ?? "a PostgreSQL connection"
+            throw StoreError.cannotOpen(path: label, detail: "this is a PostgreSQL database, not an SQLite file; nothing was made under that name")
         }
         let verdict = try DatabaseFileInspector.inspect(path: resolved)
         // Refused here rather than at the first write, with the reason.

@@ -12,7 +12,7 @@ public enum TransientFailure {
         case let client as PostgresClientError:
             switch client {
             case .connectionFailed, .connectionClosed, .timedOut: return true
-            case .invalidURL, .unsupported, .authentication, .protocolViolation: return false
+            case .invalidURL, .invalidConnectionString, .unsupported, .authentication, .protocolViolation: return false
             }
         case let server as PostgresError:
             // Class 08: connection exception; 57P01-03: the server shutting

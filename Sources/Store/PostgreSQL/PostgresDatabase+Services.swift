@@ -164,10 +164,14 @@ struct PostgresSessionMaintenance: SessionMaintenance {
             throw StoreError.refused(reason: "backup on PostgreSQL runs pg_dump, which is not installed here (Debian: postgresql-client); nothing was written")
         }
         let result = try database.backup(to: path, overwrite: overwrite) { temporary in
-            let url = database.url
-            var connection = ["PGHOST": url.host, "PGPORT": String(url.port), "PGUSER": url.user,
+            // The server this session reached (of several hosts, the one
+            // target_session_attrs chose), with the password it logged in with.
+            let url = database.url, host = database.connection.connectedHost
+            var connection = ["PGHOST": host.name, "PGPORT": String(host.port), "PGUSER": url.user,
                               "PGDATABASE": url.database, "PGSSLMODE": url.sslMode.rawValue]
-            if let password = url.password { connection["PGPASSWORD"] = password }
+            if let address = host.address { connection["PGHOSTADDR"] = address }
+            if let options = url.options { connection["PGOPTIONS"] = options }
+            if let password = database.connection.loginPassword { connection["PGPASSWORD"] = password }
             if ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"] == nil { connection["PGCONNECT_TIMEOUT"] = "10" }
             try runTool(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection)
         }

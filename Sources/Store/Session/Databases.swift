@@ -1,8 +1,12 @@
 import Foundation
+import PostgresWire
 
 /// The one place that chooses the engine from a `--db` value (or
-/// `OPSH_DB`): a `postgresql://` or `postgres://` URL is PostgreSQL,
-/// anything else an SQLite file (ARCHITECTURE.md, "The session seam").
+/// `OPSH_DB`): a `postgresql://` or `postgres://` URL, or libpq's
+/// keyword/value settings starting with a keyword libpq knows (`host=…`,
+/// `dbname=…`, `service=…`), is PostgreSQL, anything else an SQLite file
+/// (ARCHITECTURE.md, "The session seam"). `PG*` variables alone never
+/// choose PostgreSQL: they fill in what a PostgreSQL connection leaves out.
 /// Every command opens its database here: the shell and the batch modes a
 /// session, `opsh runner` a build queue, `opsh runs` a reading, `opsh
 /// migrate` the migrations.
@@ -53,7 +57,7 @@ public enum Databases {
     /// The engine a `--db` value (else `OPSH_DB`) names.
     public static func engine(of db: String?) -> DatabaseEngine {
         guard let named = named(db) else { return .sqlite }
-        return named.hasPrefix("postgresql://") || named.hasPrefix("postgres://") ? .postgresql : .sqlite
+        return PostgresURL.isConnectionString(named) ? .postgresql : .sqlite
     }
 
     /// Opens the session's database.

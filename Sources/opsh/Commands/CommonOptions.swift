@@ -97,7 +97,7 @@ struct CommonOptions {
         if let memoryLimit, memoryLimit < 1 { throw UsageError("--memory-limit must be at least 1 MiB", command: command) }
         if !(busyTimeout >= 0) { throw UsageError("--busy-timeout must be zero or more seconds", command: command) }
         if dryRun && readOnly { throw UsageError("--dry-run needs a writable database: drop --read-only", command: command) }
-        if db == "" { throw UsageError("--db needs a path; it was given an empty one", command: command) }
+        if db == "" { throw UsageError("--db needs a path or a PostgreSQL connection (postgresql://…, host=… dbname=…); it was given an empty one", command: command) }
         if let reason, reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             throw UsageError("--reason needs a text saying why; it was given an empty one", command: command)
         }
