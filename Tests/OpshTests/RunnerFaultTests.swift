@@ -11,18 +11,6 @@ import Glibc
 /// outage is the server stopped (fast shutdown, sessions cut) and started
 /// again; on SQLite it is the write lock held by another process.
 @Suite struct RunnerFaultTests {
-    /// `runner`'s stderr up to a line containing `text`, or all it said
-    /// once it exited.
-    func readStderr(of runner: ChildProcess, until text: String) -> String {
-        var said = ""
-        while !said.contains(text) {
-            let line = readFirstLine(runner.standardError)
-            if line.isEmpty { break }
-            said += String(decoding: line, as: UTF8.self)
-        }
-        return said
-    }
-
     /// Three runners, three builds that end while the database does not
     /// answer for five seconds (ten heartbeats): no build is taken back or
     /// run twice, no log line is lost, and each end is recorded once the

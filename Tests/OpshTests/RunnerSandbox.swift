@@ -160,3 +160,16 @@ extension RunnerSandbox {
         engine == .sqlite ? "((julianday('now') - 2440587.5) * 86400.0)" : "extract(epoch FROM now())"
     }
 }
+
+/// The lines of a runner's stderr up to one containing `text` (read as
+/// they come: a poll for what the runner says it has done), or all it said
+/// once it exited.
+func readStderr(of runner: ChildProcess, until text: String) -> String {
+    var said = ""
+    while !said.contains(text) {
+        let line = readFirstLine(runner.standardError)
+        if line.isEmpty { break }
+        said += String(decoding: line, as: UTF8.self)
+    }
+    return said
+}

@@ -9,18 +9,6 @@ import Glibc
 /// promise: the same runner over SQLiteBuildStore and PostgresBuildQueue,
 /// every assertion read from the database by another process.
 @Suite struct RunnerTests {
-    /// The lines of a runner's stderr up to one containing `text` (read as
-    /// they come: a poll for what the runner says it has done).
-    func readStderr(of runner: ChildProcess, until text: String) -> String {
-        var said = ""
-        while !said.contains(text) {
-            let line = readFirstLine(runner.standardError)
-            if line.isEmpty { break }
-            said += String(decoding: line, as: UTF8.self)
-        }
-        return said
-    }
-
     @Test(arguments: Engine.allCases) func threeRunnersOnOneDatabaseRunThirtyQueuedBuildsEachExactlyOnce(_ engine: Engine) throws {
         let fixture = try RunnerSandbox(engine)
         let scheme = try fixture.scheme("Append", """

@@ -317,9 +317,15 @@ public final class SQLiteBuildStore: BuildStore {
 
     public func takesWrites(within seconds: Double) throws {
         let asked = Date()
-        try store.client.write { db in
-            try db.execute(sql: "UPDATE builds SET id = id WHERE 0")  // takes the write lock, changes nothing
-        }
+        try store.client.write { db in try Self.requireWriteLock(db, asked: asked, within: seconds) }
+    }
+
+    /// Takes the write lock (a statement that changes nothing) and throws
+    /// ``WritesWereBlocked`` when that came more than `seconds` after
+    /// `asked`: a lock held elsewhere, which kept every holder's heartbeat
+    /// waiting too.
+    private static func requireWriteLock(_ db: Database, asked: Date, within seconds: Double) throws {
+        try db.execute(sql: "UPDATE builds SET id = id WHERE 0")
         let waited = Date().timeIntervalSince(asked)
         if waited > seconds { throw WritesWereBlocked(seconds: waited) }
     }
@@ -330,11 +336,7 @@ public final class SQLiteBuildStore: BuildStore {
             // A write that waited half a heartbeat for the lock found the database
             // unwritable: its holder's heartbeats waited as well, so its
             // lapse says nothing about it (a lock is SQLite's outage).
-            try db.execute(sql: "UPDATE builds SET id = id WHERE 0")  // takes the write lock
-            let waited = Date().timeIntervalSince(asked)
-            if let interval = lease.heartbeatInterval, waited > interval / 2 {
-                throw WritesWereBlocked(seconds: waited)
-            }
+            try Self.requireWriteLock(db, asked: asked, within: (lease.heartbeatInterval ?? .infinity) / 2)
             return try store.builds.takeBack(db, lease, action, note: note)
         }
     }
