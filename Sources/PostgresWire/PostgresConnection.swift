@@ -136,6 +136,21 @@ public final class PostgresConnection {
         }
     }
 
+    /// Whether the server has closed this idle connection (its goodbye
+    /// waits unread), found without waiting: a poll with no timeout, and a
+    /// read only when something is there (a notice, a notification, the
+    /// goodbye). A connection found closed is closed here too.
+    public func serverHasHungUp() -> Bool {
+        guard let socket else { return true }
+        guard (try? socket.poll(timeout: 0)) == true else { return false }
+        do {
+            _ = try waitForNotification(timeout: 0.001)
+        } catch {
+            close()
+        }
+        return !isOpen
+    }
+
     /// The TLS a cancel request needs: the connection's, when it is encrypted.
     var cancelTLS: TLSSettings?
 

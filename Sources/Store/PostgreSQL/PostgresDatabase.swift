@@ -222,14 +222,7 @@ public final class PostgresDatabase {
     /// message, the end of the stream) on an idle connection.
     func reconnectIfLost() throws {
         guard depth == 0 else { return }
-        if connection.isOpen {
-            do {
-                _ = try connection.waitForNotification(timeout: 0.0005)
-            } catch {
-                connection.close()
-            }
-        }
-        guard !connection.isOpen else { return }
+        guard connection.serverHasHungUp() else { return }
         let fresh: PostgresConnection
         do {
             fresh = try Self.connect(url, options, settings)
