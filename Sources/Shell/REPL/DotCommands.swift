@@ -119,6 +119,12 @@ struct DotCommand: Sendable {
             repl.readFile(argument)
             return true
         },
+        DotCommand(".import", usage: "FILE TABLE", argument: .file,
+                   help: "rows of a CSV file (.tsv: tabs) whose first line names the columns into TABLE, as one chunk",
+                   unavailable: { $0.session.isSandboxed ? ".import is refused in the sandbox: it has no files (use db.copy with a table of rows)" : nil }) { repl, argument in
+            repl.importFile(argument)
+            return true
+        },
         DotCommand(".confirm", usage: "N|off", argument: .confirm,
                    help: "ask before committing a chunk that changed more than N rows (default 1000)") { repl, argument in
             let chunks = repl.chunks

@@ -23,7 +23,8 @@ extension PostgresDatabase {
         let columns = request.columns.isEmpty ? "" : " (\(request.columns.joined(separator: ", ")))"
         var header = false
         if case let .csv(_, hasHeader) = request.source { header = hasHeader }
-        return "COPY \(request.table)\(columns) FROM STDIN (FORMAT csv\(header ? ", HEADER true" : ""))"
+        let tab = request.delimiter == UInt8(ascii: "\t") ? ", DELIMITER E'\\t'" : ""
+        return "COPY \(request.table)\(columns) FROM STDIN (FORMAT csv\(header ? ", HEADER true" : "")\(tab))"
     }
 
     private func copyUnderSavepoint(_ request: CopyRequest) throws -> Int {

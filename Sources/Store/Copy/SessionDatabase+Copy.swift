@@ -26,7 +26,7 @@ extension SessionDatabase {
                 }
                 return rows.count
             case let .csv(path, header):
-                var records = CSVRecords(try Self.contents(of: path))
+                var records = CSVRecords(try Self.contents(of: path), delimiter: request.delimiter)
                 if header { _ = try records.next() }
                 var count = 0
                 while let (line, fields) = try records.next() {
