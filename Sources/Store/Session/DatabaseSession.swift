@@ -131,6 +131,10 @@ public protocol DatabaseSession: AnyObject {
     /// Sentences that help with an error: a missing migration, who holds
     /// the lock the statement waited for.
     func hints(for message: String) -> [String]
+    /// Says, through `say`, once a statement has waited `seconds` for a
+    /// lock, that it waits and who holds the lock (the shell: a write that
+    /// waits is not silent until the busy timeout).
+    func announceLockWaits(after seconds: TimeInterval, _ say: @escaping @Sendable (String) -> Void)
 
     // MARK: What the Lua bindings run on
 
