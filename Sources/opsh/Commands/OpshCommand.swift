@@ -1,4 +1,6 @@
 import Foundation
+import LuaRuntime
+import Store
 
 /// `opsh`: the shell (the default), `run`, or `help`.
 enum OpshCommand {
@@ -13,6 +15,7 @@ enum OpshCommand {
             opsh runs [options] [--overdue] recent runs; scripts that missed their period
             opsh runner [options]          claim queued builds and run them, until SIGTERM
             opsh runners [options] [--all] the build runners: live ones, or all
+            opsh --version                 opsh's version, and its SQLite's and Lua's
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -62,6 +65,9 @@ enum OpshCommand {
             }
         case "-h", "--help":
             return printHelp(help)
+        case "-V", "--version":
+            print("opsh \(OpshVersion.current) (SQLite \(StoreVersions.sqlite), \(LuaRuntime.release))")
+            return 0
         default:
             if let runWords = optionsThen("run", words) {
                 guard let command = try RunCommand(parsing: runWords) else { return printHelp(RunCommand.help) }
