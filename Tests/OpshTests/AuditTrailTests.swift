@@ -436,7 +436,7 @@ struct AuditedDatabase {
     }
 
     /// Batched writes are counted: `telemetry.insertMany` (on SQLite
-    /// stepped through its C API, on PostgreSQL multi-row INSERTs) and an
+    /// stepped through its C API, on PostgreSQL one COPY) and an
     /// import's rows; a rolled-back batch is not.
     @Test(arguments: Engine.allCases) func batchedInsertsAreCounted(_ engine: Engine) throws {
         let sandbox = try Sandbox()

@@ -16,9 +16,10 @@ extension PostgresDatabase {
         try write(table) { db in try body(db) }
     }
 
-    /// Multi-row INSERTs in one transaction (the server's counters count them).
+    /// One COPY FROM STDIN in one transaction, under the session's rules
+    /// as `db.copy` (the server's counters count it).
     public func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
-        try write("telemetry") { db in try TelemetryRepository().insertRows(db, events) }
+        try write("telemetry") { db in try TelemetryRepository().copyRows(db, events) }
     }
 
     /// One `REPEATABLE READ READ ONLY` snapshot.
