@@ -125,6 +125,11 @@ struct DotCommand: Sendable {
             repl.importFile(argument)
             return true
         },
+        DotCommand(".dump", usage: "[TABLE]", argument: .table,
+                   help: "the database (or one table) as SQL text sqlite3 reads back; with .output FILE, into the file") { repl, argument in
+            repl.dumpDatabase(argument)
+            return true
+        },
         DotCommand(".confirm", usage: "N|off", argument: .confirm,
                    help: "ask before committing a chunk that changed more than N rows (default 1000)") { repl, argument in
             let chunks = repl.chunks

@@ -47,3 +47,20 @@ struct ImportRefusal: Error, CustomStringConvertible {
     let message: String
     var description: String { message }
 }
+
+extension REPL {
+    /// `.dump [TABLE]`: SQL text that sqlite3 reads back (``SQLDump``), to
+    /// the terminal or to `.output`'s file.
+    func dumpDatabase(_ argument: String?) {
+        catalogTask {
+            let table = argument?.trimmingCharacters(in: .whitespaces)
+            if let file = runner.resultsFile {
+                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { file.write(Data($0.utf8)) }
+            } else {
+                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { text in
+                    print(text, terminator: "")
+                }
+            }
+        }
+    }
+}

@@ -22,6 +22,11 @@ extension PostgresDatabase {
         try write("telemetry") { db in try TelemetryRepository().copyRows(db, events) }
     }
 
+    /// The server's own tool writes PostgreSQL's dump.
+    public func dump(table: String?, _ write: (String) throws -> Void) throws {
+        throw StoreError.refused(reason: ".dump writes SQLite's SQL; on PostgreSQL the dump is pg_dump's: pg_dump --inserts --no-owner\(table.map { " --table=\($0.lowercased())" } ?? "") with this database's URL (one snapshot; it locks out no writer)")
+    }
+
     /// One `REPEATABLE READ READ ONLY` snapshot.
     public func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T {
         try snapshot { try body(self) }

@@ -151,6 +151,10 @@ public protocol DatabaseSession: AnyObject {
     func copy(_ request: CopyRequest) throws -> Int
     /// Inserts telemetry events in one atomic call, by the engine's bulk path.
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
+    /// `.dump [TABLE]`: the database or one table as SQL text, on one
+    /// snapshot (``SQLDump``), given to `write` piece by piece; refused
+    /// with the engine's own tool where opsh does not write it.
+    func dump(table: String?, _ write: (String) throws -> Void) throws
     /// An export's reads, on one snapshot of the database.
     func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T
     /// Imports a document: checked first, then written in one write.
