@@ -2,7 +2,8 @@ import Foundation
 import Testing
 
 /// `.dump [TABLE]` at the prompt: SQL text that sqlite3 reads back into an
-/// empty file with the same rows, byte for byte; control characters in the
+/// empty file with the same rows, byte for byte (a NUL in text, text that
+/// is not UTF-8); control characters in the
 /// data never reach the terminal raw. PostgreSQL's dump is pg_dump's: the
 /// command says so.
 @Suite struct DumpTests {
@@ -23,7 +24,8 @@ import Testing
             INSERT INTO telemetry (id, event, properties, session_id, created_at) VALUES
               (1, 'it''s', '{"a": "b"}', NULL, 0.1 + 0.2),
               (2, 'two' || char(10) || 'lines' || char(27) || '[31m', NULL, '', 1e-7),
-              (3, 'émoji 🎉', '[]', 's', 1795000000);
+              (3, 'émoji 🎉', '[]', 's', 1795000000),
+              (4, 'nul' || char(0) || 'inside', NULL, CAST(X'FF41' AS TEXT), -0.0);
             """)
         let file = sandbox.root + "/dump.sql"
         terminal.send(".dump telemetry\r")
@@ -43,7 +45,7 @@ import Testing
         let copy = TestDatabase(engine: .sqlite, db: sandbox.root + "/restored.sqlite")
         let load = try sandbox.run("/usr/bin/sqlite3", [copy.db, ".read \(file)"])
         #expect(load.status == 0 && load.stderr.isEmpty, "\(load.stderr)")
-        let rows = "SELECT quote(id), quote(event), quote(properties), quote(session_id), quote(created_at) FROM telemetry ORDER BY id"
+        let rows = "SELECT quote(id), hex(event), typeof(event), quote(properties), hex(session_id), typeof(session_id), quote(created_at) FROM telemetry ORDER BY id"
         #expect(try copy.sql(rows) == db.sql(rows))
         #expect(try copy.sql("PRAGMA integrity_check") == "ok")
         let schema = "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"

@@ -124,6 +124,8 @@ import Testing
             return backup('\((sandbox.root + "/" + "b.sqlite"))').path
             """], on: db)
         #expect(made.status == 0, "\(made.stderr)")
+        // A NUL in the backup's text comes back whole (bytes, not a C string).
+        _ = try TestDatabase(engine: .sqlite, db: sandbox.root + "/b.sqlite").sql("UPDATE buildLogs SET content = 'bo' || char(0) || 'om'")
         _ = try db.sql("PRAGMA foreign_keys = ON; DELETE FROM builds")
         #expect(try db.count("buildLogs") == 0)
         let child = try sandbox.opsh(["-e", "restore{ from = '\((sandbox.root + "/" + "b.sqlite"))', table = 'buildLogs' }"], on: db)
@@ -135,5 +137,6 @@ import Testing
             """], on: db)
         #expect(both.status == 0, "\(both.stderr)")
         #expect(try db.count("buildLogs") == 1)
+        #expect(try db.sql("SELECT hex(content) FROM buildLogs") == "626F006F6D")
     }
 }

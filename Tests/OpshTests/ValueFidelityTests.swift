@@ -402,4 +402,32 @@ import Testing
             """#, on: db)
         #expect(control.stdout.hasPrefix("1\t1"), "\(control.stderr)")
     }
+
+    /// db.copy and .import keep every byte of text on SQLite: the copy's
+    /// INSERT bound text as a C string, so `a\0b` was stored as `a`. On
+    /// PostgreSQL the value is refused, naming it. Control: the same copy
+    /// without the NUL.
+    @Test(arguments: Engine.allCases)
+    func aNULByteInACopiedValueIsKeptOrRefusedNeverCut(_ engine: Engine) throws {
+        let db = try seeded(engine)
+        let csv = sandbox.root + "/nul.csv"
+        try Data("note\nc\u{0}d\n".utf8).write(to: URL(fileURLWithPath: csv))
+        let attacked = try run(#"""
+            print(attempt(db.copy, "side", { { 11, "a\0b" } }, { columns = { "id", "note" } }))
+            print(attempt(db.copy, "side", "\#(csv)", { header = true, columns = { "note" } }))
+            """#, on: db)
+        #expect(attacked.status == 0, "\(attacked.stderr)")
+        switch engine {
+        case .sqlite:
+            #expect(attacked.stdout == "1\n1\n", "\(attacked.stdout)")
+            #expect(try db.sql("SELECT hex(note) FROM side WHERE id > 3 ORDER BY id") == "610062\n630064")
+        case .postgresql:
+            let lines = attacked.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix("refused:") }, "\(attacked.stdout)")
+            #expect(lines.first?.contains("NUL") == true, "\(attacked.stdout)")
+            #expect(try db.count("side") == 3)
+        }
+        let control = try run(#"print(attempt(db.copy, "side", { { 9, "ab" } }, { columns = { "id", "note" } }))"#, on: db)
+        #expect(control.stdout == "1\n", "\(control.stderr)")
+    }
 }

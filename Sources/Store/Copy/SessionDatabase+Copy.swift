@@ -15,7 +15,9 @@ extension SessionDatabase {
             let statement = try db.makeStatement(sql: sql)
             func insert(_ values: [DatabaseValue], at number: Int) throws {
                 do {
-                    try statement.execute(arguments: StatementArguments(values))
+                    // With their lengths: text keeps every byte, a NUL too (ExactBinding).
+                    try statement.bindExactly(values)
+                    try statement.execute()
                 } catch let error as DatabaseError {
                     throw CopyFailure("\(request.place(number)): \(error.message ?? "\(error.resultCode)")")
                 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// What `restore{ from = FILE, table = T, where = … }` brings back: the
 /// rows of one table of an SQLite backup that match a condition and are
@@ -151,9 +152,15 @@ public enum Restore {
             + (request.condition.map { " WHERE (\($0)\n)" } ?? "")
         do {
             return try backup.read { db in
+                // Bound and read with SQLite's C API: text with its length, every byte (ExactBinding).
                 let statement = try db.makeStatement(sql: sql)
-                try statement.setArguments(StatementArguments(request.arguments.map(\.databaseValue)))
-                return try Row.fetchAll(statement).map { row in (0..<row.count).map { StoreValue(row[$0] as DatabaseValue) } }
+                try statement.bindExactly(request.arguments.map(\.databaseValue))
+                let handle = statement.sqliteStatement
+                let count = sqlite3_column_count(handle)
+                var rows: [[StoreValue]] = []
+                let cursor = try Row.fetchCursor(statement)
+                while try cursor.next() != nil { rows.append((0..<count).map { ExactBinding.value(handle, $0) }) }
+                return rows
             }
         } catch let error as DatabaseError {
             throw RestoreFailure("the condition did not run on the backup: \(error.message ?? "\(error.resultCode)") in: \(error.sql ?? sql)")

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// `.dump [TABLE]`: the database, or one table, as SQL text that `sqlite3`
 /// reads back into an empty file, in the shape sqlite3's own `.dump`
@@ -27,13 +28,17 @@ public enum SQLDump {
         for (name, sql) in tables {
             try out(sql + ";\n")
             let quoted = quoteIdentifier(name)
-            let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM \(quoted)")
+            // Read with SQLite's C API: text with its length, every byte (ExactBinding).
+            let statement = try db.makeStatement(sql: "SELECT * FROM \(quoted)")
+            let handle = statement.sqliteStatement
+            let columns = sqlite3_column_count(handle)
+            let cursor = try Row.fetchCursor(statement)
             var text = ""
-            while let row = try cursor.next() {
+            while try cursor.next() != nil {
                 text += "INSERT INTO \(quoted) VALUES("
-                for index in 0..<row.count {
+                for index in 0..<columns {
                     if index > 0 { text += "," }
-                    literal(row[index] as DatabaseValue, into: &text)
+                    literal(handle, index, into: &text)
                 }
                 text += ");\n"
                 if text.utf8.count > 1 << 16 {
@@ -66,6 +71,23 @@ public enum SQLDump {
             try out((row["sql"] as String) + ";\n")
         }
         try out("COMMIT;\n")
+    }
+
+    /// Column `index` of the current row as an SQL literal; text that is
+    /// not UTF-8 (SQLite keeps any bytes) as `CAST(X'…' AS TEXT)`.
+    static func literal(_ handle: OpaquePointer, _ index: Int32, into text: inout String) {
+        guard sqlite3_column_type(handle, index) == SQLITE_TEXT else {
+            literal(ExactBinding.value(handle, index).databaseValue, into: &text)
+            return
+        }
+        let bytes = UnsafeBufferPointer(start: sqlite3_column_text(handle, index), count: Int(sqlite3_column_bytes(handle, index)))
+        if let string = String(validating: bytes, as: UTF8.self) {
+            quoted(string, into: &text)
+        } else {
+            text += "CAST("
+            literal(Data(bytes).databaseValue, into: &text)
+            text += " AS TEXT)"
+        }
     }
 
     /// `value` as an SQL literal.
