@@ -69,7 +69,9 @@ enum SQLProfile {
             let fields = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
             guard fields.count == 3, fields[0].hasSuffix("%"), let share = Double(fields[0].dropLast()),
                   fields[1].hasPrefix("[") else { return nil }
-            return (fields[2].trimmingCharacters(in: .whitespaces), share)
+            // The symbol ends where perf's padding to its next column starts.
+            let symbol = fields[2].components(separatedBy: "  ")[0].trimmingCharacters(in: .whitespaces)
+            return (symbol, share)
         }
         return entries.isEmpty ? nil : Array(entries.prefix(shown))
     }
