@@ -71,7 +71,7 @@ public final class ReadConnection {
     /// resets, finalizes, changes a setting), with the reader's lock held:
     /// the connection is NOMUTEX, and the snapshot's watchdog commits on it
     /// from its own thread. Nestable; `body` must not wait for long (the
-    /// watchdog waits for it) nor run Lua code.
+    /// watchdog waits for it).
     @inline(__always)
     public func lending<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T {
         opsh_sql_reader_enter(snapshot)
