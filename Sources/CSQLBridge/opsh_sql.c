@@ -117,8 +117,9 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
     }
 }
 
-void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
-    switch (sqlite3_column_type(statement, column)) {
+/// Pushes column `column`, whose type SQLite said is `type`.
+static void push_typed_column(lua_State *L, sqlite3_stmt *statement, int column, int type) {
+    switch (type) {
     case SQLITE_INTEGER:
         lua_pushinteger(L, sqlite3_column_int64(statement, column));
         break;
@@ -140,12 +141,17 @@ void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
     }
 }
 
+void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
+    push_typed_column(L, statement, column, sqlite3_column_type(statement, column));
+}
+
 void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
     lua_createtable(L, 0, column_count);
     for (int column = 0; column < column_count; column++) {
-        if (sqlite3_column_type(statement, column) == SQLITE_NULL) continue;
+        int type = sqlite3_column_type(statement, column);
+        if (type == SQLITE_NULL) continue;
         lua_rawgeti(L, names, column + 1);
-        opsh_sql_push_column(L, statement, column);
+        push_typed_column(L, statement, column, type);
         lua_rawset(L, -3);
     }
     lua_pushvalue(L, metatable);
@@ -172,13 +178,23 @@ int opsh_sql_push_shape(lua_State *L, int shape_ref) {
     return holder;
 }
 
+static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection);
+
 static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
-    sqlite3 *connection = route->session->transaction;
-    if (!connection) {
-        if (!route->session->reader) return OPSH_DECLINE;
-        connection = route->session->reader->handle;
-    }
+    if (route->session->transaction) return run_statement(L, route, shape, route->session->transaction);
+    opsh_sql_reader *reader = route->session->reader;
+    if (!reader) return OPSH_DECLINE;
+    // The read connection is NOMUTEX: the whole call holds the reader's
+    // lock, against its watchdog (opsh_reader.h). Nothing here unwinds: a
+    // fast path's allocations pass the memory limit (opsh_lua.h).
+    opsh_sql_reader_enter(reader);
+    int results = run_statement(L, route, shape, reader->handle);
+    opsh_sql_reader_leave(reader);
+    return results;
+}
+
+static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection) {
     size_t length;
     const char *sql = lua_tolstring(L, 1, &length);
     opsh_sql_entry *entry = route->recent[recent_slot(sql)];
@@ -290,7 +306,13 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 // MARK: db.rows
 
 // Upvalues: 1 the cursor's owner (keeps it alive), 2 the statement slot
-// (light userdata), 3 the shape holder, 4 the route (light userdata).
+// (light userdata), 3 the column names, 4 the route (light userdata), 5 the
+// row metatable.
+//
+// The statement may be on the read connection (NOMUTEX): each call holds
+// the reader's lock while it steps and makes the row, and counts as a host
+// frame meanwhile, so that no allocation past the memory limit unwinds it
+// with the lock held; the limit is checked once the lock is given back.
 static int rows_next(lua_State *L) {
     sqlite3_stmt **slot = (sqlite3_stmt **)lua_touserdata(L, lua_upvalueindex(2));
     sqlite3_stmt *statement = *slot;
@@ -298,27 +320,32 @@ static int rows_next(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
+    opsh_sql_route *route = (opsh_sql_route *)lua_touserdata(L, lua_upvalueindex(4));
+    opsh_sql_reader *reader = route->session->reader;
+    int outer = opsh_enter_host(L);
+    if (reader) opsh_sql_reader_enter(reader);
     int code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
-        lua_rawgeti(L, lua_upvalueindex(3), 1);
-        lua_rawgeti(L, lua_upvalueindex(3), 2);
-        int names = lua_gettop(L) - 1;
-        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), names, names + 1);
-        return 1;
-    }
-    if (code == SQLITE_DONE) {
+        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(5));
+    } else if (code == SQLITE_DONE) {
         *slot = NULL;
         sqlite3_finalize(statement);
         lua_pushnil(L);
-        return 1;
+    } else {
+        route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
+        *slot = NULL;
+        sqlite3_finalize(statement);
     }
-    opsh_sql_route *route = (opsh_sql_route *)lua_touserdata(L, lua_upvalueindex(4));
-    int outer = opsh_enter_host(L);  // failure_text is Swift
-    route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
+    if (reader) opsh_sql_reader_leave(reader);
     opsh_leave_host(L, outer);
-    *slot = NULL;
-    sqlite3_finalize(statement);
-    return opsh_raise_where(L);
+    if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
+    if (code == SQLITE_ROW && opsh_memory_exceeded(L)) {
+        lua_pop(L, 1);
+        lua_gc(L, LUA_GCCOLLECT);
+        opsh_push_memory_refusal(L, "the rows of this query would pass it");
+        return opsh_raise_where(L);
+    }
+    return 1;
 }
 
 void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route) {
@@ -326,8 +353,9 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int own
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
     lua_pushlightuserdata(L, statement);
-    lua_pushvalue(L, holder);
+    lua_rawgeti(L, holder, 1);
     lua_pushlightuserdata(L, route);
-    lua_pushcclosure(L, rows_next, 4);
+    lua_rawgeti(L, holder, 2);
+    lua_pushcclosure(L, rows_next, 5);
     lua_remove(L, holder);
 }

@@ -14,6 +14,8 @@ static double monotonic_now(void) {
 }
 
 typedef struct {
+    /// Recursive: a use of the handle may nest in another (a cursor
+    /// finalized by a collection while a row is made).
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
@@ -54,7 +56,11 @@ opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window) {
     reader->handle = handle;
     reader->window = window;
     reader->watchdog = dog;
-    pthread_mutex_init(&dog->lock, NULL);
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&dog->lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     pthread_cond_init(&dog->wake, NULL);
     if (pthread_create(&dog->thread, NULL, watch_snapshot, reader) != 0) {
         pthread_mutex_destroy(&dog->lock);
@@ -81,21 +87,23 @@ void opsh_sql_reader_free(opsh_sql_reader *reader) {
     free(reader);
 }
 
-static void lock_reader(opsh_sql_reader *reader) {
+// Without a watchdog (its thread could not start) the Lua thread is the
+// handle's only user.
+void opsh_sql_reader_enter(opsh_sql_reader *reader) {
     if (reader->watchdog) pthread_mutex_lock(&((reader_watchdog *)reader->watchdog)->lock);
 }
 
-static void unlock_reader(opsh_sql_reader *reader) {
+void opsh_sql_reader_leave(opsh_sql_reader *reader) {
     if (reader->watchdog) pthread_mutex_unlock(&((reader_watchdog *)reader->watchdog)->lock);
 }
 
 void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
     double now = monotonic_now();
-    lock_reader(reader);
+    opsh_sql_reader_enter(reader);
     if (reader->started != 0) {
         if ((now - reader->started < reader->window && write_count == reader->write_count)
             || !end_snapshot_locked(reader)) {
-            unlock_reader(reader);
+            opsh_sql_reader_leave(reader);
             return;
         }
     }
@@ -103,12 +111,12 @@ void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
         reader->started = now;
         reader->write_count = write_count;
     }
-    unlock_reader(reader);
+    opsh_sql_reader_leave(reader);
 }
 
 int opsh_sql_reader_end_snapshot(opsh_sql_reader *reader) {
-    lock_reader(reader);
+    opsh_sql_reader_enter(reader);
     int ended = end_snapshot_locked(reader);
-    unlock_reader(reader);
+    opsh_sql_reader_leave(reader);
     return ended;
 }

@@ -58,6 +58,8 @@ if wanted("lua") {
     let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
     print(try LuaBenchmarks.sqlWorkload(directory: directory, workloadFolder: repository + "/bench/sql-workload", opshExecutable: opsh))
     print("")
+    print(SQLProfile.run(directory: directory, opshExecutable: opsh, rows: LuaBenchmarks.rows))
+    print("")
     print(try LuaBenchmarks.callCost())
 }
 

@@ -30,6 +30,45 @@ import Testing
         #expect(child.finish().status == 0)
     }
 
+    /// The snapshot's watchdog ends an expired read from its own thread,
+    /// on the read connection the Lua thread uses (opened NOMUTEX; the
+    /// reader's lock keeps the two apart, opsh_reader.h): here it does so
+    /// in the middle of a `db.rows` loop paused past the window and between
+    /// the loop's own point reads. The loop still reads every row of its
+    /// snapshot, and once it ends nothing pins the WAL.
+    @Test func aRowsLoopPausedPastTheSnapshotWindowReadsItsRowsAndThenFreesTheWAL() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        _ = try sandbox.sqlite("""
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300)
+            INSERT INTO telemetry (event, created_at) SELECT 'a', x FROM c
+            """)
+        let script = sandbox.withDatabase(["-e", """
+            local n, sum = 0, 0
+            for row in db.rows("SELECT created_at FROM telemetry ORDER BY id") do
+              n = n + 1
+              sum = sum + math.tointeger(row.created_at)
+              if n % 100 == 0 then
+                local t = os.clock() repeat until os.clock() - t > 0.12
+                for i = 1, 20 do assert(db.value("SELECT count(*) FROM telemetry WHERE event = 'a'") == 300) end
+              end
+            end
+            io.stdout:write(string.format("%d %d\\n", n, sum)) io.stdout:flush()
+            local t = os.clock() repeat until os.clock() - t > 5
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "300 45150\n")
+        // Another process writes, then checkpoints the whole WAL away while
+        // the script works on: it can once opsh's last snapshot has ended.
+        _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)")
+        var checkpoint = ""
+        #expect(try waitUntil(4) {
+            checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
+            return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
+        }, "the checkpoint was blocked by opsh's open read (\(checkpoint))")
+        #expect(child.finish().status == 0)
+    }
+
     @Test func insertsAfterAReadKeepTheWALSmall() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()

@@ -142,7 +142,11 @@ struct SeededGenerator: RandomNumberGenerator {
 
     private func fetch(_ store: Store, _ key: String) throws -> StoreValue {
         let key = try QueryKey(parsing: key)
-        return try store.client.read { db in try key.fetch(db) }
+        let value = try store.client.read { db in try key.fetch(db) }
+        // Store.value(of:) (a key of one statement without a transaction
+        // around it) gives the same.
+        #expect(try store.value(of: key) == value, "\(key)")
+        return value
     }
 
     @Test func projectKeys() throws {

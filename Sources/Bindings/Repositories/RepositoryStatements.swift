@@ -31,7 +31,13 @@ final class RepositoryStatements {
     }
 
     deinit {
-        for statement in versionStatements.values { opsh_sqlite_finalize(statement) }
+        // One may be on the read connection (NOMUTEX): under its lock.
+        let statements = versionStatements.values
+        if let reader = executor.readConnection {
+            reader.lending { _ in statements.forEach(opsh_sqlite_finalize) }
+        } else {
+            statements.forEach(opsh_sqlite_finalize)
+        }
     }
 
     /// The table's columns as the schema has them now: read again only
@@ -51,25 +57,26 @@ final class RepositoryStatements {
 
     /// The schema version seen where the session reads now; nil in memory.
     private func schemaVersion() throws -> Int64? {
-        let connection: OpaquePointer
-        var snapshot: (started: Double, writes: Int)?
         if let current = executor.session.transactionConnection {
-            connection = current.handle
-        } else if let reader = executor.readConnection {
-            connection = try reader.ready()
+            versionSnapshot = nil
+            return try readVersion(on: current.handle)
+        }
+        guard let reader = executor.readConnection else { return nil }
+        try reader.ready()
+        // The read connection is NOMUTEX: read under its lock.
+        return try reader.lending { connection in
             reader.useSnapshot(writeCount: executor.session.writeCount)
+            var snapshot: (started: Double, writes: Int)?
             let started = reader.snapshot.pointee.started
             if started != 0 {
                 let writes = executor.session.writeCount
                 if let known = versionSnapshot, known.started == started, known.writes == writes { return known.version }
                 snapshot = (started, writes)
             }
-        } else {
-            return nil
+            guard let version = try readVersion(on: connection) else { return nil }
+            versionSnapshot = snapshot.map { ($0.started, $0.writes, version) }
+            return version
         }
-        guard let version = try readVersion(on: connection) else { return nil }
-        versionSnapshot = snapshot.map { ($0.started, $0.writes, version) }
-        return version
     }
 
     private func readVersion(on connection: OpaquePointer) throws -> Int64? {

@@ -22,7 +22,7 @@ final class SQLExecutor {
         self.readConnection = readConnection
         self.markers = markers
         self.rowShapes = rowShapes
-        statements = StatementCache(session: session.route)
+        statements = StatementCache(session: session.route, reader: readConnection)
         session.route.pointee.reader = readConnection?.snapshot
         route.pointee.failure_text = { state, message, sql in
             let failure = SQLFailure(message: message.map { String(cString: $0) } ?? "unknown error",
@@ -66,11 +66,16 @@ final class SQLExecutor {
         }
         if let readConnection {
             do {
-                let entry = try statements.statement(for: call.state, at: 1, on: readConnection.ready())
-                if entry.isReadonly {
+                try readConnection.ready()
+                // The read connection is NOMUTEX: prepared, stepped and read
+                // under the reader's lock (ReadConnection.lending).
+                let results = try readConnection.lending { handle -> Int32? in
+                    let entry = try statements.statement(for: call.state, at: 1, on: handle)
+                    guard entry.isReadonly else { return nil }
                     readConnection.useSnapshot(writeCount: session.writeCount)
-                    return try step(entry, connection: readConnection.handle, call: call, shape: shape)
+                    return try step(entry, connection: handle, call: call, shape: shape)
                 }
+                if let results { return results }
             } catch let failure as SQLFailure where ["no such table", "no such trigger", "no such view", "no such index"]
                         .contains(where: failure.message.hasPrefix) {
                 // A TEMP table (trigger, view, index) lives on the
@@ -204,15 +209,20 @@ final class SQLExecutor {
     /// Opens a cursor for `db.rows`: a statement of its own, on the open
     /// transaction's connection or the read connection.
     func openCursor(_ sql: String, call: LuaCall, from first: Int32) throws -> SQLCursor {
-        let handle: OpaquePointer
         if let current = session.transactionConnection {
-            handle = current.handle
-        } else if let readConnection {
-            handle = try readConnection.ready()
-            readConnection.useSnapshot(writeCount: session.writeCount)
-        } else {
+            return try openCursor(sql, on: current.handle, call: call, from: first)
+        }
+        guard let readConnection else {
             throw LuaCallError.message("db.rows needs a database file or an open transaction")
         }
+        try readConnection.ready()
+        return try readConnection.lending { handle in
+            readConnection.useSnapshot(writeCount: session.writeCount)
+            return try openCursor(sql, on: handle, call: call, from: first)
+        }
+    }
+
+    private func openCursor(_ sql: String, on handle: OpaquePointer, call: LuaCall, from first: Int32) throws -> SQLCursor {
         let statement: OpaquePointer
         do {
             statement = try ReadConnection.prepare(sql, on: handle)
@@ -220,7 +230,7 @@ final class SQLExecutor {
             // Nothing to do: a loop over no rows.
             let given = max(0, call.argumentCount - first + 1)
             guard given == 0 else { throw PlaceholderMismatch.count(placeholders: 0, given: Int(given), hint: nil, sql: sql) }
-            return SQLCursor(statement: nil, shapeSlot: rowShapes.slot(columns: [], key: "", state: call.state))
+            return SQLCursor(statement: nil, shapeSlot: rowShapes.slot(columns: [], key: "", state: call.state), reader: readConnection)
         }
         guard opsh_sqlite_readonly(statement) != 0 else {
             opsh_sqlite_finalize(statement)
@@ -232,7 +242,7 @@ final class SQLExecutor {
             opsh_sqlite_finalize(statement)
             throw error
         }
-        return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state))
+        return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state), reader: readConnection)
     }
 }
 
@@ -244,16 +254,25 @@ final class SQLCursor: TransactionBoundCursor {
     let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
+    /// The read connection, whose lock a finalize takes (the statement may
+    /// be on it); kept alive until the statement is finalized.
+    private let reader: ReadConnection?
 
-    init(statement: OpaquePointer?, shapeSlot: Int32) {
+    init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?) {
         self.statement = .allocate(capacity: 1)
         self.statement.initialize(to: statement)
         self.shapeSlot = shapeSlot
+        self.reader = reader
     }
 
     func close() {
-        if let open = statement.pointee { opsh_sqlite_finalize(open) }
+        guard let open = statement.pointee else { return }
         statement.pointee = nil
+        if let reader {
+            reader.lending { _ in opsh_sqlite_finalize(open) }
+        } else {
+            opsh_sqlite_finalize(open)
+        }
     }
 
     deinit {

@@ -22,12 +22,16 @@ final class StatementCache {
         /// What it does to the schema (the C path leaves such statements
         /// to Swift, which counts a dropped table's rows).
         let effects: StatementEffects
+        /// The read connection, whose lock the finalize takes (the
+        /// statement may be on it); kept alive until then.
+        private let reader: ReadConnection?
 
         init(_ c: UnsafeMutablePointer<opsh_sql_entry>, route: UnsafeMutablePointer<opsh_sql_route>,
-             effects: StatementEffects) {
+             effects: StatementEffects, reader: ReadConnection?) {
             self.c = c
             self.route = route
             self.effects = effects
+            self.reader = reader
             c.pointee.changes_schema = effects.changesSchema ? 1 : 0
         }
 
@@ -47,7 +51,11 @@ final class StatementCache {
 
         deinit {
             opsh_sql_forget(route, c)
-            opsh_sql_entry_free(c)
+            if let reader {
+                reader.lending { _ in opsh_sql_entry_free(c) }
+            } else {
+                opsh_sql_entry_free(c)
+            }
         }
     }
 
@@ -67,9 +75,14 @@ final class StatementCache {
     /// free.
     private(set) var releasedShapeSlots: [Int32] = []
 
-    init(session: UnsafeMutablePointer<opsh_session_route>) {
+    /// The read connection (NOMUTEX): its statements are prepared under
+    /// its lock by the caller and finalized under it by their entry.
+    private let reader: ReadConnection?
+
+    init(session: UnsafeMutablePointer<opsh_session_route>, reader: ReadConnection?) {
         route = opsh_sql_route_new()
         route.pointee.session = session
+        self.reader = reader
     }
 
     deinit {
@@ -101,7 +114,7 @@ final class StatementCache {
         }
         if entries.count >= capacity { removeAll() }
         if let old = entries[key], old.shapeSlot >= 0 { releasedShapeSlots.append(old.shapeSlot) }
-        let entry = Entry(c, route: route, effects: effects)
+        let entry = Entry(c, route: route, effects: effects, reader: reader)
         entries[key] = entry
         opsh_sql_remember(route, c)
         return entry

@@ -11,7 +11,9 @@ import GRDBSQLite
 /// other processes'. `db.rows` streams from it, holding one snapshot for
 /// the whole loop.
 public final class ReadConnection {
-    public let handle: OpaquePointer
+    /// Used only inside ``lending(_:)`` (or by the C fast path, under the
+    /// same lock) and for sqlite3_interrupt.
+    private let handle: OpaquePointer
 
     /// Reads share one read transaction for at most this long. Beginning a
     /// read transaction in WAL mode costs file-lock system calls, which
@@ -35,10 +37,12 @@ public final class ReadConnection {
     /// Opens the file; nothing is read from it before ``ready()``.
     public init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
-        // FULLMUTEX: the snapshot's watchdog thread may commit an expired
-        // read transaction while the Lua thread uses the connection.
+        // NOMUTEX: SQLite's connection mutex would be taken by every
+        // sqlite3_column_* call of every row. The snapshot's watchdog thread,
+        // which commits an expired read transaction, is kept apart by the
+        // reader's own lock instead (``lending(_:)``, `opsh_reader.h`).
         // URI: on a read-only file system the store reads by an immutable=1 URI.
-        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI, nil)
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nil)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close(handle)
@@ -56,12 +60,23 @@ public final class ReadConnection {
         snapshot = reader
     }
 
-    /// The handle, once set up for reading: call it before preparing a
+    /// Sets the connection up for reading: call it before preparing a
     /// statement on it (statements prepared afterwards are ready already).
     @inline(__always)
-    public func ready() throws -> OpaquePointer {
+    public func ready() throws {
         if let beforeFirstUse { try setUp(beforeFirstUse) }
-        return handle
+    }
+
+    /// Runs `body`, which uses the handle (prepares, steps, reads columns,
+    /// resets, finalizes, changes a setting), with the reader's lock held:
+    /// the connection is NOMUTEX, and the snapshot's watchdog commits on it
+    /// from its own thread. Nestable; `body` must not wait for long (the
+    /// watchdog waits for it).
+    @inline(__always)
+    public func lending<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T {
+        opsh_sql_reader_enter(snapshot)
+        defer { opsh_sql_reader_leave(snapshot) }
+        return try body(handle)
     }
 
     private func setUp(_ before: () throws -> Void) throws {
@@ -72,19 +87,13 @@ public final class ReadConnection {
         // of a few hundred thousand rows in memory instead of re-reading
         // pages from the file for each query. (Not at open: the pragma
         // reads the schema.)
-        sqlite3_exec(handle, "PRAGMA cache_size = -16384", nil, nil, nil)
+        lending { _ = sqlite3_exec($0, "PRAGMA cache_size = -16384", nil, nil, nil) }
     }
 
     deinit {
         opsh_sql_reader_free(snapshot)
         TransactionGuard.unprotect(handle)
         sqlite3_close_v2(handle)
-    }
-
-    /// A new statement the caller finalizes (for cursors that outlive a
-    /// call and may nest).
-    public func prepare(_ sql: String) throws -> OpaquePointer {
-        try Self.prepare(sql, on: handle)
     }
 
     public static func prepare(_ sql: String, on handle: OpaquePointer) throws -> OpaquePointer {

@@ -31,3 +31,18 @@ extension RepositoryConnection {
         }
     }
 }
+
+extension Store {
+    /// A query key's value for a Swift caller, read by the cheapest route
+    /// that keeps it one snapshot: a key of one statement runs as that
+    /// statement alone (a single statement is atomic in SQLite: no
+    /// BEGIN/COMMIT around it, as a lookup outside a transaction is), a key
+    /// of several statements in one read transaction.
+    public func value(of key: QueryKey) throws -> StoreValue {
+        let plan = try key.plan(dialect: .sqlite)
+        if case .statement(let statement) = plan {
+            return try writer.unsafeRead { db in try statement.fetch(db) }
+        }
+        return try client.read { db in try plan.fetch(db) }
+    }
+}

@@ -142,9 +142,9 @@ public struct QueryKeyParser {
                 afterID = true
                 continue
             }
-            let expected = node.expected
+            // What the grammar has here, made only for an error's message.
             guard segment.atoms.count == 1 else {
-                throw error(at: segment.atoms[1].position - 1, "\(expected), not a ',' list")
+                throw error(at: segment.atoms[1].position - 1, "\(node.expected), not a ',' list")
             }
             let atom = segment.atoms[0]
             if atom.quoted == nil, let word = atom.word, let next = node.next(word) {
@@ -154,7 +154,7 @@ public struct QueryKeyParser {
                 node = next
             } else {
                 let hint = afterID ? " (quote an id that holds '.', e.g. project.\"com.example.app\")" : ""
-                throw error(at: atom.position, "\(expected), found '\(describe(atom))'\(hint)")
+                throw error(at: atom.position, "\(node.expected), found '\(describe(atom))'\(hint)")
             }
             afterID = false
         }

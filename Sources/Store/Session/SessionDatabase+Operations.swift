@@ -97,7 +97,7 @@ extension SessionDatabase {
     /// opens), and the session's own writer for scopes (now and when it
     /// opens).
     public func limitEveryConnection(_ limit: ConnectionLimit, readConnection: ReadConnection?) {
-        if let handle = readConnection?.handle { limit.apply(to: handle) }
+        readConnection?.lending { limit.apply(to: $0) }
         store.whenConnected { writer in
             try? writer.writeWithoutTransaction { db in limit.apply(to: db.sqliteConnection) }
         }

@@ -125,8 +125,10 @@ public final class SessionDatabase {
     /// The sandbox on the read connection too: statements prepared there
     /// are checked like the writers' (TEMP objects live on any connection).
     public func confine(_ readConnection: ReadConnection) {
-        opsh_sql_set_defensive(readConnection.handle)
-        TransactionGuard.protect(readConnection.handle)
+        readConnection.lending { handle in
+            opsh_sql_set_defensive(handle)
+            TransactionGuard.protect(handle)
+        }
     }
 
     public static let sandboxRefusal = "sandbox: the buildCommand of a scheme cannot be written (a runner runs it as a shell command); run opsh without --sandbox to change schemes"

@@ -61,7 +61,10 @@ extension StoreValue {
 
     /// A row as an object with its columns in order.
     public init(_ row: Row) {
-        self = .object(row.columnNames.map { name in Field(name, StoreValue(row[name] as DatabaseValue)) })
+        // By position: a row's subscript by name searches its columns
+        // without regard to case, each time (a key read's row took most of
+        // its conversion's time so).
+        self = .object(zip(row.columnNames, row.databaseValues).map { name, value in Field(name, StoreValue(value)) })
     }
 }
 
