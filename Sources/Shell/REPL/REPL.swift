@@ -192,30 +192,42 @@ public final class REPL {
             history.add(pending)
             let typed = pending
             pending = ""
-            // Writes would go to a file nobody opens again: the session
-            // refuses them (and says so); reads and backup() still work.
-            if let problem = session.databaseSession.writeProblem, !warnedFileGone {
-                warnedFileGone = true
-                console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
-            }
-            configuration.beforeChunk?(typed)
-            let startedAt = Date().timeIntervalSince1970
-            var failed = false
-            timed {
-                do {
-                    try runChunk(code: typed) { exitStatus = try runner.run(code, chunkName: "=stdin") }
-                } catch {
-                    failed = true
-                    report(error)
-                }
-            }
-            configuration.afterChunk?(typed, startedAt, failed)
+            runTyped(typed) { try runChunk(code: typed) { exitStatus = try runner.run(code, chunkName: "=stdin") } }
+        case let .sql(statements):
+            history.add(pending)
+            let typed = pending
+            pending = ""
+            runTyped(typed) { try runSQL(statements, typed: typed) }
         }
         return true
     }
 
+    /// Runs a chunk the operator typed (Lua or SQL): warned when writes
+    /// cannot land, audited, timed, its error reported.
+    private func runTyped(_ typed: String, _ body: () throws -> Void) {
+        // Writes would go to a file nobody opens again: the session
+        // refuses them (and says so); reads and backup() still work.
+        if let problem = session.databaseSession.writeProblem, !warnedFileGone {
+            warnedFileGone = true
+            console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
+        }
+        configuration.beforeChunk?(typed)
+        let startedAt = Date().timeIntervalSince1970
+        var failed = false
+        timed {
+            do {
+                try body()
+            } catch {
+                failed = true
+                report(error)
+            }
+        }
+        configuration.afterChunk?(typed, startedAt, failed)
+    }
+
     /// Runs a chunk as one transaction (``ChunkTransactions``).
-    func runChunk(code: String, _ body: () throws -> Void) throws {
+    @discardableResult
+    func runChunk(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
         try chunks.run(code: code, body)
     }
 

@@ -36,7 +36,15 @@ public struct ChunkRunner {
         }
     }
 
-    private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool) throws {
+    /// Runs `code` as ``run(_:chunkName:arguments:printResults:)`` does
+    /// and says whether it returned anything to show (SQL at the prompt
+    /// says "no rows changed" otherwise).
+    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue]) throws -> Bool {
+        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true)
+    }
+
+    @discardableResult
+    private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool) throws -> Bool {
         let printer = self.printer
         let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments) { stack, first, count in
             printResults ? try printer.render(stack.state, first: first, count: count) : nil
@@ -50,6 +58,7 @@ public struct ChunkRunner {
             }
         }
         fflush(nil)
+        return text != nil
     }
 
     /// Writes `text` to stdout in blocks, stopping at Ctrl-C: a terminal
