@@ -107,7 +107,8 @@ public final class REPL {
         let runtime = session.runtime
         editor.complete = { [unowned self] word, before in
             // A line that starts a chunk with `.` is a dot command.
-            if pending.isEmpty, before.drop(while: { $0 == " " || $0 == "\t" }).hasPrefix(".") {
+            let start = before.drop(while: { $0 == " " || $0 == "\t" })
+            if pending.isEmpty, start.hasPrefix(".") || start.hasPrefix("\\") {
                 return completer.dotCommandCandidates(word: word, before: before)
             }
             return completer.candidates(word: word, before: before, runtime: runtime)
@@ -172,9 +173,15 @@ public final class REPL {
         if pending.isEmpty {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty { return true }
-            if trimmed.hasPrefix(".") {
+            // sqlite3's dot commands and psql's backslash ones, one registry.
+            if trimmed.hasPrefix(".") || trimmed.hasPrefix("\\") {
                 history.add(trimmed)
                 return runDotCommand(trimmed)
+            }
+            // psql's and Python's way out, unless a global has the name.
+            if ["exit", "quit"].contains(trimmed), ChunkAssembler.noGlobal(named: trimmed, in: session.runtime) {
+                history.add(trimmed)
+                return false
             }
             pending = line
         } else {
