@@ -150,6 +150,13 @@ struct DotCommand: Sendable {
             }
             return true
         },
+        DotCommand(".edit", aliases: ["\\e"], help: "the last chunk in $VISUAL or $EDITOR; run when saved",
+                   unavailable: { $0.session.isSandboxed ? "\\e is refused in the sandbox: it runs no editor (run opsh without --sandbox)" : nil }) { repl, _ in
+            repl.editLastChunk()
+        },
+        DotCommand(".watch", aliases: ["\\watch"], usage: "[SECONDS]", help: "the last chunk again every SECONDS (default 2), drawn in place, until Ctrl-C") { repl, argument in
+            repl.watchLastChunk(argument)
+        },
         DotCommand(".quit", aliases: [".exit", ".q", "\\q"], help: "leave (Ctrl-D, exit and quit too)") { _, _ in false },
     ]
 

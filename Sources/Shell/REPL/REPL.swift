@@ -60,6 +60,17 @@ public final class REPL {
     /// that chunk has ended as a chunk ends.
     private var exitStatus: Int32?
 
+    /// The last chunk typed (`\e`, `\watch`), and whether it failed.
+    var lastChunk: String?
+    var lastChunkFailed = false
+    var idleSignalsRead: Int32 { idleSignals.read }
+    var idleSignalsWrite: Int32 { idleSignals.write }
+    var signalWatcher: SignalWatcher? { watcher }
+
+    /// The prompt's `_ENV`, where top-level locals live on (nil: the
+    /// environment could not be made; locals are the chunk's own).
+    private var promptLocals: PromptLocals?
+
     private let editor = LineEditor()
     private var history: History!
     private var pending = ""
@@ -87,6 +98,7 @@ public final class REPL {
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         idleSignals = (ends[0], ends[1])
         chunks.signals = idleSignals
+        promptLocals = PromptLocals(runtime: session.runtime)
     }
 
     deinit {
@@ -168,6 +180,13 @@ public final class REPL {
         return status
     }
 
+    /// Runs `text` as if typed at an empty prompt (`\e`, `\watch`);
+    /// returns false to leave.
+    func runAsTyped(_ text: String) -> Bool {
+        pending = ""
+        return handle(text)
+    }
+
     /// Handles one entered line; returns false to leave.
     private func handle(_ line: String) -> Bool {
         if pending.isEmpty {
@@ -188,7 +207,10 @@ public final class REPL {
             pending += "\n" + line
         }
         let assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
-        switch assembler.assess(pending) {
+        let verdict = assembler.assess(pending)
+        if case .incomplete = verdict { return true }
+        lastChunk = pending
+        switch verdict {
         case .incomplete:
             return true
         case let .failed(error):
@@ -199,7 +221,12 @@ public final class REPL {
             history.add(pending)
             let typed = pending
             pending = ""
-            runTyped(typed) { try runChunk(code: typed) { exitStatus = try runner.run(code, chunkName: "=stdin") } }
+            let code = withPromptLocals(code)
+            runTyped(typed) {
+                try runChunk(code: typed) {
+                    exitStatus = try runner.run(code, chunkName: "=stdin", environment: promptLocals?.environment)
+                }
+            }
         case let .sql(statements):
             history.add(pending)
             let typed = pending
@@ -229,7 +256,27 @@ public final class REPL {
                 report(error)
             }
         }
+        lastChunkFailed = failed
         configuration.afterChunk?(typed, startedAt, failed)
+    }
+
+    /// `code` with its top-level locals made the prompt's (``TopLevelLocals``),
+    /// declared, and a note for each that hides a global or stays the
+    /// chunk's own.
+    private func withPromptLocals(_ code: String) -> String {
+        guard let promptLocals else { return code }
+        let locals = TopLevelLocals(code)
+        if !locals.keptLocal.isEmpty {
+            console.note("\(locals.keptLocal.joined(separator: ", ")): a local with <const> or <close> stays local to its chunk")
+        }
+        guard !locals.declared.isEmpty else { return code }
+        // What the rewrite made must compile; else the chunk runs as typed.
+        guard case .compiled = session.runtime.compile(locals.code, chunkName: "=stdin") else { return code }
+        session.runtime.stack.pop()
+        for name in promptLocals.declare(locals.declared) {
+            console.note("the local \(name) hides the global \(name) at this prompt (_G.\(name) reaches the global)")
+        }
+        return locals.code
     }
 
     /// Runs a chunk as one transaction (``ChunkTransactions``).
