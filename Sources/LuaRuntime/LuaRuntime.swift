@@ -282,7 +282,7 @@ public final class LuaRuntime {
     /// Compiles and runs `code`, handing its results on the stack to
     /// `body`.
     /// `environment`, when given, is the chunk's `_ENV` instead of the
-    /// globals (the shell's prompt locals: README, "Locals at the prompt").
+    /// globals (the shell's prompt locals, which outlive their chunk).
     public func execute<T>(_ code: String, chunkName: String, arguments: [LuaValue] = [], environment: LuaReference? = nil,
                            results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
         switch compile(code, chunkName: chunkName) {

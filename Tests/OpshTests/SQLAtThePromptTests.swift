@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// SQL typed at the prompt (issue 26, README "SQL at the prompt"): a chunk
+/// SQL typed at the prompt (issue 26): a chunk
 /// that is not Lua and starts with an SQL keyword runs as SQL, read until
 /// `;` as sqlite3 and psql read it, rows printed as `db.query`'s are, and
 /// through the chunk's one transaction: the question, undo() and the

@@ -4,7 +4,7 @@ import LuaRuntime
 /// Decides what the lines typed so far are, as `lua.c` does: an
 /// expression (`1+1` runs as `return 1+1`; `=x` too), a statement, a
 /// chunk that needs more lines, or a syntax error; and, as sqlite3 and
-/// psql read it, SQL (README, "SQL at the prompt").
+/// psql read it, SQL.
 struct ChunkAssembler {
     enum Verdict {
         /// Run this code.

@@ -2,8 +2,7 @@ import LuaRuntime
 
 /// The prompt's environment: chunks typed at the prompt run with it as
 /// their `_ENV`, so a top-level `local` of one chunk (made an assignment by
-/// ``TopLevelLocals``) is seen by the chunks after it (README, "Locals at
-/// the prompt"). Globals read through it as ever (its `__index` is `_G`);
+/// ``TopLevelLocals``) is seen by the chunks after it. Globals read through it as ever (its `__index` is `_G`);
 /// an assignment to a name not declared local goes to `_G`. Functions
 /// defined at the prompt keep seeing the prompt's locals.
 ///

@@ -2,7 +2,7 @@ import Foundation
 import LuaRuntime
 import Store
 
-/// SQL typed at the prompt (README, "SQL at the prompt"): each statement
+/// SQL typed at the prompt (README, "A chunk is a transaction"): each statement
 /// runs through `db.query`, the route every `db` call takes, inside the
 /// chunk's one transaction, so the confirmation, undo() and the audit are
 /// the ones a Lua chunk gets. Rows print as `db.query`'s rows do; a write

@@ -1,7 +1,7 @@
 /// Cuts SQL typed at the prompt into statements at each `;` outside
 /// quotes, comments and dollar quotes, and says whether the text ends with
 /// a complete statement, as sqlite3's `sqlite3_complete` and psql's lexer
-/// do: the prompt reads lines until then (README, "SQL at the prompt").
+/// do: the prompt reads lines until then.
 ///
 /// The text is only cut where the engines themselves would cut it; what a
 /// statement does is decided by the engine when it runs.

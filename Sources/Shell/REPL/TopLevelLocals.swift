@@ -1,7 +1,7 @@
 /// Rewrites the top-level `local` declarations of a chunk typed at the
 /// prompt into assignments, so that the names live on in the prompt's
 /// environment (``PromptLocals``) for the chunks typed after it, as the
-/// Node and Rails consoles keep them (README, "Locals at the prompt"):
+/// Node and Rails consoles keep them:
 ///
 /// - `local a, b = f()` → `a, b = f()`; `local a` → `a = nil`;
 /// - `local function f` → `function f` (f is declared before its body
