@@ -95,6 +95,16 @@ struct DotCommand: Sendable {
             print(repl.runner.printer.mode == .line ? "expanded display is on" : "expanded display is auto (tables, records when too wide)")
             return true
         },
+        DotCommand(".traceback", usage: "on|off", argument: .onOff,
+                   help: "every error's traceback; off (the default): only one through a function you wrote") { repl, argument in
+            switch argument {
+            case "on": repl.allTracebacks = true
+            case "off": repl.allTracebacks = false
+            case nil: print(repl.allTracebacks ? "on" : "off")
+            default: repl.console.error("usage: .traceback on|off")
+            }
+            return true
+        },
         DotCommand(".mode", usage: "MODE", argument: .mode,
                    help: "how returned values are shown: table, line (a record at a time, values whole), json, csv or lua") { repl, argument in
             if let argument, let mode = OutputMode(rawValue: argument) {

@@ -66,6 +66,9 @@ public final class REPL {
     var idleSignalsRead: Int32 { idleSignals.read }
     var idleSignalsWrite: Int32 { idleSignals.write }
     var signalWatcher: SignalWatcher? { watcher }
+    /// `.traceback on`: every error's traceback, not only those through
+    /// the operator's own functions.
+    var allTracebacks = false
 
     /// The prompt's `_ENV`, where top-level locals live on (nil: the
     /// environment could not be made; locals are the chunk's own).
@@ -316,6 +319,17 @@ public final class REPL {
         fflush(nil)
     }
 
+    /// Whether a traceback passes through a function someone wrote (one
+    /// typed at the prompt, one in a file), not only the typed line itself
+    /// and opsh's C functions: only then does it say more than the
+    /// message's `stdin:1:` (`.traceback on` shows every one).
+    static func reachesOperatorCode(_ traceback: String) -> Bool {
+        traceback.split(separator: "\n").dropFirst().contains { line in
+            let frame = line.trimmingCharacters(in: .whitespaces)
+            return !frame.hasPrefix("[C]:") && !frame.hasSuffix(": in main chunk") && frame != "(...tail calls...)"
+        }
+    }
+
     /// Shows an error from a chunk, a printer or the database.
     func report(_ error: any Error) {
         if let error = error as? LuaError {
@@ -325,12 +339,15 @@ public final class REPL {
                 console.error("\(what); the chunk was rolled back: nothing it changed was kept")
             default:
                 console.error(error.message)
-                if let traceback = error.traceback { console.raw(traceback) }
+                if let traceback = error.traceback, allTracebacks || Self.reachesOperatorCode(traceback) {
+                    console.raw(traceback)
+                }
             }
         } else {
             console.error("\(error)")
         }
         let message = (error as? LuaError)?.message ?? "\(error)"
+        if let caret = SQLErrorCaret.lines(forMessage: message) { console.raw(caret) }
         for hint in session.databaseSession.hints(for: message) { console.error(hint) }
     }
 }
