@@ -65,6 +65,9 @@ import Testing
             ("local print = 'mine'", "the local print hides the global print at this prompt"),
             ("print", "mine"),
             ("_G.print('the global print')", "the global print"),
+            // A prompt local named like an SQL keyword is Lua, as a global is.
+            ("local values = 'kept'", "> "),
+            ("values", "kept"),
             // <const> stays the chunk's own, with a note.
             ("local c <const> = 5", "c: a local with <const> or <close> stays local to its chunk"),
             ("c == nil", "true"),

@@ -26,12 +26,17 @@ struct ChunkAssembler {
 
     let runtime: LuaRuntime
     let chunkName: String
+    /// Whether a name is a local kept at the prompt (``PromptLocals``):
+    /// Lua, as a global is.
+    var isPromptLocal: (String) -> Bool = { _ in false }
 
     func assess(_ text: String) -> Verdict {
         if let keyword = Self.leadingWord(of: text), Self.sqlKeywords.contains(keyword.uppercased()) {
             // Lua first where the word means something in Lua (`select('#', …)`,
             // `values = {}`); SQL where Lua cannot run it.
-            if Self.noGlobal(named: keyword, in: runtime), !Self.isAssignment(text, after: keyword) { return sql(text) }
+            if Self.noGlobal(named: keyword, in: runtime), !isPromptLocal(keyword), !Self.isAssignment(text, after: keyword) {
+                return sql(text)
+            }
             switch assessLua(text) {
             case .failed: return sql(text)
             case let verdict: return verdict

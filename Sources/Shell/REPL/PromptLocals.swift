@@ -1,3 +1,4 @@
+import CLuaShim
 import LuaRuntime
 
 /// The prompt's environment: chunks typed at the prompt run with it as
@@ -39,6 +40,16 @@ final class PromptLocals {
         }
         guard let made else { return nil }
         (environment, declare) = made
+    }
+
+    /// Whether `name` is a prompt local holding a value (read raw).
+    func holds(_ name: String) -> Bool {
+        let state = runtime.state
+        runtime.stack.push(.reference(environment))
+        lua_pushstring(state, name)
+        let type = lua_rawget(state, -2)
+        opsh_pop(state, 2)
+        return type != LUA_TNIL
     }
 
     /// Declares `names` local at the prompt; returns those that now hide a

@@ -201,7 +201,8 @@ public final class REPL {
                 return runDotCommand(trimmed)
             }
             // psql's and Python's way out, unless a global has the name.
-            if ["exit", "quit"].contains(trimmed), ChunkAssembler.noGlobal(named: trimmed, in: session.runtime) {
+            if ["exit", "quit"].contains(trimmed), ChunkAssembler.noGlobal(named: trimmed, in: session.runtime),
+               promptLocals?.holds(trimmed) != true {
                 history.add(trimmed)
                 return false
             }
@@ -209,7 +210,8 @@ public final class REPL {
         } else {
             pending += "\n" + line
         }
-        let assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
+        var assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
+        if let promptLocals { assembler.isPromptLocal = { promptLocals.holds($0) } }
         let verdict = assembler.assess(pending)
         if case .incomplete = verdict { return true }
         lastChunk = pending
