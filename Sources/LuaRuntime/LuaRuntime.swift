@@ -281,10 +281,16 @@ public final class LuaRuntime {
 
     /// Compiles and runs `code`, handing its results on the stack to
     /// `body`.
-    public func execute<T>(_ code: String, chunkName: String, arguments: [LuaValue] = [],
+    /// `environment`, when given, is the chunk's `_ENV` instead of the
+    /// globals (the shell's prompt locals, which outlive their chunk).
+    public func execute<T>(_ code: String, chunkName: String, arguments: [LuaValue] = [], environment: LuaReference? = nil,
                            results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
         switch compile(code, chunkName: chunkName) {
         case .compiled:
+            if let environment {
+                _ = opsh_getref(state, environment.slot)
+                _ = lua_setupvalue(state, -2, 1)
+            }
             return try callTop(arguments: arguments, results: body)
         case .incomplete:
             throw LuaError(kind: .syntax, message: incompleteMessage(code, chunkName: chunkName))

@@ -93,7 +93,10 @@ import Testing
         let completer = Completer(schema: { ["projects": ["bundleIdentifier"], "schemes": ["projectId"]] })
         #expect(completer.dotCommandCandidates(word: ".s", before: ".s") == [".schema"])
         #expect(completer.dotCommandCandidates(word: ".o", before: ".o") == [".output"])
-        #expect(completer.dotCommandCandidates(word: ".t", before: "  .t") == [".tables", ".timer"])
+        #expect(completer.dotCommandCandidates(word: ".t", before: "  .t") == [".tables", ".timer", ".traceback"])
+        // psql's names are in the same registry.
+        #expect(completer.dotCommandCandidates(word: "\\ti", before: "\\ti") == ["\\timing"])
+        #expect(completer.dotCommandCandidates(word: "o", before: "\\timing o") == ["on", "off"])
         #expect(completer.dotCommandCandidates(word: "pro", before: ".schema pro") == ["projects"])
         #expect(completer.dotCommandCandidates(word: "", before: ".mode ") == ["table", "line", "json", "csv", "lua"])
         #expect(completer.dotCommandCandidates(word: "o", before: ".timer o") == ["on", "off"])

@@ -10,7 +10,9 @@ extension Completer {
     func dotCommandCandidates(word: String, before: String) -> [String] {
         let line = before.drop { $0 == " " || $0 == "\t" }
         guard let space = line.firstIndex(of: " ") else {
-            return DotCommand.all.flatMap(\.names).filter { $0.hasPrefix(word) }
+            // The word may lack the line's `\` (a word break for readline).
+            let base = line.dropLast(word.count)
+            return DotCommand.all.flatMap(\.names).filter { $0.hasPrefix(line) }.map { String($0.dropFirst(base.count)) }
         }
         let name = String(line[..<space])
         let argument = String(line[space...].drop { $0 == " " })
@@ -21,6 +23,7 @@ extension Completer {
         case .table: choices = schema().keys.sorted()
         case .mode: choices = OutputMode.allCases.map(\.rawValue)
         case .onOff: choices = ["on", "off"]
+        case .expanded: choices = ["on", "off", "auto"]
         case .rows: choices = ["all", "20", "200", "1000"]
         case .confirm: choices = ["off", "100", "1000"]
         case .file: choices = Self.paths(startingWith: argument)

@@ -60,8 +60,10 @@ public final class ChunkTransactions {
     }
 
     /// Runs `body` (a chunk) as one transaction, asks when it changed many
-    /// rows, and remembers what it committed.
-    func run(code: String, _ body: () throws -> Void) throws {
+    /// rows, and remembers what it committed. Returns what it changed, or
+    /// nil when the answer rolled it back.
+    @discardableResult
+    func run(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
         if dryRunReplay { return try replay(body) }
         undoing = []
         // A schema change always asks, whatever the threshold (README, "A
@@ -74,15 +76,15 @@ public final class ChunkTransactions {
         let (_, outcome) = try database.scope(.chunk, records: true, changeLimit: changeLimit, gate: gate, body)
         if outcome.declined {
             console.note(declined == .interrupted ? "Ctrl-C: rolled back, nothing was changed" : "rolled back: nothing was changed")
-            return
+            return nil
         }
         // A chunk of a dry run that spans the session: kept in its
         // transaction, which is rolled back when the shell ends.
         if !outcome.committed, database.isDryRun, !outcome.summary.isEmpty {
             console.note("dry run: " + outcome.summary.sentence)
-            return
+            return outcome.summary
         }
-        guard outcome.committed, !outcome.summary.isEmpty else { return }
+        guard outcome.committed, !outcome.summary.isEmpty else { return outcome.summary }
         let number = nextNumber
         nextNumber += 1
         for undone in undoing {
@@ -99,20 +101,22 @@ public final class ChunkTransactions {
             note += " — undo() cannot take it back: \(why)"
         }
         console.note(note)
+        return outcome.summary
     }
 
     /// A chunk of a dry run on a database too large to copy.
-    private func replay(_ body: () throws -> Void) throws {
+    private func replay(_ body: () throws -> Void) throws -> ChangeSummary {
         do {
             let outcome = try database.replayScope(carrying: carried, body)
             carried = outcome.carried
             total = carried?.summary() ?? ChangeSummary()
-            guard !outcome.summary.isEmpty else { return }
+            guard !outcome.summary.isEmpty else { return outcome.summary }
             var note = "dry run: rolled back; it would have changed " + outcome.summary.sentence
             if let why = outcome.notCarried {
                 note += " — later chunks do not see this: \(why)"
             }
             console.note(note)
+            return outcome.summary
         } catch let error as ChangedSince {
             carried = nil
             total = ChangeSummary()

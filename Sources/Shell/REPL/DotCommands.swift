@@ -16,6 +16,7 @@ struct DotCommand: Sendable {
         case file
         case rows
         case confirm
+        case expanded
     }
 
     let name: String
@@ -51,14 +52,14 @@ struct DotCommand: Sendable {
             print(repl.dotHelp())
             return true
         },
-        DotCommand(".tables", help: "the tables and views") { repl, _ in
+        DotCommand(".tables", aliases: ["\\dt"], help: "the tables and views") { repl, _ in
             repl.catalogTask {
                 let names = try repl.catalog.tables()
                 if !names.isEmpty { print(repl.columnsLayout(names)) }
             }
             return true
         },
-        DotCommand(".schema", usage: "[TABLE]", argument: .table,
+        DotCommand(".schema", aliases: ["\\d"], usage: "[TABLE]", argument: .table,
                    help: "the schema (of one table): SQLite's CREATE statements, PostgreSQL's \\d") { repl, table in
             repl.catalogTask {
                 let texts = try repl.catalog.schemaText(of: table)
@@ -67,11 +68,40 @@ struct DotCommand: Sendable {
             }
             return true
         },
-        DotCommand(".timer", usage: "on|off", argument: .onOff, help: "show how long each chunk ran") { repl, argument in
+        DotCommand(".timer", aliases: ["\\timing"], usage: "[on|off]", argument: .onOff,
+                   help: "show how long each chunk ran; alone, turns it on or off") { repl, argument in
             switch argument {
             case "on": repl.timer = true
             case "off": repl.timer = false
-            default: repl.console.error("usage: .timer on|off")
+            case nil:
+                // psql's \timing: alone it switches, and says how it is now.
+                repl.timer.toggle()
+                print("timing is \(repl.timer ? "on" : "off")")
+            default: repl.console.error("usage: .timer [on|off]")
+            }
+            return true
+        },
+        DotCommand(".expanded", aliases: ["\\x"], usage: "[on|off|auto]", argument: .expanded,
+                   help: "rows one record at a time (.mode line); off or auto: tables, a record at a time when a row is wider than the terminal") { repl, argument in
+            let printer = repl.runner.printer
+            switch argument {
+            case nil: repl.runner.printer.mode = printer.mode == .line ? .table : .line
+            case "on": repl.runner.printer.mode = .line
+            case "off", "auto": repl.runner.printer.mode = .table
+            default:
+                repl.console.error("usage: \\x [on|off|auto]")
+                return true
+            }
+            print(repl.runner.printer.mode == .line ? "expanded display is on" : "expanded display is auto (tables, records when too wide)")
+            return true
+        },
+        DotCommand(".traceback", usage: "on|off", argument: .onOff,
+                   help: "every error's traceback; off (the default): only one through a function you wrote") { repl, argument in
+            switch argument {
+            case "on": repl.allTracebacks = true
+            case "off": repl.allTracebacks = false
+            case nil: print(repl.allTracebacks ? "on" : "off")
+            default: repl.console.error("usage: .traceback on|off")
             }
             return true
         },
@@ -141,7 +171,14 @@ struct DotCommand: Sendable {
             }
             return true
         },
-        DotCommand(".quit", aliases: [".exit", ".q"], help: "leave (Ctrl-D too)") { _, _ in false },
+        DotCommand(".edit", aliases: ["\\e"], help: "the last chunk in $VISUAL or $EDITOR; run when saved",
+                   unavailable: { $0.session.isSandboxed ? "\\e is refused in the sandbox: it runs no editor (run opsh without --sandbox)" : nil }) { repl, _ in
+            repl.editLastChunk()
+        },
+        DotCommand(".watch", aliases: ["\\watch"], usage: "[SECONDS]", help: "the last chunk again every SECONDS (default 2), drawn in place, until Ctrl-C") { repl, argument in
+            repl.watchLastChunk(argument)
+        },
+        DotCommand(".quit", aliases: [".exit", ".q", "\\q"], help: "leave (Ctrl-D, exit and quit too)") { _, _ in false },
     ]
 
     /// The command typed as `name` (or one of its aliases).
@@ -181,6 +218,8 @@ extension REPL {
         }
         lines.append("")
         lines.append("Type Lua; an expression prints its value (`=expr` too). Tab completes globals, fields, query keys in query(\"…\"), names in SQL strings and dot commands.")
+        lines.append("SQL that starts with a keyword (SELECT, WITH, INSERT, UPDATE, DELETE, …) runs as SQL, read until `;` as in sqlite3 and psql.")
+        lines.append("psql's \\q, \\dt, \\d, \\timing and \\x are the commands above; exit and quit leave.")
         lines.append("Each chunk is one transaction: an error or Ctrl-C rolls all of it back.")
         if session.databaseSession.undoUnavailable == nil {
             lines.append("undo() takes back the last chunk that changed data, undo(n) the n-th last, unless someone else changed those rows since.")

@@ -60,6 +60,20 @@ public final class REPL {
     /// that chunk has ended as a chunk ends.
     private var exitStatus: Int32?
 
+    /// The last chunk typed (`\e`, `\watch`), and whether it failed.
+    var lastChunk: String?
+    var lastChunkFailed = false
+    var idleSignalsRead: Int32 { idleSignals.read }
+    var idleSignalsWrite: Int32 { idleSignals.write }
+    var signalWatcher: SignalWatcher? { watcher }
+    /// `.traceback on`: every error's traceback, not only those through
+    /// the operator's own functions.
+    var allTracebacks = false
+
+    /// The prompt's `_ENV`, where top-level locals live on (nil: the
+    /// environment could not be made; locals are the chunk's own).
+    private var promptLocals: PromptLocals?
+
     private let editor = LineEditor()
     private var history: History!
     private var pending = ""
@@ -87,6 +101,7 @@ public final class REPL {
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         idleSignals = (ends[0], ends[1])
         chunks.signals = idleSignals
+        promptLocals = PromptLocals(runtime: session.runtime)
     }
 
     deinit {
@@ -107,7 +122,8 @@ public final class REPL {
         let runtime = session.runtime
         editor.complete = { [unowned self] word, before in
             // A line that starts a chunk with `.` is a dot command.
-            if pending.isEmpty, before.drop(while: { $0 == " " || $0 == "\t" }).hasPrefix(".") {
+            let start = before.drop(while: { $0 == " " || $0 == "\t" })
+            if pending.isEmpty, start.hasPrefix(".") || start.hasPrefix("\\") {
                 return completer.dotCommandCandidates(word: word, before: before)
             }
             return completer.candidates(word: word, before: before, runtime: runtime)
@@ -167,21 +183,39 @@ public final class REPL {
         return status
     }
 
+    /// Runs `text` as if typed at an empty prompt (`\e`, `\watch`);
+    /// returns false to leave.
+    func runAsTyped(_ text: String) -> Bool {
+        pending = ""
+        return handle(text)
+    }
+
     /// Handles one entered line; returns false to leave.
     private func handle(_ line: String) -> Bool {
         if pending.isEmpty {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty { return true }
-            if trimmed.hasPrefix(".") {
+            // sqlite3's dot commands and psql's backslash ones, one registry.
+            if trimmed.hasPrefix(".") || trimmed.hasPrefix("\\") {
                 history.add(trimmed)
                 return runDotCommand(trimmed)
+            }
+            // psql's and Python's way out, unless a global has the name.
+            if ["exit", "quit"].contains(trimmed), ChunkAssembler.noGlobal(named: trimmed, in: session.runtime),
+               promptLocals?.holds(trimmed) != true {
+                history.add(trimmed)
+                return false
             }
             pending = line
         } else {
             pending += "\n" + line
         }
-        let assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
-        switch assembler.assess(pending) {
+        var assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
+        if let promptLocals { assembler.isPromptLocal = { promptLocals.holds($0) } }
+        let verdict = assembler.assess(pending)
+        if case .incomplete = verdict { return true }
+        lastChunk = pending
+        switch verdict {
         case .incomplete:
             return true
         case let .failed(error):
@@ -192,30 +226,67 @@ public final class REPL {
             history.add(pending)
             let typed = pending
             pending = ""
-            // Writes would go to a file nobody opens again: the session
-            // refuses them (and says so); reads and backup() still work.
-            if let problem = session.databaseSession.writeProblem, !warnedFileGone {
-                warnedFileGone = true
-                console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
-            }
-            configuration.beforeChunk?(typed)
-            let startedAt = Date().timeIntervalSince1970
-            var failed = false
-            timed {
-                do {
-                    try runChunk(code: typed) { exitStatus = try runner.run(code, chunkName: "=stdin") }
-                } catch {
-                    failed = true
-                    report(error)
+            let code = withPromptLocals(code)
+            runTyped(typed) {
+                try runChunk(code: typed) {
+                    exitStatus = try runner.run(code, chunkName: "=stdin", environment: promptLocals?.environment)
                 }
             }
-            configuration.afterChunk?(typed, startedAt, failed)
+        case let .sql(statements):
+            history.add(pending)
+            let typed = pending
+            pending = ""
+            runTyped(typed) { try runSQL(statements, typed: typed) }
         }
         return true
     }
 
+    /// Runs a chunk the operator typed (Lua or SQL): warned when writes
+    /// cannot land, audited, timed, its error reported.
+    private func runTyped(_ typed: String, _ body: () throws -> Void) {
+        // Writes would go to a file nobody opens again: the session
+        // refuses them (and says so); reads and backup() still work.
+        if let problem = session.databaseSession.writeProblem, !warnedFileGone {
+            warnedFileGone = true
+            console.warning(problem + ". Writes are refused; backup(\"rescue.sqlite\") saves the copy opsh has open; start opsh again to use the file now at the path.")
+        }
+        configuration.beforeChunk?(typed)
+        let startedAt = Date().timeIntervalSince1970
+        var failed = false
+        timed {
+            do {
+                try body()
+            } catch {
+                failed = true
+                report(error)
+            }
+        }
+        lastChunkFailed = failed
+        configuration.afterChunk?(typed, startedAt, failed)
+    }
+
+    /// `code` with its top-level locals made the prompt's (``TopLevelLocals``),
+    /// declared, and a note for each that hides a global or stays the
+    /// chunk's own.
+    private func withPromptLocals(_ code: String) -> String {
+        guard let promptLocals else { return code }
+        let locals = TopLevelLocals(code)
+        if !locals.keptLocal.isEmpty {
+            console.note("\(locals.keptLocal.joined(separator: ", ")): a local with <const> or <close> stays local to its chunk")
+        }
+        guard !locals.declared.isEmpty else { return code }
+        // What the rewrite made must compile; else the chunk runs as typed.
+        guard case .compiled = session.runtime.compile(locals.code, chunkName: "=stdin") else { return code }
+        session.runtime.stack.pop()
+        for name in promptLocals.declare(locals.declared) {
+            console.note("the local \(name) hides the global \(name) at this prompt (_G.\(name) reaches the global)")
+        }
+        return locals.code
+    }
+
     /// Runs a chunk as one transaction (``ChunkTransactions``).
-    func runChunk(code: String, _ body: () throws -> Void) throws {
+    @discardableResult
+    func runChunk(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
         try chunks.run(code: code, body)
     }
 
@@ -250,6 +321,17 @@ public final class REPL {
         fflush(nil)
     }
 
+    /// Whether a traceback passes through a function someone wrote (one
+    /// typed at the prompt, one in a file), not only the typed line itself
+    /// and opsh's C functions: only then does it say more than the
+    /// message's `stdin:1:` (`.traceback on` shows every one).
+    static func reachesOperatorCode(_ traceback: String) -> Bool {
+        traceback.split(separator: "\n").dropFirst().contains { line in
+            let frame = line.trimmingCharacters(in: .whitespaces)
+            return !frame.hasPrefix("[C]:") && !frame.hasSuffix(": in main chunk") && frame != "(...tail calls...)"
+        }
+    }
+
     /// Shows an error from a chunk, a printer or the database.
     func report(_ error: any Error) {
         if let error = error as? LuaError {
@@ -259,12 +341,15 @@ public final class REPL {
                 console.error("\(what); the chunk was rolled back: nothing it changed was kept")
             default:
                 console.error(error.message)
-                if let traceback = error.traceback { console.raw(traceback) }
+                if let traceback = error.traceback, allTracebacks || Self.reachesOperatorCode(traceback) {
+                    console.raw(traceback)
+                }
             }
         } else {
             console.error("\(error)")
         }
         let message = (error as? LuaError)?.message ?? "\(error)"
+        if let caret = SQLErrorCaret.lines(forMessage: message) { console.raw(caret) }
         for hint in session.databaseSession.hints(for: message) { console.error(hint) }
     }
 }

@@ -25,9 +25,10 @@ public struct ChunkRunner {
     /// - throws: `LuaError` from the chunk, ``PrintError`` when a value
     ///   cannot be printed in the chosen mode.
     @discardableResult
-    public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true) throws -> Int32? {
+    public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true,
+                    environment: LuaReference? = nil) throws -> Int32? {
         do {
-            try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: printResults)
+            try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: printResults, environment: environment)
             return nil
         } catch let error as LuaError {
             guard let status = error.exitStatus else { throw error }
@@ -36,9 +37,18 @@ public struct ChunkRunner {
         }
     }
 
-    private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool) throws {
+    /// Runs `code` as ``run(_:chunkName:arguments:printResults:)`` does
+    /// and says whether it returned anything to show (SQL at the prompt
+    /// says "no rows changed" otherwise).
+    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue]) throws -> Bool {
+        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true)
+    }
+
+    @discardableResult
+    private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool,
+                             environment: LuaReference? = nil) throws -> Bool {
         let printer = self.printer
-        let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments) { stack, first, count in
+        let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments, environment: environment) { stack, first, count in
             printResults ? try printer.render(stack.state, first: first, count: count) : nil
         }
         if let text {
@@ -50,6 +60,7 @@ public struct ChunkRunner {
             }
         }
         fflush(nil)
+        return text != nil
     }
 
     /// Writes `text` to stdout in blocks, stopping at Ctrl-C: a terminal

@@ -119,7 +119,7 @@ public final class ReadConnection {
             throw SQLFailure(message: SQLFailure.severalStatements, sql: sql)
         }
         guard code == SQLITE_OK else {
-            throw SQLFailure(message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+            throw SQLFailure(lastErrorOf: handle, sql: sql)
         }
         guard let statement else { throw SQLFailure(message: SQLFailure.noStatement, sql: sql) }
         do {
@@ -146,14 +146,26 @@ public final class ReadConnection {
     }
 }
 
-/// An SQL error: SQLite's message and the statement it is about.
+/// An SQL error: SQLite's message, the statement it is about and where in
+/// it SQLite found the error.
 public struct SQLFailure: Error, CustomStringConvertible {
     public var message: String
     public var sql: String?
+    /// The byte of `sql` the error is at (`sqlite3_error_offset`, SQLite
+    /// 3.38 and later), or nil.
+    public var offset: Int?
 
-    public init(message: String, sql: String?) {
+    public init(message: String, sql: String?, offset: Int? = nil) {
         self.message = message
         self.sql = sql
+        self.offset = offset
+    }
+
+    /// The failure of the last call on `handle` about `sql`, with the
+    /// offset SQLite gives (-1: none).
+    init(lastErrorOf handle: OpaquePointer, sql: String) {
+        let offset = Int(sqlite3_error_offset(handle))
+        self.init(message: String(cString: sqlite3_errmsg(handle)), sql: sql, offset: offset >= 0 ? offset : nil)
     }
 
     public static let severalStatements = "more than one statement (run scripts of several statements with db.exec and no parameters)"
@@ -165,6 +177,13 @@ public struct SQLFailure: Error, CustomStringConvertible {
     public var description: String {
         guard let sql else { return "SQL error: \(message)" }
         let shown = sql.count > 200 ? String(sql.prefix(200)) + "…" : sql
+        // Where, as PostgreSQL says it (its `position`): the character,
+        // counted in code points from 1; the prompt draws a caret under it.
+        if let offset, offset <= sql.utf8.count {
+            let leading = sql.unicodeScalars.prefix { $0.properties.isWhitespace }.count
+            let character = String(decoding: sql.utf8.prefix(offset), as: UTF8.self).unicodeScalars.count + 1 - leading
+            return "SQL error: \(message) (at character \(character) of: \(shown.trimmingCharacters(in: .whitespacesAndNewlines)))"
+        }
         return "SQL error: \(message) (in: \(shown.trimmingCharacters(in: .whitespacesAndNewlines)))"
     }
 }
