@@ -95,6 +95,17 @@ import Testing
             guard let program = tool(shell) else { continue }
             let syntax = try sandbox.run(program, ["-n", path])
             #expect(syntax.status == 0, "\(shell): \(syntax.stderr)")
+            guard shell == "fish" else { continue }
+            // What fish offers, as it asks the script (`complete -C`).
+            func complete(_ line: String) throws -> [String] {
+                let run = try sandbox.run(program, ["--no-config", "-c", "source '\(path)'; complete -C '\(line)'"])
+                #expect(run.status == 0, "\(run.stderr)")
+                return run.stdout.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }.sorted()
+            }
+            #expect(try complete("opsh ru") == ["run", "runner", "runners", "runs"])
+            #expect(try complete("opsh runs --o") == ["--overdue"])
+            #expect(try complete("opsh --read") == ["--read-only"])
+            #expect(try complete("opsh completion ") == ["bash", "fish", "zsh"])
         }
     }
 

@@ -124,7 +124,19 @@ enum CompletionScript {
         }
         script += """
               )
-              local sub=${words[(r)(\(commands.map(\.name).joined(separator: "|")))]}
+              local context state state_descr line sub="" i
+              typeset -A opt_args
+              # The words after the subcommand are its own: _arguments sees
+              # them as if the subcommand were the command.
+              for (( i = 2; i < CURRENT; i++ )); do
+                case ${words[i]} in
+                  (\(commands.map(\.name).joined(separator: "|")))
+                    sub=${words[i]}
+                    words=(opsh "${(@)words[i+1,-1]}")
+                    (( CURRENT -= i - 1 ))
+                    break ;;
+                esac
+              done
               case $sub in
 
             """
