@@ -179,6 +179,27 @@ import Testing
         terminal.expect("(1 row)")
     }
 
+    /// `opsh runs` at an 80-column terminal cuts the script's path (and
+    /// the changes) with `…` so the status stays on screen; into a pipe
+    /// every path is whole (the control).
+    @Test(arguments: Engine.allCases) func opshRunsFitsTheTerminal(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        // A run is recorded when it changed something.
+        let script = try sandbox.script(String(repeating: "a-long-script-name-", count: 6) + ".lua",
+                                        "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 0)\")")
+        let ran = try sandbox.opsh(["run", script], on: database)
+        #expect(ran.status == 0, "\(ran.stderr)")
+        let terminal = try PseudoTerminal(arguments: ["runs", "--db", database.db], environment: sandbox.environment, rows: 24, columns: 80)
+        #expect(terminal.waitForExit() == 0)
+        let lines = terminal.transcript.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+        #expect(lines.count == 2, "\(terminal.transcript)")
+        for line in lines { #expect(line.count <= 80, "\(line.count) columns: \(line)") }
+        #expect(lines.last?.hasSuffix("  0") == true && lines.last?.contains("…") == true, "\(lines)")
+        let piped = try sandbox.opsh(["runs"], on: database)
+        #expect(piped.status == 0 && piped.stdout.contains(script), "\(piped.stdout)")
+    }
+
     /// The lines of box-drawn tables in `text`.
     func tableLines(_ text: String) -> [String] {
         text.split(separator: "\n").map(String.init).filter { $0.hasPrefix("│") || $0.hasPrefix("┌") || $0.hasPrefix("└") }
