@@ -15,6 +15,9 @@ public enum OutputMode: String, CaseIterable, Sendable {
     case json
     /// Row sets as CSV with a header line.
     case csv
+    /// Row sets as tab-separated values with a header line (PostgreSQL's
+    /// text format: tab, newline and backslash in a value escaped).
+    case tsv
     /// Everything as Lua literals.
     case lua
 }
@@ -82,7 +85,7 @@ public struct ValuePrinter {
                 } catch let failure as LuaJSONWriter.Failure {
                     throw PrintError(failure.message)
                 }
-            case .table, .line, .csv, .lua:
+            case .table, .line, .csv, .tsv, .lua:
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
                 }
@@ -104,9 +107,15 @@ public struct ValuePrinter {
         case LUA_TTABLE:
             let name = lua.metatableName(index)
             if name == "opsh.NULL" { return unicode ? "∅" : "NULL" }
+            if mode == .csv || mode == .tsv, name == "opsh.rows", let columns = lua.metatableColumns(index) {
+                // Every row, straight from the rows' bytes (a file or a pipe).
+                let text = delimited(lua).render(lua.state, index, columns: columns)
+                if PrintCancellation.isRequested { return "(printing stopped by Ctrl-C)" }
+                return text
+            }
             if mode != .lua, name == "opsh.rows" || name == "opsh.row", let columns = lua.metatableColumns(index) {
                 let total = name == "opsh.rows" ? Int(lua_rawlen(lua.state, index)) : 1
-                let limit = mode == .csv ? nil : maximumRows
+                let limit = mode == .csv || mode == .tsv ? nil : maximumRows
                 let width = currentWidth
                 let cap = valueCap(width: width)
                 let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, limit: limit, cap: cap)
@@ -115,7 +124,7 @@ public struct ValuePrinter {
                     return "(printing stopped by Ctrl-C after reading \(cells.count) of \(total) rows)"
                 }
                 switch mode {
-                case .csv: return csv(columns: columns, rows: cells)
+                case .csv, .tsv: return delimited(lua).render(columns: columns, cells: cells)
                 case .line: return records(columns: columns, rows: cells, total: total, width: width)
                 default:
                     // A row that cannot fit the terminal even with its
@@ -136,6 +145,12 @@ public struct ValuePrinter {
         default:
             return lua.plainText(index)
         }
+    }
+
+    /// CSV or TSV of row sets, other cells as ``cell(_:row:column:cap:)``
+    /// shows them (secrets masked).
+    private func delimited(_ lua: LuaInspection) -> DelimitedText {
+        DelimitedText(format: mode == .tsv ? .tsv : .csv) { row, column in cell(lua, row: row, column: column, cap: .max) }
     }
 
     private func records(columns: [String], rows: [[TableFormatter.Cell]], total: Int, width: Int?) -> String {
@@ -197,28 +212,6 @@ public struct ValuePrinter {
         default:
             return .text(lua.plainText(-1))
         }
-    }
-
-    private func csv(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
-        var lines = [columns.map(Self.csvField).joined(separator: ",")]
-        for row in rows {
-            lines.append(row.map { cell -> String in
-                switch cell {
-                case .null: return ""
-                case let .number(text): return text
-                case let .text(text): return Self.csvField(text)
-                }
-            }.joined(separator: ","))
-        }
-        return lines.joined(separator: "\n")
-    }
-
-    /// A CSV field: quoted when it holds a separator, a quote or a line
-    /// break (kept, CSV's own), other control characters visible.
-    static func csvField(_ text: String) -> String {
-        let text = VisibleText.of(text, keepingNewlines: true)
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     /// Column names that hold dates as seconds since 1970.

@@ -77,7 +77,7 @@ struct DotCommand: Sendable {
             return true
         },
         DotCommand(".mode", usage: "MODE", argument: .mode,
-                   help: "how returned values are shown: table, line (a record at a time, values whole), json, csv or lua") { repl, argument in
+                   help: "how returned values are shown: table, line (a record at a time, values whole), json, csv, tsv or lua") { repl, argument in
             if let argument, let mode = OutputMode(rawValue: argument) {
                 repl.runner.printer.mode = mode
             } else if argument == nil {
