@@ -232,6 +232,12 @@ import Testing
         terminal.expect("(1 row)")
         terminal.expect("> ")
         #expect(!terminal.transcript.contains("opsh.rows: 0x"))
+        // A watch handle says what it watches, in a list too.
+        terminal.send("w = watch('SELECT count(*) AS n FROM telemetry', function() end)\r")
+        terminal.expect("> ")
+        terminal.send("return opsh.watches()\r")
+        terminal.expect("watch(SELECT count(*) AS n FROM telemetry)")
+        terminal.expect("> ")
         // Other values print as Lua prints them.
         terminal.send("print('x', 1, nil, true)\r")
         terminal.expect("x\t1\tnil\ttrue")
