@@ -95,6 +95,19 @@ import Testing
         terminal.expect("42")
     }
 
+    /// A $PAGER that does not exist costs nothing: the shell says so (sh's
+    /// own message) and the rows are printed on the terminal.
+    @Test(arguments: Engine.allCases) func aMissingPagerStillShowsTheOutput(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database, environment: ["PAGER": "no-such-pager-here", "TERM": "xterm"])
+        terminal.send(Self.sixtyRows + "\r")
+        terminal.expect("no-such-pager-here")
+        terminal.expect("│ 60 │")
+        terminal.expect("(60 rows)")
+        terminal.expect("> ")
+    }
+
     /// Only a terminal is paged: `opsh -e` into a pipe prints every row,
     /// whatever PAGER says (the control: the same rows, no pager).
     @Test(arguments: Engine.allCases) func aPipeIsNeverPaged(_ engine: Engine) throws {

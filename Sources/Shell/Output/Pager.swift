@@ -50,7 +50,10 @@ public struct Pager: Sendable {
     /// `TERM=dumb` terminal alone (an editor's shell buffer, where less
     /// cannot draw).
     public func wants(_ text: Substring) -> Bool {
-        guard mode != .off, command != "cat", Terminal.isTerminal(1) else { return false }
+        guard mode != .off, command != "cat" else { return false }
+        // One line (most of what print writes) fits any screen: no system call.
+        if mode == .auto, text.utf8.lazy.filter({ $0 == UInt8(ascii: "\n") }).prefix(2).count < 2 { return false }
+        guard Terminal.isTerminal(1) else { return false }
         if mode == .on { return true }
         if EnvironmentVariables.process["TERM"] == "dumb" { return false }
         guard let rows = Terminal.height(descriptor: 1) else { return false }
@@ -116,7 +119,10 @@ public struct Pager: Sendable {
         close(ends[1])
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-        return true
+        // 127: the shell found no such command ($PAGER misspelt), and read
+        // nothing: the caller prints the text after the shell's message.
+        let exitedWith = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+        return exitedWith != 127 && exitedWith != 126
     }
 
     /// `/bin/sh -c COMMAND` with `input` as its stdin and the signals a
