@@ -513,3 +513,8 @@ public final class LuaRuntime {
 }
 
 extension LuaRuntime: @unchecked Sendable {}
+
+extension LuaRuntime {
+    /// The linked Lua's release, "Lua 5.4.4" (`opsh --version`).
+    public static let release = "Lua \(LUA_VERSION_MAJOR).\(LUA_VERSION_MINOR).\(LUA_VERSION_RELEASE)"
+}

@@ -941,7 +941,8 @@ public final class PostgresConnection {
     /// caller that wants to look, from a connection of its own, at what the
     /// statement waits for (opsh names the sessions holding the locks it
     /// waits on). It must not use this connection.
-    public var whileWaiting: (after: Double, action: () -> Void)?
+    /// The action is given the seconds the exchange has waited.
+    public var whileWaiting: (after: Double, action: (Double) -> Void)?
     private var exchangeStarted = 0.0
     /// When ``whileWaiting`` is called next in this exchange.
     private var nextWatch: Double?
@@ -958,7 +959,7 @@ public final class PostgresConnection {
             } else if let watch = whileWaiting, let next = nextWatch {
                 let left = next - monotonicSeconds()
                 if try left <= 0 || !socket.poll(timeout: left) {
-                    watch.action()
+                    watch.action(monotonicSeconds() - exchangeStarted)
                     nextWatch = exchangeStarted + 2 * max(monotonicSeconds() - exchangeStarted, watch.after)
                     continue
                 }

@@ -5,7 +5,8 @@ import Foundation
 /// server. N inserts in one transaction: opsh's `db.send` (pipelined) and
 /// `db.exec` (one round trip a row) beside psycopg 3's `executemany` in
 /// pipeline mode and C + libpq in pipeline mode; and a COPY of the same
-/// rows from a CSV file: `db.copy` beside `psql \copy`. Each peer in its
+/// rows from a CSV file: `db.copy` beside `psql \copy`; and
+/// `telemetry.insertMany` of as many events. Each peer in its
 /// own process on a table of its own, round-robin, medians.
 enum BulkWriteBenchmarks {
     static let rows = Int(ProcessInfo.processInfo.environment["OPSH_BENCH_PG_ROWS"] ?? "") ?? 200_000
@@ -77,7 +78,10 @@ enum BulkWriteBenchmarks {
                  missing: "cc failed: \(PostgresBenchmarks.firstLine(cc.stderr))"),
         ]
         let copies = [Peer(name: "opsh: db.copy of the CSV file", command: opsh("copy", "bulk_opsh_copy")), psqlCopy]
-        let peers = inserts + copies
+        // opsh's own table: the rows a repository writes, from Lua tables.
+        let repository = [Peer(name: "opsh: telemetry.insertMany (one COPY)",
+                               command: [opshExecutable, "run", "--no-lock", "--db", opshURL, "--create", folder + "/telemetry.lua", String(rows)])]
+        let peers = inserts + copies + repository
 
         var samples = [[Double]](repeating: [], count: peers.count)
         var failures = [String?](repeating: nil, count: peers.count)
@@ -131,7 +135,13 @@ enum BulkWriteBenchmarks {
             "",
             "COPY of the same rows from a CSV file:",
             "",
-        ] + table(inserts.count..<peers.count, against: inserts.count) + [""]
+        ] + table(inserts.count..<inserts.count + copies.count, against: inserts.count) + [
+            "",
+            "\(rows.formatted()) telemetry events `(event, properties, session_id, created_at)` from Lua tables, into opsh's "
+                + "`telemetry` table (its JSON CHECK on `properties`), in one call (before issue 25's item 8: multi-row INSERTs of "
+                + "1,000 rows, one round trip each; `bench/postgres-bulk/telemetry.lua`):",
+            "",
+        ] + table(inserts.count + copies.count..<peers.count, against: inserts.count + copies.count) + [""]
         if let send = medians[0], let exec = medians[1] {
             let peersBeaten = [medians[2], medians[3]].allSatisfy { $0.map { $0 > send } ?? false }
             lines.append(String(format: "Target: db.send at least 5× db.exec (%.1f×) and ahead of psycopg's and libpq's pipeline modes — **%@**.",

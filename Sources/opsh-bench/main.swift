@@ -74,6 +74,11 @@ if wanted("postgres") {
     print(try PostgresBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))
 }
 
+if wanted("import") {
+    let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
+    print("\n" + (try ImportExportBenchmarks.run(directory: directory, opsh: opsh)))
+}
+
 if wanted("postgres-bulk") {
     let opsh = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("opsh").path
     print(try BulkWriteBenchmarks.run(directory: directory, repository: repository, opshExecutable: opsh))

@@ -336,6 +336,29 @@ struct AuditedDatabase {
         #expect(badPeriod.stderr.contains("is not a period"), "\(badPeriod.stderr)")
     }
 
+    /// A script with a period is recorded even when it never touches the
+    /// database (it only prints), so that `--overdue` can miss it; the same
+    /// script without the period is not recorded (the control).
+    @Test(arguments: Engine.allCases) func aScriptWithAPeriodIsRecordedEvenWhenItOnlyPrints(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let unscheduled = try sandbox.script("prints.lua", "print('only prints')\n")
+        #expect(try database.opsh(["run", unscheduled]).stdout == "only prints\n")
+        #expect(try database.opsh(["runs"]).stdout.contains("prints.lua") == false)
+        let scheduled = try sandbox.script("heartbeat.lua", "-- @every 1s\nprint('only prints')\n")
+        let path = URL(fileURLWithPath: scheduled).resolvingSymlinksInPath().path
+        #expect(try database.opsh(["run", scheduled]).stdout == "only prints\n")
+        let listed = try database.opsh(["runs"])
+        #expect(listed.stdout.contains(path), "\(listed.stdout) \(listed.stderr)")
+        #expect(listed.stdout.contains("prints.lua") == false, "\(listed.stdout)")
+        var late = listed
+        #expect(try waitUntil(30) {
+            late = try database.opsh(["runs", "--overdue", "--grace", "1s"])
+            return late.status == 1
+        }, "\(late.stdout) \(late.stderr)")
+        #expect(late.stdout.contains("overdue: \(path)"), "\(late.stdout)")
+    }
+
     /// `opsh runs` on a database that is not opsh's says so and makes
     /// nothing: no SQLite file at the path, no table on the server, and no
     /// file named by a URL.
@@ -413,7 +436,7 @@ struct AuditedDatabase {
     }
 
     /// Batched writes are counted: `telemetry.insertMany` (on SQLite
-    /// stepped through its C API, on PostgreSQL multi-row INSERTs) and an
+    /// stepped through its C API, on PostgreSQL one COPY) and an
     /// import's rows; a rolled-back batch is not.
     @Test(arguments: Engine.allCases) func batchedInsertsAreCounted(_ engine: Engine) throws {
         let sandbox = try Sandbox()

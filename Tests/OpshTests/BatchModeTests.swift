@@ -73,6 +73,11 @@ import Testing
         let help = try sandbox.opsh(["run", "--help"], database: false)
         #expect(help.status == 0)
         #expect(help.stdout.contains("124"))
+        // --version as psql and sqlite3 have it, and touching no database.
+        let version = try sandbox.opsh(["--version"], database: false)
+        #expect(version.status == 0, "\(version.stderr)")
+        #expect(version.stdout.hasPrefix("opsh 0."), "\(version.stdout)")
+        #expect(version.stdout.contains("SQLite 3.") && version.stdout.contains("Lua 5.4"), "\(version.stdout)")
     }
 
     @Test func anUnavailableDatabaseExitsThree() throws {

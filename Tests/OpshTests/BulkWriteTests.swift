@@ -120,6 +120,68 @@ import Testing
         #expect(try database.count("events") == 3)
     }
 
+    /// `telemetry.insertMany` is one COPY on PostgreSQL (one prepared
+    /// INSERT stepped per row on SQLite) under the session's rules as
+    /// `db.copy`: refused by `--read-only` (the server names the COPY),
+    /// reported and not kept by `--dry-run`, counted against
+    /// `--max-changes`; invalid JSON is named as before and nothing lands.
+    /// Control: the same rows land, their values as given (text with
+    /// quotes, commas and line breaks, the empty string beside NULL, a
+    /// real to its last bit).
+    @Test(arguments: Engine.allCases)
+    func telemetryInsertManyKeepsTheSessionsRules(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let insert = #"""
+            return telemetry.insertMany{
+              { event = 'a', properties = [[{"s": "x, \"y\"\nz"}]], session_id = '', created_at = 0.1 + 0.2 },
+              { event = 'b,"c"\r\nd', created_at = 1700000000.123456 },
+              { event = 'e', properties = '[]', session_id = 's1', created_at = 3 } }
+            """#
+
+        let readOnly = try sandbox.opsh(["--read-only", "-e", insert], on: database)
+        #expect(readOnly.status == 1)
+        #expect(readOnly.stderr.contains(engine == .sqlite ? "telemetry: attempt to write a readonly database"
+                                         : "cannot execute COPY FROM in a read-only transaction"), "\(readOnly.stderr)")
+        #expect(try database.count("telemetry") == 0)
+
+        let dry = try sandbox.opsh(["--dry-run", "-e", insert], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 3 inserted, 0 updated, 0 deleted"), "\(dry.stderr)")
+        #expect(try database.count("telemetry") == 0)
+
+        let capped = try sandbox.opsh(["--max-changes", "2", "-e", insert], on: database)
+        #expect(capped.status == 1)
+        #expect(capped.stderr.contains("more than its limit of 2"), "\(capped.stderr)")
+        #expect(try database.count("telemetry") == 0)
+
+        let badJSON = try sandbox.opsh(["-e", "telemetry.insertMany{ { event = 'a' }, { event = 'b', properties = '{}' }, { event = 'c', properties = '{nope' } }"],
+                                       on: database)
+        #expect(badJSON.status == 1)
+        #expect(badJSON.stderr.contains("invalid value for telemetry.properties: not valid JSON: {nope"), "\(badJSON.stderr)")
+        #expect(try database.count("telemetry") == 0)
+
+        let control = try sandbox.opsh(["--max-changes", "3", "-e", insert], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "3\n", "\(control.stdout)")
+        #expect(try database.count("telemetry") == 3)
+        // The values, written outside a --max-changes run (SQLite's counted
+        // path writes records, whose dates are rounded to Foundation's).
+        try database.sql("DELETE FROM telemetry")
+        let plain = try sandbox.opsh(["-e", insert], on: database)
+        #expect(plain.status == 0, "\(plain.stderr)")
+        let read = try sandbox.opsh(["-e", #"""
+            local rows = db.query('SELECT event, properties, session_id, created_at FROM telemetry ORDER BY id')
+            print(#rows, rows[1].event == 'a', rows[1].properties == [[{"s": "x, \"y\"\nz"}]], rows[1].session_id == '',
+                  rows[1].created_at == 0.1 + 0.2)
+            print(rows[2].event == 'b,"c"\r\nd', rows[2].properties == nil, rows[2].session_id == nil,
+                  rows[2].created_at == 1700000000.123456)
+            print(rows[3].properties == '[]', rows[3].session_id == 's1', rows[3].created_at == 3)
+            """#], on: database)
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(read.stdout == "3\ttrue\ttrue\ttrue\ttrue\ntrue\ttrue\ttrue\ttrue\ntrue\ttrue\ttrue\n", "\(read.stdout)")
+    }
+
     /// `db.send` in a transaction: every row lands, and `--max-changes`
     /// counts what the pipelined batches wrote (with its control).
     @Test(arguments: Engine.allCases)

@@ -278,4 +278,29 @@ import Testing
         #expect(try db.count("builds") + db.count("schemes") + db.count("telemetry") == 0)
         #expect(try db.sql("SELECT name FROM projects") == "P")
     }
+
+    /// A filter takes the words a write takes: a typo in a status or a
+    /// level is refused with the allowed words (it would match nothing),
+    /// in list and count, with = , ~= and in; the right words (the
+    /// control) and NULL select as before.
+    @Test(arguments: Engine.allCases) func aFilterRefusesTheWordsAWriteRefuses(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
+            local function try(f, ...) local ok, e = pcall(f, ...) print(ok, ok and #e or e) end
+            try(builds.list, { where = { status = "faild" } })
+            try(builds.count, { where = { status = { "failed", "runing" } } })
+            try(logs.list, { where = { level = { ne = "eror" } } })
+            try(builds.list, { where = { status = "failed" } })
+            try(builds.list, { where = { status = { "failed", "running" } } })
+            print(builds.count{ where = { status = db.NULL } })
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 6, "\(run.stdout)")
+        #expect(lines.first?.hasSuffix("invalid value for builds.status: 'faild' is not one of queued, running, succeeded, failed, cancelled") == true, "\(run.stdout)")
+        #expect(lines.dropFirst().first?.contains("'runing' is not one of") == true, "\(run.stdout)")
+        #expect(lines.dropFirst(2).first?.contains("invalid value for buildLogs.level: 'eror' is not one of debug, info, warning, error") == true, "\(run.stdout)")
+        #expect(Array(lines.suffix(3)) == ["true\t0", "true\t0", "0"], "\(run.stdout)")
+    }
 }

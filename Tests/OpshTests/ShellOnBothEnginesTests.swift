@@ -71,6 +71,46 @@ import Testing
         if engine == .postgresql { terminal.expect("holding AccessExclusiveLock on telemetry") }
     }
 
+    /// A write that waits for a lock says so after a second at the prompt,
+    /// naming who holds it, and goes on once the lock is released; the
+    /// same write without the holder (the control) says nothing of a wait.
+    @Test(arguments: Engine.allCases) func aWriteWaitingForALockSaysWhoHoldsIt(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db, "--busy-timeout", "30"], environment: sandbox.environment)
+        terminal.expect("> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('free', 1)\")\r")
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.contains("waiting"), "\(terminal.transcript)")
+        let holder: ChildProcess
+        switch engine {
+        case .sqlite:
+            holder = try sandbox.start("/usr/bin/sqlite3", [database.db], stdin: ".timeout 10000\nBEGIN IMMEDIATE;\nINSERT INTO telemetry (event, created_at) VALUES ('x', 0);\n",
+                                       keepingStdinOpen: true)
+        case .postgresql:
+            holder = try sandbox.start(try PostgresServer.shared().tool("psql"), ["-X", "-q", "-d", database.db],
+                                       stdin: "BEGIN;\nLOCK TABLE telemetry IN ACCESS EXCLUSIVE MODE;\n", keepingStdinOpen: true,
+                                       environment: sandbox.environment.merging(["PGAPPNAME": "lock-holder"]) { $1 })
+        }
+        // The holder has the lock once another writer cannot write.
+        #expect(waitUntil(10) { (try? sandbox.run(engine == .sqlite ? "/usr/bin/sqlite3" : PostgresServer.shared().tool("psql"),
+            engine == .sqlite ? [database.db, ".timeout 0", "INSERT INTO telemetry (event, created_at) VALUES ('probe', 2)"]
+                : ["-X", "-q", "-d", database.db, "-c", "SET lock_timeout = '50ms'", "-c", "INSERT INTO telemetry (event, created_at) VALUES ('probe', 2)"]).status) != 0 })
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('waits', 3)\")\r")
+        terminal.expect("waiting ")
+        terminal.expect(engine == .sqlite ? "for a lock held by sqlite3 (pid \(holder.pid), writing)" : "for a lock held by session ")
+        if engine == .postgresql { terminal.expect("(lock-holder, user") }
+        terminal.expect("gives up after 30 s (--busy-timeout); Ctrl-C stops waiting")
+        holder.closeInput()
+        _ = holder.finish()
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.expect("> ")
+        #expect(try database.count("telemetry", where: "event = 'waits'") == 1)
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// `.help` lists what works on this engine: undo() only where a chunk
     /// can be taken back; undo() elsewhere says why not.
     @Test(arguments: Engine.allCases) func helpListsOnlyWhatWorksHere(_ engine: Engine) throws {

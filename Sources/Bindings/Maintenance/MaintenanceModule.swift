@@ -34,6 +34,8 @@ enum MaintenanceModule {
         // capture the session (a cycle would keep it, and its builds, alive).
         let rowShapes = session.rowShapes
         runtime.register("backup") { call in try backup(call, database: database) }
+        let sandbox = session.options.sandbox
+        runtime.register("restore") { call in try restore(call, database: database, sandbox: sandbox, rowShapes: rowShapes) }
         runtime.register("vacuum") { call in
             let maintenance = database.maintenance
             guard try refusing({ try maintenance.mayRunOnItsOwn("vacuum", detail: nil) }) else {
@@ -105,6 +107,56 @@ enum MaintenanceModule {
             return try body()
         } catch let StoreError.refused(reason) {
             throw LuaCallError.message(reason)
+        }
+    }
+
+    /// `restore{ from = FILE, table = T, where = "SQL", args = {…} }`: the
+    /// rows of T in the SQLite backup FILE that match `where` and that the
+    /// table does not have now, written back as one write of the session
+    /// (``Restore``). Returns `{table, matched, restored, alreadyThere}`.
+    static func restore(_ call: LuaCall, database: any DatabaseSession, sandbox: Bool, rowShapes: RowShapes) throws -> Int32 {
+        let options = try call.table(1)
+        for name in options.keys.sorted() where !["from", "table", "where", "args"].contains(name) {
+            throw call.argumentError(1, "unknown field '\(name)' (restore takes: from, table, where, args)")
+        }
+        guard case let .string(from)? = options["from"] else {
+            throw call.argumentError(1, "from: the backup's path expected, got \(options["from"]?.typeName ?? "nil")")
+        }
+        guard case let .string(table)? = options["table"] else {
+            throw call.argumentError(1, "table: a table's name expected, got \(options["table"]?.typeName ?? "nil")")
+        }
+        if sandbox { throw call.argumentError(1, "from: restore reads a backup file, and the sandbox has no files") }
+        var condition: String?
+        switch options["where"] {
+        case nil: break
+        case let .string(text)?: condition = text
+        case let value?: throw call.argumentError(1, "where: an SQL condition (a string) expected, got \(value.typeName)")
+        }
+        var arguments: [StoreValue] = []
+        switch options["args"] {
+        case nil: break
+        case let .array(values)?:
+            arguments = try values.enumerated().map { index, value in
+                switch value {
+                case let .string(text): return .text(text)
+                case let .integer(number): return .integer(number)
+                case let .number(number): return .real(number)
+                case let .boolean(flag): return .integer(flag ? 1 : 0)
+                case let .bytes(bytes): return .blob(bytes)
+                default: throw call.argumentError(1, "args[\(index + 1)]: a string, number or boolean expected, got \(value.typeName)")
+                }
+            }
+        case let value?: throw call.argumentError(1, "args: a list of values for where's ? placeholders expected, got \(value.typeName)")
+        }
+        do {
+            let request = try RestoreRequest(backupPath: (from as NSString).expandingTildeInPath, table: table,
+                                             condition: condition, arguments: arguments)
+            let summary = try Restore.run(request, into: database)
+            return push([("table", .text(summary.table)), ("matched", .integer(Int64(summary.matched))),
+                         ("restored", .integer(Int64(summary.restored))), ("alreadyThere", .integer(Int64(summary.alreadyThere)))],
+                        call, rowShapes: rowShapes)
+        } catch let failure as RestoreFailure {
+            throw LuaCallError.message("restore into \(table): \(failure)")
         }
     }
 

@@ -144,6 +144,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
     /// The rows `request` selects, as `list` pushes them.
     func pushList(_ request: ListRequest, counting: Bool = false, call: LuaCall) throws -> Int32 {
         let spec = try cachedSpec()
+        try request.checkAllowedValues(Record.allowedValues, table: name)
         let (sql, arguments) = try request.selectSQL(table: name, columns: spec.names, counting: counting,
                                                      dialect: context.dialect, textColumns: spec.textColumns)
         return try context.run(sql, arguments, shape: counting ? .value : .rows, call: call)

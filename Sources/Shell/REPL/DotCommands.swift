@@ -131,6 +131,17 @@ struct DotCommand: Sendable {
             repl.readFile(argument)
             return true
         },
+        DotCommand(".import", usage: "FILE TABLE", argument: .file,
+                   help: "rows of a CSV file (.tsv: tabs) whose first line names the columns into TABLE, as one chunk",
+                   unavailable: { $0.session.isSandboxed ? ".import is refused in the sandbox: it has no files (use db.copy with a table of rows)" : nil }) { repl, argument in
+            repl.importFile(argument)
+            return true
+        },
+        DotCommand(".dump", usage: "[TABLE]", argument: .table,
+                   help: "the database (or one table) as SQL text sqlite3 reads back; with .output FILE, into the file") { repl, argument in
+            repl.dumpDatabase(argument)
+            return true
+        },
         DotCommand(".confirm", usage: "N|off", argument: .confirm,
                    help: "ask before committing a chunk that changed more than N rows (default 1000)") { repl, argument in
             let chunks = repl.chunks

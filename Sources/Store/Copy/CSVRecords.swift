@@ -8,12 +8,15 @@ import Foundation
 /// same file the same way.
 struct CSVRecords {
     private let bytes: [UInt8]
+    /// `,`, or a tab for a TSV file (`.import FILE.tsv`).
+    private let delimiter: UInt8
     private var at = 0
     /// The line the next record starts on (1-based).
     private(set) var line = 1
 
-    init(_ bytes: [UInt8]) {
+    init(_ bytes: [UInt8], delimiter: UInt8 = UInt8(ascii: ",")) {
         self.bytes = bytes
+        self.delimiter = delimiter
     }
 
     /// The next record and the line it starts on; nil at the end. A quote
@@ -50,7 +53,7 @@ struct CSVRecords {
                     if inner == UInt8(ascii: "\n") { line += 1 }
                     field.append(inner)
                 }
-            case UInt8(ascii: ","):
+            case delimiter:
                 fields.append(quoted || !field.isEmpty ? Self.text(field) : nil)
                 field.removeAll(keepingCapacity: true)
                 quoted = false

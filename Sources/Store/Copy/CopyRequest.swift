@@ -1,3 +1,5 @@
+import Foundation
+
 /// What `db.copy` writes: rows into one table, in one write that keeps
 /// all of them or none (PostgreSQL: COPY FROM STDIN; SQLite: a prepared
 /// INSERT per row in one transaction). ``DatabaseSession/copy(_:)`` runs it
@@ -19,6 +21,8 @@ public struct CopyRequest: Sendable {
     /// As written in SQL, unquoted; empty: every column of the table, in order.
     public let columns: [String]
     public let source: Source
+    /// What separates a file's fields: `,` (CSV) or a tab (TSV).
+    public var delimiter: UInt8 = UInt8(ascii: ",")
 
     /// Refuses a table or column name that is not a plain SQL identifier:
     /// the names go into the statement as written, so they mean on each
@@ -72,4 +76,36 @@ struct VisibleName: CustomStringConvertible {
 public struct CopyFailure: Error, CustomStringConvertible, Equatable, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
+}
+
+extension CopyRequest {
+    /// A file whose first line names the columns (`.import FILE TABLE`):
+    /// the columns are those names, so the file's columns may come in any
+    /// order and a name the table lacks is refused by the engine. A file
+    /// named `.tsv` or `.tab` is read with tabs between fields, any other
+    /// as CSV.
+    public static func file(_ path: String, into table: String) throws -> CopyRequest {
+        let tabs = path.hasSuffix(".tsv") || path.hasSuffix(".tab")
+        let delimiter = tabs ? UInt8(ascii: "\t") : UInt8(ascii: ",")
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw CopyFailure("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { try? handle.close() }
+        // The first line, read a piece at a time.
+        var head: [UInt8] = []
+        while !head.contains(UInt8(ascii: "\n")), head.count < 1 << 20,
+              let piece = try handle.read(upToCount: 64 * 1024), !piece.isEmpty {
+            head += piece
+        }
+        if head.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw CopyFailure("\(path) begins with a byte order mark: save it as UTF-8 without one")
+        }
+        var records = CSVRecords(Array(head.prefix { $0 != UInt8(ascii: "\n") }), delimiter: delimiter)
+        guard let (_, names) = try records.next(), !names.isEmpty, names.allSatisfy({ !($0 ?? "").isEmpty }) else {
+            throw CopyFailure("\(path): its first line must name the columns, separated by \(tabs ? "tabs" : "commas")")
+        }
+        var request = try CopyRequest(table: table, columns: names.map { $0! }, source: .csv(path: path, header: true))
+        request.delimiter = delimiter
+        return request
+    }
 }

@@ -11,22 +11,36 @@ import PostgresWire
 /// in a read-only transaction").
 extension PostgresDatabase {
     public func copy(_ request: CopyRequest) throws -> Int {
+        try copy(request, reportingServerErrors: false)
+    }
+
+    /// As ``copy(_:)``, for a caller that words the server's refusal itself
+    /// (`telemetry.insertMany`, an import): the server's error comes back
+    /// as it is (its SQLSTATE, its constraint `n`, its context `W` naming
+    /// the line: ``copyLine(of:)``), not placed as a ``CopyFailure`` in a
+    /// Lua table or a file. The copy is rolled back to its savepoint
+    /// either way: the transaction goes on.
+    func copy(_ request: CopyRequest, reportingServerErrors: Bool) throws -> Int {
         try reconnectIfLost()
         statementCount += 1
-        if depth > 0 { return try copyUnderSavepoint(request) }
-        return try transaction { try copyUnderSavepoint(request) }
+        if depth > 0 { return try copyUnderSavepoint(request, reportingServerErrors) }
+        return try transaction { try copyUnderSavepoint(request, reportingServerErrors) }
     }
 
     /// `COPY table (columns) FROM STDIN (FORMAT csv, HEADER …)`; the names
-    /// are plain identifiers (``CopyRequest``).
+    /// are plain identifiers (``CopyRequest``), quoted as the server folds
+    /// them unquoted (lower case), so that a column named by a keyword
+    /// (schemes' `order`, which an import copies) is a name.
     static func copyStatement(_ request: CopyRequest) -> String {
-        let columns = request.columns.isEmpty ? "" : " (\(request.columns.joined(separator: ", ")))"
+        let columns = request.columns.isEmpty ? "" : " (\(request.columns.map(SQLDialect.postgresql.quote).joined(separator: ", ")))"
+        let table = request.table.split(separator: ".").map { SQLDialect.postgresql.quote(String($0)) }.joined(separator: ".")
         var header = false
         if case let .csv(_, hasHeader) = request.source { header = hasHeader }
-        return "COPY \(request.table)\(columns) FROM STDIN (FORMAT csv\(header ? ", HEADER true" : ""))"
+        let tab = request.delimiter == UInt8(ascii: "\t") ? ", DELIMITER E'\\t'" : ""
+        return "COPY \(table)\(columns) FROM STDIN (FORMAT csv\(header ? ", HEADER true" : "")\(tab))"
     }
 
-    private func copyUnderSavepoint(_ request: CopyRequest) throws -> Int {
+    private func copyUnderSavepoint(_ request: CopyRequest, _ reportingServerErrors: Bool) throws -> Int {
         guard connection.transactionStatus == .inTransaction else {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
@@ -51,7 +65,7 @@ extension PostgresDatabase {
                 if sandboxCheck != nil, let refusal = PostgresSandbox.refusal(in: failure), failure.sql == sandboxCheck?.sql {
                     throw PostgresStoreError.sandboxRefused(PostgresSandbox.message(refusal), sql: sql)
                 }
-                throw Self.copyFailure(failure, request)
+                throw reportingServerErrors ? TransactionControl.reported(failure, sql) : Self.copyFailure(failure, request)
             }
             throw error
         }
@@ -78,18 +92,23 @@ extension PostgresDatabase {
     /// data, which is the line of the file, or the row of the Lua table
     /// (one line each).
     static func copyFailure(_ error: PostgresError, _ request: CopyRequest) -> Error {
-        guard let context = error.fields["W"], let range = context.range(of: ", line ") else {
-            return TransactionControl.reported(error, copyStatement(request))
-        }
-        let rest = context[range.upperBound...]
-        guard let line = Int(rest.prefix { $0.isNumber }) else { return TransactionControl.reported(error, copyStatement(request)) }
+        guard let (line, afterLine) = copyLine(of: error) else { return TransactionControl.reported(error, copyStatement(request)) }
         var place = request.place(line)
-        let afterLine = rest.drop { $0.isNumber }
         if afterLine.hasPrefix(", column ") {
             let column = afterLine.dropFirst(", column ".count).prefix { $0 != ":" }
             place += ", column \(column)"
         }
         return CopyFailure("\(place): \(error.message) (SQLSTATE \(error.code))")
+    }
+
+    /// The line of the copy's data the server refused (1-based), from its
+    /// context (`COPY builds, line 3, column n: "x"`), and what follows the
+    /// number; nil when the error is not about a line.
+    static func copyLine(of error: PostgresError) -> (line: Int, rest: Substring)? {
+        guard let context = error.fields["W"], let range = context.range(of: ", line ") else { return nil }
+        let rest = context[range.upperBound...]
+        guard let line = Int(rest.prefix { $0.isNumber }) else { return nil }
+        return (line, rest.drop { $0.isNumber })
     }
 }
 

@@ -9,7 +9,9 @@ extension SessionDatabase {
     public func copy(_ request: CopyRequest) throws -> Int {
         try write { db in
             let columns = request.columns.isEmpty ? try db.columns(in: request.table).map(\.name) : request.columns
-            let sql = "INSERT INTO \(request.table) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+            // Quoted as PostgreSQL's COPY quotes them: a keyword is a name on both engines.
+            let table = request.table.split(separator: ".").map { quoteIdentifier(String($0)) }.joined(separator: ".")
+            let sql = "INSERT INTO \(table) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             let statement = try db.makeStatement(sql: sql)
             func insert(_ values: [DatabaseValue], at number: Int) throws {
                 do {
@@ -26,7 +28,7 @@ extension SessionDatabase {
                 }
                 return rows.count
             case let .csv(path, header):
-                var records = CSVRecords(try Self.contents(of: path))
+                var records = CSVRecords(try Self.contents(of: path), delimiter: request.delimiter)
                 if header { _ = try records.next() }
                 var count = 0
                 while let (line, fields) = try records.next() {

@@ -28,6 +28,14 @@ public final class LockWait: Sendable {
         return try body()
     }
 
+    private let announcement = Mutex<(after: TimeInterval, say: @Sendable (TimeInterval) -> Void)?>(nil)
+
+    /// Calls `say` with the time waited so far once a wait has lasted
+    /// `seconds` (once per wait).
+    public func announce(after seconds: TimeInterval, _ say: @escaping @Sendable (TimeInterval) -> Void) {
+        announcement.withLock { $0 = (seconds, say) }
+    }
+
     public init(timeout: TimeInterval) {
         self.timeout = timeout
     }
@@ -64,6 +72,11 @@ public final class LockWait: Sendable {
         let sleep = min(delay, limit - prior)
         guard sleep > 0 else { return false }
         usleep(UInt32(sleep) * 1000)
+        if let (after, say) = announcement.withLock({ $0 }) {
+            // The sleep that crossed `after` (each wait counts from 0 again).
+            let waited = prior + sleep
+            if waited >= Int(after * 1000), prior < Int(after * 1000) { say(Double(waited) / 1000) }
+        }
         return !isAbandoned
     }
 
@@ -75,5 +88,15 @@ public final class LockWait: Sendable {
         if tries < delays.count { return (delays[tries], totals[tries]) }
         let last = delays.count - 1
         return (delays[last], totals[last] + delays[last] * (tries - last))
+    }
+}
+
+/// What the shell says while a statement waits for a lock, on either engine.
+public enum LockWaitNotice {
+    /// "waiting 1.0 s so far for a lock held by sqlite3 (pid 30546,
+    /// writing); gives up after 5 s (--busy-timeout); Ctrl-C stops waiting".
+    public static func sentence(holders: String, waited: TimeInterval, timeout: TimeInterval?) -> String {
+        let limit = timeout.map { "; gives up after \(String(format: "%g", $0)) s (--busy-timeout)" } ?? ""
+        return "waiting \(String(format: "%.1f", waited)) s so far for a lock \(holders)\(limit); Ctrl-C stops waiting"
     }
 }

@@ -21,9 +21,10 @@ import TextCodec
 ///   lease is judged stale against the same clock, so runners' machines
 ///   need not agree on the time. (Log lines keep their runner's time:
 ///   they order a run's own lines.)
-/// - **Log lines** go in as multi-row INSERTs, a few statements per flush
-///   (chunks of 512, 256, … rows: a handful of prepared statements serve
-///   every batch), with the progress, in one transaction.
+/// - **Log lines** go in as multi-row INSERTs (chunks of 512, 256, … rows:
+///   a handful of prepared statements serve every batch), with the fence's
+///   read and the progress, in one transaction sent as one pipeline: one
+///   round trip a flush (``appendLog(build:_:progress:fence:)``).
 /// - **Connections.** A `PostgresConnection` serves one thread at a time;
 ///   this queue keeps a few idle ones and opens another when every one is
 ///   busy (the runner's loop, its heartbeat, each run and its log flusher
@@ -551,13 +552,22 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// write.
     private static func requireFence(_ connection: PostgresConnection, _ id: String, _ fence: BuildFence?) throws {
         guard let fence else { return }
-        let lease = try rows(connection.query("SELECT \(leaseColumns) FROM builds WHERE id = $1::text FOR SHARE", [.text(id)]))
-            .first.map(BuildLease.init(row:))
-        guard lease?.runnerId != fence.runnerId || lease?.attempts != fence.attempt else { return }
+        let lease = try rows(connection.query(fenceRead, [.text(id)])).first.map(BuildLease.init(row:))
+        if let refusal = try leaseLost(connection, id, fence, lease) { throw refusal }
+    }
+
+    /// The build's lease, its row locked until the transaction ends.
+    private static let fenceRead = "SELECT \(leaseColumns) FROM builds WHERE id = $1::text FOR SHARE"
+
+    /// Nil while `lease` (as the write's transaction read it) is `fence`'s;
+    /// otherwise the refusal, with the take-back's line of the build's log.
+    private static func leaseLost(_ connection: PostgresConnection, _ id: String, _ fence: BuildFence,
+                                  _ lease: BuildLease?) throws -> BuildLeaseLost? {
+        guard lease?.runnerId != fence.runnerId || lease?.attempts != fence.attempt else { return nil }
         let note = try connection.query("""
             SELECT content FROM buildLogs WHERE buildId = $1::text AND category = 'runner' ORDER BY createdAt DESC, id DESC LIMIT 1
             """, [.text(id)]).scalar.flatMap(textOf)
-        if let refusal = fence.refusal(buildId: id, lease: lease, takenBackBy: note) { throw refusal }
+        return fence.refusal(buildId: id, lease: lease, takenBackBy: note)
     }
 
     public func knownSecrets() throws -> [String] {
@@ -575,16 +585,62 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
         }
     }
 
+    /// One round trip for a batch: BEGIN, the fence's read, the lines'
+    /// INSERTs, the progress and COMMIT in one pipeline (in a counted
+    /// transaction, the statements between its readings). The fence's
+    /// result is read only once everything was sent, so each write carries
+    /// the fence itself (``logSteps(build:_:progress:fence:)``): when it is
+    /// gone the server lands nothing, and the batch throws ``BuildLeaseLost``.
     public func appendLog(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?, fence: BuildFence?) throws {
         guard !lines.isEmpty || progress != nil else { return }
-        try transaction { connection in
-            try Self.requireFence(connection, buildId, fence)
-            try Self.insertLines(connection, build: buildId, lines)
-            if let progress {
-                try connection.query("UPDATE builds SET progress = $1 WHERE id = $2::text AND status = 'running'",
-                                     [.double(min(1, max(0, progress))), .text(buildId)])
+        let steps = Self.logSteps(build: buildId, lines, progress: progress, fence: fence)
+        try connection { connection in
+            // The fence's read is the first step.
+            func refusal(_ results: ArraySlice<PostgresResult>) throws -> BuildLeaseLost? {
+                guard let fence, let read = results.first else { return nil }
+                return try Self.leaseLost(connection, buildId, fence, Self.rows(read).first.map(BuildLease.init(row:)))
+            }
+            if let counted {
+                try counted.transaction(on: connection) {
+                    if let refused = try refusal(connection.pipeline(steps)[...]) { throw refused }
+                }
+            } else {
+                let results = try connection.pipeline([("BEGIN", [])] + steps + [("COMMIT", [])])
+                if let refused = try refusal(results.dropFirst()) { throw refused }
             }
         }
+    }
+
+    /// A log batch's statements: with a fence, its read first (the build's
+    /// row locked `FOR SHARE` until the transaction ends), and every write
+    /// conditional on the row still naming the fence's holder and attempt;
+    /// then the lines as multi-row INSERTs (``largestChunk``), then the
+    /// progress of a running build.
+    static func logSteps(build buildId: String, _ lines: [NewBuildLogLine], progress: Double?,
+                         fence: BuildFence?) -> [(sql: String, parameters: [PostgresValue])] {
+        let fenced: [PostgresValue] = fence.map { [.text(buildId), .text($0.runnerId), .integer(Int64($0.attempt))] } ?? []
+        var steps: [(sql: String, parameters: [PostgresValue])] = fence == nil ? [] : [(fenceRead, [.text(buildId)])]
+        var start = 0
+        while start < lines.count {
+            var size = largestChunk
+            while size > lines.count - start { size /= 2 }
+            var parameters = fenced
+            parameters.reserveCapacity(fenced.count + size * 6)
+            for line in lines[start..<start + size] {
+                parameters += [.text(line.id), .text(buildId), .text(line.level.rawValue), .text(line.category),
+                               .text(clean(line.content)), .double(line.createdAt)]
+            }
+            steps.append((fence == nil ? insertSQL(rows: size) : fencedInsertStatements[size]!, parameters))
+            start += size
+        }
+        if let progress {
+            let value = PostgresValue.double(min(1, max(0, progress)))
+            steps.append(fence == nil
+                ? ("UPDATE builds SET progress = $1 WHERE id = $2::text AND status = 'running'", [value, .text(buildId)])
+                : ("UPDATE builds SET progress = $4 WHERE id = $1::text AND status = 'running' AND runnerId = $2::text AND attempts = $3",
+                   fenced + [value]))
+        }
+        return steps
     }
 
     /// The most rows one INSERT carries (6 parameters each).
@@ -627,6 +683,25 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     }()
 
     private static func insertSQL(rows: Int) -> String { insertStatements[rows]! }
+
+    /// As ``insertStatements``, landing the rows only while the build
+    /// (`$1`) names the holder (`$2`) and attempt (`$3`) of the batch's
+    /// fence; the rows' values from `$4`.
+    private static let fencedInsertStatements: [Int: String] = {
+        var statements: [Int: String] = [:]
+        var size = largestChunk
+        while size >= 1 {
+            let values: String = (0..<size).map { (row: Int) -> String in
+                let k = 3 + row * 6
+                return "($\(k + 1)::text, $\(k + 2)::text, $\(k + 3)::text, $\(k + 4)::text, $\(k + 5)::text, $\(k + 6)::double precision)"
+            }.joined(separator: ", ")
+            statements[size] = "INSERT INTO buildLogs (id, buildId, level, category, content, createdAt) SELECT * FROM (VALUES "
+                + values + ") AS line WHERE EXISTS (SELECT FROM builds WHERE id = $1::text AND runnerId = $2::text AND attempts = $3)"
+                + " ON CONFLICT (id) DO NOTHING"
+            size /= 2
+        }
+        return statements
+    }()
 
     /// PostgreSQL's text cannot hold NUL (SQLite's can): a build printing
     /// one keeps its line, with U+FFFD in its place.

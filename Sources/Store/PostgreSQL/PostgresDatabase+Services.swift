@@ -16,9 +16,15 @@ extension PostgresDatabase {
         try write(table) { db in try body(db) }
     }
 
-    /// Multi-row INSERTs in one transaction (the server's counters count them).
+    /// One COPY FROM STDIN in one transaction, under the session's rules
+    /// as `db.copy` (the server's counters count it).
     public func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
-        try write("telemetry") { db in try TelemetryRepository().insertRows(db, events) }
+        try write("telemetry") { db in try TelemetryRepository().copyRows(db, events) }
+    }
+
+    /// The server's own tool writes PostgreSQL's dump.
+    public func dump(table: String?, _ write: (String) throws -> Void) throws {
+        throw StoreError.refused(reason: ".dump writes SQLite's SQL; on PostgreSQL the dump is pg_dump's: pg_dump --inserts --no-owner\(table.map { " --table=\($0.lowercased())" } ?? "") with this database's URL (one snapshot; it locks out no writer)")
     }
 
     /// One `REPEATABLE READ READ ONLY` snapshot.

@@ -87,6 +87,10 @@ extension PostgresDatabase: DatabaseSession {
 
     public var writeProblem: String? { nil }
 
+    public func announceLockWaits(after seconds: TimeInterval, _ say: @escaping @Sendable (String) -> Void) {
+        lockWitness?.announcement = (seconds, say)
+    }
+
     public func hints(for message: String) -> [String] {
         message.contains("database is locked") ? [".locks shows the sessions holding locks now"] : []
     }

@@ -135,7 +135,7 @@ public final class PostgresDatabase {
     /// session once it is rolled back (`PostgresDatabase+ReadOnly`).
     var readOnlySettings: [(depth: Int, sql: String)] = []
     /// Names the sessions a statement waits for (`--busy-timeout`).
-    private var lockWitness: LockWitness?
+    var lockWitness: LockWitness?
     /// The repositories' view of each table (``tableSpec(_:primaryKey:jsonColumns:booleans:)``),
     /// forgotten when a statement changes the schema.
     var tableSpecs: [String: TableSpec] = [:]
@@ -206,7 +206,10 @@ public final class PostgresDatabase {
     private func watchLocks() {
         guard let seconds = options.lockTimeout, let witness = lockWitness else { return }
         let processID = connection.processID
-        connection.whileWaiting = (LockWitness.delay(forBusyTimeout: seconds), { witness.look(at: processID) })
+        connection.whileWaiting = (LockWitness.delay(forBusyTimeout: seconds), { waited in
+            witness.look(at: processID)
+            witness.announceIfLong(waited: waited, timeout: seconds)
+        })
     }
 
     /// Outside opsh's transactions, before a statement: a connection the

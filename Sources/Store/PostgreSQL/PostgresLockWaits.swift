@@ -34,6 +34,23 @@ final class LockWitness {
     /// Before each statement: nothing known yet.
     func reset() { blockers = nil }
 
+    /// The shell's notice of a long wait (``DatabaseSession/announceLockWaits(after:_:)``).
+    var announcement: (after: Double, say: @Sendable (String) -> Void)?
+    private var announced = false
+    private var lastWaited = 0.0
+
+    /// Says once per wait that it has lasted past the announcement's time,
+    /// naming the sessions that block it. (A wait shorter than the last
+    /// one seen is a new exchange's.)
+    func announceIfLong(waited: Double, timeout: Double) {
+        if waited < lastWaited { announced = false }
+        lastWaited = waited
+        guard let announcement, !announced, waited >= announcement.after else { return }
+        announced = true
+        announcement.say(LockWaitNotice.sentence(holders: blockers.map { "held by " + $0 } ?? "held by another session",
+                                                 waited: waited, timeout: timeout))
+    }
+
     /// Asks which sessions block `processID` now (the session's own
     /// backend, waiting).
     func look(at processID: Int32) {

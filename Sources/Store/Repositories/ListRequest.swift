@@ -169,6 +169,22 @@ extension ListRequest {
         return (sql, arguments)
     }
 
+    /// Refuses a filter's value that is none of its column's allowed words
+    /// (a status, a level), with the words a write would refuse it with:
+    /// a typo (`status = "faild"`) would otherwise match nothing.
+    public func checkAllowedValues(_ allowed: [String: [String]], table: String) throws {
+        for filter in filters where [.equal, .notEqual, .in].contains(filter.op) {
+            guard let words = allowed[filter.column] else { continue }
+            for value in filter.values where !value.isNull {
+                let text = String.fromDatabaseValue(value)
+                if text.map({ !words.contains($0) }) ?? true {
+                    throw StoreError.invalidValue(table: table, column: filter.column,
+                                                  reason: "\(text.map { "'\($0)'" } ?? value.description) is not one of \(words.joined(separator: ", "))")
+                }
+            }
+        }
+    }
+
     private func checkColumn(_ column: String, table: String, columns: [String]) throws {
         if !columns.contains(column) {
             throw StoreError.unknownColumn(table: table, column: column, known: columns)

@@ -39,6 +39,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     /// The rows matching `request`.
     func list(_ db: Database, _ request: ListRequest = ListRequest()) throws -> [Record] {
         let columns = try columns(db)
+        try request.checkAllowedValues(Record.allowedValues, table: tableName)
         let (whereSQL, whereArguments) = try request.whereClause(table: tableName, columns: columns)
         let (tailSQL, tailArguments) = try request.tail(table: tableName, columns: columns)
         return try Record.fetchAll(
@@ -48,6 +49,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
 
     /// How many rows match the filters of `request` (order and page ignored).
     public func count(_ db: Database, _ request: ListRequest = ListRequest()) throws -> Int {
+        try request.checkAllowedValues(Record.allowedValues, table: tableName)
         let (whereSQL, arguments) = try request.whereClause(table: tableName, columns: try columns(db))
         return try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoteIdentifier(tableName))\(whereSQL)",
                                 arguments: arguments) ?? 0

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import PostgresWire
 
 /// Telemetry events: written at high rates, counted, and cleaned up.
 public struct TelemetryRepository: Sendable {
@@ -73,36 +74,31 @@ public struct TelemetryRepository: Sendable {
             }
     }
 
-    /// Inserts events with multi-row INSERTs (on an engine without
-    /// SQLite's C path: PostgreSQL), in the caller's transaction. Invalid
-    /// JSON properties are named as ``insertBatch(_:_:)`` names them.
-    public func insertRows(_ database: some RepositoryConnection, _ events: [Event]) throws {
-        // 4 values a row, well under the 65,535 parameters of a statement.
-        let batch = 1000
-        var start = 0
-        while start < events.count {
-            let slice = events[start..<min(start + batch, events.count)]
-            let sql = "INSERT INTO telemetry (event, properties, session_id, created_at) VALUES "
-                + Array(repeating: "(?, ?, ?, ?)", count: slice.count).joined(separator: ", ")
-            var arguments: [StoreValue] = []
-            arguments.reserveCapacity(slice.count * 4)
-            for event in slice {
-                arguments += [.text(event.event), event.properties.map(StoreValue.text) ?? .null,
-                              event.sessionId.map(StoreValue.text) ?? .null, .real(event.createdAt)]
-            }
-            do {
-                try database.execute(sql, arguments)
-            } catch {
-                // The CHECK refused a row: name it as SQLite's path does.
-                for event in slice {
-                    if let properties = event.properties, try !database.isValidJSON(properties) {
-                        throw StoreError.invalidValue(table: "telemetry", column: "properties",
-                                                      reason: "not valid JSON: \(TelemetryRecord.excerpt(properties))")
-                    }
-                }
-                throw error
-            }
-            start += batch
+    /// Inserts events on PostgreSQL through one COPY FROM STDIN
+    /// (``PostgresDatabase/copy(_:reportingServerErrors:)``: under the
+    /// session's rules as `db.copy`, counted, refused by `--read-only`,
+    /// checked by `--sandbox`), in the caller's transaction. Invalid JSON
+    /// properties are named as ``insertBatch(_:_:)`` names them.
+    func copyRows(_ database: PostgresDatabase, _ events: [Event]) throws {
+        guard !events.isEmpty else { return }
+        let rows = events.map { event -> [StoreValue] in
+            [.text(event.event), event.properties.map(StoreValue.text) ?? .null,
+             event.sessionId.map(StoreValue.text) ?? .null, .real(event.createdAt)]
+        }
+        let request = try CopyRequest(table: "telemetry", columns: ["event", "properties", "session_id", "created_at"],
+                                      source: .rows(rows))
+        do {
+            _ = try database.copy(request, reportingServerErrors: true)
+        } catch let error as PostgresError where error.code == "23514" && error.constraint == "properties_is_json" {
+            // The CHECK refused a row (the copy rolled back to its
+            // savepoint): the line of the data is the event's place.
+            let refused = PostgresDatabase.copyLine(of: error).flatMap { events.indices.contains($0.line - 1) ? events[$0.line - 1] : nil }
+            guard let properties = refused?.properties ?? events.first(where: { event in
+                guard let properties = event.properties else { return false }
+                return (try? database.isValidJSON(properties)) == false
+            })?.properties else { throw error }
+            throw StoreError.invalidValue(table: "telemetry", column: "properties",
+                                          reason: "not valid JSON: \(TelemetryRecord.excerpt(properties))")
         }
     }
 

@@ -131,6 +131,10 @@ public protocol DatabaseSession: AnyObject {
     /// Sentences that help with an error: a missing migration, who holds
     /// the lock the statement waited for.
     func hints(for message: String) -> [String]
+    /// Says, through `say`, once a statement has waited `seconds` for a
+    /// lock, that it waits and who holds the lock (the shell: a write that
+    /// waits is not silent until the busy timeout).
+    func announceLockWaits(after seconds: TimeInterval, _ say: @escaping @Sendable (String) -> Void)
 
     // MARK: What the Lua bindings run on
 
@@ -147,6 +151,10 @@ public protocol DatabaseSession: AnyObject {
     func copy(_ request: CopyRequest) throws -> Int
     /// Inserts telemetry events in one atomic call, by the engine's bulk path.
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
+    /// `.dump [TABLE]`: the database or one table as SQL text, on one
+    /// snapshot (``SQLDump``), given to `write` piece by piece; refused
+    /// with the engine's own tool where opsh does not write it.
+    func dump(table: String?, _ write: (String) throws -> Void) throws
     /// An export's reads, on one snapshot of the database.
     func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T
     /// Imports a document: checked first, then written in one write.

@@ -24,6 +24,10 @@ extension SessionDatabase {
         try write("telemetry") { db in try TelemetryRepository().insert(db, events, counted: counted) }
     }
 
+    public func dump(table: String?, _ write: (String) throws -> Void) throws {
+        try read { db in try SQLDump.write(db, table: table, to: write) }
+    }
+
     public func exportSnapshot<T>(_ body: (any RepositoryConnection) throws -> T) throws -> T {
         try read("projects") { db in try body(db) }
     }

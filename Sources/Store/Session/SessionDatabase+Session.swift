@@ -46,6 +46,15 @@ extension SessionDatabase: DatabaseSession {
         return hints
     }
 
+    public func announceLockWaits(after seconds: TimeInterval, _ say: @escaping @Sendable (String) -> Void) {
+        guard let path = store.path else { return }
+        let timeout = store.lockWait.timeout
+        store.lockWait.announce(after: seconds) { waited in
+            say(LockWaitNotice.sentence(holders: LockHolders.sentence(for: path) ?? "held by another process",
+                                        waited: waited, timeout: timeout))
+        }
+    }
+
     /// SQLite's progress handler on every connection Store opens
     /// (`opsh_stop.h`): sqlite3_interrupt reaches only a statement already
     /// running.

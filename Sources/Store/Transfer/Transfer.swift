@@ -254,8 +254,8 @@ public enum Transfer {
     /// On SQLite new rows are stepped one by one through one cached
     /// statement per table (with `rowByRowObservers` false, through
     /// SQLite's C API: GRDB's transaction observers are told per table at
-    /// the end); on PostgreSQL they go in multi-row INSERTs of up to 1,000
-    /// rows, one round trip each.
+    /// the end); on PostgreSQL each run of a table's new rows is one COPY
+    /// FROM STDIN (``writeInBatches(_:_:)``).
     ///
     /// - parameter rowByRowObservers: GRDB's transaction observers must see
     ///   each row (a dry run counts them); otherwise new rows are stepped
@@ -484,33 +484,52 @@ public enum Transfer {
     }
 
     /// Writes the rows on an engine other than SQLite: each run of new
-    /// rows of one table in multi-row INSERTs (up to 1,000 rows and 30,000
-    /// values a statement), an existing row by an UPDATE, a row with a
-    /// surrogate id on its own (its id may have to be chosen).
+    /// rows of one table in one write (on PostgreSQL a COPY FROM STDIN under
+    /// the session's rules, as `db.copy`: ``PostgresDatabase/copy(_:reportingServerErrors:)``;
+    /// otherwise multi-row INSERTs of up to 1,000 rows and 30,000 values),
+    /// an existing row by an UPDATE, a row with a surrogate id on its own
+    /// (its id may have to be chosen) by an INSERT: one round trip, where a
+    /// COPY's savepoint, data and release take three.
     static func writeInBatches(_ database: some RepositoryConnection, _ rows: [PlannedRow]) throws {
         let dialect = database.dialect
+        let copying = ((database as? AnyRepositoryConnection)?.base ?? database) as? PostgresDatabase
+        // A COPY has no parameters to count: its run is cut only to bound
+        // the values held twice (the plan's and the copy's).
+        let largestRun = copying == nil ? (rows: 1000, values: 30000) : (rows: 50000, values: 1_000_000)
         var pending: [PlannedRow] = []
         func flush() throws {
             guard let first = pending.first else { return }
+            defer { pending = [] }
+            guard let copying else { return try insert(pending) }
+            let request = try CopyRequest(table: first.table.name, columns: first.fields.map(\.0),
+                                          source: .rows(pending.map { row in row.fields.map { StoreValue($0.1) } }))
+            do {
+                _ = try copying.copy(request, reportingServerErrors: true)
+            } catch let error as PostgresError {
+                if error.code == "23505" { throw error }
+                throw refusal(error, table: first.table.name)
+            }
+        }
+        func insert(_ rows: [PlannedRow]) throws {
+            let first = rows[0]
             let columns = first.fields.map(\.0)
             let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
             let head = "INSERT INTO \(dialect.quote(first.table.name)) (\(columns.map(dialect.quote).joined(separator: ", "))) VALUES "
             var arguments: [StoreValue] = []
-            arguments.reserveCapacity(pending.count * columns.count)
-            for row in pending { for field in row.fields { arguments.append(StoreValue(field.1)) } }
+            arguments.reserveCapacity(rows.count * columns.count)
+            for row in rows { for field in row.fields { arguments.append(StoreValue(field.1)) } }
             do {
-                try database.execute(head + Array(repeating: tuple, count: pending.count).joined(separator: ", "), arguments)
+                try database.execute(head + Array(repeating: tuple, count: rows.count).joined(separator: ", "), arguments)
             } catch var error as PostgresError {
                 if error.code == "23505" { throw error }
                 // The statement is 1,000 rows of placeholders: say which.
-                error.sql = head + "\(tuple), … (\(pending.count) rows)"
+                error.sql = head + "\(tuple), … (\(rows.count) rows)"
                 throw refusal(error, table: first.table.name)
             }
-            pending = []
         }
         for row in rows {
             if let last = pending.last, last.table.name != row.table.name || last.fields.map(\.0) != row.fields.map(\.0)
-                || pending.count >= 1000 || (pending.count + 1) * row.fields.count > 30000 {
+                || pending.count >= largestRun.rows || (pending.count + 1) * row.fields.count > largestRun.values {
                 try flush()
             }
             let table = dialect.quote(row.table.name)
@@ -541,8 +560,7 @@ public enum Transfer {
                 let floor = try database.integer("SELECT max(\(dialect.quote(surrogate))) FROM \(table)") ?? 0
                 fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
             }
-            pending = [PlannedRow(table: row.table, fields: fields, keyValues: row.keyValues, existing: nil)]
-            try flush()
+            try insert([PlannedRow(table: row.table, fields: fields, keyValues: row.keyValues, existing: nil)])
         }
         try flush()
         if dialect == .postgresql {

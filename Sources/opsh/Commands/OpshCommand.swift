@@ -1,4 +1,6 @@
 import Foundation
+import LuaRuntime
+import Store
 
 /// `opsh`: the shell (the default), `run`, or `help`.
 enum OpshCommand {
@@ -15,6 +17,7 @@ enum OpshCommand {
             opsh runners [options] [--all] the build runners: live ones, or all
             opsh man                       the manual page, opsh(1), as roff
             opsh completion bash|zsh|fish  a completion script for the shell
+            opsh --version                 opsh's version, and its SQLite's and Lua's
             """,
         discussion: """
             `opsh [options]` is `opsh shell [options]`: see `opsh shell --help`
@@ -79,6 +82,9 @@ enum OpshCommand {
             }
         case "-h", "--help":
             return printHelp(help)
+        case "-V", "--version":
+            print("opsh \(OpshVersion.current) (SQLite \(StoreVersions.sqlite), \(LuaRuntime.release))")
+            return 0
         default:
             if let runWords = optionsThen("run", words) {
                 guard let command = try RunCommand(parsing: runWords) else { return printHelp(RunCommand.help) }

@@ -49,16 +49,19 @@ final class AuditRecorder {
     }
 
     /// Records one run or chunk, through the trail's own connection
-    /// (``AuditConnection``). Nothing when the database was never used, or
-    /// opened read-only. Problems are said on stderr; they never change
+    /// (``AuditConnection``). Nothing when the database was never used
+    /// (unless the script declares a period), or opened read-only. Problems are said on stderr; they never change
     /// the run's exit status. A row that cannot be written is spooled for
     /// the next run; a run that changed nothing says nothing when it only
     /// found the lock taken (a read beside the backend, which cron would
     /// mail every time).
     func record(to destination: some AuditDestination, startedAt: Double, status: Int32, dryRun: Bool,
                 changes: TableChanges) {
-        guard !readOnly, destination.wasUsed else { return }
-        if connectedAtStart && changes.isEmpty && !dryRun && mode != .shell { return }
+        // A script with a period is always recorded, even one that never
+        // touched the database: `opsh runs --overdue` judges it by its rows.
+        let scheduled = period != nil && mode != .shell
+        guard !readOnly, destination.wasUsed || scheduled else { return }
+        if connectedAtStart && changes.isEmpty && !dryRun && mode != .shell && !scheduled { return }
         let trail = destination.trail
         do {
             guard try trail.hasTrail() else {

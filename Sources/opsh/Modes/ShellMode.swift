@@ -36,6 +36,8 @@ struct ShellMode {
         let database = session.databaseSession
         defer { if copy == nil { database.close() } }
         Launch.setArguments(session.runtime, script: nil, arguments: [])
+        // A write that waits for a lock says so after a second, naming the holder.
+        database.announceLockWaits(after: 1) { console.note($0) }
         LockOwner.configure(script: "shell")
         let reason = try Self.reason(options: options, console: console) {
             (try? database.requiresReason()) ?? false

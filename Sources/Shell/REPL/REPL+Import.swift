@@ -1,0 +1,66 @@
+import Foundation
+import Store
+
+extension REPL {
+    /// `.import FILE TABLE`: the rows of a CSV or TSV file whose first line
+    /// names the columns, written into TABLE by the engine's bulk path
+    /// (``DatabaseSession/copy(_:)``) as one chunk: the chunk's
+    /// confirmation, undo and audit apply as to any chunk typed here.
+    func importFile(_ argument: String?) {
+        let words = argument?.split(separator: " ", omittingEmptySubsequences: true) ?? []
+        guard words.count >= 2 else {
+            console.error("usage: .import FILE TABLE (a CSV file, or .tsv, whose first line names the columns)")
+            return
+        }
+        let table = String(words.last!)
+        let file = words.dropLast().joined(separator: " ")
+        let path = (file as NSString).expandingTildeInPath
+        let code = ".import \(argument!)"
+        configuration.beforeChunk?(code)
+        let startedAt = Date().timeIntervalSince1970
+        var failed = false
+        timed {
+            do {
+                try runChunk(code: code) {
+                    let count: Int
+                    do {
+                        count = try session.databaseSession.copy(try CopyRequest.file(path, into: table))
+                    } catch let failure as CopyFailure {
+                        throw ImportRefusal(message: ".import into \(table): \(failure); nothing was imported")
+                    }
+                    console.note("\(count) row\(count == 1 ? "" : "s") read from \(file) into \(table)")
+                }
+            } catch let refusal as ImportRefusal {
+                failed = true
+                console.error(refusal.message)
+            } catch {
+                failed = true
+                report(error)
+            }
+        }
+        configuration.afterChunk?(code, startedAt, failed)
+    }
+}
+
+/// `.import`'s failure, already worded for the operator.
+struct ImportRefusal: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+extension REPL {
+    /// `.dump [TABLE]`: SQL text that sqlite3 reads back (``SQLDump``), to
+    /// the terminal or to `.output`'s file.
+    func dumpDatabase(_ argument: String?) {
+        catalogTask {
+            let table = argument?.trimmingCharacters(in: .whitespaces)
+            if let file = runner.resultsFile {
+                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { file.write(Data($0.utf8)) }
+            } else {
+                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { text in
+                    print(text, terminator: "")
+                }
+            }
+        }
+    }
+}
