@@ -98,7 +98,7 @@ import Testing
         #expect(completer.dotCommandCandidates(word: "\\ti", before: "\\ti") == ["\\timing"])
         #expect(completer.dotCommandCandidates(word: "o", before: "\\timing o") == ["on", "off"])
         #expect(completer.dotCommandCandidates(word: "pro", before: ".schema pro") == ["projects"])
-        #expect(completer.dotCommandCandidates(word: "", before: ".mode ") == ["table", "line", "json", "csv", "lua"])
+        #expect(completer.dotCommandCandidates(word: "", before: ".mode ") == ["table", "line", "json", "csv", "tsv", "lua"])
         #expect(completer.dotCommandCandidates(word: "o", before: ".timer o") == ["on", "off"])
         #expect(completer.dotCommandCandidates(word: "x", before: ".quit x").isEmpty)
 

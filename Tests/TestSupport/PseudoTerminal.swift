@@ -14,9 +14,9 @@ public final class PseudoTerminal {
     /// Where the next `expect` starts looking.
     private var consumed: String.Index
 
-    public init(arguments: [String], environment: [String: String]) throws {
+    public init(arguments: [String], environment: [String: String], rows: Int = 40, columns: Int = 200) throws {
         var master: Int32 = 0, slave: Int32 = 0
-        var size = winsize(ws_row: 40, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0)
+        var size = winsize(ws_row: UInt16(rows), ws_col: UInt16(columns), ws_xpixel: 0, ws_ypixel: 0)
         guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw POSIXError(.EIO) }
         // ttyname_r, not ttyname: tests run in parallel, and ttyname's
         // static buffer could hand this child another test's terminal.
@@ -66,6 +66,16 @@ public final class PseudoTerminal {
         waitpid(pid, &status, 0)
         close(master)
     }
+
+    /// Resizes the terminal, as a window resized by the operator: the
+    /// kernel sends SIGWINCH to the terminal's foreground processes.
+    public func resize(rows: Int, columns: Int) {
+        var size = winsize(ws_row: UInt16(rows), ws_col: UInt16(columns), ws_xpixel: 0, ws_ypixel: 0)
+        _ = ioctl(master, UInt(TIOCSWINSZ), &size)
+    }
+
+    /// What was read after the last match (for a test's own checks).
+    public var unmatched: Substring { transcript[consumed...] }
 
     public func send(_ text: String) {
         _ = text.withCString { write(master, $0, strlen($0)) }

@@ -26,6 +26,7 @@ extension Completer {
         case .expanded: choices = ["on", "off", "auto"]
         case .rows: choices = ["all", "20", "200", "1000"]
         case .confirm: choices = ["off", "100", "1000"]
+        case .pager: choices = Pager.Mode.allCases.map(\.rawValue)
         case .file: choices = Self.paths(startingWith: argument)
         }
         // The word may be only the end of the argument (readline breaks

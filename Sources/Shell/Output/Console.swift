@@ -60,6 +60,15 @@ public enum Terminal {
         return Int(size.ws_col)
     }
 
+    /// The height in rows of the terminal on `descriptor`, or nil when it
+    /// is not a terminal (the pager's measure).
+    public static func height(descriptor: Int32) -> Int? {
+        guard isTerminal(descriptor) else { return nil }
+        var size = winsize()
+        guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0, size.ws_row > 0 else { return nil }
+        return Int(size.ws_row)
+    }
+
     public static func wantsColour(descriptor: Int32) -> Bool {
         let environment = EnvironmentVariables.process
         if environment["NO_COLOR"].map({ !$0.isEmpty }) == true { return false }

@@ -1,8 +1,10 @@
 import CLuaShim
 import Foundation
+import TextCodec
 
 /// Reads Lua values for printing with raw access only: no metamethod (and
-/// so no Lua error) ever runs inside a Swift frame.
+/// so no Lua error) ever runs inside a Swift frame, except a userdata's
+/// `__tostring`, called protected (``describedByItself(_:)``).
 struct LuaInspection {
     let state: OpaquePointer
 
@@ -89,11 +91,30 @@ struct LuaInspection {
         case LUA_TNUMBER: return numberText(index)
         case LUA_TSTRING: return string(index) ?? ""
         default:
+            // A handle that says what it is (a watch: `watch(SELECT …)`).
+            if lua_type(state, index) == LUA_TUSERDATA, let text = describedByItself(index) { return VisibleText.of(text) }
             let name = metatableName(index) ?? String(cString: lua_typename(state, lua_type(state, index)))
             if name == "opsh.NULL" { return "NULL" }
             let address = lua_topointer(state, index).map { String(UInt(bitPattern: $0), radix: 16) } ?? "0"
             return "\(name): 0x\(address)"
         }
+    }
+
+    /// What the value's `__tostring` says, called protected (an error in
+    /// it is not the printer's: nil then, and the name and address show).
+    func describedByItself(_ index: Int32) -> String? {
+        let value = lua_absindex(state, index)
+        guard lua_checkstack(state, 4) != 0, lua_getmetatable(state, value) != 0 else { return nil }
+        lua_pushstring(state, "__tostring")
+        guard lua_rawget(state, -2) == LUA_TFUNCTION else {
+            opsh_pop(state, 2)
+            return nil
+        }
+        lua_pushvalue(state, value)
+        let status = opsh_pcall(state, 1, 1)
+        defer { opsh_pop(state, 2) }
+        guard status == LUA_OK, lua_type(state, -1) == LUA_TSTRING else { return nil }
+        return string(-1)
     }
 
     func identity(_ index: Int32) -> UnsafeRawPointer? { lua_topointer(state, index) }

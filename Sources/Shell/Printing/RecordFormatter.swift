@@ -20,7 +20,7 @@ struct RecordFormatter {
     /// 80 columns.
     var totalWidth: Int?
 
-    func format(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
+    func format(columns: [String], rows: [[TableFormatter.Cell]], total: Int? = nil) -> String {
         let nameWidth = columns.map(TextWidth.of).max() ?? 0
         let records = rows.map { row in
             columns.indices.flatMap { index -> [String] in
@@ -40,7 +40,7 @@ struct RecordFormatter {
             output.append(header + String(repeating: "-", count: max(1, ruleWidth - TextWidth.of(header))))
             output += lines
         }
-        output.append(rows.count == 1 ? "(1 row)" : "(\(rows.count) rows)")
+        output.append(TableFormatter.countLine(shown: rows.count, total: total ?? rows.count))
         return output.joined(separator: "\n")
     }
 

@@ -15,6 +15,9 @@ public enum OutputMode: String, CaseIterable, Sendable {
     case json
     /// Row sets as CSV with a header line.
     case csv
+    /// Row sets as tab-separated values with a header line (PostgreSQL's
+    /// text format: tab, newline and backslash in a value escaped).
+    case tsv
     /// Everything as Lua literals.
     case lua
 }
@@ -34,8 +37,9 @@ public struct ValuePrinter {
     public var maximumDepth = 6
     /// Elements of one table shown before `…`.
     public var maximumItems = 200
-    /// Widest a table column may be before values are cut.
-    public var maximumColumnWidth = 40
+    /// Widest a table column may be before values are cut; nil: the
+    /// columns share the terminal's width, whatever it is.
+    public var maximumColumnWidth: Int?
     /// Rows of a row set shown in `.mode table` and `line` before a note
     /// says how many there were (the shell's `.rows`); nil: all.
     public var maximumRows: Int?
@@ -43,9 +47,18 @@ public struct ValuePrinter {
     /// its column shows): formatting costs what is shown, not what is
     /// stored.
     public var maximumValueBytes = 4096
-    /// Tables are narrowed to fit this many columns (the terminal's width
-    /// when standard output is one).
-    public var totalWidth: Int? = Terminal.width(descriptor: 1)
+    /// Tables are narrowed to fit this many columns; nil: no limit (a
+    /// file). Setting it stops ``widthFollowsTerminal``.
+    public var totalWidth: Int? {
+        didSet { widthFollowsTerminal = false }
+    }
+    /// Read the terminal's width on stdout each time a value is shown (so
+    /// a window resized between two results is seen) instead of
+    /// ``totalWidth``. `.output FILE` turns it off.
+    public var widthFollowsTerminal = true
+
+    /// The width tables are narrowed to now.
+    var currentWidth: Int? { widthFollowsTerminal ? Terminal.width(descriptor: 1) : totalWidth }
 
     public init(mode: OutputMode = .table, unicode: Bool = true) {
         self.mode = mode
@@ -72,7 +85,7 @@ public struct ValuePrinter {
                 } catch let failure as LuaJSONWriter.Failure {
                     throw PrintError(failure.message)
                 }
-            case .table, .line, .csv, .lua:
+            case .table, .line, .csv, .tsv, .lua:
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
                 }
@@ -94,33 +107,38 @@ public struct ValuePrinter {
         case LUA_TTABLE:
             let name = lua.metatableName(index)
             if name == "opsh.NULL" { return unicode ? "∅" : "NULL" }
+            if mode == .csv || mode == .tsv, name == "opsh.rows", let columns = lua.metatableColumns(index) {
+                // Every row, straight from the rows' bytes (a file or a pipe).
+                let text = delimited(lua).render(lua.state, index, columns: columns)
+                if PrintCancellation.isRequested { return "(printing stopped by Ctrl-C)" }
+                return text
+            }
             if mode != .lua, name == "opsh.rows" || name == "opsh.row", let columns = lua.metatableColumns(index) {
                 let total = name == "opsh.rows" ? Int(lua_rawlen(lua.state, index)) : 1
-                let limit = mode == .csv ? nil : maximumRows
-                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, limit: limit)
-                    : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0) }]
+                let limit = mode == .csv || mode == .tsv ? nil : maximumRows
+                let width = currentWidth
+                let cap = valueCap(width: width)
+                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, limit: limit, cap: cap)
+                    : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0, cap: cap) }]
                 if PrintCancellation.isRequested {
                     return "(printing stopped by Ctrl-C after reading \(cells.count) of \(total) rows)"
                 }
-                var text: String
                 switch mode {
-                case .csv: text = csv(columns: columns, rows: cells)
-                case .line: text = records(columns: columns, rows: cells)
+                case .csv, .tsv: return delimited(lua).render(columns: columns, cells: cells)
+                case .line: return records(columns: columns, rows: cells, total: total, width: width)
                 default:
-                    // Too wide for the terminal: one record at a time
-                    // (psql's \x auto) rather than every column cut.
-                    if let totalWidth, columns.count > 1,
-                       TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode).naturalWidth(columns: columns, rows: cells) > totalWidth {
-                        text = records(columns: columns, rows: cells)
-                    } else {
-                        text = table(columns: columns, rows: cells)
+                    // A row that cannot fit the terminal even with its
+                    // columns cut: one record at a time (psql's \x auto).
+                    let formatter = TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode, totalWidth: width)
+                    if columns.count > 1, !formatter.fits(columns: columns, rows: cells) {
+                        return records(columns: columns, rows: cells, total: total, width: width)
                     }
+                    return table(columns: columns, rows: cells, total: total, width: width)
                 }
-                if cells.count < total {
-                    text += "\n(showing the first \(cells.count) of \(total) rows: .rows all shows every row here; "
-                        + ".mode csv with .output FILE writes them all; db.rows streams them)"
-                }
-                return text
+            }
+            if mode != .lua, name == "opsh.rows", lua_rawlen(lua.state, index) == 0 {
+                // No columns known: the count alone, as for any empty result.
+                return TableFormatter.countLine(shown: 0, total: 0)
             }
             var path: Set<UnsafeRawPointer> = []
             return literal(lua, index, depth: 0, indent: "", path: &path)
@@ -129,20 +147,26 @@ public struct ValuePrinter {
         }
     }
 
-    private func records(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
-        RecordFormatter(nullMarker: unicode ? "∅" : "NULL", totalWidth: totalWidth).format(columns: columns, rows: rows)
+    /// CSV or TSV of row sets, other cells as ``cell(_:row:column:cap:)``
+    /// shows them (secrets masked).
+    private func delimited(_ lua: LuaInspection) -> DelimitedText {
+        DelimitedText(format: mode == .tsv ? .tsv : .csv) { row, column in cell(lua, row: row, column: column, cap: .max) }
+    }
+
+    private func records(columns: [String], rows: [[TableFormatter.Cell]], total: Int, width: Int?) -> String {
+        RecordFormatter(nullMarker: unicode ? "∅" : "NULL", totalWidth: width).format(columns: columns, rows: rows, total: total)
     }
 
     /// The cells of the rows of a row set (the first `limit`), in column
     /// order; stops early on Ctrl-C.
-    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String], limit: Int? = nil) -> [[TableFormatter.Cell]] {
+    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String], limit: Int?, cap: Int) -> [[TableFormatter.Cell]] {
         let rowsIndex = lua_absindex(lua.state, index)
         var rows: [[TableFormatter.Cell]] = []
         var position: lua_Integer = 1
         while rows.count < (limit ?? .max), !PrintCancellation.isRequested,
               lua_rawgeti(lua.state, rowsIndex, position) == LUA_TTABLE {
             let row = lua_gettop(lua.state)
-            rows.append(columns.map { cell(lua, row: row, column: $0) })
+            rows.append(columns.map { cell(lua, row: row, column: $0, cap: cap) })
             opsh_pop(lua.state, 1)
             position += 1
         }
@@ -150,13 +174,23 @@ public struct ValuePrinter {
         return rows
     }
 
-    private func table(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
-        guard !columns.isEmpty else { return rows.count == 1 ? "(1 row)" : "(\(rows.count) rows)" }
-        return TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode, totalWidth: totalWidth)
-            .format(columns: columns, rows: rows)
+    private func table(columns: [String], rows: [[TableFormatter.Cell]], total: Int, width: Int?) -> String {
+        guard !columns.isEmpty else { return TableFormatter.countLine(shown: rows.count, total: total) }
+        return TableFormatter(maximumColumnWidth: maximumColumnWidth, unicode: unicode, totalWidth: width)
+            .format(columns: columns, rows: rows, total: total)
     }
 
-    private func cell(_ lua: LuaInspection, row: Int32, column: String) -> TableFormatter.Cell {
+    /// Bytes of one string value read: only what can be shown (a column is
+    /// at most as wide as the table, 4 bytes a character at most).
+    private func valueCap(width: Int?) -> Int {
+        switch mode {
+        case .table: return (maximumColumnWidth ?? width ?? maximumValueBytes / 4) * 4 + 4
+        case .line: return maximumValueBytes
+        default: return Int.max
+        }
+    }
+
+    private func cell(_ lua: LuaInspection, row: Int32, column: String, cap: Int) -> TableFormatter.Cell {
         LuaInspection.pushString(lua.state, column)
         lua_rawget(lua.state, row)
         defer { opsh_pop(lua.state, 1) }
@@ -168,9 +202,6 @@ public struct ValuePrinter {
             }
             return .number(lua.numberText(-1))
         case LUA_TSTRING:
-            // Only what can be shown is read: a column shows at most
-            // maximumColumnWidth characters (4 bytes each at most).
-            let cap = mode == .table ? maximumColumnWidth * 4 + 4 : mode == .line ? maximumValueBytes : Int.max
             let (value, whole) = lua.string(-1, atMost: cap)
             let shown = SecretMask.isSecret(column) ? SecretMask.mask(value) : value
             return .text(whole ? shown : shown + "… (\(lua.length(-1)) bytes)")
@@ -181,28 +212,6 @@ public struct ValuePrinter {
         default:
             return .text(lua.plainText(-1))
         }
-    }
-
-    private func csv(columns: [String], rows: [[TableFormatter.Cell]]) -> String {
-        var lines = [columns.map(Self.csvField).joined(separator: ",")]
-        for row in rows {
-            lines.append(row.map { cell -> String in
-                switch cell {
-                case .null: return ""
-                case let .number(text): return text
-                case let .text(text): return Self.csvField(text)
-                }
-            }.joined(separator: ","))
-        }
-        return lines.joined(separator: "\n")
-    }
-
-    /// A CSV field: quoted when it holds a separator, a quote or a line
-    /// break (kept, CSV's own), other control characters visible.
-    static func csvField(_ text: String) -> String {
-        let text = VisibleText.of(text, keepingNewlines: true)
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     /// Column names that hold dates as seconds since 1970.

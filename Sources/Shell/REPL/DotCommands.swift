@@ -17,6 +17,7 @@ struct DotCommand: Sendable {
         case rows
         case confirm
         case expanded
+        case pager
     }
 
     let name: String
@@ -106,13 +107,24 @@ struct DotCommand: Sendable {
             return true
         },
         DotCommand(".mode", usage: "MODE", argument: .mode,
-                   help: "how returned values are shown: table, line (a record at a time, values whole), json, csv or lua") { repl, argument in
+                   help: "how returned values are shown: table, line (a record at a time, values whole), json, csv, tsv or lua") { repl, argument in
             if let argument, let mode = OutputMode(rawValue: argument) {
                 repl.runner.printer.mode = mode
             } else if argument == nil {
                 print(repl.runner.printer.mode.rawValue)
             } else {
                 repl.console.error("usage: .mode " + OutputMode.allCases.map(\.rawValue).joined(separator: "|"))
+            }
+            return true
+        },
+        DotCommand(".pager", usage: "on|off|auto", argument: .pager,
+                   help: "output taller than the screen through $PAGER (default less -SRFX): auto; on: all of it; off: none") { repl, argument in
+            if let argument, let mode = Pager.Mode(rawValue: argument) {
+                repl.runner.pager?.mode = mode
+            } else if argument == nil {
+                print(repl.runner.pager.map { "\($0.mode.rawValue) (\($0.command))" } ?? "off")
+            } else {
+                repl.console.error("usage: .pager " + Pager.Mode.allCases.map(\.rawValue).joined(separator: "|"))
             }
             return true
         },
@@ -243,15 +255,17 @@ extension REPL {
         configuration.beforeChunk?(".read \(argument)")
         let startedAt = Date().timeIntervalSince1970
         var failed = false
-        timed {
-            do {
-                let code = try ChunkRunner.readScript(path)
-                try runChunk(code: ".read \(argument)") {
-                    try runner.run(code, chunkName: "@\(path)")
+        Pager.collecting(runner.pager) {
+            timed {
+                do {
+                    let code = try ChunkRunner.readScript(path)
+                    try runChunk(code: ".read \(argument)") {
+                        try runner.run(code, chunkName: "@\(path)")
+                    }
+                } catch {
+                    failed = true
+                    report(error)
                 }
-            } catch {
-                failed = true
-                report(error)
             }
         }
         configuration.afterChunk?(".read \(argument)", startedAt, failed)
@@ -262,7 +276,7 @@ extension REPL {
     func redirectResults(to argument: String?) {
         guard let argument, argument != "stdout" else {
             runner.resultsFile = nil
-            runner.printer.totalWidth = Terminal.width(descriptor: 1)
+            runner.printer.widthFollowsTerminal = true
             runner.printer.maximumRows = rowLimit
             return
         }

@@ -89,6 +89,7 @@ public final class REPL {
         runner = ChunkRunner(runtime: session.runtime,
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
+        runner.pager = Pager()
         let chunks = ChunkTransactions(session: session, console: configuration.console)
         chunks.dryRunCopy = configuration.dryRunCopy
         chunks.dryRunReplay = configuration.dryRunReplay
@@ -118,6 +119,8 @@ public final class REPL {
             _ = write(writeEnd, &byte, 1)
         }
         history = History(path: configuration.historyPath, console: console)
+        try? PagedPrint.install(on: session.runtime, pager: { [unowned self] in runner.pager },
+                                printer: { [unowned self] in runner.printer })
         let completer = Completer(schema: { [unowned self] in catalog.schema() })
         let runtime = session.runtime
         editor.complete = { [unowned self] word, before in
@@ -253,12 +256,16 @@ public final class REPL {
         configuration.beforeChunk?(typed)
         let startedAt = Date().timeIntervalSince1970
         var failed = false
-        timed {
-            do {
-                try body()
-            } catch {
-                failed = true
-                report(error)
+        // What the chunk printed is paged once it has ended (its
+        // transaction too): an open pager holds no lock.
+        Pager.collecting(runner.pager) {
+            timed {
+                do {
+                    try body()
+                } catch {
+                    failed = true
+                    report(error)
+                }
             }
         }
         lastChunkFailed = failed

@@ -9,6 +9,9 @@ public struct ChunkRunner {
     /// Where returned values go instead of stdout (the shell's `.output
     /// FILE`); what the chunk itself prints still goes to stdout.
     public var resultsFile: FileHandle?
+    /// Pages returned values taller than the screen once the chunk has
+    /// ended (the shell's; nil: never, as in batch runs).
+    public var pager: Pager?
 
     public init(runtime: LuaRuntime, printer: ValuePrinter) {
         self.runtime = runtime
@@ -55,6 +58,8 @@ public struct ChunkRunner {
             if let resultsFile {
                 fflush(nil)
                 try resultsFile.write(contentsOf: Data((text + "\n").utf8))
+            } else if let pager, pager.keeps(text) {
+                // Shown by the pager once the chunk has ended.
             } else {
                 Self.printInterruptibly(text)
             }

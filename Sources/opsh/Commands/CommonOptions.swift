@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Shell
 /// The options every mode takes (the shell, `run`, `-e`).
 struct CommonOptions {
     var db: String?
@@ -7,6 +8,8 @@ struct CommonOptions {
     var dryRun = false
     var timeout: Double?
     var json = false
+    var csv = false
+    var tsv = false
     var quiet = false
     var busyTimeout: Double = 5
     var sandbox = false
@@ -27,6 +30,8 @@ struct CommonOptions {
         OptionSpec(long: "dry-run", help: "Run everything in one transaction, roll it back, and report on stderr the rows that would have been inserted, updated and deleted per table."),
         OptionSpec(long: "timeout", valueName: "seconds", help: "Stop the run after this many seconds (exit status 124)."),
         OptionSpec(long: "json", help: "Print the values a chunk returns as JSON (one document per value)."),
+        OptionSpec(long: "csv", help: "Print the rows a chunk returns as CSV with a header line (every row; NULL as an empty field)."),
+        OptionSpec(long: "tsv", help: "Print the rows a chunk returns as tab-separated values with a header line (tab, newline and backslash in a value as \\t, \\n, \\\\; NULL as an empty field)."),
         OptionSpec(long: "quiet", short: "q", help: "Print no banner, warnings or notes; errors still go to stderr."),
         OptionSpec(long: "busy-timeout", valueName: "seconds",
                    help: "How long to wait for another process's lock on the database before giving up (exit status 3).",
@@ -49,6 +54,8 @@ struct CommonOptions {
         case "dry-run": dryRun = true
         case "timeout": timeout = try Self.seconds(value!, for: spec, command: command)
         case "json": json = true
+        case "csv": csv = true
+        case "tsv": tsv = true
         case "quiet": quiet = true
         case "busy-timeout": busyTimeout = try Self.seconds(value!, for: spec, command: command)
         case "sandbox": sandbox = true
@@ -92,7 +99,13 @@ struct CommonOptions {
         return value
     }
 
+    /// How returned values are printed: --json, --csv, --tsv, else tables.
+    var outputMode: OutputMode { json ? .json : csv ? .csv : tsv ? .tsv : .table }
+
     func validate(command: CommandHelp) throws {
+        if [json, csv, tsv].filter({ $0 }).count > 1 {
+            throw UsageError("--json, --csv and --tsv each choose how values are printed: give one", command: command)
+        }
         if let timeout, !(timeout > 0) { throw UsageError("--timeout must be a positive number of seconds", command: command) }
         if let memoryLimit, memoryLimit < 1 { throw UsageError("--memory-limit must be at least 1 MiB", command: command) }
         if !(busyTimeout >= 0) { throw UsageError("--busy-timeout must be zero or more seconds", command: command) }

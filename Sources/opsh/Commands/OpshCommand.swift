@@ -15,6 +15,8 @@ enum OpshCommand {
             opsh runs [options] [--overdue] recent runs; scripts that missed their period
             opsh runner [options]          claim queued builds and run them, until SIGTERM
             opsh runners [options] [--all] the build runners: live ones, or all
+            opsh man                       the manual page, opsh(1), as roff
+            opsh completion bash|zsh|fish  a completion script for the shell
             opsh --version                 opsh's version, and its SQLite's and Lua's
             """,
         discussion: """
@@ -28,7 +30,14 @@ enum OpshCommand {
                       ("migrate", "Apply the built-in migrations the database lacks."),
                       ("runs", "Recent script runs from the audit trail; --overdue for missed ones."),
                       ("runner", "Claim queued builds from the database and run them, until SIGTERM."),
-                      ("runners", "List the live build runners (host, pid, builds held, heartbeat, version).")])
+                      ("runners", "List the live build runners (host, pid, builds held, heartbeat, version)."),
+                      ("man", ManCommand.help.abstract),
+                      ("completion", CompletionCommand.help.abstract)])
+
+    /// Every subcommand's help, the default (`shell`) first: what `opsh
+    /// man` and `opsh completion` are made of.
+    static let commands: [CommandHelp] = [ShellCommand.help, RunCommand.help, MigrateCommand.help, RunsCommand.help,
+                                          RunnerCommand.help, RunnersCommand.help, ManCommand.help, CompletionCommand.help]
 
     /// Parses the command line and runs the mode it names: its exit
     /// status; 0 after printing help; or throws a ``UsageError`` or ``Stop``.
@@ -52,6 +61,12 @@ enum OpshCommand {
         case "runners":
             guard let command = try RunnersCommand(parsing: words.dropFirst()) else { return printHelp(RunnersCommand.help) }
             return try command.run()
+        case "man":
+            guard let command = try ManCommand(parsing: words.dropFirst()) else { return printHelp(ManCommand.help) }
+            return command.run()
+        case "completion":
+            guard let command = try CompletionCommand(parsing: words.dropFirst()) else { return printHelp(CompletionCommand.help) }
+            return command.run()
         case "help":
             switch words.dropFirst().first {
             case nil: return printHelp(help)
@@ -61,7 +76,9 @@ enum OpshCommand {
             case "runs": return printHelp(RunsCommand.help)
             case "runner": return printHelp(RunnerCommand.help)
             case "runners": return printHelp(RunnersCommand.help)
-            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner, runners)", command: help)
+            case "man": return printHelp(ManCommand.help)
+            case "completion": return printHelp(CompletionCommand.help)
+            case let other?: throw UsageError("no subcommand '\(other)' (there are: shell, run, migrate, runs, runner, runners, man, completion)", command: help)
             }
         case "-h", "--help":
             return printHelp(help)

@@ -1,5 +1,7 @@
 import Foundation
+import Shell
 import Store
+import TextCodec
 
 /// `opsh runs [--overdue]`: recent runs from the audit trail, and the dead
 /// man's switch for cron (docs/operations.md, "Cron runs that did not
@@ -133,8 +135,10 @@ struct RunsCommand {
         return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 
-    /// script | started | duration | changes | status, aligned.
-    static func table(_ entries: [AuditEntry]) -> String {
+    /// script | started | duration | changes | status, aligned. At a
+    /// terminal (`width`) the script and changes columns are cut with `…`,
+    /// the wider first, so the status stays on screen.
+    static func table(_ entries: [AuditEntry], width: Int? = Terminal.width(descriptor: 1)) -> String {
         var rows = [["script", "started (UTC)", "duration", "changes", "status"]]
         for entry in entries {
             var script = entry.script ?? "-e " + (entry.code ?? "").replacingOccurrences(of: "\n", with: " ")
@@ -147,10 +151,20 @@ struct RunsCommand {
             rows.append([script, time(entry.startedAt), String(format: "%.2f s", entry.endedAt - entry.startedAt),
                          changes.isEmpty ? "none" : changes, status])
         }
-        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        var widths = (0..<5).map { column in rows.map { TextWidth.of($0[column]) }.max() ?? 0 }
+        if let width {
+            // Two spaces between columns; the last is not padded.
+            var excess = widths.reduce(0, +) + 2 * (widths.count - 1) - width
+            let cuttable = [0, 3], narrowest = 12
+            while excess > 0, let widest = cuttable.max(by: { widths[$0] < widths[$1] }), widths[widest] > narrowest {
+                widths[widest] -= 1
+                excess -= 1
+            }
+        }
         return rows.map { row in
             row.enumerated().map { column, text in
-                column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                let shown = TextWidth.truncate(text, to: widths[column])
+                return column == row.count - 1 ? shown : shown + String(repeating: " ", count: widths[column] - TextWidth.of(shown))
             }.joined(separator: "  ")
         }.joined(separator: "\n") + "\n"
     }

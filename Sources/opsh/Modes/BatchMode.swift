@@ -180,7 +180,7 @@ struct BatchMode {
             }
         }
         let unicode = Terminal.isTerminal(1) && Terminal.isUTF8
-        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.json ? .json : .table, unicode: unicode))
+        let runner = ChunkRunner(runtime: runtime, printer: ValuePrinter(mode: options.outputMode, unicode: unicode))
         return (watcher, deadline, runner)
     }
 

@@ -46,7 +46,7 @@ struct ShellMode {
             historyPath: DatabaseLocation.stateDirectory() + "/history",
             initPath: options.noInit ? nil : DatabaseLocation.configDirectory() + "/init.lua")
         configuration.console = console
-        configuration.mode = options.json ? .json : .table
+        configuration.mode = options.outputMode
         let label = PromptLabel(
             database: copy.map { ($0.source as NSString).lastPathComponent } ?? database.shortName,
             environment: ProcessInfo.processInfo.environment["OPSH_ENV"],
