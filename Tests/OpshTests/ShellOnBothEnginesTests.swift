@@ -173,6 +173,35 @@ import Testing
         #expect(terminal.waitForExit() == 0)
     }
 
+    /// `.once FILE` sends the next chunk's returned values to a new file,
+    /// and the one after to the terminal again; an existing file is not
+    /// overwritten (the reason is said).
+    @Test(arguments: Engine.allCases) func dotOnceSendsOnlyTheNextChunkToAFile(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let file = sandbox.root + "/once.csv"
+        let terminal = try shell(sandbox, database)
+        terminal.send(".mode csv\r")
+        terminal.expect("> ")
+        terminal.send(".once \(file)\r")
+        terminal.expect("the next chunk's returned values go to \(file)")
+        terminal.expect("> ")
+        terminal.send("return db.query('SELECT 9417263 AS answer')\r")
+        terminal.expect("> ")
+        terminal.send("return db.query('SELECT 8251973 AS after')\r")
+        terminal.expect("after\n8251973")
+        terminal.expect("> ")
+        #expect(waitUntil(10) { (try? String(contentsOfFile: file, encoding: .utf8)) == "answer\n9417263\n" },
+                "\((try? String(contentsOfFile: file, encoding: .utf8)) ?? "no file")")
+        // 9417263 appears once on the terminal: in the typed line, not as a result.
+        #expect(terminal.transcript.components(separatedBy: "9417263").count == 2, "\(terminal.transcript)")
+        terminal.send(".once \(sandbox.root + "/data")\r")
+        terminal.expect("cannot write")
+        terminal.expect("> ")
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// A mass DELETE at the prompt asks before committing, on both engines,
     /// with the transaction open; no rolls it back, yes commits.
     @Test(arguments: Engine.allCases) func aLargeDeleteAsksBeforeCommitting(_ engine: Engine) throws {

@@ -152,6 +152,15 @@ struct DotCommand: Sendable {
             repl.redirectResults(to: argument)
             return true
         },
+        DotCommand(".once", usage: "FILE", argument: .file, help: "the next chunk's returned values to FILE (a new file), then to the terminal again",
+                   unavailable: { $0.session.isSandboxed ? ".once FILE is refused in the sandbox: it has no files (run opsh without --sandbox to write one)" : nil }) { repl, argument in
+            guard let argument, argument != "stdout" else {
+                repl.console.error("usage: .once FILE")
+                return true
+            }
+            if repl.redirectResults(to: argument, once: true) { repl.outputOnce = true }
+            return true
+        },
         DotCommand(".read", usage: "FILE", argument: .file, help: "run a Lua file here (one chunk)",
                    unavailable: { $0.session.isSandboxed ? ".read is refused in the sandbox: it has no files (run opsh without --sandbox to read one)" : nil }) { repl, argument in
             guard let argument else {
@@ -273,12 +282,15 @@ extension REPL {
 
     /// `.output FILE`: returned values go to FILE, as text without the
     /// terminal's width limit; `.output` (or `.output stdout`) ends that.
-    func redirectResults(to argument: String?) {
+    /// With `once`, for the next chunk only (`.once`). True when the
+    /// results go to the file now.
+    @discardableResult
+    func redirectResults(to argument: String?, once: Bool = false) -> Bool {
         guard let argument, argument != "stdout" else {
             runner.resultsFile = nil
             runner.printer.widthFollowsTerminal = true
             runner.printer.maximumRows = rowLimit
-            return
+            return false
         }
         let path = (argument as NSString).expandingTildeInPath
         // A file made anew, never one opsh did not make (an earlier .output
@@ -289,13 +301,14 @@ extension REPL {
             let reason = errno == EEXIST ? "it exists, and opsh does not overwrite a file it did not make; choose another name"
                 : String(cString: strerror(errno))
             console.error("cannot write \(path): \(reason)")
-            return
+            return false
         }
         outputFiles.insert(path)
         runner.resultsFile = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         runner.printer.totalWidth = nil
         runner.printer.maximumRows = nil
-        console.note("returned values go to \(path) until .output")
+        console.note(once ? "the next chunk's returned values go to \(path)" : "returned values go to \(path) until .output")
+        return true
     }
 
     /// Names in columns across an 80-column terminal, as sqlite3 does.

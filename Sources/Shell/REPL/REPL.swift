@@ -52,6 +52,8 @@ public final class REPL {
     var warnedFileGone = false
     /// Files `.output` made in this session: the only ones it writes again.
     var outputFiles: Set<String> = []
+    /// `.once FILE`: the results go back to the terminal after the next chunk.
+    var outputOnce = false
     var catalog: any DatabaseCatalog { session.databaseSession.catalog }
     var timer = false
     /// Each chunk one transaction, with its confirmation and undo().
@@ -269,6 +271,10 @@ public final class REPL {
             }
         }
         lastChunkFailed = failed
+        if outputOnce {
+            outputOnce = false
+            redirectResults(to: nil)
+        }
         configuration.afterChunk?(typed, startedAt, failed)
     }
 
