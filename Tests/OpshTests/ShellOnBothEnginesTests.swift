@@ -202,6 +202,40 @@ import Testing
         #expect(terminal.waitForExit() == 0)
     }
 
+    /// `.undo` lists what undo() can take back, newest first, with the n
+    /// for each; an undone chunk says by which. On PostgreSQL it says why
+    /// there is no undo.
+    @Test(arguments: Engine.allCases) func dotUndoListsWhatCanBeTakenBack(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('first', 1)\")\r")
+        terminal.expect("> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('second', 2), ('third', 3)\")\r")
+        terminal.expect("> ")
+        terminal.send(".undo\r")
+        guard engine == .sqlite else {
+            terminal.expect("undo() is not available on PostgreSQL")
+            terminal.expect("> ")
+            terminal.send(".q\r")
+            #expect(terminal.waitForExit() == 0)
+            return
+        }
+        terminal.expect("undo(1)  chunk 2: db.exec(\"INSERT INTO telemetry (event, created_… — telemetry: 2 inserted")
+        terminal.expect("undo(2)  chunk 1: ")
+        terminal.expect("> ")
+        terminal.send("undo()\r")
+        terminal.expect("committed")
+        terminal.expect("> ")
+        terminal.send(".undo\r")
+        terminal.expect("undo(1)  chunk 3: undo() — telemetry: 2 deleted")
+        terminal.expect("undone by chunk 3  chunk 2:")
+        terminal.expect("undo(3)  chunk 1:")
+        terminal.expect("> ")
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// A mass DELETE at the prompt asks before committing, on both engines,
     /// with the transaction open; no rolls it back, yes commits.
     @Test(arguments: Engine.allCases) func aLargeDeleteAsksBeforeCommitting(_ engine: Engine) throws {

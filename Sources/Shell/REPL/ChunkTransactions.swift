@@ -229,6 +229,24 @@ public final class ChunkTransactions {
         return call.results(.string("undoes chunk \(chunk.number) (\(Self.excerpt(chunk.code))): \(summary.sentence)"))
     }
 
+    /// `.undo`: what `undo(n)` can take back, newest first, with the n
+    /// that takes each back (or why it cannot).
+    func undoList() -> String {
+        if let why = database.undoUnavailable { return why }
+        guard !history.isEmpty else { return "nothing to undo: no chunk of this session has changed data" }
+        return history.reversed().enumerated().map { offset, chunk in
+            let state: String
+            if let by = chunk.undoneBy {
+                state = "undone by chunk \(by)"
+            } else if chunk.changeset == nil {
+                state = "cannot be undone: \(chunk.whyNoUndo ?? "its changes were not recorded")"
+            } else {
+                state = "undo(\(offset + 1))"
+            }
+            return "\(state)  chunk \(chunk.number): \(Self.excerpt(chunk.code)) — \(chunk.summary.sentence)"
+        }.joined(separator: "\n")
+    }
+
     /// Frees the oldest changesets past the memory budget.
     private func dropOldChangesets() {
         var kept = history.reduce(0) { $0 + ($1.changeset?.byteCount ?? 0) }

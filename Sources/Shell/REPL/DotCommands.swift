@@ -181,6 +181,11 @@ struct DotCommand: Sendable {
             repl.dumpDatabase(argument)
             return true
         },
+        DotCommand(".undo", help: "what undo() can take back, newest first, with the n that takes each back",
+                   unavailable: { $0.session.databaseSession.undoUnavailable }) { repl, _ in
+            print(repl.chunks.undoList())
+            return true
+        },
         DotCommand(".confirm", usage: "N|off", argument: .confirm,
                    help: "ask before committing a chunk that changed more than N rows (default 1000)") { repl, argument in
             let chunks = repl.chunks
