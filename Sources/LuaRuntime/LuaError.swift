@@ -37,6 +37,10 @@ public struct LuaError: Error, CustomStringConvertible, Sendable {
     public var message: String
     /// `stack traceback:` and its lines, when there is one.
     public var traceback: String?
+    /// For an interrupt: what the interrupted call leaves behind, said by
+    /// the host function that was running (``LuaRuntime/interruptNote``):
+    /// "stopped following; build #8 still runs (…)".
+    public var note: String?
     /// Identifies the error value the runtime kept for this error (see
     /// `LuaRuntime.pushErrorValue`), when Lua code a host function called
     /// back raised it.

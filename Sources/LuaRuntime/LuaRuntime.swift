@@ -359,7 +359,10 @@ public final class LuaRuntime {
             if interruptReason == .exit {
                 return LuaError(kind: .exit(exitStatus), message: "os.exit(\(exitStatus))")
             }
-            return LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
+            var error = LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
+            error.note = interruptNote
+            interruptNote = nil
+            return error
         }
         // The shim raises the limit's error as a plain error when what a host
         // function returned passes the limit (opsh_lua.c,
@@ -480,6 +483,10 @@ public final class LuaRuntime {
 
     /// Whether an interrupt is pending: host functions that wait or loop
     /// check it and give up.
+    /// Set by a host function that stops for an interrupt, to say what
+    /// goes on without it; carried by the interrupt's ``LuaError/note``.
+    public var interruptNote: String?
+
     public var interruptRequested: LuaInterruptReason? {
         LuaInterruptReason(rawValue: opsh_interrupt_reason(state))
     }

@@ -57,4 +57,32 @@ import Testing
         #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(queued)' AND content = \(escape) || '[1A' || \(escape) || '[2Kup'") == "1")
         #expect(try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(queued)' AND content = 'nul:␀:after'") == "1")
     }
+
+    /// Ctrl-C in `jobs.follow` at the prompt stops the following, not the
+    /// build, and says so (it said the chunk was rolled back and nothing
+    /// was kept, while the build went on); the build is still running, and
+    /// `jobs.cancel` ends it.
+    @Test(arguments: Engine.allCases)
+    func ctrlCInFollowSaysTheBuildStillRuns(_ engine: Engine) throws {
+        let fixture = try BuildFixture(engine)
+        let scheme = try fixture.scheme("Slow", "echo started; sleep 60; echo done")
+        let terminal = try PseudoTerminal(arguments: ["--db", fixture.database.db], environment: fixture.folder.environment)
+        terminal.expect("> ")
+        terminal.send("jobs.configure{ workspaces = '\(fixture.workspaces)', grace = 1 }\r")
+        terminal.expect("> ")
+        terminal.send("b = jobs.start{ scheme = '\(scheme)', version = '1.0.0' }\r")
+        terminal.expect("> ")
+        terminal.send("jobs.follow(b.id)\r")
+        terminal.expect("started")
+        terminal.send("\u{3}")
+        terminal.expect("interrupted: stopped following; build #1 still runs (jobs.cancel(\"")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.contains("nothing it changed was kept"), "\(terminal.transcript)")
+        #expect(try fixture.sql("SELECT status FROM builds") == "running")
+        terminal.send("jobs.cancel(b.id)\r")
+        terminal.expect("> ")
+        #expect(waitUntil(30) { (try? fixture.sql("SELECT status FROM builds")) == "cancelled" })
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit(timeout: 30) == 0)
+    }
 }

@@ -253,7 +253,7 @@ final class JobsModule {
         follower.last = start
         follower.printer = printer
         if !background {
-            return try followHere(follower, call)
+            return try followHere(follower, number: build.buildNumber, call)
         }
         let subscription = engine.subscribe { [unowned self] event in
             try self.deliver(event as? FollowEvent, to: follower)
@@ -267,8 +267,15 @@ final class JobsModule {
 
     /// Prints the log on the calling thread until the build ends; returns
     /// its final row.
-    private func followHere(_ follower: BuildFollower, _ call: LuaCall) throws -> Int32 {
+    private func followHere(_ follower: BuildFollower, number: Int, _ call: LuaCall) throws -> Int32 {
         let manager = try self.manager
+        let id = VisibleText.of(follower.buildId)
+        func checkInterrupt() throws {
+            guard engine.runtime.interruptRequested != nil else { return }
+            // The build is the job manager's: stopping to follow it stops only the printing.
+            engine.runtime.interruptNote = "stopped following; build #\(number) still runs (jobs.cancel(\"\(id)\") stops it)"
+            try self.checkInterrupt()
+        }
         while true {
             try checkInterrupt()
             let page = try follower.nextPage { after, limit in

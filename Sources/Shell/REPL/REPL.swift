@@ -351,7 +351,12 @@ public final class REPL {
             switch error.kind {
             case let .interrupted(reason):
                 let what = reason == .timeout ? "timed out" : "interrupted"
-                console.error("\(what); the chunk was rolled back: nothing it changed was kept")
+                if let note = error.note {
+                    // What the call leaves running, not a rollback that kept nothing.
+                    console.error("\(what): \(note)")
+                } else {
+                    console.error("\(what); the chunk was rolled back: nothing it changed was kept")
+                }
             default:
                 console.error(error.message)
                 if let traceback = error.traceback, allTracebacks || Self.reachesOperatorCode(traceback) {

@@ -226,7 +226,9 @@ struct BatchMode {
         let rolledBack = dryRun ? "the dry run's transaction was rolled back" : "any open transaction was rolled back"
         switch status {
         case .timeout: console.error("timed out; \(rolledBack)")
-        case .interrupted: console.error("interrupted; \(rolledBack)")
+        case .interrupted:
+            if let note = (error as? LuaError)?.note { console.error("interrupted: \(note)") }
+            console.error("interrupted; \(rolledBack)")
         case .terminated, .hangup: console.error("terminated; \(rolledBack)")
         default:
             if let error = error as? LuaError {
