@@ -92,7 +92,8 @@ import Testing
     @Test func dotCommandsAndTheirArguments() throws {
         let completer = Completer(schema: { ["projects": ["bundleIdentifier"], "schemes": ["projectId"]] })
         #expect(completer.dotCommandCandidates(word: ".s", before: ".s") == [".schema"])
-        #expect(completer.dotCommandCandidates(word: ".o", before: ".o") == [".output"])
+        #expect(completer.dotCommandCandidates(word: ".ou", before: ".ou") == [".output"])
+        #expect(completer.dotCommandCandidates(word: ".o", before: ".o") == [".output", ".once"])
         #expect(completer.dotCommandCandidates(word: ".t", before: "  .t") == [".tables", ".timer", ".traceback"])
         // psql's names are in the same registry.
         #expect(completer.dotCommandCandidates(word: "\\ti", before: "\\ti") == ["\\timing"])
