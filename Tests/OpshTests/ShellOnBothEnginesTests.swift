@@ -236,6 +236,33 @@ import Testing
         #expect(terminal.waitForExit() == 0)
     }
 
+    /// `.timer` counts the chunk's own time, not the time the operator
+    /// took at the confirmation question: the chunk sits at the question
+    /// for 1.5 s and its Run Time stays under a second.
+    @Test(arguments: Engine.allCases) func theTimerLeavesOutTheTimeAtTheQuestion(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try shell(sandbox, database)
+        terminal.send(".timer on\r")
+        terminal.expect("> ")
+        terminal.send(".confirm 1\r")
+        terminal.expect("> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('a', 1), ('b', 2)\")\r")
+        terminal.expect("commit? [y/N] ")
+        let asked = Date()
+        // The operator thinks for a while: time passes at the question.
+        _ = waitUntil(10) { Date().timeIntervalSince(asked) >= 1.5 }
+        terminal.send("y\r")
+        terminal.expect("Run Time: ")
+        terminal.expect(" s")
+        terminal.expect("> ")
+        let shown = terminal.transcript.components(separatedBy: "Run Time: ").last?.split(separator: " ").first.flatMap { Double($0) }
+        #expect(shown != nil && shown! < 1.0, "\(terminal.transcript)")
+        #expect(try database.count("telemetry") == 2)
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// A mass DELETE at the prompt asks before committing, on both engines,
     /// with the transaction open; no rolls it back, yes commits.
     @Test(arguments: Engine.allCases) func aLargeDeleteAsksBeforeCommitting(_ engine: Engine) throws {

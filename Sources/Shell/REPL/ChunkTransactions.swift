@@ -15,6 +15,8 @@ public final class ChunkTransactions {
     var confirmThreshold: Int? = 1000
     /// How long the question waits for an answer before rolling back.
     var answerTimeout: Double = 10
+    /// Time spent waiting at the question, which `.timer` leaves out.
+    var secondsAtQuestions = 0.0
     /// Committed chunks that changed rows, oldest first.
     private(set) var history: [CommittedChunk] = []
     /// Changesets kept in all; past ``memoryBudget`` the oldest are dropped.
@@ -143,6 +145,8 @@ public final class ChunkTransactions {
             ?? bigDelete.map { "it deletes \($0.value.deleted) rows from \($0.key): type the table's name to commit, anything else rolls back: " }
             ?? "commit? [y/N] "
         Terminal.write(question, to: 1)
+        let asked = DispatchTime.now().uptimeNanoseconds
+        defer { secondsAtQuestions += Double(DispatchTime.now().uptimeNanoseconds - asked) / 1e9 }
         switch readAnswer() {
         case let .line(answer):
             declined = .no

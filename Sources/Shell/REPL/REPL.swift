@@ -305,10 +305,12 @@ public final class REPL {
 
     func timed(_ body: () -> Void) {
         let start = DispatchTime.now().uptimeNanoseconds
+        chunks.secondsAtQuestions = 0
         body()
         if timer {
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            print(String(format: "Run Time: %.3f s", seconds))
+            // The chunk's own time: not the operator's at the question.
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 - chunks.secondsAtQuestions
+            print(String(format: "Run Time: %.3f s", max(0, seconds)))
         }
         fflush(nil)
     }
