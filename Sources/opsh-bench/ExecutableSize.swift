@@ -2,7 +2,7 @@ import Foundation
 
 /// What the shipped executable is made of: the linker's map of the static
 /// release build (`scripts/build-release` links with `-Map=.build/opsh.map`
-/// and `--strip-all`), its loaded sections' bytes summed by the library or
+/// and ships `.build/opsh`, stripped), its loaded sections' bytes summed by the library or
 /// target each input came from.
 enum ExecutableSize {
     /// The parts an operator would ask about, by the input file's path.
@@ -66,7 +66,7 @@ enum ExecutableSize {
         }
         let total = sizes.values.reduce(0, +)
         var lines = [
-            "The executable as shipped (`scripts/build-release`: static, stripped): **\(megabytes(fileSize))**.",
+            "The executable as shipped (`.build/opsh`, made by `scripts/build-release`: static, stripped): **\(megabytes(fileSize))**.",
             "What its loaded sections are made of, from the linker's map (\(megabytes(total)) in all; the rest of the file is headers and alignment):",
             "",
             "| part | size | share |",

@@ -67,9 +67,10 @@ enum StartupBenchmarks {
             lines.append("Target (issue 27): opsh ≤ 1.5× sqlite3 — \(verdict) (\(String(format: "%.2f×", opshTime / sqlite))).")
         }
         lines.append("")
-        // scripts/build-release leaves the linker's map in .build/opsh.map.
+        // scripts/build-release leaves the shipped, stripped executable in
+        // .build/opsh and the linker's map in .build/opsh.map.
         let build = URL(fileURLWithPath: executable).deletingLastPathComponent().deletingLastPathComponent()
-        lines += ExecutableSize.table(executable: opsh, map: build.appendingPathComponent("opsh.map").path)
+        lines += ExecutableSize.table(executable: build.appendingPathComponent("opsh").path, map: build.appendingPathComponent("opsh.map").path)
         return lines.joined(separator: "\n")
     }
 
