@@ -27,9 +27,10 @@ enum ExecutableSize {
     }
 
     /// Markdown lines: the stripped file's size, then the parts.
-    static func table(executable: String, map: String) -> [String] {
+    static func table(executable: String, unstripped: String, map: String) -> [String] {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: executable),
               let fileSize = attributes[.size] as? Int else { return ["The executable \(executable) was not found."] }
+        let withSymbols = (try? FileManager.default.attributesOfItem(atPath: unstripped))?[.size] as? Int
         guard let text = try? String(contentsOfFile: map, encoding: .utf8) else {
             return ["The linker's map \(map) was not found: build opsh with `./scripts/build-release opsh`."]
         }
@@ -66,7 +67,8 @@ enum ExecutableSize {
         }
         let total = sizes.values.reduce(0, +)
         var lines = [
-            "The executable as shipped (`.build/opsh`, made by `scripts/build-release`: static, stripped): **\(megabytes(fileSize))**.",
+            "The executable as shipped (`.build/opsh`, made by `scripts/build-release`: static, stripped): **\(megabytes(fileSize))**"
+                + (withSymbols.map { "; the build's own, with its symbol table (`.build/release/opsh`, for perf and crash addresses): \(megabytes($0))" } ?? "") + ".",
             "What its loaded sections are made of, from the linker's map (\(megabytes(total)) in all; the rest of the file is headers and alignment):",
             "",
             "| part | size | share |",

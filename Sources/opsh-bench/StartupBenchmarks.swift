@@ -70,7 +70,8 @@ enum StartupBenchmarks {
         // scripts/build-release leaves the shipped, stripped executable in
         // .build/opsh and the linker's map in .build/opsh.map.
         let build = URL(fileURLWithPath: executable).deletingLastPathComponent().deletingLastPathComponent()
-        lines += ExecutableSize.table(executable: build.appendingPathComponent("opsh").path, map: build.appendingPathComponent("opsh.map").path)
+        lines += ExecutableSize.table(executable: build.appendingPathComponent("opsh").path, unstripped: opsh,
+                                      map: build.appendingPathComponent("opsh.map").path)
         return lines.joined(separator: "\n")
     }
 
