@@ -361,7 +361,8 @@ public final class LuaRuntime {
             }
             var error = LuaError(kind: .interrupted(interruptReason), message: interruptMessage(interruptReason))
             error.note = interruptNote
-            interruptNote = nil
+            // A nested call's error is raised again outward: the note goes with the outermost.
+            if isOutermost { interruptNote = nil }
             return error
         }
         // The shim raises the limit's error as a plain error when what a host

@@ -268,14 +268,22 @@ final class JobsModule {
     /// Prints the log on the calling thread until the build ends; returns
     /// its final row.
     private func followHere(_ follower: BuildFollower, number: Int, _ call: LuaCall) throws -> Int32 {
-        let manager = try self.manager
+        // An interrupt while following (here, or in the printer's Lua) stops
+        // only the printing: the build is the job manager's and goes on.
         let id = VisibleText.of(follower.buildId)
-        func checkInterrupt() throws {
-            guard engine.runtime.interruptRequested != nil else { return }
-            // The build is the job manager's: stopping to follow it stops only the printing.
-            engine.runtime.interruptNote = "stopped following; build #\(number) still runs (jobs.cancel(\"\(id)\") stops it)"
-            try self.checkInterrupt()
+        engine.runtime.interruptNote = "stopped following; build #\(number) still runs (jobs.cancel(\"\(id)\") stops it)"
+        do {
+            let results = try printUntilTheEnd(follower, call)
+            engine.runtime.interruptNote = nil
+            return results
+        } catch {
+            if engine.runtime.interruptRequested == nil { engine.runtime.interruptNote = nil }
+            throw error
         }
+    }
+
+    private func printUntilTheEnd(_ follower: BuildFollower, _ call: LuaCall) throws -> Int32 {
+        let manager = try self.manager
         while true {
             try checkInterrupt()
             let page = try follower.nextPage { after, limit in
