@@ -39,6 +39,11 @@ import Testing
         terminal.send("\\dt\r")
         terminal.expect("telemetry")
         terminal.expect("> ")
+        // \d alone lists the tables, as psql lists relations (not every CREATE statement).
+        terminal.send("\\d\r")
+        terminal.expect("telemetry")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.contains("CREATE TABLE") && !terminal.transcript.contains("Table \"public."), "\(terminal.transcript)")
         terminal.send("\\d builds\r")
         terminal.expect(engine == .sqlite ? "CREATE TABLE builds" : "Table \"public.builds\"")
         terminal.expect("> ")

@@ -60,11 +60,25 @@ struct DotCommand: Sendable {
             }
             return true
         },
-        DotCommand(".schema", aliases: ["\\d"], usage: "[TABLE]", argument: .table,
+        DotCommand(".schema", usage: "[TABLE]", argument: .table,
                    help: "the schema (of one table): SQLite's CREATE statements, PostgreSQL's \\d") { repl, table in
             repl.catalogTask {
                 let texts = try repl.catalog.schemaText(of: table)
                 if let table, texts.isEmpty { repl.console.error("no table or view named \(table); .tables lists them") }
+                for text in texts { print(text) }
+            }
+            return true
+        },
+        // psql's \d: without a table, the tables (as psql lists relations); with one, its schema.
+        DotCommand("\\d", usage: "[TABLE]", argument: .table, help: "psql's \\d: the tables, or one table's schema") { repl, table in
+            repl.catalogTask {
+                guard let table else {
+                    let names = try repl.catalog.tables()
+                    if !names.isEmpty { print(repl.columnsLayout(names)) }
+                    return
+                }
+                let texts = try repl.catalog.schemaText(of: table)
+                if texts.isEmpty { repl.console.error("no table or view named \(table); \\d lists them") }
                 for text in texts { print(text) }
             }
             return true
