@@ -45,9 +45,9 @@ enum ImportExportBenchmarks {
             }
             let query = "SELECT * FROM telemetry ORDER BY id"
             if csvFlag {
-                opshExport.append(try timeToFile([opsh, "--db", exported, "--csv", "-e", "return db.query('\(query)')"], directory + "/opsh.csv"))
+                opshExport.append(try StartupBenchmarks.time([opsh, "--db", exported, "--csv", "-e", "return db.query('\(query)')"], stdout: directory + "/opsh.csv"))
             }
-            sqliteExport.append(try timeToFile([sqlite3, "-csv", "-header", exported, query], directory + "/sqlite3.csv"))
+            sqliteExport.append(try StartupBenchmarks.time([sqlite3, "-csv", "-header", exported, query], stdout: directory + "/sqlite3.csv"))
         }
         let opshIn = Distribution(opshImport).median, sqliteIn = Distribution(sqliteImport).median
         lines += [
@@ -79,23 +79,5 @@ enum ImportExportBenchmarks {
         guard result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == expected else {
             throw NSError(domain: "opsh-bench", code: 1, userInfo: [NSLocalizedDescriptionKey: "import into \(database): \(result.stdout) \(result.stderr), expected \(expected)"])
         }
-    }
-
-    /// Seconds to run `command` with its stdout into `file`.
-    static func timeToFile(_ command: [String], _ file: String) throws -> Double {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, file, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = command.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let start = now()
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
-        guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO) }
-        var exitStatus: Int32 = 0
-        waitpid(pid, &exitStatus, 0)
-        return now() - start
     }
 }

@@ -75,13 +75,14 @@ enum StartupBenchmarks {
         return lines.joined(separator: "\n")
     }
 
-    /// Seconds from spawn to exit, output discarded.
-    static func time(_ command: [String]) throws -> Double {
+    /// Seconds from spawn to exit, output discarded (or stdout written to
+    /// `stdout`, a file made anew); a failing command throws.
+    static func time(_ command: [String], stdout: String = "/dev/null") throws -> Double {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = command.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

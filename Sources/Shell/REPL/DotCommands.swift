@@ -54,33 +54,17 @@ struct DotCommand: Sendable {
             return true
         },
         DotCommand(".tables", aliases: ["\\dt"], help: "the tables and views") { repl, _ in
-            repl.catalogTask {
-                let names = try repl.catalog.tables()
-                if !names.isEmpty { print(repl.columnsLayout(names)) }
-            }
+            repl.showTables()
             return true
         },
         DotCommand(".schema", usage: "[TABLE]", argument: .table,
                    help: "the schema (of one table): SQLite's CREATE statements, PostgreSQL's \\d") { repl, table in
-            repl.catalogTask {
-                let texts = try repl.catalog.schemaText(of: table)
-                if let table, texts.isEmpty { repl.console.error("no table or view named \(table); .tables lists them") }
-                for text in texts { print(text) }
-            }
+            repl.showSchema(of: table, listedBy: ".tables")
             return true
         },
         // psql's \d: without a table, the tables (as psql lists relations); with one, its schema.
         DotCommand("\\d", usage: "[TABLE]", argument: .table, help: "psql's \\d: the tables, or one table's schema") { repl, table in
-            repl.catalogTask {
-                guard let table else {
-                    let names = try repl.catalog.tables()
-                    if !names.isEmpty { print(repl.columnsLayout(names)) }
-                    return
-                }
-                let texts = try repl.catalog.schemaText(of: table)
-                if texts.isEmpty { repl.console.error("no table or view named \(table); \\d lists them") }
-                for text in texts { print(text) }
-            }
+            if let table { repl.showSchema(of: table, listedBy: "\\d") } else { repl.showTables() }
             return true
         },
         DotCommand(".timer", aliases: ["\\timing"], usage: "[on|off]", argument: .onOff,
@@ -266,6 +250,24 @@ extension REPL {
         }
         lines.append("Ctrl-C clears the line or stops the running chunk.")
         return lines.joined(separator: "\n")
+    }
+
+    /// `.tables`, `\d`: the tables and views, in columns.
+    func showTables() {
+        catalogTask {
+            let names = try catalog.tables()
+            if !names.isEmpty { print(columnsLayout(names)) }
+        }
+    }
+
+    /// `.schema [TABLE]`, `\d TABLE`: the schema text; a table that is not
+    /// there is named, with the command that lists the tables.
+    func showSchema(of table: String?, listedBy command: String) {
+        catalogTask {
+            let texts = try catalog.schemaText(of: table)
+            if let table, texts.isEmpty { console.error("no table or view named \(table); \(command) lists them") }
+            for text in texts { print(text) }
+        }
     }
 
     /// Runs a catalog read, reporting its failure.
