@@ -192,6 +192,34 @@ import Testing
         terminal.expect("(1 row)")
     }
 
+    /// A window resized while the prompt waits: readline learns the new
+    /// width at once (SIGWINCH), so a line longer than the window wraps at
+    /// its new edge and Ctrl-A goes to the line's real start. Before,
+    /// readline kept the old width and put the typed `XYZ` mid-line. Drawn
+    /// by tmux, as the operator's terminal draws it.
+    @Test(arguments: Engine.allCases) func theLineBeingTypedFollowsAResize(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let screen = try TmuxScreen(arguments: ["--db", database.db], environment: sandbox.environment.merging(["TERM": "xterm"]) { $1 },
+                                    rows: 20, columns: 100)
+        #expect(screen.waitForLine { $0.hasSuffix("> ") || $0.hasSuffix(">") }, "no prompt: \((try? screen.screen()) ?? [])")
+        try screen.resize(rows: 20, columns: 40)
+        let long = "print('" + String(repeating: "a", count: 60) + String(repeating: "b", count: 26) + "')"
+        try screen.send(long, literal: true)
+        #expect(screen.waitForLine { $0.hasSuffix("bb')") }, "\((try? screen.screen()) ?? [])")
+        try screen.send("C-a")
+        try screen.send("XYZ", literal: true)
+        // The typed text lands at the start of the line, after the prompt.
+        let landed = screen.waitForLine { $0.contains("> XYZprint('") }
+        #expect(landed, "XYZ did not land at the line's start:\n\(((try? screen.screen()) ?? []).joined(separator: "\n"))")
+        // And the line runs as typed there.
+        try screen.send("C-k")
+        try screen.send("C-u")
+        try screen.send("return 6 * 7", literal: true)
+        try screen.send("Enter")
+        #expect(screen.waitForLine { $0 == "42" }, "\((try? screen.screen()) ?? [])")
+    }
+
     /// `opsh runs` at an 80-column terminal cuts the script's path (and
     /// the changes) with `…` so the status stays on screen; into a pipe
     /// every path is whole (the control).

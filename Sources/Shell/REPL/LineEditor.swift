@@ -24,7 +24,8 @@ final class LineEditor {
         rl_readline_name = UnsafePointer(strdup("opsh"))
         // opsh handles signals itself (SignalWatcher).
         rl_catch_signals = 0
-        rl_catch_sigwinch = 1
+        // A resize too (``WindowResizes``, then ``resize()``).
+        rl_catch_sigwinch = 0
         let breaks = UnsafePointer(strdup(" \t\n\"'`@$><=;|&{(,[+-*/%^~#)}]"))
         rl_basic_word_break_characters = breaks
         rl_completer_word_break_characters = breaks
@@ -48,6 +49,16 @@ final class LineEditor {
     /// Reads the characters waiting on stdin.
     func readInput() {
         rl_callback_read_char()
+    }
+
+    /// The window was resized: readline reads the new size and draws the
+    /// line being typed again for it.
+    func resize() {
+        if isShowing {
+            rl_resize_terminal()
+        } else {
+            rl_reset_screen_size()
+        }
     }
 
     /// Ctrl-C at the prompt: drop the line being typed.

@@ -140,12 +140,14 @@ public final class REPL {
         deliverEvents()
 
         var status: Int32 = 0
+        let resizes = WindowResizes()
         editor.show(prompt: configuration.prompt)
         loop: while true {
             var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
                                pollfd(fd: session.events.wakeDescriptor, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0)]
-            if poll(&descriptors, 3, -1) < 0 {
+                               pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: resizes.descriptor, events: Int16(POLLIN), revents: 0)]
+            if poll(&descriptors, 4, -1) < 0 {
                 if errno == EINTR { continue }
                 break
             }
@@ -161,6 +163,9 @@ public final class REPL {
                     status = 128 + signal
                     break loop
                 }
+            }
+            if descriptors[3].revents != 0, resizes.drain() {
+                editor.resize()
             }
             if descriptors[1].revents != 0 {
                 editor.printAbove { deliverEvents() }
