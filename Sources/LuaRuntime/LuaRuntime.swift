@@ -299,6 +299,21 @@ public final class LuaRuntime {
         }
     }
 
+    /// Runs a chunk compiled before and kept (the shell keeps what a typed
+    /// chunk compiled to, as `lua.c` does), handing its results on the
+    /// stack to `body`; `environment` as in
+    /// ``execute(_:chunkName:arguments:environment:results:)``.
+    public func run<T>(compiled function: LuaReference, arguments: [LuaValue] = [], environment: LuaReference? = nil,
+                       results body: (LuaStack, _ first: Int32, _ count: Int32) throws -> T) throws -> T {
+        drainReleasedReferences()
+        _ = opsh_getref(state, function.slot)
+        if let environment {
+            _ = opsh_getref(state, environment.slot)
+            _ = lua_setupvalue(state, -2, 1)
+        }
+        return try callTop(arguments: arguments, results: body)
+    }
+
     /// Calls a kept function from Swift (an event loop delivering a watch
     /// callback, say). Errors come back with `chunk:line` and a traceback.
     @discardableResult

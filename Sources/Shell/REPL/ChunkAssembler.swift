@@ -4,11 +4,22 @@ import LuaRuntime
 /// Decides what the lines typed so far are, as `lua.c` does: an
 /// expression (`1+1` runs as `return 1+1`; `=x` too), a statement, a
 /// chunk that needs more lines, or a syntax error; and, as sqlite3 and
-/// psql read it, SQL.
+/// psql read it, SQL. As `lua.c` does, the function a chunk compiled to is
+/// kept and run: a chunk is not compiled again to run it.
 struct ChunkAssembler {
+    /// A chunk ready to run: its text and the function it compiled to.
+    struct Compiled {
+        let code: String
+        let function: LuaReference
+        /// The top-level locals the code declares for the prompt (its
+        /// `local`s made assignments, ``TopLevelLocals``); nil when it runs
+        /// as typed.
+        let locals: TopLevelLocals?
+    }
+
     enum Verdict {
-        /// Run this code.
-        case run(String)
+        /// Run this function.
+        case run(Compiled)
         /// Run these SQL statements (``SQLStatementSplitter``).
         case sql([String])
         /// Read another line (continuation prompt).
@@ -29,6 +40,8 @@ struct ChunkAssembler {
     /// Whether a name is a local kept at the prompt (``PromptLocals``):
     /// Lua, as a global is.
     var isPromptLocal: (String) -> Bool = { _ in false }
+    /// Whether top-level locals become the prompt's (``PromptLocals``).
+    var keepsLocals = false
 
     func assess(_ text: String) -> Verdict {
         if let keyword = Self.leadingWord(of: text), Self.sqlKeywords.contains(keyword.uppercased()) {
@@ -55,18 +68,31 @@ struct ChunkAssembler {
         if text.hasPrefix("=") { text = "return " + text.dropFirst() }
         let asExpression = "return " + text + ";"
         if case .compiled = runtime.compile(asExpression, chunkName: chunkName) {
-            runtime.stack.pop()
-            return .run(asExpression)
+            return .run(Compiled(code: asExpression, function: keepFunction(), locals: nil))
+        }
+        // With its top-level locals made the prompt's; what that rewrite
+        // makes must compile, else the chunk runs as typed.
+        if keepsLocals {
+            let locals = TopLevelLocals(text)
+            if !locals.declared.isEmpty || !locals.keptLocal.isEmpty,
+               case .compiled = runtime.compile(locals.code, chunkName: chunkName) {
+                return .run(Compiled(code: locals.code, function: keepFunction(), locals: locals))
+            }
         }
         switch runtime.compile(text, chunkName: chunkName) {
         case .compiled:
-            runtime.stack.pop()
-            return .run(text)
+            return .run(Compiled(code: text, function: keepFunction(), locals: nil))
         case .incomplete:
             return .incomplete
         case let .failed(error):
             return .failed(error)
         }
+    }
+
+    /// The compiled function on top of the stack, popped and kept.
+    private func keepFunction() -> LuaReference {
+        defer { runtime.stack.pop() }
+        return runtime.stack.reference(at: -1)
     }
 
     /// The first word of `text` (letters, digits and `_`), or nil.

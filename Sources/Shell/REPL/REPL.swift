@@ -221,7 +221,10 @@ public final class REPL {
             pending += "\n" + line
         }
         var assembler = ChunkAssembler(runtime: session.runtime, chunkName: "=stdin")
-        if let promptLocals { assembler.isPromptLocal = { promptLocals.holds($0) } }
+        if let promptLocals {
+            assembler.isPromptLocal = { promptLocals.holds($0) }
+            assembler.keepsLocals = true
+        }
         let verdict = assembler.assess(pending)
         if case .incomplete = verdict { return true }
         lastChunk = pending
@@ -232,14 +235,14 @@ public final class REPL {
             history.add(pending)
             pending = ""
             report(error)
-        case let .run(code):
+        case let .run(compiled):
             history.add(pending)
             let typed = pending
             pending = ""
-            let code = withPromptLocals(code)
+            declarePromptLocals(compiled.locals)
             runTyped(typed) {
                 try runChunk(code: typed) {
-                    exitStatus = try runner.run(code, chunkName: "=stdin", environment: promptLocals?.environment)
+                    exitStatus = try runner.run(compiled.function, environment: promptLocals?.environment)
                 }
             }
         case let .sql(statements):
@@ -283,23 +286,16 @@ public final class REPL {
         configuration.afterChunk?(typed, startedAt, failed)
     }
 
-    /// `code` with its top-level locals made the prompt's (``TopLevelLocals``),
-    /// declared, and a note for each that hides a global or stays the
-    /// chunk's own.
-    private func withPromptLocals(_ code: String) -> String {
-        guard let promptLocals else { return code }
-        let locals = TopLevelLocals(code)
+    /// Declares a chunk's top-level locals at the prompt (``PromptLocals``),
+    /// with a note for each that hides a global or stays the chunk's own.
+    private func declarePromptLocals(_ locals: TopLevelLocals?) {
+        guard let promptLocals, let locals else { return }
         if !locals.keptLocal.isEmpty {
             console.note("\(locals.keptLocal.joined(separator: ", ")): a local with <const> or <close> stays local to its chunk")
         }
-        guard !locals.declared.isEmpty else { return code }
-        // What the rewrite made must compile; else the chunk runs as typed.
-        guard case .compiled = session.runtime.compile(locals.code, chunkName: "=stdin") else { return code }
-        session.runtime.stack.pop()
         for name in promptLocals.declare(locals.declared) {
             console.note("the local \(name) hides the global \(name) at this prompt (_G.\(name) reaches the global)")
         }
-        return locals.code
     }
 
     /// Runs a chunk as one transaction (``ChunkTransactions``).

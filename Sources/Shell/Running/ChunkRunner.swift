@@ -40,6 +40,23 @@ public struct ChunkRunner {
         }
     }
 
+    /// Runs a chunk the shell compiled and kept (``ChunkAssembler``), as
+    /// ``run(_:chunkName:arguments:printResults:environment:)`` runs code.
+    public func run(_ function: LuaReference, environment: LuaReference? = nil) throws -> Int32? {
+        do {
+            let printer = self.printer
+            let text = try runtime.run(compiled: function, environment: environment) { stack, first, count in
+                try printer.render(stack.state, first: first, count: count)
+            }
+            try show(text)
+            return nil
+        } catch let error as LuaError {
+            guard let status = error.exitStatus else { throw error }
+            fflush(nil)
+            return status
+        }
+    }
+
     /// Runs `code` as ``run(_:chunkName:arguments:printResults:)`` does
     /// and says whether it returned anything to show (SQL at the prompt
     /// says "no rows changed" otherwise).
@@ -54,6 +71,13 @@ public struct ChunkRunner {
         let text = try runtime.execute(code, chunkName: chunkName, arguments: arguments, environment: environment) { stack, first, count in
             printResults ? try printer.render(stack.state, first: first, count: count) : nil
         }
+        try show(text)
+        return text != nil
+    }
+
+    /// Writes what a chunk returned, rendered: to the results file
+    /// (`.output`), the pager, or the terminal.
+    private func show(_ text: String?) throws {
         if let text {
             if let resultsFile {
                 fflush(nil)
@@ -65,7 +89,6 @@ public struct ChunkRunner {
             }
         }
         fflush(nil)
-        return text != nil
     }
 
     /// Writes `text` to stdout in blocks, stopping at Ctrl-C: a terminal
