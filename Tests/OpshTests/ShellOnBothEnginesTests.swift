@@ -202,6 +202,58 @@ import Testing
         #expect(terminal.waitForExit() == 0)
     }
 
+    /// `.output FILE` appears whole: while results are written the name
+    /// holds nothing a reader could take for the file; at `.output` it
+    /// appears with everything. An earlier output of the session, as opsh
+    /// left it, may be written again (the control); a file someone else
+    /// put at the name meanwhile is not overwritten, and the results are
+    /// kept where they were written, which the error names.
+    @Test(arguments: Engine.allCases) func outputFilesAppearWhole(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let file = sandbox.root + "/results.csv"
+        let terminal = try shell(sandbox, database)
+        terminal.send(".mode csv\r")
+        terminal.expect("> ")
+        terminal.send(".output \(file)\r")
+        terminal.expect("returned values go to \(file)")
+        terminal.send("return db.query('SELECT 6172 AS first')\r")
+        terminal.expect("> ")
+        #expect(!FileManager.default.fileExists(atPath: file), "a reader saw the file before it was whole")
+        terminal.send("return db.query('SELECT 6173 AS second')\r")
+        terminal.expect("> ")
+        terminal.send(".output\r")
+        terminal.expect("> ")
+        #expect(waitUntil(10) { (try? String(contentsOfFile: file, encoding: .utf8)) == "first\n6172\nsecond\n6173\n" },
+                "\((try? String(contentsOfFile: file, encoding: .utf8)) ?? "no file")")
+        // The control: the session's own file, unchanged, is written again.
+        terminal.send(".output \(file)\r")
+        terminal.expect("returned values go to \(file)")
+        terminal.send("return db.query('SELECT 6174 AS third')\r")
+        terminal.expect("> ")
+        terminal.send(".output\r")
+        terminal.expect("> ")
+        #expect(waitUntil(10) { (try? String(contentsOfFile: file, encoding: .utf8)) == "third\n6174\n" },
+                "\((try? String(contentsOfFile: file, encoding: .utf8)) ?? "no file")")
+        // Someone else's file appears at the name while opsh writes.
+        let other = sandbox.root + "/other.csv"
+        terminal.send(".output \(other)\r")
+        terminal.expect("returned values go to \(other)")
+        terminal.send("return db.query('SELECT 6175 AS fourth')\r")
+        terminal.expect("> ")
+        try "the operator's own\n".write(toFile: other, atomically: false, encoding: .utf8)
+        terminal.send(".output\r")
+        terminal.expect("opsh does not overwrite a file it did not make")
+        terminal.expect("what was written is kept in ")
+        terminal.expect("> ")
+        #expect((try? String(contentsOfFile: other, encoding: .utf8)) == "the operator's own\n")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: sandbox.root).filter { $0.hasPrefix(".other.csv.opsh-") }
+        #expect(kept.count == 1, "\(kept)")
+        #expect(kept.first.flatMap { try? String(contentsOfFile: sandbox.root + "/" + $0, encoding: .utf8) } == "fourth\n6175\n")
+        terminal.send(".q\r")
+        #expect(terminal.waitForExit() == 0)
+    }
+
     /// `.undo` lists what undo() can take back, newest first, with the n
     /// for each; an undone chunk says by which. On PostgreSQL it says why
     /// there is no undo.

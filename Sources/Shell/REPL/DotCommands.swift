@@ -307,29 +307,51 @@ extension REPL {
     /// results go to the file now.
     @discardableResult
     func redirectResults(to argument: String?, once: Bool = false) -> Bool {
+        publishResults()
         guard let argument, argument != "stdout" else {
-            runner.resultsFile = nil
             runner.printer.widthFollowsTerminal = true
             runner.printer.maximumRows = rowLimit
             return false
         }
         let path = (argument as NSString).expandingTildeInPath
-        // A file made anew, never one opsh did not make (an earlier .output
-        // of this session may be written again).
-        let mine = outputFiles.contains(path)
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (mine ? O_TRUNC : O_EXCL), 0o644)
-        guard descriptor >= 0 else {
-            let reason = errno == EEXIST ? "it exists, and opsh does not overwrite a file it did not make; choose another name"
-                : String(cString: strerror(errno))
-            console.error("cannot write \(path): \(reason)")
+        // A file made anew, never one opsh did not make: an earlier
+        // .output of this session may be written again while it is as
+        // opsh left it (its device, inode, size and time).
+        if access(path, F_OK) == 0, !writtenByThisSession(path) {
+            console.error("cannot write \(path): it exists, and opsh does not overwrite a file it did not make; choose another name")
             return false
         }
-        outputFiles.insert(path)
-        runner.resultsFile = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        do {
+            runner.resultsFile = try AtomicFile.Writer(path: path)
+        } catch {
+            console.error("\(error)")
+            return false
+        }
         runner.printer.totalWidth = nil
         runner.printer.maximumRows = nil
         console.note(once ? "the next chunk's returned values go to \(path)" : "returned values go to \(path) until .output")
         return true
+    }
+
+    /// Puts the results file being written at its name, whole (files
+    /// appear atomically: a reader never sees half of one). If it cannot
+    /// go there (a file appeared at the name meanwhile), its bytes stay
+    /// where they were written, and the operator is told where.
+    func publishResults() {
+        guard let writer = runner.resultsFile else { return }
+        runner.resultsFile = nil
+        do {
+            try writer.publish(replacing: { [unowned self] in writtenByThisSession($0) })
+            outputFiles[writer.path] = WrittenFileRecord.current(writer.path)
+        } catch {
+            writer.keepUnpublished()
+            console.error("\(error); what was written is kept in \(writer.temporaryPath)")
+        }
+    }
+
+    private func writtenByThisSession(_ path: String) -> Bool {
+        guard let written = outputFiles[path] else { return false }
+        return WrittenFileRecord.current(path) == written
     }
 
     /// Names in columns across an 80-column terminal, as sqlite3 does.

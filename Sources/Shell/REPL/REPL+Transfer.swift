@@ -54,12 +54,9 @@ extension REPL {
     func dumpDatabase(_ argument: String?) {
         catalogTask {
             let table = argument?.trimmingCharacters(in: .whitespaces)
-            if let file = runner.resultsFile {
-                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { file.write(Data($0.utf8)) }
-            } else {
-                try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { text in
-                    print(text, terminator: "")
-                }
+            let file = runner.resultsFile
+            try session.databaseSession.dump(table: table?.isEmpty == false ? table : nil) { text in
+                if let file { try file.write(Data(text.utf8)) } else { print(text, terminator: "") }
             }
         }
     }

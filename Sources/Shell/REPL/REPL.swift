@@ -51,7 +51,7 @@ public final class REPL {
     /// Whether the shell said that the database file is gone.
     var warnedFileGone = false
     /// Files `.output` made in this session: the only ones it writes again.
-    var outputFiles: Set<String> = []
+    var outputFiles: [String: WrittenFileRecord] = [:]
     /// `.once FILE`: the results go back to the terminal after the next chunk.
     var outputOnce = false
     var catalog: any DatabaseCatalog { session.databaseSession.catalog }
@@ -190,6 +190,7 @@ public final class REPL {
         }
         editor.hide()
         fflush(nil)
+        publishResults()
         return status
     }
 

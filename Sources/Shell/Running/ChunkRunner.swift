@@ -1,5 +1,6 @@
 import Foundation
 import LuaRuntime
+import Store
 
 /// Runs a chunk of Lua and prints what it returns (the shell's `> 1+1`,
 /// `opsh -e`, `.read`, a script's return values).
@@ -8,7 +9,7 @@ public struct ChunkRunner {
     public var printer: ValuePrinter
     /// Where returned values go instead of stdout (the shell's `.output
     /// FILE`); what the chunk itself prints still goes to stdout.
-    public var resultsFile: FileHandle?
+    public var resultsFile: AtomicFile.Writer?
     /// Pages returned values taller than the screen once the chunk has
     /// ended (the shell's; nil: never, as in batch runs).
     public var pager: Pager?
@@ -81,7 +82,7 @@ public struct ChunkRunner {
         if let text {
             if let resultsFile {
                 fflush(nil)
-                try resultsFile.write(contentsOf: Data((text + "\n").utf8))
+                try resultsFile.write(Data((text + "\n").utf8))
             } else if let pager, pager.keeps(text) {
                 // Shown by the pager once the chunk has ended.
             } else {
