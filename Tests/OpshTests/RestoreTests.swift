@@ -57,6 +57,24 @@ import Testing
         #expect(again.stdout == "telemetry\t5\t0\t5\n", "\(again.stdout) \(again.stderr)")
     }
 
+    /// The sandbox has no files: restore{} is refused at its `from`, with
+    /// the reason, and nothing is written; the same restore without
+    /// --sandbox brings the rows back (the control).
+    @Test(arguments: Engine.allCases) func theSandboxRefusesARestoreAtItsFile(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let (db, backup) = try prepared(engine, sandbox)
+        _ = try db.sql("DELETE FROM telemetry WHERE id IN (2, 4)")
+        let code = "local r = restore{ from = '\(backup)', table = 'telemetry' } print(r.restored)"
+        let refused = try sandbox.opsh(["--sandbox", "-e", code], on: db)
+        #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("restore reads a backup file, and the sandbox has no files"), "\(refused.stderr)")
+        #expect(try db.count("telemetry") == 8)
+        let control = try sandbox.opsh(["-e", code], on: db)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "2\n", "\(control.stdout)")
+        #expect(try db.count("telemetry") == 10)
+    }
+
     /// A dry run says what it would restore and writes nothing; the same
     /// script without --dry-run writes (the control).
     @Test(arguments: Engine.allCases) func aDryRunRestoresNothing(_ engine: Engine) throws {

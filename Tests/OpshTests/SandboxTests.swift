@@ -138,4 +138,43 @@ import Testing
         #expect(open.waitForExit(timeout: 15) == 0)
         #expect(FileManager.default.fileExists(atPath: sandbox.root + "/out.txt"))
     }
+
+    /// `.once` and `.import` at a sandboxed prompt are refused with the
+    /// reason and touch no file or row; `.dump` (which only reads the
+    /// database, to the terminal) works there. Without --sandbox the same
+    /// lines write the file and import the rows (the control).
+    @Test(arguments: Engine.allCases) func theSandboxedShellImportsAndWritesNoFile(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let csv = sandbox.root + "/events.csv", once = sandbox.root + "/once.txt"
+        try "event,created_at\nimported,1795000000\n".write(toFile: csv, atomically: true, encoding: .utf8)
+        func session(_ extra: [String]) throws -> PseudoTerminal {
+            let terminal = try PseudoTerminal(arguments: ["--db", database.db] + extra, environment: sandbox.environment)
+            terminal.expect("> ")
+            return terminal
+        }
+        let closed = try session(["--sandbox"])
+        closed.send(".once \(once)\r")
+        closed.expect(".once FILE is refused in the sandbox")
+        closed.send(".import \(csv) telemetry\r")
+        closed.expect(".import is refused in the sandbox")
+        closed.send(".dump telemetry\r")
+        closed.expect(engine == .sqlite ? "CREATE TABLE" : "pg_dump")
+        closed.expect("> ")
+        closed.send("\u{4}")
+        #expect(closed.waitForExit(timeout: 15) == 0)
+        #expect(!FileManager.default.fileExists(atPath: once))
+        #expect(try database.count("telemetry") == 0)
+        let open = try session([])
+        open.send(".once \(once)\r")
+        open.expect("the next chunk's returned values go to")
+        open.send("return 'written' .. 'here'\r")
+        open.expect("> ")
+        open.send(".import \(csv) telemetry\r")
+        open.expect("> ")
+        open.send("\u{4}")
+        #expect(open.waitForExit(timeout: 15) == 0, "\(open.transcript)")
+        #expect((try? String(contentsOfFile: once, encoding: .utf8))?.contains("writtenhere") == true)
+        #expect(try database.count("telemetry") == 1)
+    }
 }
