@@ -53,6 +53,9 @@ import Testing
         ("build.x.logs.ids.verbose", 18, "'debug' or category{c}, e.g. categorybuild or category\"unit tests\", found 'verbose'"),
         ("build.x y", 8, "'.' between segments, found ' '"),
         ("scheme.a,b", 9, "a scheme id, not a ',' list"),
+        // Positions count characters, not bytes: é is 2 bytes, 🙂 4.
+        ("project.\"é🙂\".x", 14, "one of 'detail', 'schemes', 'buildVersionStrings', 'latestBuilds', found 'x' (quote an id that holds '.', e.g. project.\"com.example.app\")"),
+        ("build.é", 7, "a name, an id or a quoted \"text\", found 'é'"),
     ])
     func malformedKeysSayWhereAndWhat(text: String, position: Int, expected: String) {
         do {

@@ -18,7 +18,7 @@
 /// may follow which is ``QueryKeyGrammar``'s table.
 public struct QueryKeyParser {
     /// One atom: an optional bare word, an optional quoted text, and where
-    /// it starts.
+    /// it starts (a byte offset into the key's UTF-8).
     struct Atom {
         var word: String?
         var quoted: String?
@@ -35,12 +35,19 @@ public struct QueryKeyParser {
     typealias Segment = (atoms: [Atom], position: Int)
 
     let key: String
-    private let characters: [Character]
+    /// The key's UTF-8: the lexer reads bytes, not `Character`s (a key is
+    /// parsed on every lookup; grapheme breaking was most of its cost).
+    /// Every byte the grammar gives a meaning is ASCII, so no multi-byte
+    /// character is ever split; positions are turned into characters only
+    /// for an error's message.
+    private let bytes: [UInt8]
     private var index = 0
+
+    private static let dot = UInt8(ascii: "."), comma = UInt8(ascii: ","), quote = UInt8(ascii: "\"")
 
     init(_ key: String) {
         self.key = key
-        self.characters = Array(key)
+        self.bytes = Array(key.utf8)
     }
 
     /// Parses a key, or throws a ``QueryKeyError``.
@@ -53,19 +60,19 @@ public struct QueryKeyParser {
     // MARK: Lexing
 
     private mutating func segments() throws -> [Segment] {
-        if characters.isEmpty { throw error(at: 0, "a key such as projects.all.ids") }
+        if bytes.isEmpty { throw error(at: 0, "a key such as projects.all.ids") }
         var segments: [Segment] = []
         while true {
             let start = index
             var atoms = [try atom()]
-            while index < characters.count, characters[index] == "," {
+            while index < bytes.count, bytes[index] == Self.comma {
                 index += 1
                 atoms.append(try atom())
             }
             segments.append((atoms, start))
-            if index == characters.count { return segments }
-            guard characters[index] == "." else {
-                throw error(at: index, "'.' between segments, found '\(characters[index])'")
+            if index == bytes.count { return segments }
+            guard bytes[index] == Self.dot else {
+                throw error(at: index, "'.' between segments, found '\(character(at: index))'")
             }
             index += 1
         }
@@ -73,53 +80,62 @@ public struct QueryKeyParser {
 
     private mutating func atom() throws -> Atom {
         let start = index
-        var word = ""
-        while index < characters.count, Self.isWordCharacter(characters[index]) {
-            word.append(characters[index])
-            index += 1
-        }
+        while index < bytes.count, Self.isWordByte(bytes[index]) { index += 1 }
+        let word = index > start ? String(decoding: bytes[start..<index], as: UTF8.self) : nil
         var quoted: String?
-        if index < characters.count, characters[index] == "\"" {
+        if index < bytes.count, bytes[index] == Self.quote {
             quoted = try quotedText()
         }
-        if word.isEmpty && quoted == nil {
-            if index == characters.count {
-                throw error(at: index, "a name, an id or a quoted \"text\" after '\(characters.last.map(String.init) ?? "")'")
+        if word == nil && quoted == nil {
+            if index == bytes.count {
+                throw error(at: index, "a name, an id or a quoted \"text\" after '\(key.last.map(String.init) ?? "")'")
             }
-            throw error(at: index, "a name, an id or a quoted \"text\", found '\(characters[index])'")
+            throw error(at: index, "a name, an id or a quoted \"text\", found '\(character(at: index))'")
         }
-        return Atom(word: word.isEmpty ? nil : word, quoted: quoted, position: start)
+        return Atom(word: word, quoted: quoted, position: start)
     }
 
     private mutating func quotedText() throws -> String {
         let open = index
         index += 1
-        var text = ""
-        while index < characters.count {
-            let character = characters[index]
+        var text: [UInt8] = []
+        while index < bytes.count {
+            let byte = bytes[index]
             index += 1
-            if character == "\"" {
-                if index < characters.count, characters[index] == "\"" {
-                    text.append("\"")
+            if byte == Self.quote {
+                if index < bytes.count, bytes[index] == Self.quote {
+                    text.append(Self.quote)
                     index += 1
                 } else {
-                    return text
+                    return String(decoding: text, as: UTF8.self)
                 }
             } else {
-                text.append(character)
+                text.append(byte)
             }
         }
         throw error(at: open, "a closing '\"' for the quote opened here")
     }
 
-    static func isWordCharacter(_ character: Character) -> Bool {
-        guard character.isASCII, let ascii = character.asciiValue else { return false }
-        return (ascii >= 48 && ascii <= 57) || (ascii >= 65 && ascii <= 90) || (ascii >= 97 && ascii <= 122)
+    static func isWordByte(_ ascii: UInt8) -> Bool {
+        (ascii >= 48 && ascii <= 57) || (ascii >= 65 && ascii <= 90) || (ascii >= 97 && ascii <= 122)
             || ascii == 95 || ascii == 45
     }
 
-    func error(at index: Int, _ expected: String) -> QueryKeyError {
-        QueryKeyError(key: key, position: index + 1, expected: expected)
+    static func isWordCharacter(_ character: Character) -> Bool {
+        guard character.isASCII, let ascii = character.asciiValue else { return false }
+        return isWordByte(ascii)
+    }
+
+    /// The character that starts at byte `offset` (always a character's
+    /// start: the lexer stops only at ASCII bytes or a character's start).
+    private func character(at offset: Int) -> String {
+        String(decoding: bytes[offset...], as: UTF8.self).first.map(String.init) ?? ""
+    }
+
+    /// An error at byte `offset`, its position counted in characters from 1.
+    func error(at offset: Int, _ expected: String) -> QueryKeyError {
+        let characters = String(decoding: bytes[..<min(offset, bytes.count)], as: UTF8.self).count
+        return QueryKeyError(key: key, position: characters + 1, expected: expected)
     }
 
     // MARK: Interpreting the vocabulary
@@ -159,7 +175,7 @@ public struct QueryKeyParser {
             afterID = false
         }
         guard let form = node.form else {
-            throw error(at: characters.count, "'.' and \(node.expected) after the end of the key")
+            throw error(at: bytes.count, "'.' and \(node.expected) after the end of the key")
         }
         return form.make(arguments)
     }
