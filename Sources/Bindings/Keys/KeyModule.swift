@@ -20,8 +20,10 @@ import Store
 enum KeyModule {
     static let typeName = "opsh.key"
 
+    /// `query(key)`; the `key` builder is ``installBuilder(runtime:)``,
+    /// which the session installs on first use (building the grammar's
+    /// nodes costs more than a short script).
     static func install(in session: OpshSession) {
-        installBuilder(runtime: session.runtime)
         let plans = QueryPlanRunner(rows: session.rows, rowShapes: session.rowShapes)
         let dialect = session.database.dialect
         session.runtime.register("query") { call in

@@ -85,6 +85,7 @@ public final class OpshSession {
         DatabaseModule.install(in: self)
         OpshModule.install(in: self)
         KeyModule.install(in: self)
+        try install(modules: ["key"]) { KeyModule.installBuilder(runtime: $0.runtime) }
         try WatchModule.install(in: self)
         MigrationModule.install(in: self)
         GitModule.install(in: self)

@@ -69,7 +69,7 @@ public enum AuditSyslog {
 
     /// The socket syslog listens on.
     static var socketPath: String {
-        let named = ProcessInfo.processInfo.environment["OPSH_SYSLOG_SOCKET"] ?? ""
+        let named = EnvironmentVariables.process["OPSH_SYSLOG_SOCKET"] ?? ""
         return named.isEmpty ? "/dev/log" : named
     }
 

@@ -79,7 +79,7 @@ public enum AuditTrail {
 
     public static let currentUser: String = {
         if let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name { return String(cString: name) }
-        return ProcessInfo.processInfo.environment["USER"] ?? "uid \(geteuid())"
+        return EnvironmentVariables.process["USER"] ?? "uid \(geteuid())"
     }()
 
     public static let currentHost: String = {

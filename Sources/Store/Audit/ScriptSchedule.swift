@@ -9,7 +9,9 @@ public enum ScriptSchedule {
     /// `m`, `h`, `d`. Nil without one; throws for a malformed one.
     public static func period(in code: String) throws -> Double? {
         for (number, rawLine) in code.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            // Trimmed without Foundation's CharacterSet: this runs at every
+            // start-up, where bridging to NSString was a measurable part.
+            let line = trimmed(rawLine)
             if line.isEmpty || (number == 0 && line.hasPrefix("#!")) { continue }
             guard line.hasPrefix("--") else { return nil }
             let words = line.dropFirst(2).split(whereSeparator: { $0 == " " || $0 == "\t" })
@@ -23,6 +25,12 @@ public enum ScriptSchedule {
             return number * DurationText.units[unit]!
         }
         return nil
+    }
+
+    private static func trimmed(_ text: Substring) -> Substring {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) }) else { return "" }
+        return text[first...last]
     }
 
     /// How late a run may be before it counts as missed: 10 % of the

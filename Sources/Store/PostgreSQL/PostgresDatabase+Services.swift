@@ -178,7 +178,7 @@ struct PostgresSessionMaintenance: SessionMaintenance {
             if let address = host.address { connection["PGHOSTADDR"] = address }
             if let options = url.options { connection["PGOPTIONS"] = options }
             if let password = database.connection.loginPassword { connection["PGPASSWORD"] = password }
-            if ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"] == nil { connection["PGCONNECT_TIMEOUT"] = "10" }
+            if EnvironmentVariables.process["PGCONNECT_TIMEOUT"] == nil { connection["PGCONNECT_TIMEOUT"] = "10" }
             try runTool(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection)
         }
         return (result.path, nil)

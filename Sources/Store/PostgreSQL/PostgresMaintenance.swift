@@ -70,7 +70,7 @@ extension PostgresDatabase {
     /// Where `pg_dump` is: on the PATH, else the newest of Debian's
     /// `/usr/lib/postgresql/*/bin`.
     static func pgDump() -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let path = EnvironmentVariables.process["PATH"] ?? "/usr/bin:/bin"
         for folder in path.split(separator: ":") where access("\(folder)/pg_dump", X_OK) == 0 {
             return "\(folder)/pg_dump"
         }

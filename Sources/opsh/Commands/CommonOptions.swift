@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Shell
+import Store
 /// The options every mode takes (the shell, `run`, `-e`).
 struct CommonOptions {
     var db: String?
@@ -81,14 +82,14 @@ struct CommonOptions {
     /// The reason given: `--reason`, else a non-empty `OPSH_REASON`.
     var givenReason: String? {
         if let reason { return reason }
-        guard let text = ProcessInfo.processInfo.environment["OPSH_REASON"],
-              !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { return nil }
+        guard let text = EnvironmentVariables.process["OPSH_REASON"],
+              text.contains(where: { !$0.isWhitespace }) else { return nil }
         return text
     }
 
     /// `OPSH_REQUIRE_REASON=1` (also true/yes/on).
     static var environmentRequiresReason: Bool {
-        guard let value = ProcessInfo.processInfo.environment["OPSH_REQUIRE_REASON"] else { return false }
+        guard let value = EnvironmentVariables.process["OPSH_REQUIRE_REASON"] else { return false }
         return ["1", "true", "yes", "on"].contains(value.lowercased())
     }
 

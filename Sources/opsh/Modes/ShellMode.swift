@@ -49,7 +49,7 @@ struct ShellMode {
         configuration.mode = options.outputMode
         let label = PromptLabel(
             database: copy.map { ($0.source as NSString).lastPathComponent } ?? database.shortName,
-            environment: ProcessInfo.processInfo.environment["OPSH_ENV"],
+            environment: EnvironmentVariables.process["OPSH_ENV"],
             modes: [options.readOnly ? "read-only" : nil, options.dryRun ? "dry-run" : nil,
                     options.sandbox ? "sandbox" : nil].compactMap { $0 },
             colour: Terminal.wantsColour(descriptor: 1))
