@@ -26,6 +26,8 @@ enum KeywordValueString {
     /// Whether `text` starts (after blanks) with a keyword libpq knows,
     /// followed by `=`.
     static func startsWithKnownKeyword(_ text: String) -> Bool {
+        // Most --db values are file paths: no `=`, no keyword set built.
+        guard text.utf8.contains(UInt8(ascii: "=")) else { return false }
         let trimmed = text.drop { $0.isWhitespace }
         let keyword = trimmed.prefix { $0 != "=" && !$0.isWhitespace }
         guard libpqKeywords.contains(String(keyword)) else { return false }
