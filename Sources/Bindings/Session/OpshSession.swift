@@ -92,7 +92,7 @@ public final class OpshSession {
         TelemetryCleanupModule.install(in: self)
         AnalyticsModule.install(in: self)
         JSONModule.install(in: self)
-        ConfigModule.install(in: self)
+        try install(modules: ["config"]) { ConfigModule.install(in: $0) }
         MaintenanceModule.install(in: self)
         TransferModule.install(in: self)
         HelpModule.install(in: self)
