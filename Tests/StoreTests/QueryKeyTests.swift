@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import TestSupport
 @testable import Store
 
 @Suite struct QueryKeyParsingTests {
@@ -38,6 +39,11 @@ import Testing
         let key = QueryKey.project("say \"hi\".app")
         #expect(key.description == "project.\"say \"\"hi\"\".app\"")
         #expect(try QueryKey(parsing: key.description) == key)
+        // A quote followed by a combining mark is one Character but two
+        // scalars: still doubled, still read back (found by FuzzTests).
+        let combining = QueryKey.project("a\"\u{301}b")
+        #expect(combining.description == "project.\"a\"\"\u{301}b\"")
+        #expect(try QueryKey(parsing: combining.description) == combining)
     }
 
     @Test(arguments: [
@@ -129,9 +135,13 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 @Suite struct QueryKeyFetchTests {
+    /// A database file: Store.value(of:) reads a file's keys on a
+    /// connection of its own (KeyReader), which an in-memory store has not.
+    let directory = TemporaryDirectory()
+
     /// Two projects; the app has two schemes and builds of two versions.
     private func populated() throws -> (Store, app: SchemeRecord, tests: SchemeRecord, builds: [BuildRecord]) {
-        let store = try Store.inMemory()
+        let store = try Store.open(path: directory.file("keys.sqlite"))
         let app = try seedProject(store, scheme: "App")
         let tests = try seedProject(store, scheme: "Tests")
         try seedProject(store, id: "org.other.tool", scheme: "Tool")

@@ -43,6 +43,21 @@ public final class Store: Sendable {
     /// before anything else uses the writer.
     public let committedChanges = ChangeTally()
 
+    /// Query keys read from Swift (``value(of:)``), made at the first read.
+    private let keyReaderSlot = Mutex<KeyReader?>(nil)
+
+    /// The key reader, made at first use; nil in memory (no second
+    /// connection sees an in-memory database).
+    func keyReader() throws -> KeyReader? {
+        guard let path else { return nil }
+        return try keyReaderSlot.withLock { slot in
+            if let slot { return slot }
+            let made = try KeyReader(store: self, path: path)
+            slot = made
+            return made
+        }
+    }
+
     /// Built-in migrations this existing database has not applied, found
     /// when the store connected: they are not applied implicitly (that
     /// takes the write lock); `opsh migrate` or `migrate.up()` applies them.

@@ -41,6 +41,7 @@ extension Store {
     public func value(of key: QueryKey) throws -> StoreValue {
         let plan = try key.plan(dialect: .sqlite)
         if case .statement(let statement) = plan {
+            if let reader = try keyReader() { return try reader.fetch(statement) }
             return try writer.unsafeRead { db in try statement.fetch(db) }
         }
         return try client.read { db in try plan.fetch(db) }

@@ -32,7 +32,13 @@ public struct QueryKeyParser {
         }
     }
 
-    typealias Segment = (atoms: [Atom], position: Int)
+    /// A segment's atoms and where it starts (a struct, not a tuple: an
+    /// array of tuples made Swift look up the tuple's metadata at run time
+    /// on every parse).
+    struct Segment {
+        var atoms: [Atom]
+        var position: Int
+    }
 
     let key: String
     /// The key's UTF-8: the lexer reads bytes, not `Character`s (a key is
@@ -69,7 +75,7 @@ public struct QueryKeyParser {
                 index += 1
                 atoms.append(try atom())
             }
-            segments.append((atoms, start))
+            segments.append(Segment(atoms: atoms, position: start))
             if index == bytes.count { return segments }
             guard bytes[index] == Self.dot else {
                 throw error(at: index, "'.' between segments, found '\(character(at: index))'")

@@ -6,9 +6,17 @@ public enum QueryKeyPrinter {
         isBare(text) ? text : quote(text)
     }
 
-    /// `"text"` with inner quotes doubled.
+    /// `"text"` with inner quotes doubled: every `"` scalar, as the parser
+    /// reads bytes (a `"` followed by a combining mark is one Character, and
+    /// was left single).
     public static func quote(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            if scalar == "\"" { quoted.unicodeScalars.append(scalar) }
+            quoted.unicodeScalars.append(scalar)
+        }
+        quoted.unicodeScalars.append("\"")
+        return quoted
     }
 
     static func isBare(_ text: String) -> Bool {
