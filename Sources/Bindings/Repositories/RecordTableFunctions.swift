@@ -15,6 +15,10 @@ protocol RepositoryEngine {
     func pusher(_ call: LuaCall) -> StoreValuePusher
     /// Runs one call's writes atomically in Store; its errors name `table`.
     func write<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
+    /// Runs one call whose only write is one statement, without a
+    /// savepoint or transaction of its own (the engine makes a statement
+    /// atomic); its errors name `table`.
+    func writeOneStatement<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -64,6 +68,10 @@ struct SessionRepositories: RepositoryEngine {
 
     func write<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
         try database.write(table: table) { db in try body(AnyRepositoryConnection(db)) }
+    }
+
+    func writeOneStatement<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
+        try database.writeOneStatement(table: table) { db in try body(AnyRepositoryConnection(db)) }
     }
 
     func read<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
@@ -186,18 +194,20 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         return try pushList(request, counting: true, call: call)
     }
 
-    /// One cached INSERT, then the row as `get` reads it.
+    /// One cached INSERT (no savepoint: it is the call's one write), then
+    /// the row as `get` reads it.
     func insert(_ call: LuaCall) throws -> Int32 {
         guard lua_type(call.state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
         let spec = try cachedSpec()
         let fields = try context.reader(call).fields(argument: 1, spec: spec)
         let key = try call.naming(argument: 1) {
-            try context.write(name) { db in try table.insert(db, fields, spec: spec) }
+            try context.writeOneStatement(name) { db in try table.insert(db, fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }
 
-    /// One cached UPDATE, then the row as `get` reads it.
+    /// One cached UPDATE (no savepoint: it is the call's one write), then
+    /// the row as `get` reads it.
     func update(_ call: LuaCall) throws -> Int32 {
         guard lua_type(call.state, 2) == LUA_TTABLE else { throw call.typeError(2, expected: "table") }
         let spec = try cachedSpec()
@@ -205,7 +215,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let key = try reader.key(argument: 1, spec: spec)
         let fields = try reader.fields(argument: 2, spec: spec)
         try call.naming(argument: 2) {
-            try context.write(name) { db in try table.update(db, key: key, fields: fields, spec: spec) }
+            try context.writeOneStatement(name) { db in try table.update(db, key: key, fields: fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }
