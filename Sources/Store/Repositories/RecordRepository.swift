@@ -105,6 +105,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     public func updateColumns(_ database: some RepositoryConnection, _ key: StoreValue, changes: [String: StoreValue],
                               columns: [String]) throws -> Bool {
         try validate(changes, columns: columns)
+        try refuseNULInJSON(changes)
         let dialect = database.dialect
         let table = dialect.quote(tableName)
         let keyColumn = dialect.quote(Record.primaryKeyColumns[0])
@@ -128,6 +129,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     public func insertColumns(_ database: some RepositoryConnection, _ fields: [String: StoreValue],
                               columns: [String]) throws -> Int64? {
         try validate(fields, columns: columns)
+        try refuseNULInJSON(fields)
         let dialect = database.dialect
         let names = fields.keys.sorted()
         do {
@@ -156,6 +158,16 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
             // The reason could not be read: the engine's own error stands.
         }
         return error
+    }
+
+    /// Text with a NUL byte is never JSON, though SQLite's `json_valid`
+    /// (the column's CHECK there) stops reading at it: refused before the
+    /// write, from the text alone, as ``JSONText`` refuses it.
+    private func refuseNULInJSON(_ fields: [String: StoreValue]) throws {
+        for column in Record.jsonColumns {
+            guard case .text(let text)? = fields[column], text.utf8.contains(0) else { continue }
+            throw StoreError.invalidValue(table: tableName, column: column, reason: "not valid JSON: \(Record.excerpt(text))")
+        }
     }
 
     /// Invalid JSON in a JSON column, named as the engine's CHECK
