@@ -36,11 +36,6 @@ extension RepositoryEngine {
     func reader(_ call: LuaCall) -> LuaRowReader {
         LuaRowReader(call: call, markers: markers, dialect: dialect)
     }
-
-    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
-    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
-        try run(dialect.rowByKey(table: table, keyColumn: keyColumn), [key], shape: .first, call: call)
-    }
 }
 
 /// The session's repositories, whatever its engine: Store's rules run on
@@ -123,10 +118,14 @@ extension LuaCall {
 struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
     let context: Engine
     var table: RecordTable<Record>
+    /// `SELECT * FROM table WHERE key = ?`, made once: every write reads
+    /// its row back with it.
+    let rowByKey: String
 
     init(context: Engine, records: RecordRepository<Record>) {
         self.context = context
         self.table = RecordTable(records)
+        rowByKey = context.dialect.rowByKey(table: records.tableName, keyColumn: Record.primaryKeyColumns[0])
     }
 
     var name: String { table.table }
@@ -160,7 +159,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
 
     /// The row with `key`, read back as `get` reads it.
     func pushRow(key: StoreValue, call: LuaCall) throws -> Int32 {
-        try context.row(of: name, keyColumn: table.keyColumn, key: key, call: call)
+        try context.run(rowByKey, [key], shape: .first, call: call)
     }
 
     // MARK: Functions
