@@ -11,12 +11,14 @@ import Store
 /// inside `db.transaction`, as a repair script's loop makes it.
 enum DomainBenchmarks {
     static let builds = 20_000
+    /// Issue 27: each domain call at most 1.5× its hand-written SQL.
+    static let target = 1.5
 
     static func run(directory: String, repository: String) throws -> String {
         var lines = [
             "### The domain layer against hand-written SQL (issue \"One data path\")",
             "",
-            "One process, one database of \(builds.formatted()) builds per engine; the mean per call of each side, three rounds alternating the sides, the median round; each call outside a transaction (a script's), then inside `db.transaction` (a repair loop's, where no commit per call hides the layer's own cost). SQLite is a file; PostgreSQL a throwaway server on this machine (`scripts/pg-server`, a Unix socket). Target: each domain call at most 2.0× its SQL.",
+            "One process, one database of \(builds.formatted()) builds per engine; the mean per call of each side, three rounds alternating the sides, the median round; each call outside a transaction (a script's), then inside `db.transaction` (a repair loop's, where no commit per call hides the layer's own cost). SQLite is a file; PostgreSQL a throwaway server on this machine (`scripts/pg-server`, a Unix socket). Target: each domain call at most 1.5× its SQL (issue 27, \"Ahead again\").",
             "",
             "| engine | operation | where | domain | hand-written SQL | ratio | target | |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -126,9 +128,9 @@ enum DomainBenchmarks {
                 let d = median(domain) / divisor
                 let s = median(sql) / divisor
                 let ratio = d / s
-                lines.append(String(format: "| %@ | %@ | %@ | %.1f µs | %.1f µs | %.2f× | ≤ 2.0× | %@ |",
+                lines.append(String(format: "| %@ | %@ | %@ | %.1f µs | %.1f µs | %.2f× | ≤ \(target)× | %@ |",
                                     engine.rawValue, pair.name, inTransaction ? "in db.transaction" : "on its own",
-                                    d * 1e6, s * 1e6, ratio, ratio <= 2.0 ? "met" : "**missed**"))
+                                    d * 1e6, s * 1e6, ratio, ratio <= target ? "met" : "**missed**"))
             }
         }
         return lines

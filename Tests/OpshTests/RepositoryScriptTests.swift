@@ -224,6 +224,49 @@ import Testing
         #expect(try db.sql("SELECT event FROM telemetry ORDER BY id") == "ok\nfine")
     }
 
+    /// `insert` and `update` run their one statement without a savepoint
+    /// of their own (BENCHMARKS.md, "The domain layer against hand-written
+    /// SQL"): the engine refuses a reference to a missing row and invalid
+    /// JSON, and only then is the reason read and named. Inside
+    /// `db.transaction { maxChanges = 2 }` each refusal says why, leaves
+    /// the transaction usable and counts no row (three refused writes
+    /// would pass the limit); the two controls beside them are written.
+    @Test(arguments: Engine.allCases) func refusedSingleStatementWritesSayWhyAndCountNothing(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+            local b = builds.create(s.id, "1.0")
+            print(pcall(db.transaction, function()
+              print(pcall(logs.insert, { buildId = "missing", content = "line" }))
+              print(pcall(telemetry.insert, { event = "bad", properties = "{nope" }))
+              print(pcall(schemes.update, s.id, { projectBundleIdentifier = "nope" }))
+              print(pcall(schemes.update, s.id, { platforms = "linux" }))
+              print(logs.insert{ buildId = b.id, content = "line" }.level)
+              print(schemes.update(s.id, { name = "S2" }).name)
+            end, { maxChanges = 2 }))
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        let expected = [
+            "false\tno row in builds with key missing (buildLogs.buildId refers to it)",
+            "false\tinvalid value for telemetry.properties: not valid JSON: {nope",
+            "false\tno row in projects with key nope (schemes.projectBundleIdentifier refers to it)",
+            "false\tinvalid value for schemes.platforms: not valid JSON: linux",
+            "info",
+            "S2",
+            "true",
+        ]
+        #expect(lines.count == expected.count, "\(run.stdout)")
+        for (line, text) in zip(lines, expected) {
+            #expect(line.hasPrefix(text), "\(line) ≠ \(text)")
+        }
+        #expect(try db.count("buildLogs") == 1)
+        #expect(try db.count("telemetry") == 0)
+        #expect(try db.sql("SELECT name FROM schemes") == "S2")
+    }
+
     /// `--read-only`: a repository write is refused by the engine (SQLite's
     /// read-only file, the server's 25006) and the row stays as it was;
     /// reads work. Control: the same write without it.

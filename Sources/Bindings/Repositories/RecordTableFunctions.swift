@@ -15,6 +15,10 @@ protocol RepositoryEngine {
     func pusher(_ call: LuaCall) -> StoreValuePusher
     /// Runs one call's writes atomically in Store; its errors name `table`.
     func write<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
+    /// Runs one call whose only write is one statement, without a
+    /// savepoint or transaction of its own (the engine makes a statement
+    /// atomic); its errors name `table`.
+    func writeOneStatement<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -31,11 +35,6 @@ protocol RepositoryEngine {
 extension RepositoryEngine {
     func reader(_ call: LuaCall) -> LuaRowReader {
         LuaRowReader(call: call, markers: markers, dialect: dialect)
-    }
-
-    /// The row of `table` whose `keyColumn` is `key`, as `db.first` gives it.
-    func row(of table: String, keyColumn: String, key: StoreValue, call: LuaCall) throws -> Int32 {
-        try run(dialect.rowByKey(table: table, keyColumn: keyColumn), [key], shape: .first, call: call)
     }
 }
 
@@ -64,6 +63,10 @@ struct SessionRepositories: RepositoryEngine {
 
     func write<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
         try database.write(table: table) { db in try body(AnyRepositoryConnection(db)) }
+    }
+
+    func writeOneStatement<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
+        try database.writeOneStatement(table: table) { db in try body(AnyRepositoryConnection(db)) }
     }
 
     func read<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
@@ -115,10 +118,14 @@ extension LuaCall {
 struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
     let context: Engine
     var table: RecordTable<Record>
+    /// `SELECT * FROM table WHERE key = ?`, made once: every write reads
+    /// its row back with it.
+    let rowByKey: String
 
     init(context: Engine, records: RecordRepository<Record>) {
         self.context = context
         self.table = RecordTable(records)
+        rowByKey = context.dialect.rowByKey(table: records.tableName, keyColumn: Record.primaryKeyColumns[0])
     }
 
     var name: String { table.table }
@@ -152,7 +159,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
 
     /// The row with `key`, read back as `get` reads it.
     func pushRow(key: StoreValue, call: LuaCall) throws -> Int32 {
-        try context.row(of: name, keyColumn: table.keyColumn, key: key, call: call)
+        try context.run(rowByKey, [key], shape: .first, call: call)
     }
 
     // MARK: Functions
@@ -186,18 +193,20 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         return try pushList(request, counting: true, call: call)
     }
 
-    /// One cached INSERT, then the row as `get` reads it.
+    /// One cached INSERT (no savepoint: it is the call's one write), then
+    /// the row as `get` reads it.
     func insert(_ call: LuaCall) throws -> Int32 {
         guard lua_type(call.state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
         let spec = try cachedSpec()
         let fields = try context.reader(call).fields(argument: 1, spec: spec)
         let key = try call.naming(argument: 1) {
-            try context.write(name) { db in try table.insert(db, fields, spec: spec) }
+            try context.writeOneStatement(name) { db in try table.insert(db, fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }
 
-    /// One cached UPDATE, then the row as `get` reads it.
+    /// One cached UPDATE (no savepoint: it is the call's one write), then
+    /// the row as `get` reads it.
     func update(_ call: LuaCall) throws -> Int32 {
         guard lua_type(call.state, 2) == LUA_TTABLE else { throw call.typeError(2, expected: "table") }
         let spec = try cachedSpec()
@@ -205,7 +214,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let key = try reader.key(argument: 1, spec: spec)
         let fields = try reader.fields(argument: 2, spec: spec)
         try call.naming(argument: 2) {
-            try context.write(name) { db in try table.update(db, key: key, fields: fields, spec: spec) }
+            try context.writeOneStatement(name) { db in try table.update(db, key: key, fields: fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }

@@ -35,7 +35,8 @@ extension Statement {
         // its first reset, which GRDB's setUncheckedArguments takes as fatal.
         sqlite3_reset(sqliteStatement)
         let count = Int(sqlite3_bind_parameter_count(sqliteStatement))
-        setUncheckedArguments(StatementArguments(Array(repeating: DatabaseValue.null, count: count)))
+        setUncheckedArguments(count < ExactBinding.nulls.count ? ExactBinding.nulls[count]
+                                  : StatementArguments(Array(repeating: DatabaseValue.null, count: count)))
         try bind(sqliteStatement)
     }
 }
@@ -44,6 +45,12 @@ extension Statement {
 enum ExactBinding {
     /// `SQLITE_TRANSIENT`: SQLite copies the bytes.
     static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+
+    /// NULL arguments for statements of up to 63 parameters, made once:
+    /// GRDB's `StatementArguments(_:)` of a new array was most of a
+    /// repository write's binding in perf (BENCHMARKS.md, "The domain
+    /// layer against hand-written SQL").
+    static let nulls: [StatementArguments] = (0..<64).map { StatementArguments(Array(repeating: DatabaseValue.null, count: $0)) }
 
     static func bind(_ value: DatabaseValue, to handle: OpaquePointer, at position: Int32) {
         switch value.storage {

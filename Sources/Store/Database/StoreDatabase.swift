@@ -29,6 +29,12 @@ extension SessionDatabase {
         try naming(table) { try write { db in try body(StoreDatabase(db)) } }
     }
 
+    /// Runs one repository call whose only write is one statement
+    /// (``writeOneStatement(_:)``: no savepoint); errors name `table`.
+    public func writeOneStatement<T>(_ table: String, _ body: (StoreDatabase) throws -> T) throws -> T {
+        try naming(table) { try writeOneStatement { db in try body(StoreDatabase(db)) } }
+    }
+
     private func naming<T>(_ table: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()

@@ -73,6 +73,11 @@ extension PostgresDatabase: RepositoryConnection {
         try execute("SELECT opsh_json_valid(?)", .positional([.text(text)])).rows.first?.first == .integer(1)
     }
 
+    /// SQLSTATE class 23, integrity constraint violation.
+    public func isConstraintFailure(_ error: any Error) -> Bool {
+        (error as? PostgresError)?.code.hasPrefix("23") == true
+    }
+
     private static func text(_ value: StoreValue) -> String {
         if case let .text(text) = value { return text }
         return ""
@@ -95,6 +100,23 @@ extension PostgresDatabase: RepositoryConnection {
     /// say (``SessionDatabase/write(_:_:)``), naming `table`.
     public func write<T>(_ table: String, _ body: (PostgresDatabase) throws -> T) throws -> T {
         try naming(table) { try transaction { try body(self) } }
+    }
+
+    /// Runs one repository call whose only write is one statement: each
+    /// statement under the session's rules as ``execute(_:_:)`` runs it
+    /// (alone, or under its savepoint in the open transaction), without
+    /// the BEGIN and COMMIT, or SAVEPOINT and RELEASE, of ``write(_:_:)``:
+    /// the server makes one statement atomic. Errors named as `write`'s.
+    ///
+    /// In a counted transaction whose failed statements are not read
+    /// exactly (a batch run's, ``startCountingCommits(exactly:)``), a
+    /// refused write's rows would stay counted: there the call keeps
+    /// ``write(_:_:)``'s savepoint, whose rollback sets them aside.
+    public func writeOneStatement<T>(_ table: String, _ body: (PostgresDatabase) throws -> T) throws -> T {
+        guard depth == 0 || measure == nil || dryRunning || countsFailedStatementsExactly else {
+            return try write(table, body)
+        }
+        return try naming(table) { try body(self) }
     }
 
     /// Runs one repository call's reads; errors named as ``write(_:_:)``'s.

@@ -16,6 +16,10 @@ extension PostgresDatabase {
         try write(table) { db in try body(db) }
     }
 
+    public func writeOneStatement<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T {
+        try writeOneStatement(table) { db in try body(db) }
+    }
+
     /// One COPY FROM STDIN in one transaction, under the session's rules
     /// as `db.copy` (the server's counters count it).
     public func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {

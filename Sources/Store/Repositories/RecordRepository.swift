@@ -105,7 +105,7 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     public func updateColumns(_ database: some RepositoryConnection, _ key: StoreValue, changes: [String: StoreValue],
                               columns: [String]) throws -> Bool {
         try validate(changes, columns: columns)
-        try validateJSON(database, changes)
+        try refuseNULInJSON(changes)
         let dialect = database.dialect
         let table = dialect.quote(tableName)
         let keyColumn = dialect.quote(Record.primaryKeyColumns[0])
@@ -114,8 +114,12 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
             return try database.exists("SELECT 1 FROM \(table) WHERE \(keyColumn) = ?", [key])
         }
         let assignments = names.map { dialect.quote($0) + " = ?" }.joined(separator: ", ")
-        return try database.execute("UPDATE \(table) SET \(assignments) WHERE \(keyColumn) = ?",
-                                    names.map { changes[$0]! } + [key]) > 0
+        do {
+            return try database.execute("UPDATE \(table) SET \(assignments) WHERE \(keyColumn) = ?",
+                                        names.map { changes[$0]! } + [key]) > 0
+        } catch {
+            throw explanation(of: error, database, changes)
+        }
     }
 
     /// Inserts a row of column values with one cached INSERT (columns the
@@ -125,17 +129,49 @@ public struct RecordRepository<Record: StoreRecord>: Sendable {
     public func insertColumns(_ database: some RepositoryConnection, _ fields: [String: StoreValue],
                               columns: [String]) throws -> Int64? {
         try validate(fields, columns: columns)
-        try validateJSON(database, fields)
+        try refuseNULInJSON(fields)
         let dialect = database.dialect
         let names = fields.keys.sorted()
-        return try database.insert("""
-            INSERT INTO \(dialect.quote(tableName)) (\(names.map(dialect.quote).joined(separator: ", "))) \
-            VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-            """, names.map { fields[$0]! }, keyColumn: Record.primaryKeyColumns[0])
+        do {
+            return try database.insert("""
+                INSERT INTO \(dialect.quote(tableName)) (\(names.map(dialect.quote).joined(separator: ", "))) \
+                VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
+                """, names.map { fields[$0]! }, keyColumn: Record.primaryKeyColumns[0])
+        } catch {
+            throw explanation(of: error, database, fields)
+        }
     }
 
-    /// Invalid JSON in a JSON column, named before the engine's CHECK
-    /// constraint would refuse it more tersely (as a record's `willSave`).
+    /// Why the engine refused a write, in the repositories' words. A JSON
+    /// column's CHECK is what refuses invalid JSON: nothing is read before
+    /// the write to check it (a statement per call, on PostgreSQL a round
+    /// trip; BENCHMARKS.md, "The domain layer against hand-written SQL").
+    /// Only after a constraint failure is the text looked at; else the
+    /// engine's own error stands.
+    func explanation(of error: any Error, _ database: some RepositoryConnection, _ fields: [String: StoreValue]) -> any Error {
+        guard database.isConstraintFailure(error) else { return error }
+        do {
+            try validateJSON(database, fields)
+        } catch let finding as StoreError {
+            return finding
+        } catch {
+            // The reason could not be read: the engine's own error stands.
+        }
+        return error
+    }
+
+    /// Text with a NUL byte is never JSON, though SQLite's `json_valid`
+    /// (the column's CHECK there) stops reading at it: refused before the
+    /// write, from the text alone, as ``JSONText`` refuses it.
+    private func refuseNULInJSON(_ fields: [String: StoreValue]) throws {
+        for column in Record.jsonColumns {
+            guard case .text(let text)? = fields[column], text.utf8.contains(0) else { continue }
+            throw StoreError.invalidValue(table: tableName, column: column, reason: "not valid JSON: \(Record.excerpt(text))")
+        }
+    }
+
+    /// Invalid JSON in a JSON column, named as the engine's CHECK
+    /// constraint would not name it (as a record's `willSave`).
     private func validateJSON(_ database: some RepositoryConnection, _ fields: [String: StoreValue]) throws {
         for column in Record.jsonColumns {
             guard let value = fields[column], case .text(let text) = value else { continue }

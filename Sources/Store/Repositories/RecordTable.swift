@@ -29,8 +29,8 @@ public struct RecordTable<Record: StoreRecord> {
     /// Fills fields from others before defaults (`displayName` = `name`).
     public var derive: @Sendable (inout [String: StoreValue]) -> Void = { _ in }
 
-    public static var dateColumnsSetOnInsert: Set<String> { ["createdAt", "created_at", "updated_at", "updatedAt"] }
-    public static var dateColumnsSetOnUpdate: Set<String> { ["updated_at", "updatedAt"] }
+    public static var dateColumnsSetOnInsert: Set<String> { recordDateColumnsSetOnInsert }
+    public static var dateColumnsSetOnUpdate: Set<String> { recordDateColumnsSetOnUpdate }
 
     public init(_ records: RecordRepository<Record>) {
         self.records = records
@@ -66,6 +66,18 @@ public struct RecordTable<Record: StoreRecord> {
     /// refuses a reference to a missing row.
     public func newRowFields(_ database: some RepositoryConnection, _ given: [String: StoreValue],
                              spec: TableSpec) throws -> [String: StoreValue] {
+        let fields = try insertedFields(database, given, spec: spec, evaluatingDefaults: true)
+        try spec.checkReferences(database, fields)
+        return fields
+    }
+
+    /// ``newRowFields(_:_:spec:)`` without its check of the references:
+    /// with `evaluatingDefaults` false, a column the caller left out that
+    /// has a DEFAULT is left out of the INSERT (the engine gives it its
+    /// default, without a `SELECT` each) unless it is the key, which the
+    /// caller gets back.
+    func insertedFields(_ database: some RepositoryConnection, _ given: [String: StoreValue],
+                        spec: TableSpec, evaluatingDefaults: Bool) throws -> [String: StoreValue] {
         var fields = given
         derive(&fields)
         let now = Date().timeIntervalSince1970
@@ -78,6 +90,7 @@ public struct RecordTable<Record: StoreRecord> {
             if Self.dateColumnsSetOnInsert.contains(column.name) {
                 fields[column.name] = .real(now)
             } else if let sql = column.defaultSQL {
+                guard evaluatingDefaults || column.isPrimaryKey else { continue }
                 fields[column.name] = try database.value("SELECT \(sql)") ?? .null
             } else if column.notNull {
                 missing.append(column.name)
@@ -88,14 +101,19 @@ public struct RecordTable<Record: StoreRecord> {
                 && !($0.isPrimaryKey && (generatedKey || $0.kind == .integer)) }.map(\.name)
             throw FieldError(message: "missing field '\(first)' (\(table) needs: \(required.joined(separator: ", ")))")
         }
-        try spec.checkReferences(database, fields)
         return fields
     }
 
-    /// Inserts a new row with one cached INSERT; returns its key (the
-    /// rowid where the key is the table's integer primary key).
+    /// Inserts a new row with one cached INSERT, its only write (so a
+    /// caller may run it without a savepoint,
+    /// ``DatabaseSession/writeOneStatement(table:_:)``); invalid JSON is
+    /// named once the engine refused it. A reference to a missing row is
+    /// read first: PostgreSQL's counters would count the row a foreign
+    /// key refused, past a transaction's `maxChanges`. Returns its key
+    /// (the rowid where the key is the table's integer primary key).
     public func insert(_ database: some RepositoryConnection, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
-        let complete = try newRowFields(database, fields, spec: spec)
+        let complete = try insertedFields(database, fields, spec: spec, evaluatingDefaults: false)
+        try spec.checkReferences(database, complete)
         let rowid = try records.insertColumns(database, complete, columns: spec.names)
         return complete[keyColumn] ?? rowid.map(StoreValue.integer) ?? .null
     }
@@ -117,7 +135,9 @@ public struct RecordTable<Record: StoreRecord> {
         return changes
     }
 
-    /// Changes `fields` of the row with `key` with one cached UPDATE;
+    /// Changes `fields` of the row with `key` with one cached UPDATE, its
+    /// only write (references read first, JSON named once the engine
+    /// refused it, as ``insert(_:_:spec:)``'s);
     /// ``StoreError/notFound(table:key:)`` when there is no such row.
     public func update(_ database: some RepositoryConnection, key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws {
         let changes = try changedColumns(key: key, fields: fields, spec: spec)
@@ -148,3 +168,8 @@ public struct RecordTable<Record: StoreRecord> {
         try records.delete(database, key)
     }
 }
+
+/// ``RecordTable``'s date columns, made once (a generic type has no
+/// stored statics; a set literal per call showed in the profile).
+private let recordDateColumnsSetOnInsert: Set<String> = ["createdAt", "created_at", "updated_at", "updatedAt"]
+private let recordDateColumnsSetOnUpdate: Set<String> = ["updated_at", "updatedAt"]

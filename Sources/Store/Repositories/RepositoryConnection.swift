@@ -104,6 +104,9 @@ public protocol RepositoryConnection {
     func tableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec
     /// Whether the engine accepts `text` as JSON (what its CHECK would say).
     func isValidJSON(_ text: String) throws -> Bool
+    /// Whether `error` is the engine refusing a statement for a constraint
+    /// (a CHECK, a foreign key, NOT NULL, a unique key), by its code.
+    func isConstraintFailure(_ error: any Error) -> Bool
 }
 
 extension RepositoryConnection {
@@ -164,6 +167,11 @@ extension StoreDatabase: RepositoryConnection {
     public func isValidJSON(_ text: String) throws -> Bool {
         try JSONText.isValid(text, in: db)
     }
+
+    /// SQLITE_CONSTRAINT and its extended codes.
+    public func isConstraintFailure(_ error: any Error) -> Bool {
+        (error as? DatabaseError)?.resultCode == .SQLITE_CONSTRAINT
+    }
 }
 
 /// Any engine's connection behind one type, for callers that hold a
@@ -196,5 +204,9 @@ public struct AnyRepositoryConnection: RepositoryConnection {
 
     public func isValidJSON(_ text: String) throws -> Bool {
         try base.isValidJSON(text)
+    }
+
+    public func isConstraintFailure(_ error: any Error) -> Bool {
+        base.isConstraintFailure(error)
     }
 }

@@ -146,6 +146,11 @@ public protocol DatabaseSession: AnyObject {
     /// Runs one call's writes atomically (a savepoint in the open
     /// transaction, else a transaction of its own); errors name `table`.
     func write<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T
+    /// Runs one call whose only write is one statement (its others read):
+    /// the engine makes a statement atomic, so no savepoint or
+    /// transaction of its own (each a statement, on PostgreSQL a round
+    /// trip, per call); errors name `table` as ``write(table:_:)``'s.
+    func writeOneStatement<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T
     /// `db.copy`: rows into one table in one write, all or none, by the
     /// engine's bulk path (``CopyRequest``); the rows written.
     func copy(_ request: CopyRequest) throws -> Int

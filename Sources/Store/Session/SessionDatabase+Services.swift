@@ -17,6 +17,10 @@ extension SessionDatabase {
         try write(table) { db in try body(db) }
     }
 
+    public func writeOneStatement<T>(table: String, _ body: (any RepositoryConnection) throws -> T) throws -> T {
+        try writeOneStatement(table) { db in try body(db) }
+    }
+
     /// The batched C path, or row by row through GRDB while a dry run or a
     /// shell chunk counts changes.
     public func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {

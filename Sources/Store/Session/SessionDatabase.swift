@@ -228,6 +228,33 @@ public final class SessionDatabase {
         }
     }
 
+    /// Runs one repository call whose only write is one statement
+    /// (``RecordTable``'s insert and update; its other statements read):
+    /// no savepoint of its own, which cost two statements per call in a
+    /// transaction, since SQLite undoes a failed statement whole (its
+    /// statement journal). The change counts go back as ``write(_:)``'s do.
+    func writeOneStatement<T>(_ body: (Database) throws -> T) throws -> T {
+        try beginPendingWrite()
+        writeCount &+= 1
+        if let current {
+            let mark = changes(of: current)?.mark()
+            let result: T
+            do {
+                result = try body(current)
+            } catch {
+                if let mark { changes(of: current)?.rewind(to: mark) }
+                throw error
+            }
+            try afterWrite()
+            return result
+        }
+        return try writer().write { db in
+            let result = try body(db)
+            try flushNotifications(db)
+            return result
+        }
+    }
+
     /// Runs a write that is a single statement: no savepoint needed.
     public func writeStatement<T>(_ body: (SQLiteWriterConnection) throws -> T) throws -> T {
         try beginPendingWrite()
