@@ -34,24 +34,18 @@ extension SessionDatabase {
                 var records = CSVRecords(try Self.contents(of: path), delimiter: request.delimiter)
                 if header { _ = try records.next() }
                 var count = 0
-                // Outside a count (a dry run, a shell chunk, --max-changes),
-                // each row is bound and stepped in SQLite's C API: GRDB's
+                // Each row is bound and stepped in SQLite's C API: GRDB's
                 // execute costs more than the row (BENCHMARKS.md, issue 26).
-                // The preupdate hook counts the rows all the same; GRDB's
-                // observers are told at the end (changedOutsideGRDB).
-                let direct = !isCountingChanges
-                if direct { changedOutsideGRDB = true }
+                // The preupdate hook counts the rows all the same (a dry
+                // run's, a chunk's, --max-changes' count, checked after the
+                // write); GRDB's observers are told at the end.
+                changedOutsideGRDB = true
                 while let (line, fields) = try records.next() {
                     try Self.checkWidth(fields.count, columns, at: request.place(line))
-                    if direct {
-                        try Self.insertDirectly(fields, statement.sqliteStatement, connection: db.sqliteConnection,
-                                                at: request.place(line))
-                    } else {
-                        try insert(fields.map { $0.map(\.databaseValue) ?? .null }, at: line)
-                    }
+                    try Self.insertDirectly(fields, statement.sqliteStatement, connection: db.sqliteConnection, at: request.place(line))
                     count += 1
                 }
-                if direct { sqlite3_reset(statement.sqliteStatement) }
+                sqlite3_reset(statement.sqliteStatement)
                 return count
             }
         }
