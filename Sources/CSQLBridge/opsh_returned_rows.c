@@ -239,7 +239,7 @@ int opsh_write_returned_rows(sqlite3_stmt *statement, const unsigned char *heade
         if (!opsh_byte_buffer_append(&out, "\n", 1)) goto failed;
         writer->rows++;
         if (out.count >= block && !flush(writer, &out)) goto failed;
-        if (writer->progress && writer->rows % 4096 == 0) writer->progress(writer->context, writer->rows);
+        if (writer->progress && writer->rows % 1024 == 0) writer->progress(writer->context, writer->rows);
     }
     if (!flush(writer, &out)) goto failed;
     goto done;

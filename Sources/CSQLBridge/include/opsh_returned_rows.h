@@ -51,7 +51,8 @@ typedef struct opsh_rows_writer {
     /// (bytes that are not printable ASCII, a delegated column); returns
     /// 0 to stop (memory).
     int (*other)(void *context, const unsigned char *bytes, size_t length, int column, opsh_byte_buffer *out);
-    /// Called every 4,096 rows with the rows written so far.
+    /// Called every 1,024 rows with the rows written so far (ProgressBar
+    /// draws at most ten times a second).
     void (*progress)(void *context, int64_t rows);
     void *context;
     /// Out: rows written; the errno of a failed write (0: none).
