@@ -44,6 +44,7 @@ extension SessionDatabase {
                     try Self.checkWidth(fields.count, columns, at: request.place(line))
                     try Self.insertDirectly(fields, statement.sqliteStatement, connection: db.sqliteConnection, at: request.place(line))
                     count += 1
+                    if count % 1024 == 0 { request.progress?.report(records.offset, records.size) }
                 }
                 sqlite3_reset(statement.sqliteStatement)
                 return count
