@@ -182,6 +182,8 @@ static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape 
 
 static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
+    lua_Debug below;
+    if (shape == SHAPE_ROWS && route->writes_returned_rows && !lua_getstack(L, 2, &below)) return OPSH_DECLINE;
     if (route->session->transaction) return run_statement(L, route, shape, route->session->transaction);
     opsh_sql_reader *reader = route->session->reader;
     if (!reader) return OPSH_DECLINE;

@@ -109,6 +109,15 @@ import Testing
         #expect(capped.stderr.contains("more than its limit of 2"), "\(capped.stderr)")
         #expect(try database.count("events") == 0)
 
+        // The same from a CSV file (its rows stepped outside GRDB on SQLite).
+        let rows = try sandbox.script("three.csv", "1,a,10\n2,b,20\n3,c,30\n")
+        let copyFile = "return db.copy('events', '\(rows)', { columns = {'id', 'name', 'n'} })"
+        let dryFile = try sandbox.opsh(["--dry-run", "-e", copyFile], on: database)
+        #expect(dryFile.status == 0 && dryFile.stderr.contains("events: 3 inserted, 0 updated, 0 deleted"), "\(dryFile.stderr)")
+        let cappedFile = try sandbox.opsh(["--max-changes", "2", "-e", copyFile], on: database)
+        #expect(cappedFile.status == 1 && cappedFile.stderr.contains("more than its limit of 2"), "\(cappedFile.stderr)")
+        #expect(try database.count("events") == 0)
+
         let file = try sandbox.script("events.csv", "1,a,10\n")
         let sandboxed = try sandbox.opsh(["--sandbox", "-e", "return db.copy('events', '\(file)')"], on: database)
         #expect(sandboxed.status == 1)

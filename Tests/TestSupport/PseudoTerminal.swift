@@ -14,7 +14,10 @@ public final class PseudoTerminal {
     /// Where the next `expect` starts looking.
     private var consumed: String.Index
 
-    public init(arguments: [String], environment: [String: String], rows: Int = 40, columns: Int = 200) throws {
+    /// - parameter standardOutput: a file stdout goes to instead of the
+    ///   terminal (`opsh … > FILE` typed at a prompt); stderr stays on it.
+    public init(arguments: [String], environment: [String: String], rows: Int = 40, columns: Int = 200,
+                standardOutput: String? = nil) throws {
         var master: Int32 = 0, slave: Int32 = 0
         var size = winsize(ws_row: UInt16(rows), ws_col: UInt16(columns), ws_xpixel: 0, ws_ypixel: 0)
         guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw POSIXError(.EIO) }
@@ -32,7 +35,11 @@ public final class PseudoTerminal {
         posix_spawn_file_actions_addclose(&actions, slave)
         // Opened after setsid: the pty becomes the controlling terminal.
         posix_spawn_file_actions_addopen(&actions, 0, slaveName, O_RDWR, 0)
-        posix_spawn_file_actions_adddup2(&actions, 0, 1)
+        if let standardOutput {
+            posix_spawn_file_actions_addopen(&actions, 1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 0, 1)
+        }
         posix_spawn_file_actions_adddup2(&actions, 0, 2)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

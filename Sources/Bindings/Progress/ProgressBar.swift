@@ -21,6 +21,8 @@ public final class ProgressBar {
     private var lastDraw = -Double.infinity
     private var drawn = false
     private let interval: Double
+    /// Seconds of work before anything is drawn: a short export shows nothing.
+    private let delay: Double
     private let clock: () -> Double
 
     /// Cells of the bar itself.
@@ -29,13 +31,15 @@ public final class ProgressBar {
     /// - parameters:
     ///   - output: for tests: receives each drawing (with its leading
     ///     `\r`); by default stderr when it is a terminal, else nothing.
+    ///   - delay: seconds before the first drawing.
     ///   - clock: seconds, monotonic (tests pass their own).
     public init(label: String, unit: String = "", output: ((String) -> Void)? = ProgressBar.standardError,
-                interval: Double = 0.1, clock: @escaping () -> Double = ProgressBar.monotonicSeconds) {
+                interval: Double = 0.1, delay: Double = 0, clock: @escaping () -> Double = ProgressBar.monotonicSeconds) {
         self.label = label
         self.unit = unit
         self.output = output
         self.interval = interval
+        self.delay = delay
         self.clock = clock
         self.start = clock()
     }
@@ -47,10 +51,29 @@ public final class ProgressBar {
     public func update(completed: Int, total: Int) {
         guard let output else { return }
         let now = clock()
-        guard completed >= total || now - lastDraw >= interval else { return }
+        guard now - start >= delay, completed >= total || now - lastDraw >= interval else { return }
         lastDraw = now
         drawn = true
         output("\r" + Self.render(label: label, unit: unit, completed: completed, total: total, elapsed: now - start) + "\u{1B}[K")
+    }
+
+    /// Draws work whose total is not known (rows of a query as they are
+    /// written): `export  1,234,567 rows  412.3 k rows/s  0:03`.
+    public func update(completed: Int) {
+        guard let output else { return }
+        let now = clock()
+        guard now - start >= delay, now - lastDraw >= interval else { return }
+        lastDraw = now
+        drawn = true
+        output("\r" + Self.render(label: label, unit: unit, completed: completed, elapsed: now - start) + "\u{1B}[K")
+    }
+
+    /// Erases the line the bar was drawn on (nothing if it never was):
+    /// what follows on the terminal starts on a clean line.
+    public func clear() {
+        guard let output, drawn else { return }
+        drawn = false
+        output("\r\u{1B}[K")
     }
 
     /// Ends the line the bar was drawn on (nothing if it never was).
@@ -81,6 +104,14 @@ public final class ProgressBar {
             }
         }
         return line
+    }
+
+    /// One drawing of work without a known total, without the carriage return.
+    public static func render(label: String, unit: String, completed: Int, elapsed: Double) -> String {
+        let units = unit.isEmpty ? "" : " " + unit
+        var line = "\(label)  \(grouped(completed))\(units)"
+        if elapsed > 0, completed > 0 { line += "  \(formatRate(Double(completed) / elapsed))\(units)/s" }
+        return line + "  \(formatClock(elapsed))"
     }
 
     /// `1,234,567`.

@@ -26,7 +26,9 @@ enum CopyFunction {
         let sandbox = session.options.sandbox
         session.runtime.register(module: "db", [
             "copy": { call in
-                let request = try request(call, markers: markers, dialect: database.dialect, sandbox: sandbox)
+                let (request, clearProgress) = try request(call, markers: markers, dialect: database.dialect, sandbox: sandbox)
+                    .showingProgress()
+                defer { clearProgress() }
                 do {
                     return call.results(.integer(Int64(try database.copy(request))))
                 } catch let failure as CopyFailure {

@@ -35,6 +35,14 @@ protocol RowRunner: AnyObject {
     func confine()
     /// `--memory-limit`: the engine makes no value longer than `bytes`.
     func limitValueLength(to bytes: Int)
+    /// A batch run's returned rows straight from the statement
+    /// (``ReturnedRows``); nil: as the printer writes them.
+    func writeReturnedRows(as format: ReturnedRowsFormat?)
+}
+
+extension RowRunner {
+    /// A row path that does not write them itself: the printer does.
+    func writeReturnedRows(as format: ReturnedRowsFormat?) {}
 }
 
 extension QueryStatement.Shape {

@@ -13,6 +13,13 @@ final class SQLExecutor {
     let markers: SQLMarkers
     let rowShapes: RowShapes
     let statements: StatementCache
+    /// Set while a batch run writes the rows it returns straight from the
+    /// statement (``ReturnedRows``).
+    var returnedRows: ReturnedRowsFormat? {
+        didSet { route.pointee.writes_returned_rows = returnedRows == nil ? 0 : 1 }
+    }
+    /// The last outermost function ``ReturnedRows`` examined.
+    var chunkResultCache = opsh_chunk_result_cache(function: nil, reference: 0, tail_register: -1)
     /// What the C fast path reads: the session's route (where statements
     /// run) and the statement cache.
     var route: UnsafeMutablePointer<opsh_sql_route> { statements.route }

@@ -48,7 +48,10 @@ final class SQLiteRows: RowRunner {
         // a transaction, dry runs, tables of parameters, markers).
         let route = UnsafeMutableRawPointer(executor.route)
         let fastFunctions: [(String, opsh_fast_path, LuaHostFunction)] = [
-            ("query", opsh_sql_fast_query, { call in try executor.run(call: call, shape: .rows) }),
+            ("query", opsh_sql_fast_query, { call in
+                if let written = try executor.writeReturnedRows(call: call) { return written }
+                return try executor.run(call: call, shape: .rows)
+            }),
             ("first", opsh_sql_fast_first, { call in try executor.run(call: call, shape: .first) }),
             ("value", opsh_sql_fast_value, { call in try executor.run(call: call, shape: .value) }),
             ("exec", opsh_sql_fast_exec, { call in
@@ -103,6 +106,10 @@ final class SQLiteRows: RowRunner {
     static func closeCursor(_ call: LuaCall) throws -> Int32 {
         try call.object(1, as: SQLCursor.self, typeName: "opsh.cursor").close()
         return 0
+    }
+
+    func writeReturnedRows(as format: ReturnedRowsFormat?) {
+        executor.returnedRows = format
     }
 
     func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32 {

@@ -18,6 +18,9 @@ public protocol LuaSession: AnyObject {
     /// Lets go of a read snapshot shared by a burst of reads, before
     /// blocking.
     func releaseReadSnapshot()
+    /// While set, a `db.query` whose result is the chunk's returned value
+    /// writes its rows to stdout as it reads them (``ReturnedRows``).
+    func writeReturnedRows(as format: ReturnedRowsFormat?)
 }
 
 /// Opens a session: the database the options name, on its engine
@@ -50,4 +53,5 @@ public enum LuaSessions {
 extension OpshSession: LuaSession {
     public var databaseSession: any DatabaseSession { database }
     public var isSandboxed: Bool { options.sandbox }
+    public func writeReturnedRows(as format: ReturnedRowsFormat?) { rows.writeReturnedRows(as: format) }
 }

@@ -56,6 +56,10 @@ typedef struct opsh_sql_route {
     /// The session's connections and counters (owned by SessionDatabase).
     opsh_session_route *session;
     opsh_sql_failure_text failure_text;
+    /// Nonzero while a batch run writes the rows it returns straight from
+    /// the statement (opsh_returned_rows.h): a db.query of the outermost
+    /// frame goes to Swift, which decides.
+    int writes_returned_rows;
     /// Statements used lately, by the address of their SQL string.
     opsh_sql_entry *recent[OPSH_SQL_RECENT];
 } opsh_sql_route;

@@ -84,6 +84,28 @@ struct DelimitedText {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The same rules for rows a batch run writes straight from the
+    /// statement (Bindings' ``ReturnedRows``): its header line, and the
+    /// field of a text that is not printable ASCII (or a secret's mask).
+    static func returnedRows(_ mode: OutputMode) -> ReturnedRowsFormat? {
+        guard mode == .csv || mode == .tsv else { return nil }
+        let format: Format = mode == .tsv ? .tsv : .csv
+        return ReturnedRowsFormat(tsv: mode == .tsv, header: { columns in
+            let writer = DelimitedText(format: format) { _, _ in .null }
+            var out: [UInt8] = []
+            for (offset, column) in columns.enumerated() {
+                if offset > 0 { out.append(writer.format.separator) }
+                writer.text(Array(column.utf8), into: &out)
+            }
+            return out
+        }, field: { text in
+            let writer = DelimitedText(format: format) { _, _ in .null }
+            var out: [UInt8] = []
+            writer.other(.text(text), into: &out)
+            return out
+        })
+    }
+
     /// The value on top of the stack, a cell of `row`.
     private func cell(_ state: OpaquePointer, row: Int32, column: String, into out: inout [UInt8]) {
         switch lua_type(state, -1) {
@@ -190,4 +212,10 @@ struct DelimitedText {
             for index in stride(from: count - 1, through: 0, by: -1) { out.append(buffer[index]) }
         }
     }
+}
+
+extension OutputMode {
+    /// How a batch run writes rows it returns straight from the statement
+    /// in this mode (``DelimitedText``'s rules); nil: the printer writes them.
+    public var returnedRowsFormat: ReturnedRowsFormat? { DelimitedText.returnedRows(self) }
 }

@@ -71,6 +71,8 @@ public struct ValuePrinter {
     /// - throws: ``PrintError`` when JSON cannot represent a value.
     public func render(_ state: OpaquePointer, first: Int32, count: Int32) throws -> String? {
         guard count > 0 else { return nil }
+        // A batch run's returned rows, written already as they were read.
+        if count == 1, ReturnedRows.areWritten(state, at: first) { return nil }
         PrintCancellation.reset()
         let lua = LuaInspection(state: state)
         guard lua_checkstack(state, 40) != 0 else { throw PrintError("stack overflow while printing") }

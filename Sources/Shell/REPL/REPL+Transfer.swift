@@ -1,3 +1,4 @@
+import Bindings
 import Foundation
 import Store
 
@@ -24,7 +25,9 @@ extension REPL {
                 try runChunk(code: code) {
                     let count: Int
                     do {
-                        count = try session.databaseSession.copy(try CopyRequest.file(path, into: table))
+                        let (request, clearProgress) = try CopyRequest.file(path, into: table).showingProgress()
+                        defer { clearProgress() }
+                        count = try session.databaseSession.copy(request)
                     } catch let failure as CopyFailure {
                         throw ImportRefusal(message: ".import into \(table): \(failure); nothing was imported")
                     }

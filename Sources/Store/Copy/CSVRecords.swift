@@ -13,6 +13,9 @@ struct CSVRecords {
     private var at = 0
     /// The line the next record starts on (1-based).
     private(set) var line = 1
+    /// Bytes read so far, of ``size``.
+    var offset: Int { at }
+    var size: Int { bytes.count }
 
     init(_ bytes: [UInt8], delimiter: UInt8 = UInt8(ascii: ",")) {
         self.bytes = bytes

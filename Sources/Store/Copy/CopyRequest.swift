@@ -23,6 +23,8 @@ public struct CopyRequest: Sendable {
     public let source: Source
     /// What separates a file's fields: `,` (CSV) or a tab (TSV).
     public var delimiter: UInt8 = UInt8(ascii: ",")
+    /// Told how far a file's copy has come (a progress bar).
+    public var progress: CopyProgress?
 
     /// Refuses a table or column name that is not a plain SQL identifier:
     /// the names go into the statement as written, so they mean on each
@@ -58,6 +60,19 @@ public struct CopyRequest: Sendable {
         case .rows: "row \(number)"
         case let .csv(path, _): "line \(number) of \(path)"
         }
+    }
+}
+
+/// How far a copy from a file has come: bytes of the file read of its
+/// size, told as the copy runs (every 1,024 lines on SQLite, every piece
+/// sent on PostgreSQL), on the thread that runs the copy.
+public final class CopyProgress: @unchecked Sendable {
+    let report: (_ bytes: Int, _ of: Int) -> Void
+
+    /// `report` is called on the thread that runs the copy (the Lua
+    /// thread), never at once on two.
+    public init(_ report: @escaping (_ bytes: Int, _ of: Int) -> Void) {
+        self.report = report
     }
 }
 

@@ -118,6 +118,8 @@ struct CopyFeed {
     private var rows: [[StoreValue]] = []
     private var nextRow = 0
     private var file: FileHandle?
+    private var progress: CopyProgress?
+    private var sent = 0, size = 0
     static let pieceSize = 256 * 1024
 
     init(_ request: CopyRequest) throws {
@@ -135,6 +137,9 @@ struct CopyFeed {
         case let .csv(path, _):
             guard let handle = FileHandle(forReadingAtPath: path) else { throw CopyFailure("cannot read \(path)") }
             file = handle
+            progress = request.progress
+            size = (try? handle.seekToEnd()).map(Int.init) ?? 0
+            try? handle.seek(toOffset: 0)
         }
     }
 
@@ -143,6 +148,8 @@ struct CopyFeed {
         if let file {
             let data = try file.read(upToCount: Self.pieceSize) ?? Data()
             buffer.append(contentsOf: data)
+            sent += data.count
+            progress?.report(sent, size)
             if data.isEmpty { try? file.close() }
             return !data.isEmpty
         }

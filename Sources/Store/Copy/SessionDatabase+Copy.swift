@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// `db.copy` on SQLite: one prepared INSERT, run for each row in one
 /// write (a savepoint inside the open transaction), so that the rows land
@@ -33,13 +34,41 @@ extension SessionDatabase {
                 var records = CSVRecords(try Self.contents(of: path), delimiter: request.delimiter)
                 if header { _ = try records.next() }
                 var count = 0
+                // Each row is bound and stepped in SQLite's C API: GRDB's
+                // execute costs more than the row (BENCHMARKS.md, issue 26).
+                // The preupdate hook counts the rows all the same (a dry
+                // run's, a chunk's, --max-changes' count, checked after the
+                // write); GRDB's observers are told at the end.
+                changedOutsideGRDB = true
                 while let (line, fields) = try records.next() {
                     try Self.checkWidth(fields.count, columns, at: request.place(line))
-                    try insert(fields.map { $0.map(\.databaseValue) ?? .null }, at: line)
+                    try Self.insertDirectly(fields, statement.sqliteStatement, connection: db.sqliteConnection, at: request.place(line))
                     count += 1
+                    if count % 1024 == 0 { request.progress?.report(records.offset, records.size) }
                 }
+                sqlite3_reset(statement.sqliteStatement)
                 return count
             }
+        }
+    }
+
+    /// One record's fields bound (NULL for an unquoted empty field, text
+    /// with its length) and stepped; SQLite's message on failure.
+    static func insertDirectly(_ fields: [String?], _ handle: SQLiteStatement, connection: SQLiteConnection?,
+                               at place: @autoclosure () -> String) throws {
+        sqlite3_reset(handle)
+        for (offset, field) in fields.enumerated() {
+            if let field {
+                ExactBinding.bind(text: field, to: handle, at: Int32(offset + 1))
+            } else {
+                sqlite3_bind_null(handle, Int32(offset + 1))
+            }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "SQLite error \(code)"
+            sqlite3_reset(handle)
+            throw CopyFailure("\(place()): \(message)")
         }
     }
 

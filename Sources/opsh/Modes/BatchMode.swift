@@ -100,7 +100,11 @@ struct BatchMode {
         /// The script itself, to its end: the status it gave `os.exit`,
         /// or nil when it returned.
         func runScript() throws -> Int32? {
-            try runner.run(code, chunkName: chunkName, arguments: arguments)
+            // `return db.query(…)` with --csv/--tsv: the rows go from the
+            // statement to stdout (ReturnedRows); only while the chunk runs.
+            session.writeReturnedRows(as: options.outputMode.returnedRowsFormat)
+            defer { session.writeReturnedRows(as: nil) }
+            return try runner.run(code, chunkName: chunkName, arguments: arguments)
         }
         defer { database.close() }
         do {
