@@ -1,4 +1,5 @@
 #include "opsh_lua.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -558,4 +559,11 @@ int opsh_lua_data_equal(lua_State *L) {
     lua_settop(L, 2);
     lua_pushboolean(L, data_equal(L, 1, 2, 0));
     return 1;
+}
+
+int opsh_stdout_failure(void) {
+    errno = 0;
+    int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return 0;
+    return errno != 0 ? errno : -1;
 }

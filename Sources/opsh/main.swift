@@ -17,5 +17,12 @@ do {
     FileHandle.standardError.write(Data(("\(error)\n").utf8))
     status = ExitStatus.usage.rawValue
 }
+// What Lua's print and io.write left in C's buffer: a write that failed
+// (a full disk under `> out.txt`) turns a success into a failure, said.
+var exitStatus = status
+if let reason = Terminal.standardOutputFailure() {
+    Console(colour: Terminal.wantsColour(descriptor: 2)).error("cannot write standard output: \(reason)")
+    if exitStatus == 0 { exitStatus = ExitStatus.scriptError.rawValue }
+}
 fflush(nil)
-exit(status)
+exit(exitStatus)

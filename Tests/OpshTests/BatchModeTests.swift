@@ -8,6 +8,33 @@ import Testing
         db.exec("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES (?, 'App', 'App', 'https://example.com/app.git', 0)", ...)
         """
 
+    /// A run whose output cannot be written (stdout on a full disk) does
+    /// not exit 0 as if its results had arrived: returned values (--json,
+    /// --csv streamed) and what print wrote each fail the run with the
+    /// reason on stderr. The control: the same runs into /dev/null exit 0.
+    @Test(arguments: Engine.allCases) func aRunWhoseOutputCannotBeWrittenFails(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let runs: [(flags: String, code: String, reason: String)] = [
+            ("--json", "return db.query('SELECT 1 AS a')", "cannot write the results to standard output: No space left on device"),
+            ("--csv", "return db.query('SELECT 1 AS a')", "cannot write"),
+            ("", "print('lost')", "cannot write standard output"),
+        ]
+        for run in runs {
+            for (target, fails) in [("/dev/full", true), ("/dev/null", false)] {
+                let shell = "exec \"$0\" --db \"$1\" \(run.flags) -e \"$2\" > \(target)"
+                let result = try ChildProcess.start("/bin/sh", ["-c", shell, opshExecutable, database.db, run.code],
+                                                    environment: sandbox.environment).finish()
+                if fails {
+                    #expect(result.status == 1, "\(run.flags) \(run.code) > \(target): \(result.status) \(result.stderr)")
+                    #expect(result.stderr.contains(run.reason), "\(result.stderr)")
+                } else {
+                    #expect(result.status == 0, "\(run.flags) \(run.code) > \(target): \(result.stderr)")
+                }
+            }
+        }
+    }
+
     @Test func aChunkPrintsWhatItReturnsAndExitsZero() throws {
         let sandbox = try Sandbox()
         let result = try sandbox.opsh(["-e", "return 1 + 1, 'two'"])

@@ -133,3 +133,8 @@ void opsh_where(lua_State *L, int level);
 /// (metatables ignored). A value fetched again is a new table every time;
 /// this is how a watch tells whether it changed.
 int opsh_lua_data_equal(lua_State *L);
+
+/// Flushes C's stdout (what Lua's `print` and `io.write` wrote) and says
+/// whether any write to it failed: 0, the errno of the failure, or -1 when
+/// an earlier write failed (its errno is gone). Lua itself ignores a failed flush after `print`.
+int opsh_stdout_failure(void);

@@ -1,3 +1,4 @@
+import CLuaShim
 import Foundation
 import Store
 
@@ -50,6 +51,17 @@ public struct Console: Sendable {
 /// Facts about the terminal and raw writes that bypass buffering.
 public enum Terminal {
     public static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) == 1 }
+
+    /// Flushes what Lua's `print` left in C's stdout buffer; the reason
+    /// when a write to stdout failed (a full disk under `> out.txt`).
+    public static func standardOutputFailure() -> String? {
+        let code = opsh_stdout_failure()
+        switch code {
+        case 0: return nil
+        case -1: return "a write to it failed (a full disk, a closed file)"
+        default: return String(cString: strerror(code))
+        }
+    }
 
     /// The width in columns of the terminal on `descriptor`, or nil when it
     /// is not a terminal (output to a pipe or file is never narrowed).

@@ -86,15 +86,16 @@ public struct ChunkRunner {
             } else if let pager, pager.keeps(text) {
                 // Shown by the pager once the chunk has ended.
             } else {
-                Self.printInterruptibly(text)
+                try Self.printInterruptibly(text)
             }
         }
         fflush(nil)
     }
 
     /// Writes `text` to stdout in blocks, stopping at Ctrl-C: a terminal
-    /// takes long to show a million lines.
-    static func printInterruptibly(_ text: String) {
+    /// takes long to show a million lines. A write that fails (a full
+    /// disk under `> out.json`) throws: the run must not say it succeeded.
+    static func printInterruptibly(_ text: String) throws {
         fflush(nil)
         let bytes = Array((text + "\n").utf8)
         var offset = 0
@@ -106,7 +107,10 @@ public struct ChunkRunner {
             }
             let end = min(offset + 65536, bytes.count)
             let written = bytes[offset..<end].withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
-            if written < 0 { if errno == EINTR { continue }; return }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw StandardOutputFailure(reason: String(cString: strerror(errno)))
+            }
             offset += written
         }
     }
@@ -151,4 +155,11 @@ public struct ScriptFileError: Error, CustomStringConvertible {
     public let path: String
     public let reason: String
     public var description: String { "cannot read \(path): \(reason)" }
+}
+
+/// Standard output could not be written (a full disk, an I/O error): what
+/// the run returned did not all arrive.
+public struct StandardOutputFailure: Error, CustomStringConvertible {
+    public let reason: String
+    public var description: String { "cannot write the results to standard output: \(reason)" }
 }
