@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "opsh_pg.h"
+#include "opsh_rows_built.h"
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -240,6 +241,7 @@ void opsh_pg_push_value(lua_State *L, const unsigned char *bytes, size_t length,
 int opsh_pg_push_row(lua_State *L, const unsigned char *body, size_t length,
                      const unsigned char *kinds, int column_count, int names, int metatable) {
     if (length < 2 || read16(body) != column_count) return 0;
+    opsh_count_row();
     lua_createtable(L, 0, column_count);
     size_t at = 2;
     for (int column = 0; column < column_count; column++) {

@@ -1,5 +1,6 @@
 #include <sqlite3.h>
 #include "opsh_sql.h"
+#include "opsh_rows_built.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -145,7 +146,14 @@ void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
     push_typed_column(L, statement, column, sqlite3_column_type(statement, column));
 }
 
+_Atomic unsigned long opsh_rows_built_counter;
+
+unsigned long opsh_rows_built(void) {
+    return atomic_load_explicit(&opsh_rows_built_counter, memory_order_relaxed);
+}
+
 void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
+    opsh_count_row();
     lua_createtable(L, 0, column_count);
     for (int column = 0; column < column_count; column++) {
         int type = sqlite3_column_type(statement, column);

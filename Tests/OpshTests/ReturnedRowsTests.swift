@@ -101,4 +101,30 @@ import Testing
         #expect(short.waitForExit(timeout: 60) == 0)
         #expect(!short.rawTranscript.contains("export"), "\(short.rawTranscript.debugDescription)")
     }
+
+    /// Results that are not streamed (`--json`, PostgreSQL's rows) still
+    /// show, past 2 s, the rows read so far on the terminal, never in the
+    /// file, erased at the end; a short run shows nothing (the control).
+    @Test(arguments: Engine.allCases) func rowsBeingReadShowOnTheTerminalNotInTheFile(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let output = sandbox.root + "/export.json"
+        // Slow rows: a few seconds to read on either engine.
+        let query = engine == .sqlite
+            ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000) SELECT i AS id, length(hex(randomblob(100000))) AS size FROM n"
+            : "SELECT i AS id, (SELECT 200000 FROM pg_sleep(0.0004 + i * 0)) AS size FROM generate_series(1, 10000) AS i"
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db, "--json", "-e", "return db.query([==[\(query)]==])"],
+                                          environment: sandbox.environment, standardOutput: output)
+        #expect(terminal.expect("reading", timeout: 60))
+        #expect(terminal.waitForExit(timeout: 120) == 0, "\(terminal.transcript)")
+        #expect(terminal.rawTranscript.contains(" rows/s") && terminal.rawTranscript.hasSuffix("\r\u{1B}[K"),
+                "\(terminal.rawTranscript.debugDescription)")
+        let written = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(written.hasPrefix("[") && written.contains("\"id\":10000") && !written.contains("reading") && !written.contains("\u{1B}"),
+                "\(written.prefix(200))")
+        let short = try PseudoTerminal(arguments: ["--db", database.db, "--json", "-e", "return db.query('SELECT 1 AS one')"],
+                                       environment: sandbox.environment, standardOutput: output)
+        #expect(short.waitForExit(timeout: 60) == 0)
+        #expect(!short.rawTranscript.contains("reading"), "\(short.rawTranscript.debugDescription)")
+    }
 }

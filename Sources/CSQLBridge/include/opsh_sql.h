@@ -110,3 +110,7 @@ int opsh_sql_fast_column(lua_State *L, void *route);
 /// owns it; the iterator finalizes it and sets it to NULL at the end).
 /// `owner` is the stack index of the value that keeps the cursor alive.
 void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route);
+
+/// Rows built into Lua tables so far by this process, on either engine's
+/// row path (a progress line reads it from its own thread).
+unsigned long opsh_rows_built(void);

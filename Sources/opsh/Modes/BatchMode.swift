@@ -104,6 +104,9 @@ struct BatchMode {
             // statement to stdout (ReturnedRows); only while the chunk runs.
             session.writeReturnedRows(as: options.outputMode.returnedRowsFormat)
             defer { session.writeReturnedRows(as: nil) }
+            // Results to a file or a pipe: past 2 s, the rows read so far.
+            let progress = options.outputMode != .table && !Terminal.isTerminal(1) ? RowsBuiltProgress() : nil
+            defer { progress?.stop() }
             return try runner.run(code, chunkName: chunkName, arguments: arguments)
         }
         defer { database.close() }
