@@ -56,6 +56,10 @@ public struct ValuePrinter {
     /// a window resized between two results is seen) instead of
     /// ``totalWidth``. `.output FILE` turns it off.
     public var widthFollowsTerminal = true
+    /// The chunk was a `db.exec` call typed at the prompt: its values (the
+    /// rows changed, SQLite's last rowid) are not shown, the prompt says
+    /// what the write did instead (``WriteAtThePrompt``).
+    var leavesWriteValuesToThePrompt = false
 
     /// The width tables are narrowed to now.
     var currentWidth: Int? { widthFollowsTerminal ? Terminal.width(descriptor: 1) : totalWidth }
@@ -73,6 +77,10 @@ public struct ValuePrinter {
         guard count > 0 else { return nil }
         // A batch run's returned rows, written already as they were read.
         if count == 1, ReturnedRows.areWritten(state, at: first) { return nil }
+        if leavesWriteValuesToThePrompt, count <= 2,
+           (first..<(first + count)).allSatisfy({ lua_isinteger(state, $0) != 0 }) {
+            return nil
+        }
         PrintCancellation.reset()
         let lua = LuaInspection(state: state)
         guard lua_checkstack(state, 40) != 0 else { throw PrintError("stack overflow while printing") }

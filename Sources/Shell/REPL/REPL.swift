@@ -242,6 +242,10 @@ public final class REPL {
             pending = ""
             declarePromptLocals(compiled.locals)
             runTyped(typed) {
+                if WriteAtThePrompt.isWriteCall(typed) {
+                    try runWrite(code, typed: typed)
+                    return
+                }
                 try runChunk(code: typed) {
                     exitStatus = try runner.run(compiled.function, environment: promptLocals?.environment)
                 }
@@ -301,8 +305,27 @@ public final class REPL {
 
     /// Runs a chunk as one transaction (``ChunkTransactions``).
     @discardableResult
-    func runChunk(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
-        try chunks.run(code: code, body)
+    func runChunk(code: String, describe: ((ChangeSummary) -> Void)? = nil, _ body: () throws -> Void) throws -> ChangeSummary? {
+        try chunks.run(code: code, describe: describe, body)
+    }
+
+    /// A `db.exec` call typed alone: what it did ("3 rows deleted from
+    /// builds", ``WriteAtThePrompt``) instead of its raw values.
+    private func runWrite(_ code: String, typed: String) throws {
+        var writer = runner
+        writer.printer.leavesWriteValuesToThePrompt = true
+        var showed = true
+        try runChunk(code: typed, describe: { summary in
+            guard !showed else { return }
+            print(WriteAtThePrompt.sentence(summary))
+            fflush(nil)
+        }) {
+            do {
+                showed = try writer.runShowingResults(code, chunkName: "=stdin", arguments: [], environment: promptLocals?.environment)
+            } catch let error as LuaError where error.exitStatus != nil {
+                exitStatus = error.exitStatus
+            }
+        }
     }
 
     func timed(_ body: () -> Void) {

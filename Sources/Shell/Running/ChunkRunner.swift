@@ -61,8 +61,9 @@ public struct ChunkRunner {
     /// Runs `code` as ``run(_:chunkName:arguments:printResults:)`` does
     /// and says whether it returned anything to show (SQL at the prompt
     /// says "no rows changed" otherwise).
-    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue]) throws -> Bool {
-        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true)
+    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue],
+                                  environment: LuaReference? = nil) throws -> Bool {
+        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true, environment: environment)
     }
 
     @discardableResult
