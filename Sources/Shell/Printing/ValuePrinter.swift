@@ -60,6 +60,10 @@ public struct ValuePrinter {
     /// rows changed, SQLite's last rowid) are not shown, the prompt says
     /// what the write did instead (``WriteAtThePrompt``).
     var leavesWriteValuesToThePrompt = false
+    /// At the prompt: a row that carries its own line (a build `jobs.start`
+    /// or `jobs.follow` returned, ``PromptSummary``) shows that line in
+    /// `.mode table` and `line`; scripts' output shows the row.
+    public var showsPromptSummaries = false
 
     /// The width tables are narrowed to now.
     var currentWidth: Int? { widthFollowsTerminal ? Terminal.width(descriptor: 1) : totalWidth }
@@ -96,14 +100,31 @@ public struct ValuePrinter {
                     throw PrintError(failure.message)
                 }
             case .table, .line, .csv, .tsv, .lua:
+                if let summary = promptSummary(state, at: index) {
+                    if !summary.isEmpty { pieces.append(summary) }
+                    continue
+                }
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
                 }
                 pieces.append(text(lua, index))
             }
         }
+        if pieces.isEmpty { return nil }
         if mode != .json && allScalar { return pieces.joined(separator: "\t") }
         return pieces.joined(separator: "\n")
+    }
+
+    /// The line a row carries for the prompt (``PromptSummary``), when the
+    /// prompt shows it: nil for every other value.
+    private func promptSummary(_ state: OpaquePointer, at index: Int32) -> String? {
+        guard showsPromptSummaries, mode == .table || mode == .line, lua_type(state, index) == LUA_TTABLE,
+              lua_getmetatable(state, index) != 0 else { return nil }
+        LuaInspection.pushString(state, PromptSummary.field)
+        let type = lua_rawget(state, -2)
+        defer { opsh_pop(state, 2) }
+        guard type == LUA_TSTRING, let text = LuaInspection(state: state).string(-1) else { return nil }
+        return VisibleText.of(text)
     }
 
     // MARK: Text (table, csv, lua)

@@ -91,6 +91,7 @@ public final class REPL {
         runner = ChunkRunner(runtime: session.runtime,
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
+        runner.printer.showsPromptSummaries = true
         runner.pager = Pager()
         let chunks = ChunkTransactions(session: session, console: configuration.console)
         chunks.dryRunCopy = configuration.dryRunCopy
