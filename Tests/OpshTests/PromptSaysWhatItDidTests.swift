@@ -31,7 +31,7 @@ import Testing
         terminal.expect("3 rows deleted from telemetry")
         terminal.expect("committed: telemetry: 3 deleted")
         terminal.expect("> ")
-        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('new', 5)\");\r")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('new', 5)\")\r")
         terminal.expect("1 row inserted into telemetry")
         terminal.expect("> ")
         terminal.send("db.exec [[UPDATE telemetry SET event = 'seen']]\r")
@@ -48,6 +48,13 @@ import Testing
         terminal.expect("> ")
         let shown = terminal.transcript.dropFirst(before)
         #expect(Self.bareNumberLines(Substring(shown)).isEmpty, "db.exec's raw values were shown:\n\(terminal.transcript)")
+
+        // Statements return nothing: the commit's note alone, as before.
+        let statements = terminal.transcript.count
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('two', 6)\"); db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('two', 7)\")\r")
+        terminal.expect("committed: telemetry: 2 inserted")
+        terminal.expect("> ")
+        #expect(!terminal.transcript.dropFirst(statements).contains("rows inserted into"), "\(terminal.transcript)")
 
         // The control: a chunk that uses the values gets the numbers, and
         // shows them when it returns them.

@@ -243,7 +243,9 @@ public final class REPL {
             pending = ""
             declarePromptLocals(compiled.locals)
             runTyped(typed) {
-                if WriteAtThePrompt.isWriteCall(typed) {
+                // Its values are the chunk's result only as an expression
+                // (`db.exec(a); db.exec(b)` returns nothing).
+                if code.hasPrefix("return "), WriteAtThePrompt.isWriteCall(typed) {
                     try runWrite(code, typed: typed)
                     return
                 }

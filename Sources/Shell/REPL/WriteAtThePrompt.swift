@@ -13,12 +13,12 @@ import Store
 /// chunk's result. A script (`local n = db.exec(…)`) and `opsh -e` keep the
 /// numbers.
 enum WriteAtThePrompt {
-    /// Whether `typed` is a `db.exec` call alone, as an expression
-    /// (`db.exec("…")`, `db.exec [[…]]`, a `;` after it): its values are
-    /// then the chunk's printed result.
+    /// Whether `typed`, which ran as an expression, is a `db.exec` call
+    /// alone (`db.exec("…")`, `db.exec [[…]]`): its values are then the
+    /// chunk's printed result.
     static func isWriteCall(_ typed: String) -> Bool {
         var text = Substring(typed).drop { $0.isWhitespace }
-        while let last = text.last, last.isWhitespace || last == ";" { text = text.dropLast() }
+        while let last = text.last, last.isWhitespace { text = text.dropLast() }
         guard text.hasPrefix("db.exec") else { return false }
         let rest = text.dropFirst("db.exec".count).drop { $0.isWhitespace }
         guard let opening = rest.first, ["(", "\"", "'", "["].contains(opening) else { return false }
