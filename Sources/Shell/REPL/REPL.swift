@@ -245,8 +245,8 @@ public final class REPL {
             runTyped(typed) {
                 // Its values are the chunk's result only as an expression
                 // (`db.exec(a); db.exec(b)` returns nothing).
-                if code.hasPrefix("return "), WriteAtThePrompt.isWriteCall(typed) {
-                    try runWrite(code, typed: typed)
+                if compiled.code.hasPrefix("return "), WriteAtThePrompt.isWriteCall(typed) {
+                    try runWrite(compiled.function, typed: typed)
                     return
                 }
                 try runChunk(code: typed) {
@@ -314,7 +314,7 @@ public final class REPL {
 
     /// A `db.exec` call typed alone: what it did ("3 rows deleted from
     /// builds", ``WriteAtThePrompt``) instead of its raw values.
-    private func runWrite(_ code: String, typed: String) throws {
+    private func runWrite(_ function: LuaReference, typed: String) throws {
         var writer = runner
         writer.printer.leavesWriteValuesToThePrompt = true
         var showed = true
@@ -324,7 +324,7 @@ public final class REPL {
             fflush(nil)
         }) {
             do {
-                showed = try writer.runShowingResults(code, chunkName: "=stdin", arguments: [], environment: promptLocals?.environment)
+                showed = try writer.runShowingResults(function, environment: promptLocals?.environment)
             } catch let error as LuaError where error.exitStatus != nil {
                 exitStatus = error.exitStatus
             }

@@ -61,9 +61,20 @@ public struct ChunkRunner {
     /// Runs `code` as ``run(_:chunkName:arguments:printResults:)`` does
     /// and says whether it returned anything to show (SQL at the prompt
     /// says "no rows changed" otherwise).
-    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue],
-                                  environment: LuaReference? = nil) throws -> Bool {
-        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true, environment: environment)
+    public func runShowingResults(_ code: String, chunkName: String, arguments: [LuaValue]) throws -> Bool {
+        try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true)
+    }
+
+    /// Runs a compiled chunk as ``run(_:environment:)`` does and says
+    /// whether it returned anything to show (a `db.exec` typed at the
+    /// prompt says what it did otherwise: `WriteAtThePrompt`).
+    public func runShowingResults(_ function: LuaReference, environment: LuaReference? = nil) throws -> Bool {
+        let printer = self.printer
+        let text = try runtime.run(compiled: function, environment: environment) { stack, first, count in
+            try printer.render(stack.state, first: first, count: count)
+        }
+        try show(text)
+        return text != nil
     }
 
     @discardableResult
