@@ -75,7 +75,7 @@ import Store
             local _, traced = follow{ debug = true }
             local _, tail = follow{ tail = 2 }
             return status, all[1]:match('^checking out') ~= nil, #traced - #all, #tail,
-                   tail[1], tail[3]:match('^build .* #1 [(]1.0.0[)] succeeded, exit code 0$') ~= nil
+                   tail[1], tail[3]:match('^build .* #1 [(]1.0.0[)] succeeded, exit code 0, [%d.]+ s, 2 lines shown$') ~= nil
             """)
         #expect(Array(results.prefix(5)) == ["succeeded", true, 3, 3, "bye"])
         #expect(results.last == true)

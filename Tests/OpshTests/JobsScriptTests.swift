@@ -98,7 +98,7 @@ import Glibc
             local scheme, go = ...
             local b = jobs.start{ scheme = scheme, version = '1.0.0' }
             local function plain(text)
-              return (text:gsub(b.id:gsub('%p', '%%%0'), 'ID'):gsub('in [%d.]+ s', 'in N s'))
+              return (text:gsub(b.id:gsub('%p', '%%%0'), 'ID'):gsub('in [%d.]+ s', 'in N s'):gsub(', [%d.]+ s, ', ', N s, '):gsub('%d+ lines shown', 'K lines shown'))
             end
             local seen = {}
             local done = jobs.follow(b.id, { print = function(text)
@@ -113,8 +113,8 @@ import Glibc
             jobs.follow(b, { tail = 1, print = function(text) tail[#tail + 1] = plain(text) end })
             print(table.concat(tail, '|'))
             """, [scheme, go])
-        #expect(printed == ["first|second|build ID #1 (1.0.0) succeeded, exit code 0\tsucceeded",
-                            "build succeeded (exit code 0) in N s|build ID #1 (1.0.0) succeeded, exit code 0"], "\(printed)")
+        #expect(printed == ["first|second|build ID #1 (1.0.0) succeeded, exit code 0, N s, K lines shown\tsucceeded",
+                            "build succeeded (exit code 0) in N s|build ID #1 (1.0.0) succeeded, exit code 0, N s, 1 line shown"], "\(printed)")
     }
 
     /// `jobs.enqueue` queues for the runners: an `opsh runner` process

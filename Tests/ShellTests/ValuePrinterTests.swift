@@ -21,16 +21,20 @@ import Testing
         }
     }
 
+    /// A date is a column the schema declares as seconds since 1970
+    /// (telemetry.created_at), under any name; a number named like a date
+    /// is a number.
     @Test func rowSetsPrintAsTablesInSelectOrderWithNullAndDates() throws {
         let text = try show("""
-            return db.query("SELECT 2 AS id, NULL AS note, 86400.5 AS createdAt, 'sk-abcdefgh12345678' AS apiKey")
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('x', 86400.5)")
+            return db.query("SELECT 2 AS id, NULL AS note, created_at AS latest, 86400.5 AS createdAt, 'sk-abcdefgh12345678' AS apiKey FROM telemetry")
             """)
         #expect(text == """
-            ┌────┬──────┬──────────────────────┬──────────┐
-            │ id │ note │ createdAt            │ apiKey   │
-            ├────┼──────┼──────────────────────┼──────────┤
-            │  2 │ ∅    │ 1970-01-02 00:00:00Z │ ••••5678 │
-            └────┴──────┴──────────────────────┴──────────┘
+            ┌────┬──────┬──────────────────────┬───────────┬──────────┐
+            │ id │ note │ latest               │ createdAt │ apiKey   │
+            ├────┼──────┼──────────────────────┼───────────┼──────────┤
+            │  2 │ ∅    │ 1970-01-02 00:00:00Z │   86400.5 │ ••••5678 │
+            └────┴──────┴──────────────────────┴───────────┴──────────┘
             (1 row)
             """)
     }
@@ -49,8 +53,9 @@ import Testing
     @Test func lineModeShowsEachRecordWhole() throws {
         let long = String(repeating: "build failed ", count: 8)
         let text = try show("""
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('x', 86400)")
             return db.query([[SELECT 1 AS id, '\(long)' AS message, 'first
-            second' AS log, NULL AS exit_code, 86400 AS created_at, 'sk-abcdefgh12345678' AS api_key
+            second' AS log, NULL AS exit_code, created_at, 'sk-abcdefgh12345678' AS api_key FROM telemetry
             UNION ALL SELECT 2, 'ok', '', 0, NULL, NULL]])
             """, mode: .line)
         #expect(text == """

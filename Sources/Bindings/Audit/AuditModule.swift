@@ -1,3 +1,4 @@
+import CLuaShim
 import Foundation
 import LuaRuntime
 import Store
@@ -45,7 +46,13 @@ enum AuditModule {
                 throw call.argumentError(1, "\(error)")
             }
         }
-        return call.results(.array(entries.map(value)))
+        call.stack.push(.array(entries.map(value)))
+        for offset in entries.indices {
+            lua_rawgeti(call.state, -1, lua_Integer(offset + 1))
+            RowShapes.markDates(call.state, at: -1, table: AuditTrail.table, fields: ["startedAt", "endedAt"])
+            opsh_pop(call.state, 1)
+        }
+        return 1
     }
 
     static func value(_ entry: AuditEntry) -> LuaValue {

@@ -27,6 +27,8 @@ final class BuildFollower: @unchecked Sendable {
     /// cursor on SQLite, its place in the log on PostgreSQL). The reading
     /// thread's only.
     var last: BuildLogLine?
+    /// Lines read so far (the closing line says how many were shown).
+    private(set) var linesShown = 0
     // Lua thread only:
     var printer: LuaReference?
     var subscription: Int?
@@ -60,13 +62,14 @@ final class BuildFollower: @unchecked Sendable {
     func nextPage(_ read: (_ after: BuildLogLine?, _ limit: Int) throws -> BuildLogPage) throws -> Page {
         let found = try read(last, Self.pageSize)
         var page = Page(texts: found.lines.map { Self.text($0.record) })
+        linesShown += page.texts.count
         if let line = found.lines.last { last = line }
         guard let build = found.build else {
             page.ended = "build \(buildId) was deleted"
             page.deleted = true
             return page
         }
-        if found.lines.isEmpty, build.status.isFinished { page.ended = Self.summary(build) }
+        if found.lines.isEmpty, build.status.isFinished { page.ended = Self.summary(build, linesShown: linesShown) }
         return page
     }
 
@@ -81,10 +84,16 @@ final class BuildFollower: @unchecked Sendable {
         return "\(level): \(content)"
     }
 
-    /// `build 3F2A… #4 (1.1.0) succeeded, exit code 0`.
-    static func summary(_ build: BuildRecord) -> String {
+    /// The one line that ends a follow: `build 3F2A… #4 (1.1.0) succeeded,
+    /// exit code 0, 12.4 s, 42 lines shown` (issue 26: its status, exit
+    /// code, how long it ran and what was shown, not the whole record).
+    static func summary(_ build: BuildRecord, linesShown: Int) -> String {
         var text = "build \(build.id) #\(build.buildNumber) (\(build.versionString)) \(build.status.rawValue)"
         if let exitCode = build.exitCode { text += ", exit code \(exitCode)" }
+        if let start = build.startDate, let end = build.endDate {
+            text += String(format: ", %.1f s", max(0, end.timeIntervalSince(start)))
+        }
+        text += linesShown == 1 ? ", 1 line shown" : ", \(linesShown) lines shown"
         return VisibleText.of(text)
     }
 

@@ -153,7 +153,17 @@ final class JobsModule {
             try refuseInTransaction("start")
             try manager.start(id)
         }
-        return try pushBuild(id, call)
+        let results = try pushBuild(id, call)
+        let shownId = Self.luaLiteral(id)
+        PromptSummary.attach(to: call.state) { number in
+            "build #\(number) started — jobs.follow(\(shownId)) shows its output, jobs.cancel(\(shownId)) stops it"
+        }
+        return results
+    }
+
+    /// A build id as Lua source the operator can type again.
+    static func luaLiteral(_ id: String) -> String {
+        "\"" + VisibleText.of(id).replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 
     private func cancel(_ call: LuaCall) throws -> Int32 {
@@ -296,7 +306,12 @@ final class JobsModule {
             if page.deleted { throw LuaCallError.message("build \(follower.buildId) was deleted while it was followed") }
             if let ended = page.ended {
                 _ = try call.call(follower.printer!, [.string(ended)])
-                return try pushBuild(follower.buildId, call)
+                let results = try pushBuild(follower.buildId, call)
+                // The prompt shows the closing line once: printed above,
+                // or shown now when a print function of the script's took it.
+                let printedHere = follower.printer === defaultPrinter
+                PromptSummary.attach(to: call.state) { _ in printedHere ? "" : ended }
+                return results
             }
             if page.texts.isEmpty {
                 for _ in 0..<2 {

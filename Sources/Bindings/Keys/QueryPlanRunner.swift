@@ -60,7 +60,10 @@ struct QueryPlanRunner {
             set(parts, values, state)
             // The row's columns, then the parts: printers keep this order.
             let columns = Self.columns(ofRowAt: 1, state) + parts.map(\.name)
-            let holder = rowShapes.push(columns: columns, key: "opsh.value:" + columns.joined(separator: "\u{1F}"),
+            // The row's date columns stay dates (a key's own shape).
+            let dates = RowShapes.dates(ofRowAt: 1, columns: columns, state: state)
+            let holder = rowShapes.push(columns: columns, dates: dates,
+                                        key: RowShapes.valueKey(columns, dates: dates),
                                         state: state)
             lua_pushvalue(state, holder + 1)
             lua_setmetatable(state, 1)

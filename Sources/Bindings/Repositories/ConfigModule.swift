@@ -96,6 +96,7 @@ enum ConfigModule {
             set("auto_cleanup", .boolean(storage.autoCleanup))
             stack.setField("storage", at: -2)
         }
+        RowShapes.markDates(state, at: -1, table: "configuration", fields: ["created_at", "updated_at"])
     }
 
     // MARK: In

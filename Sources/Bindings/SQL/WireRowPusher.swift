@@ -18,6 +18,8 @@ final class WireRowPusher {
     private var layout: WireLayout?
     private(set) var names: [String] = []
     private(set) var kinds: [UInt8] = []
+    /// Per column: a declared time column (``WireLayout/dates``).
+    private var dates: [Bool] = []
     private var shapeKey = ""
 
     init(rowShapes: RowShapes) {
@@ -31,19 +33,22 @@ final class WireRowPusher {
         self.layout = layout
         names = layout.names
         kinds = layout.kinds
-        shapeKey = Self.shapeKey(names)
+        dates = layout.dates
+        shapeKey = Self.shapeKey(names, dates: dates)
     }
 
     /// The key ``StoreValuePusher`` keeps these columns' shape under, so
-    /// that both give rows the same metatables.
-    private static func shapeKey(_ names: [String]) -> String {
-        "opsh.value:" + names.joined(separator: "\u{1F}")
+    /// that both give rows the same metatables; the time columns' places
+    /// after it when there are any (`createdAt AS latest` and `42 AS latest`
+    /// share names, not a shape).
+    private static func shapeKey(_ names: [String], dates: [Bool] = []) -> String {
+        RowShapes.valueKey(names, dates: dates)
     }
 
     /// Pushes the shape of the prepared layout's rows (names, row
     /// metatable, rows metatable) and returns the index of the names.
     func pushShape(state: OpaquePointer) -> Int32 {
-        rowShapes.push(columns: names, key: shapeKey, state: state)
+        rowShapes.push(columns: names, dates: dates, key: shapeKey, state: state)
     }
 
     /// Pushes the shape of rows with these columns (a result without rows).

@@ -30,8 +30,10 @@ public struct ValuePrinter {
     public var mode: OutputMode
     /// Box-drawing characters and `∅`, or ASCII and `NULL`.
     public var unicode: Bool
-    /// Show numbers of date-like columns (`startedAt`, `startDate`,
-    /// `created_at`) as UTC times in tables.
+    /// Show the numbers of columns the schema declares as seconds since
+    /// 1970 (the `dates` of a row's metatable: ``RowShapes``,
+    /// ``DeclaredTimeColumns``) as UTC times in `.mode table` and `line`;
+    /// a column's name decides nothing (`42 AS endDate` is a number).
     public var readableDates = true
     /// Nesting shown before `{…}`.
     public var maximumDepth = 6
@@ -56,6 +58,14 @@ public struct ValuePrinter {
     /// a window resized between two results is seen) instead of
     /// ``totalWidth``. `.output FILE` turns it off.
     public var widthFollowsTerminal = true
+    /// The chunk was a `db.exec` call typed at the prompt: its values (the
+    /// rows changed, SQLite's last rowid) are not shown, the prompt says
+    /// what the write did instead (``WriteAtThePrompt``).
+    var leavesWriteValuesToThePrompt = false
+    /// At the prompt: a row that carries its own line (a build `jobs.start`
+    /// or `jobs.follow` returned, ``PromptSummary``) shows that line in
+    /// `.mode table` and `line`; scripts' output shows the row.
+    public var showsPromptSummaries = false
 
     /// The width tables are narrowed to now.
     var currentWidth: Int? { widthFollowsTerminal ? Terminal.width(descriptor: 1) : totalWidth }
@@ -73,6 +83,10 @@ public struct ValuePrinter {
         guard count > 0 else { return nil }
         // A batch run's returned rows, written already as they were read.
         if count == 1, ReturnedRows.areWritten(state, at: first) { return nil }
+        if leavesWriteValuesToThePrompt, count <= 2,
+           (first..<(first + count)).allSatisfy({ lua_isinteger(state, $0) != 0 }) {
+            return nil
+        }
         PrintCancellation.reset()
         let lua = LuaInspection(state: state)
         guard lua_checkstack(state, 40) != 0 else { throw PrintError("stack overflow while printing") }
@@ -88,14 +102,31 @@ public struct ValuePrinter {
                     throw PrintError(failure.message)
                 }
             case .table, .line, .csv, .tsv, .lua:
+                if let summary = promptSummary(state, at: index) {
+                    if !summary.isEmpty { pieces.append(summary) }
+                    continue
+                }
                 if lua.type(index) == LUA_TTABLE && lua.metatableName(index) != "opsh.NULL" {
                     allScalar = false
                 }
                 pieces.append(text(lua, index))
             }
         }
+        if pieces.isEmpty { return nil }
         if mode != .json && allScalar { return pieces.joined(separator: "\t") }
         return pieces.joined(separator: "\n")
+    }
+
+    /// The line a row carries for the prompt (``PromptSummary``), when the
+    /// prompt shows it: nil for every other value.
+    private func promptSummary(_ state: OpaquePointer, at index: Int32) -> String? {
+        guard showsPromptSummaries, mode == .table || mode == .line, lua_type(state, index) == LUA_TTABLE,
+              lua_getmetatable(state, index) != 0 else { return nil }
+        LuaInspection.pushString(state, PromptSummary.field)
+        let type = lua_rawget(state, -2)
+        defer { opsh_pop(state, 2) }
+        guard type == LUA_TSTRING, let text = LuaInspection(state: state).string(-1) else { return nil }
+        return VisibleText.of(text)
     }
 
     // MARK: Text (table, csv, lua)
@@ -120,8 +151,9 @@ public struct ValuePrinter {
                 let limit = mode == .csv || mode == .tsv ? nil : maximumRows
                 let width = currentWidth
                 let cap = valueCap(width: width)
-                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, limit: limit, cap: cap)
-                    : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0, cap: cap) }]
+                let dates = dateColumns(lua, index)
+                let cells = name == "opsh.rows" ? rowSetCells(lua, index, columns: columns, dates: dates, limit: limit, cap: cap)
+                    : [columns.map { cell(lua, row: lua_absindex(lua.state, index), column: $0, isDate: dates.contains($0), cap: cap) }]
                 if PrintCancellation.isRequested {
                     return "(printing stopped by Ctrl-C after reading \(cells.count) of \(total) rows)"
                 }
@@ -152,7 +184,7 @@ public struct ValuePrinter {
     /// CSV or TSV of row sets, other cells as ``cell(_:row:column:cap:)``
     /// shows them (secrets masked).
     private func delimited(_ lua: LuaInspection) -> DelimitedText {
-        DelimitedText(format: mode == .tsv ? .tsv : .csv) { row, column in cell(lua, row: row, column: column, cap: .max) }
+        DelimitedText(format: mode == .tsv ? .tsv : .csv) { row, column in cell(lua, row: row, column: column, isDate: false, cap: .max) }
     }
 
     private func records(columns: [String], rows: [[TableFormatter.Cell]], total: Int, width: Int?) -> String {
@@ -161,14 +193,15 @@ public struct ValuePrinter {
 
     /// The cells of the rows of a row set (the first `limit`), in column
     /// order; stops early on Ctrl-C.
-    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String], limit: Int?, cap: Int) -> [[TableFormatter.Cell]] {
+    private func rowSetCells(_ lua: LuaInspection, _ index: Int32, columns: [String], dates: Set<String>, limit: Int?,
+                             cap: Int) -> [[TableFormatter.Cell]] {
         let rowsIndex = lua_absindex(lua.state, index)
         var rows: [[TableFormatter.Cell]] = []
         var position: lua_Integer = 1
         while rows.count < (limit ?? .max), !PrintCancellation.isRequested,
               lua_rawgeti(lua.state, rowsIndex, position) == LUA_TTABLE {
             let row = lua_gettop(lua.state)
-            rows.append(columns.map { cell(lua, row: row, column: $0, cap: cap) })
+            rows.append(columns.map { cell(lua, row: row, column: $0, isDate: dates.contains($0), cap: cap) })
             opsh_pop(lua.state, 1)
             position += 1
         }
@@ -192,16 +225,14 @@ public struct ValuePrinter {
         }
     }
 
-    private func cell(_ lua: LuaInspection, row: Int32, column: String, cap: Int) -> TableFormatter.Cell {
+    private func cell(_ lua: LuaInspection, row: Int32, column: String, isDate: Bool, cap: Int) -> TableFormatter.Cell {
         LuaInspection.pushString(lua.state, column)
         lua_rawget(lua.state, row)
         defer { opsh_pop(lua.state, 1) }
         switch lua.type(-1) {
         case LUA_TNIL: return .null
         case LUA_TNUMBER:
-            if readableDates, mode == .table || mode == .line, Self.isDateColumn(column), let date = Self.dateText(lua.number(-1)) {
-                return .text(date)
-            }
+            if isDate, showsDates, let date = Self.dateText(lua.number(-1)) { return .text(date) }
             return .number(lua.numberText(-1))
         case LUA_TSTRING:
             let (value, whole) = lua.string(-1, atMost: cap)
@@ -216,10 +247,29 @@ public struct ValuePrinter {
         }
     }
 
-    /// Column names that hold dates as seconds since 1970.
-    static func isDateColumn(_ name: String) -> Bool {
-        name.hasSuffix("At") || name.hasSuffix("Date") || name.hasSuffix("_at") || name.hasSuffix("_date")
-            || name == "date" || name == "timestamp"
+    /// Whether this mode shows dates (numbers stay numbers in CSV, TSV,
+    /// JSON and Lua literals).
+    private var showsDates: Bool { readableDates && (mode == .table || mode == .line) }
+
+    /// The fields the metatable of the table at `index` declares as
+    /// seconds since 1970: its `dates` set (rows: ``RowShapes``; a
+    /// repository's plain tables, e.g. `config.get()`, `audit.list()`).
+    private func dateColumns(_ lua: LuaInspection, _ index: Int32) -> Set<String> {
+        let state = lua.state
+        guard showsDates, lua_getmetatable(state, index) != 0 else { return [] }
+        defer { opsh_pop(state, 1) }
+        LuaInspection.pushString(state, "dates")
+        defer { opsh_pop(state, 1) }
+        guard lua_rawget(state, -2) == LUA_TTABLE else { return [] }
+        var names: Set<String> = []
+        lua_pushnil(state)
+        while lua_next(state, -2) != 0 {
+            if lua_type(state, -2) == LUA_TSTRING, lua_toboolean(state, -1) != 0, let name = lua.string(-2) {
+                names.insert(name)
+            }
+            opsh_pop(state, 1)
+        }
+        return names
     }
 
     static func dateText(_ seconds: Double) -> String? {
@@ -254,6 +304,7 @@ public struct ValuePrinter {
         defer { path.remove(identity) }
         let table = lua_absindex(lua.state, index)
 
+        let dates = mode == .lua ? [] : dateColumns(lua, table)
         var keys: [LuaInspection.Key]
         if name == "opsh.row", let columns = lua.metatableColumns(table) {
             keys = columns.map { .name($0) }
@@ -275,7 +326,11 @@ public struct ValuePrinter {
             if lua.type(-1) == LUA_TNIL { continue }
             let isSecret: Bool
             if case let .name(field) = key { isSecret = SecretMask.isSecret(field) } else { isSecret = false }
-            let value = literal(lua, -1, depth: depth + 1, indent: indent + "  ", path: &path, secret: isSecret)
+            var value = literal(lua, -1, depth: depth + 1, indent: indent + "  ", path: &path, secret: isSecret)
+            if case let .name(field) = key, dates.contains(field), lua.type(-1) == LUA_TNUMBER,
+               let date = Self.dateText(lua.number(-1)) {
+                value = date
+            }
             switch key {
             case .position: entries.append(value)
             case let .name(field):

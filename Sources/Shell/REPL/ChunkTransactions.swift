@@ -64,9 +64,15 @@ public final class ChunkTransactions {
     /// Runs `body` (a chunk) as one transaction, asks when it changed many
     /// rows, and remembers what it committed. Returns what it changed, or
     /// nil when the answer rolled it back.
+    /// `describe` gets what the chunk changed before the note says it
+    /// was committed (or kept in the dry run), not when it was rolled back.
     @discardableResult
-    func run(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
-        if dryRunReplay { return try replay(body) }
+    func run(code: String, describe: ((ChangeSummary) -> Void)? = nil, _ body: () throws -> Void) throws -> ChangeSummary? {
+        if dryRunReplay {
+            let summary = try replay(body)
+            describe?(summary)
+            return summary
+        }
         undoing = []
         // A schema change always asks, whatever the threshold (README, "A
         // chunk is a transaction").
@@ -82,6 +88,7 @@ public final class ChunkTransactions {
         }
         // A chunk of a dry run that spans the session: kept in its
         // transaction, which is rolled back when the shell ends.
+        if outcome.committed || database.isDryRun { describe?(outcome.summary) }
         if !outcome.committed, database.isDryRun, !outcome.summary.isEmpty {
             console.note("dry run: " + outcome.summary.sentence)
             return outcome.summary

@@ -91,6 +91,7 @@ public final class REPL {
         runner = ChunkRunner(runtime: session.runtime,
                              printer: ValuePrinter(mode: configuration.mode, unicode: Terminal.isUTF8))
         runner.printer.maximumRows = rowLimit
+        runner.printer.showsPromptSummaries = true
         runner.pager = Pager()
         let chunks = ChunkTransactions(session: session, console: configuration.console)
         chunks.dryRunCopy = configuration.dryRunCopy
@@ -242,6 +243,12 @@ public final class REPL {
             pending = ""
             declarePromptLocals(compiled.locals)
             runTyped(typed) {
+                // Its values are the chunk's result only as an expression
+                // (`db.exec(a); db.exec(b)` returns nothing).
+                if compiled.code.hasPrefix("return "), WriteAtThePrompt.isWriteCall(typed) {
+                    try runWrite(compiled.function, typed: typed)
+                    return
+                }
                 try runChunk(code: typed) {
                     exitStatus = try runner.run(compiled.function, environment: promptLocals?.environment)
                 }
@@ -301,8 +308,27 @@ public final class REPL {
 
     /// Runs a chunk as one transaction (``ChunkTransactions``).
     @discardableResult
-    func runChunk(code: String, _ body: () throws -> Void) throws -> ChangeSummary? {
-        try chunks.run(code: code, body)
+    func runChunk(code: String, describe: ((ChangeSummary) -> Void)? = nil, _ body: () throws -> Void) throws -> ChangeSummary? {
+        try chunks.run(code: code, describe: describe, body)
+    }
+
+    /// A `db.exec` call typed alone: what it did ("3 rows deleted from
+    /// builds", ``WriteAtThePrompt``) instead of its raw values.
+    private func runWrite(_ function: LuaReference, typed: String) throws {
+        var writer = runner
+        writer.printer.leavesWriteValuesToThePrompt = true
+        var showed = true
+        try runChunk(code: typed, describe: { summary in
+            guard !showed else { return }
+            print(WriteAtThePrompt.sentence(summary))
+            fflush(nil)
+        }) {
+            do {
+                showed = try writer.runShowingResults(function, environment: promptLocals?.environment)
+            } catch let error as LuaError where error.exitStatus != nil {
+                exitStatus = error.exitStatus
+            }
+        }
     }
 
     func timed(_ body: () -> Void) {

@@ -65,6 +65,18 @@ public struct ChunkRunner {
         try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: true)
     }
 
+    /// Runs a compiled chunk as ``run(_:environment:)`` does and says
+    /// whether it returned anything to show (a `db.exec` typed at the
+    /// prompt says what it did otherwise: `WriteAtThePrompt`).
+    public func runShowingResults(_ function: LuaReference, environment: LuaReference? = nil) throws -> Bool {
+        let printer = self.printer
+        let text = try runtime.run(compiled: function, environment: environment) { stack, first, count in
+            try printer.render(stack.state, first: first, count: count)
+        }
+        try show(text)
+        return text != nil
+    }
+
     @discardableResult
     private func runPrinting(_ code: String, chunkName: String, arguments: [LuaValue], printResults: Bool,
                              environment: LuaReference? = nil) throws -> Bool {

@@ -54,6 +54,7 @@ extension PostgresDatabase {
         }
         appliedMigrations = try readApplied()
         knownTallyRelations = nil
+        knownTimeColumns = nil
         tableSpecs = [:]
         return applied
     }

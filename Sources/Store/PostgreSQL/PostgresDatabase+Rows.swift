@@ -12,12 +12,15 @@ extension PostgresDatabase {
     public func execute(_ sql: String, _ arguments: Arguments = .positional([]),
                         rows eachRow: (RowSource) throws -> Void) throws -> Result {
         var last: (PostgresRowLayout, WireLayout)?
+        // Read before the statement: nothing else can run on the
+        // connection while its rows arrive.
+        let timeColumns = try timeColumns()
         return try execute(sql, arguments) { (row: PostgresDataRow) in
             let layout: WireLayout
             if let last, last.0 === row.layout {
                 layout = last.1
             } else {
-                layout = Self.wireLayout(row.layout)
+                layout = Self.wireLayout(row.layout, timeColumns: timeColumns)
                 last = (row.layout, layout)
             }
             try eachRow(.wire(row.body, layout))
@@ -25,9 +28,10 @@ extension PostgresDatabase {
     }
 
     /// A result's names and kinds, once per row description.
-    static func wireLayout(_ layout: PostgresRowLayout) -> WireLayout {
+    static func wireLayout(_ layout: PostgresRowLayout, timeColumns: PostgresTimeColumns) -> WireLayout {
         WireLayout(names: rowKeys(layout),
-                   kinds: zip(layout.columns, layout.binary).map { kind(type: $0.typeOID, binary: $1) })
+                   kinds: zip(layout.columns, layout.binary).map { kind(type: $0.typeOID, binary: $1) },
+                   dates: timeColumns.dates(of: layout))
     }
 
     /// How `opsh_pg_push_value` reads a column of this type in this format.

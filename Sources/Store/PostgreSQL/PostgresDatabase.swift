@@ -164,6 +164,9 @@ public final class PostgresDatabase {
     /// The relations whose counters ``committed`` reads, until a statement
     /// changes the schema.
     var knownTallyRelations: CommitTally.Relations?
+    /// Which result columns are times (``PostgresTimeColumns``), until a
+    /// statement changes the schema.
+    var knownTimeColumns: PostgresTimeColumns?
     /// `--sandbox`: the check after each statement, made at the first one.
     var sandbox: PostgresSandbox?
     /// The counters the next statement's check compares with; nil until
@@ -317,6 +320,7 @@ public final class PostgresDatabase {
         }
         appliedMigrations = try readApplied()
         knownTallyRelations = nil
+        knownTimeColumns = nil
         return applied
     }
 
@@ -410,6 +414,8 @@ public final class PostgresDatabase {
         if Self.changesSchema(result.commandTag) {
             tableSpecs = [:]
             knownTallyRelations = nil
+            knownTimeColumns = nil
+        knownTimeColumns = nil
             schemaChanged = true
         }
         return Self.convert(result)

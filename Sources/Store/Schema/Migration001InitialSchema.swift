@@ -32,7 +32,7 @@ enum Migration001InitialSchema {
             SchemaColumn("name", .text, notNull: true),
             SchemaColumn("displayName", .text, notNull: true),
             SchemaColumn("gitRepositoryURL", .text, notNull: true),
-            SchemaColumn("createdAt", .real, notNull: true),
+            SchemaColumn.secondsSince1970("createdAt", notNull: true),
         ]),
 
         // Deleting a project deletes its schemes; a scheme with builds
@@ -55,9 +55,9 @@ enum Migration001InitialSchema {
             SchemaColumn("buildNumber", .integer, notNull: true, check: "buildNumber > 0"),
             SchemaColumn("status", .text, notNull: true, default: "'queued'",
                          check: "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')"),
-            SchemaColumn("createdAt", .real, notNull: true),
-            SchemaColumn("startDate", .real),
-            SchemaColumn("endDate", .real),
+            SchemaColumn.secondsSince1970("createdAt", notNull: true),
+            SchemaColumn.secondsSince1970("startDate"),
+            SchemaColumn.secondsSince1970("endDate"),
             SchemaColumn("exitCode", .integer),
             SchemaColumn("progress", .real, notNull: true, default: "0", check: "progress BETWEEN 0 AND 1"),
             SchemaColumn("commitHash", .text,
@@ -65,7 +65,7 @@ enum Migration001InitialSchema {
             SchemaColumn("runnerHost", .text,
                          note: "Who runs the build: with the pid and the process start time a build left running by a dead opsh is detectable as stale."),
             SchemaColumn("runnerPid", .integer),
-            SchemaColumn("runnerStartedAt", .real),
+            SchemaColumn.secondsSince1970("runnerStartedAt"),
         ], unique: [["schemeId", "buildNumber"]]),
 
         SchemaTable("buildLogs", [
@@ -75,7 +75,7 @@ enum Migration001InitialSchema {
                          check: "level IN ('debug', 'info', 'warning', 'error')"),
             SchemaColumn("category", .text, notNull: true, default: "'build'"),
             SchemaColumn("content", .text, notNull: true),
-            SchemaColumn("createdAt", .real, notNull: true),
+            SchemaColumn.secondsSince1970("createdAt", notNull: true),
         ]),
 
         SchemaTable("crashLogs", [
@@ -83,7 +83,7 @@ enum Migration001InitialSchema {
             SchemaColumn("buildId", .text, notNull: true, references: SchemaReference("builds", "id", onDelete: .cascade)),
             SchemaColumn("content", .text, notNull: true),
             SchemaColumn("signal", .integer),
-            SchemaColumn("createdAt", .real, notNull: true),
+            SchemaColumn.secondsSince1970("createdAt", notNull: true),
         ]),
     ]
 
@@ -93,8 +93,8 @@ enum Migration001InitialSchema {
             SchemaColumn("api_key", .text),
             SchemaColumn("base_url", .text, notNull: true),
             SchemaColumn("model_cache_size", .integer, notNull: true, default: "0"),
-            SchemaColumn("created_at", .real, notNull: true),
-            SchemaColumn("updated_at", .real, notNull: true),
+            SchemaColumn.secondsSince1970("created_at", notNull: true),
+            SchemaColumn.secondsSince1970("updated_at", notNull: true),
         ]),
 
         SchemaTable("routing_policies", [
@@ -134,8 +134,8 @@ enum Migration001InitialSchema {
             SchemaColumn("framework", .text, notNull: true),
             SchemaColumn("quantization", .text),
             SchemaColumn("capabilities", .text, notNull: true, default: "'[]'", check: .json(named: "capabilities_is_json")),
-            SchemaColumn("created_at", .real, notNull: true),
-            SchemaColumn("updated_at", .real, notNull: true),
+            SchemaColumn.secondsSince1970("created_at", notNull: true),
+            SchemaColumn.secondsSince1970("updated_at", notNull: true),
         ]),
 
         // One row per model and UTC day.
@@ -158,8 +158,8 @@ enum Migration001InitialSchema {
             SchemaColumn("session_type", .text, notNull: true, default: "'chat'"),
             SchemaColumn("total_tokens", .integer, notNull: true, default: "0"),
             SchemaColumn("total_cost", .real, notNull: true, default: "0"),
-            SchemaColumn("created_at", .real, notNull: true),
-            SchemaColumn("updated_at", .real, notNull: true),
+            SchemaColumn.secondsSince1970("created_at", notNull: true),
+            SchemaColumn.secondsSince1970("updated_at", notNull: true),
         ]),
 
         SchemaTable("generations", [
@@ -173,7 +173,7 @@ enum Migration001InitialSchema {
             SchemaColumn("cost", .real, notNull: true, default: "0"),
             SchemaColumn("execution_target", .text, notNull: true, default: "'onDevice'",
                          check: "execution_target IN ('onDevice', 'cloud', 'hybrid')"),
-            SchemaColumn("created_at", .real, notNull: true),
+            SchemaColumn.secondsSince1970("created_at", notNull: true),
         ], unique: [["session_id", "sequence_number"]]),
 
         // Fire-and-forget events: no foreign key, so that the SDK never
@@ -183,7 +183,7 @@ enum Migration001InitialSchema {
             SchemaColumn("event", .text, notNull: true),
             SchemaColumn("properties", .text, check: .json(named: "properties_is_json")),
             SchemaColumn("session_id", .text),
-            SchemaColumn("created_at", .real, notNull: true),
+            SchemaColumn.secondsSince1970("created_at", notNull: true),
         ]),
     ]
 

@@ -18,8 +18,8 @@ enum Migration003Audit {
     static let migration = BuiltInMigration(identifier, [
         .createTable(SchemaTable("opsh_audit", [
             SchemaColumn("id", .integer, primaryKey: true),
-            SchemaColumn("startedAt", .real, notNull: true),
-            SchemaColumn("endedAt", .real, notNull: true),
+            SchemaColumn.secondsSince1970("startedAt", notNull: true),
+            SchemaColumn.secondsSince1970("endedAt", notNull: true),
             SchemaColumn("user", .text, notNull: true),
             SchemaColumn("host", .text, notNull: true),
             SchemaColumn("pid", .integer, notNull: true),
@@ -40,7 +40,7 @@ enum Migration003Audit {
 
         // Written by audit.prune inside its transaction, and removed again
         // before it commits: rows older than `before` may be deleted.
-        .createTable(SchemaTable("opsh_audit_prune", [SchemaColumn("before", .real, notNull: true)])),
+        .createTable(SchemaTable("opsh_audit_prune", [SchemaColumn.secondsSince1970("before", notNull: true)])),
 
         .perEngine(sqlite: sqliteTriggers, postgresql: postgresTriggers),
 

@@ -18,7 +18,7 @@ enum Migration004Runners {
 
     static let migration = BuiltInMigration(identifier, [
         .addColumn(table: "builds", SchemaColumn("runnerId", .text)),
-        .addColumn(table: "builds", SchemaColumn("heartbeatAt", .real)),
+        .addColumn(table: "builds", SchemaColumn.secondsSince1970("heartbeatAt")),
         .addColumn(table: "builds", SchemaColumn("heartbeatInterval", .real, check: "heartbeatInterval > 0")),
         .addColumn(table: "builds", SchemaColumn("attempts", .integer, notNull: true, default: "0", check: "attempts >= 0")),
         // the claim: the oldest queued build

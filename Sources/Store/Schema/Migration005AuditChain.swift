@@ -44,7 +44,7 @@ enum Migration005AuditChain {
                          note: "the chain goes on after this row (rows up to it were pruned, or, for the first cut, are from before the chain)"),
             SchemaColumn("lastHash", .text, notNull: true,
                          note: "the hash the next chained row's previousHash must be"),
-            SchemaColumn("cutAt", .real, notNull: true),
+            SchemaColumn.secondsSince1970("cutAt", notNull: true),
         ])),
         .statement { dialect in
             """

@@ -81,6 +81,16 @@ struct SchemaColumn: Sendable {
     /// Why the column is there, written as an SQL comment before it in
     /// CREATE TABLE (SQLite keeps it in the schema's text).
     var note: String?
+    /// What its values mean beyond their type (``ColumnMeaning``): the
+    /// shell shows such a column's numbers as dates. Not part of the SQL.
+    var meaning: ColumnMeaning?
+
+    /// A REAL column of seconds since 1970 (UTC), shown as a date.
+    static func secondsSince1970(_ name: String, notNull: Bool = false, note: String? = nil) -> SchemaColumn {
+        var column = SchemaColumn(name, .real, notNull: notNull, note: note)
+        column.meaning = .secondsSince1970
+        return column
+    }
 
     init(_ name: String, _ type: SchemaType, primaryKey: Bool = false, notNull: Bool = false,
          default defaultValue: String? = nil, references: SchemaReference? = nil, check: SchemaCheck? = nil,

@@ -21,10 +21,14 @@ public final class WireLayout {
     public let names: [String]
     /// An `opsh_pg_kind` per column.
     public let kinds: [UInt8]
+    /// Per column: whether the schema declares it as seconds since 1970
+    /// (``DeclaredTimeColumns``), so the shell shows it as a date.
+    public let dates: [Bool]
 
-    init(names: [String], kinds: [UInt8]) {
+    init(names: [String], kinds: [UInt8], dates: [Bool]) {
         self.names = names
         self.kinds = kinds
+        self.dates = dates
     }
 
 }
