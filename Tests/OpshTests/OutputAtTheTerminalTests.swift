@@ -17,8 +17,9 @@ import Testing
             cat >> '\(paged)'
             echo called >> '\(calls)'
             """)
-        chmod(command, 0o755)
-        return (command, calls, paged)
+        // Run by sh, not exec'd: a file another test's fork still holds
+        // open for writing cannot be exec'd ("Text file busy"), only read.
+        return ("/bin/sh " + command, calls, paged)
     }
 
     func contents(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
