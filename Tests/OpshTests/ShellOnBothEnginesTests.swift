@@ -269,12 +269,19 @@ import Testing
         guard engine == .sqlite else {
             terminal.expect("undo() is not available on PostgreSQL")
             terminal.expect("> ")
+            terminal.send("undo.list()\r")
+            terminal.expect("undo() is not available on PostgreSQL")
+            terminal.expect("> ")
             terminal.send(".q\r")
             #expect(terminal.waitForExit() == 0)
             return
         }
         terminal.expect("undo(1)  chunk 2: db.exec(\"INSERT INTO telemetry (event, created_… — telemetry: 2 inserted")
         terminal.expect("undo(2)  chunk 1: ")
+        terminal.expect("> ")
+        // undo.list() gives the same list; undo() is still called as ever.
+        terminal.send("print(undo.list())\r")
+        terminal.expect("undo(1)  chunk 2: db.exec(\"INSERT INTO telemetry (event, created_… — telemetry: 2 inserted")
         terminal.expect("> ")
         terminal.send("undo()\r")
         terminal.expect("committed")

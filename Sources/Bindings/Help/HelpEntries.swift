@@ -38,6 +38,7 @@ enum HelpEntries {
         ("analytics", "aggregations over usage and builds"),
         ("export", "an aggregate as a JSON document (import() reads it back)"),
         ("audit", "the audit trail: who ran what, why, and what it committed"),
+        ("undo", "what undo(n) can take back (SQLite, at the prompt)"),
     ]
 
     static func table(_ module: String, _ noun: String, key: String) -> [HelpEntry] {
@@ -79,6 +80,7 @@ enum HelpEntries {
         HelpEntry(module: "", name: "query", signature: "query(key) → value", summary: "Fetches a query key (a key.* builder or its text) once."),
         HelpEntry(module: "", name: "watch", signature: "watch(keyOrSql, fn [, ...]) → handle", summary: "Calls fn(new, old) whenever the key's value or the SELECT's rows change; handle:cancel() stops it."),
         HelpEntry(module: "", name: "undo", signature: "undo([n=1]) → string", summary: "Takes back the n-th last chunk typed at the shell's prompt that changed data, unless another process changed one of its rows since (SQLite; refused in scripts)."),
+        HelpEntry(module: "undo", name: "list", signature: "undo.list() → string", summary: "What undo(n) can take back, newest first, with the n for each (as .undo shows it; SQLite, at the shell's prompt)."),
         HelpEntry(module: "", name: "chart", signature: "chart(rows, labelColumn, valueColumn [, {width=}]) → string", summary: "A horizontal bar chart of a row set."),
         HelpEntry(module: "", name: "sparkline", signature: "sparkline(rows, column | numbers) → string", summary: "A one-line chart of numbers."),
     ]

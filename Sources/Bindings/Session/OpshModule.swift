@@ -1,8 +1,9 @@
+import CLuaShim
 import LuaRuntime
 
 /// `opsh.*` about the run itself (the event functions `opsh.wait` and
 /// `opsh.watches` come with `watch`).
-enum OpshModule {
+public enum OpshModule {
     static func install(in session: OpshSession) {
         let database = session.database
         session.runtime.register(module: "opsh", [
@@ -11,9 +12,22 @@ enum OpshModule {
             "dryRun": { call in call.results(.boolean(database.isDryRun)) },
         ])
         // The shell replaces it with the real one (its chunks keep changesets).
-        session.runtime.register("undo") { _ in
-            if let why = database.undoUnavailable { throw LuaCallError.message(why) }
-            throw LuaCallError.message("undo() takes back chunks typed at the interactive shell's prompt; a script's changes cannot be undone: try it with --dry-run first, and cap it with --max-changes")
+        let refusal = { () -> LuaCallError in
+            if let why = database.undoUnavailable { return LuaCallError.message(why) }
+            return LuaCallError.message("undo() takes back chunks typed at the interactive shell's prompt; a script's changes cannot be undone: try it with --dry-run first, and cap it with --max-changes")
         }
+        installUndo(in: session.runtime, undo: { _ in throw refusal() }, list: { _ in throw refusal() })
+    }
+
+    /// `undo(n)` and `undo.list()`: a table that is called as a function
+    /// (the `undo(n)` operators type) and holds `list` (what `.undo` shows).
+    public static func installUndo(in runtime: LuaRuntime, undo: @escaping LuaHostFunction, list: @escaping LuaHostFunction) {
+        runtime.register(module: "undo", ["list": list])
+        runtime.pushFunction("undo", undo)
+        lua_setglobal(runtime.state, "__opsh_undo")
+        _ = try? runtime.execute("""
+            local call = __opsh_undo; __opsh_undo = nil
+            setmetatable(undo, { __call = function(_, ...) return call(...) end, __name = "opsh.undo" })
+            """, chunkName: "=(undo)")
     }
 }

@@ -242,6 +242,12 @@ public final class ChunkTransactions {
 
     /// `.undo`: what `undo(n)` can take back, newest first, with the n
     /// that takes each back (or why it cannot).
+    /// `undo.list()`: what `.undo` shows, or the reason there is no undo.
+    func undoListOrRefusal() throws -> String {
+        if let why = database.undoUnavailable { throw LuaCallError.message(why) }
+        return undoList()
+    }
+
     func undoList() -> String {
         if let why = database.undoUnavailable { return why }
         guard !history.isEmpty else { return "nothing to undo: no chunk of this session has changed data" }

@@ -97,7 +97,8 @@ public final class REPL {
         chunks.dryRunCopy = configuration.dryRunCopy
         chunks.dryRunReplay = configuration.dryRunReplay
         chunks.changeLimit = configuration.maxChanges
-        session.runtime.register("undo") { [unowned chunks] call in try chunks.undo(call) }
+        OpshModule.installUndo(in: session.runtime, undo: { [unowned chunks] call in try chunks.undo(call) },
+                               list: { [unowned chunks] call in call.results(.string(try chunks.undoListOrRefusal())) })
         self.chunks = chunks
         var ends: [Int32] = [0, 0]
         pipe(&ends)
