@@ -23,11 +23,20 @@ public enum OpshModule {
     /// (the `undo(n)` operators type) and holds `list` (what `.undo` shows).
     public static func installUndo(in runtime: LuaRuntime, undo: @escaping LuaHostFunction, list: @escaping LuaHostFunction) {
         runtime.register(module: "undo", ["list": list])
-        runtime.pushFunction("undo", undo)
-        lua_setglobal(runtime.state, "__opsh_undo")
-        _ = try? runtime.execute("""
-            local call = __opsh_undo; __opsh_undo = nil
-            setmetatable(undo, { __call = function(_, ...) return call(...) end, __name = "opsh.undo" })
-            """, chunkName: "=(undo)")
+        let state = runtime.state
+        lua_getglobal(state, "undo")
+        lua_createtable(state, 0, 2)
+        // The table is argument 1 of __call: taken off, so undo(n)'s n is
+        // its argument 1 and an error names the operator's line.
+        runtime.pushFunction("undo", { call in
+            lua_rotate(call.state, 1, -1)
+            opsh_pop(call.state, 1)
+            return try undo(call)
+        })
+        runtime.stack.setField("__call", at: -2)
+        runtime.stack.push("opsh.undo")
+        runtime.stack.setField("__name", at: -2)
+        lua_setmetatable(state, -2)
+        opsh_pop(state, 1)
     }
 }
