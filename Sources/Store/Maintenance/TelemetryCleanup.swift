@@ -244,14 +244,6 @@ public struct TelemetryCleanup: Sendable {
             },
             // The lock is free: checkpoint before leaving it free a while.
             betweenBatches: { try unlocked? { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") } },
-            // SQLite's count of the commits of other connections.
-            commitsByOthers: unlocked.map { unlocked in
-                {
-                    var version = 0
-                    try unlocked { db in version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
-                    return version
-                }
-            },
             isCancellation: { ($0 as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT },
             shouldStop: shouldStop, progress: progress)
     }
@@ -268,7 +260,6 @@ public struct TelemetryCleanup: Sendable {
         beforeFirstBatch: () throws -> Void = {},
         deleteBatch: (Filter) throws -> (deleted: Int, last: Bool),
         betweenBatches: () throws -> Void = {},
-        commitsByOthers: (() throws -> Int)? = nil,
         isCancellation: (any Error) -> Bool,
         shouldStop: () -> Bool,
         progress: (MaintenanceProgress) -> Void
@@ -311,8 +302,6 @@ public struct TelemetryCleanup: Sendable {
             // matched at the start.
             progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
             if last { break }
-            // Other connections' commits so far: one more is a writer let in.
-            let version = try commitsByOthers?()
             do {
                 try betweenBatches()
             } catch where isCancellation(error) {
@@ -320,16 +309,9 @@ public struct TelemetryCleanup: Sendable {
                 report.stopped = true
                 break
             }
-            // The lock stays free until a writer that waited for it has
-            // committed (it was let in: no need to wait longer), or for
-            // the batch's share at most (a writer asleep in SQLite's busy
-            // handler retries on its own schedule; none may be waiting).
-            let pauseEnd = lockEnd + UInt64(max(0, options.pauseFraction * elapsed) * 1e6)
-            while DispatchTime.now().uptimeNanoseconds < pauseEnd {
-                if let version, try commitsByOthers?() != version { break }
-                let left = Double(pauseEnd - min(pauseEnd, DispatchTime.now().uptimeNanoseconds)) / 1e3
-                usleep(UInt32(min(left, version == nil ? left : 500)))
-            }
+            let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
+            let pause = options.pauseFraction * elapsed - free
+            if pause > 0 { usleep(UInt32(pause * 1000)) }
         }
         report.seconds = elapsedSeconds()
         return report
