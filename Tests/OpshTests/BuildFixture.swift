@@ -31,6 +31,16 @@ final class BuildFixture: @unchecked Sendable {
             """)
     }
 
+    /// The shell on the fixture's database in a pty, with `jobs`
+    /// configured to build under ``workspaces`` (grace 1 s), at a prompt.
+    func promptWithJobs() throws -> PseudoTerminal {
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: folder.environment)
+        terminal.expect("> ")
+        terminal.send("jobs.configure{ workspaces = '\(workspaces)', grace = 1 }\r")
+        terminal.expect("> ")
+        return terminal
+    }
+
     /// A scheme of `project` whose build command is `command`; its id.
     @discardableResult
     func scheme(_ name: String, _ command: String, project: String = "com.example.app") throws -> String {

@@ -66,10 +66,7 @@ import Testing
     func ctrlCInFollowSaysTheBuildStillRuns(_ engine: Engine) throws {
         let fixture = try BuildFixture(engine)
         let scheme = try fixture.scheme("Slow", "echo started; sleep 60; echo done")
-        let terminal = try PseudoTerminal(arguments: ["--db", fixture.database.db], environment: fixture.folder.environment)
-        terminal.expect("> ")
-        terminal.send("jobs.configure{ workspaces = '\(fixture.workspaces)', grace = 1 }\r")
-        terminal.expect("> ")
+        let terminal = try fixture.promptWithJobs()
         terminal.send("b = jobs.start{ scheme = '\(scheme)', version = '1.0.0' }\r")
         terminal.expect("> ")
         terminal.send("jobs.follow(b.id)\r")

@@ -7,16 +7,10 @@ import Testing
 /// renderer; a traceback only when it reaches a function the operator
 /// wrote (`.traceback on`: all). One body, both engines.
 @Suite struct ErrorPositionTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     @Test(arguments: Engine.allCases) func anSQLErrorShowsACaretUnderItsPlace(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         // Typed as SQL: LIMT is taken as the table's alias, so both engines
         // stop at the 3.
         terminal.send("SELECT id FROM telemetry LIMT 3;\r")
@@ -38,7 +32,7 @@ import Testing
     @Test(arguments: Engine.allCases) func aTracebackOnlyWhenItReachesTheOperatorsCode(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         // The typed line and opsh's own functions: the message says it all.
         terminal.send("error('at the prompt')\r")
         terminal.expect("at the prompt")

@@ -10,10 +10,7 @@ import Testing
     @Test(arguments: Engine.allCases) func startSaysHowToFollowAndFollowEndsWithOneLine(_ engine: Engine) throws {
         let fixture = try BuildFixture(engine)
         let scheme = try fixture.scheme("Hello", "echo hello; echo world")
-        let terminal = try PseudoTerminal(arguments: ["--db", fixture.database.db], environment: fixture.folder.environment)
-        terminal.expect("> ")
-        terminal.send("jobs.configure{ workspaces = '\(fixture.workspaces)', grace = 1 }\r")
-        terminal.expect("> ")
+        let terminal = try fixture.promptWithJobs()
 
         terminal.send("jobs.start{ scheme = '\(scheme)', version = '1.0.0' }\r")
         terminal.expect("build #1 started — jobs.follow(\"")

@@ -6,23 +6,17 @@ import Testing
 /// of opsh's own dot commands, from the one registry. One body, both
 /// engines.
 @Suite struct PromptAliasesTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     @Test(arguments: Engine.allCases) func exitQuitAndBackslashQLeave(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
         for word in ["exit", "quit", "\\q"] {
-            let terminal = try shell(sandbox, database)
+            let terminal = try sandbox.shell(database)
             terminal.send("\(word)\r")
             #expect(terminal.waitForExit(timeout: 30) == 0, "\(word): \(terminal.transcript)")
             #expect(!terminal.transcript.contains("nil"), "\(word): \(terminal.transcript)")
         }
         // Control: a global of that name is the operator's, and stays Lua.
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("exit = 'mine'\r")
         terminal.expect("> ")
         terminal.send("exit\r")
@@ -35,7 +29,7 @@ import Testing
     @Test(arguments: Engine.allCases) func psqlsBackslashCommandsAreDotCommands(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("\\dt\r")
         terminal.expect("telemetry")
         terminal.expect("> ")

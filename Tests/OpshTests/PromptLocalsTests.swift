@@ -7,12 +7,6 @@ import Testing
 /// `<close>` stay the chunk's, with a note; a local that hides a global
 /// says so. One body, both engines.
 @Suite struct PromptLocalsTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     /// docs/lua-api.md's repositories block, typed a line at a time as a
     /// reader copies it, up to the project's delete: `local s` and `local
     /// b` are used on later lines.
@@ -23,7 +17,7 @@ import Testing
                                     in: try DocsTests.read("docs/lua-api.md"))
         let typed = Array(lines.prefix { !$0.hasPrefix("projects.delete") })
         #expect(typed.count >= 6 && typed.contains { $0.hasPrefix("local s =") }, "\(lines)")
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         for line in typed {
             terminal.send(line + "\r")
             terminal.expect(line.hasSuffix(",") ? "  ... " : "> ")
@@ -40,7 +34,7 @@ import Testing
     @Test(arguments: Engine.allCases) func topLevelLocalsLiveOnAndBlocksKeepTheirs(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         let steps: [(String, String)] = [
             ("local a, b = 40, 2", "> "),
             ("a + b", "42"),

@@ -5,17 +5,11 @@ import Testing
 /// each is one chunk, so the shell shows what it changes, asks past
 /// `.confirm`'s threshold, and (on SQLite) `undo()` takes it back.
 @Suite struct RestoreAndImportAtThePromptTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     @Test(arguments: Engine.allCases) func aRestoreIsShownConfirmedAndUndoable(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let (db, backup) = try RestoreTests().prepared(engine, sandbox)
         try db.sql("DELETE FROM telemetry WHERE id > 5")
-        let terminal = try shell(sandbox, db)
+        let terminal = try sandbox.shell(db)
         terminal.send(".confirm 2\r")
         terminal.expect("> ")
         terminal.send("restore{ from = '\(backup)', table = 'telemetry', where = 'id > ?', args = { 7 } }\r")
@@ -56,7 +50,7 @@ import Testing
         try "event\tcreated_at\ntsv\t13\n".write(toFile: tsv, atomically: true, encoding: .utf8)
         let bad = sandbox.root + "/bad.csv"
         try "event,created_at\nok,14\nbroken\n".write(toFile: bad, atomically: true, encoding: .utf8)
-        let terminal = try shell(sandbox, db)
+        let terminal = try sandbox.shell(db)
         terminal.send(".import \(csv) telemetry\r")
         terminal.expect("3 rows read from \(csv) into telemetry")
         terminal.expect("committed: telemetry: 3 inserted")

@@ -7,12 +7,6 @@ import Testing
 /// through the chunk's one transaction: the question, undo() and the
 /// session's refusals are the ones a Lua chunk gets. One body, both engines.
 @Suite struct SQLAtThePromptTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     func seeded(_ engine: Engine) throws -> (Sandbox, TestDatabase) {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
@@ -22,7 +16,7 @@ import Testing
 
     @Test(arguments: Engine.allCases) func aQueryPrintsItsRowsAsATable(_ engine: Engine) throws {
         let (sandbox, database) = try seeded(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("SELECT event FROM telemetry ORDER BY event LIMIT 2;\r")
         terminal.expect("event")
         terminal.expect("alpha")
@@ -58,7 +52,7 @@ import Testing
 
     @Test(arguments: Engine.allCases) func aWriteGoesThroughTheChunkTransaction(_ engine: Engine) throws {
         let (sandbox, database) = try seeded(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         // What it did, not a raw return value.
         terminal.send("DELETE FROM telemetry WHERE event = 'alpha';\r")
         terminal.expect("committed: telemetry: 1 deleted")
@@ -108,7 +102,7 @@ import Testing
     /// chunk is.
     @Test(arguments: Engine.allCases) func sqlAtThePromptIsAudited(_ engine: Engine) throws {
         let (sandbox, database) = try seeded(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("DELETE FROM telemetry WHERE event = 'bravo';\r")
         terminal.expect("committed: telemetry: 1 deleted")
         terminal.expect("> ")

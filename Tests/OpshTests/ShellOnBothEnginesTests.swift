@@ -6,16 +6,10 @@ import Testing
 /// lock, `.help` listing what works here, and the question before a chunk
 /// that changed many rows commits. One body, both engines.
 @Suite struct ShellOnBothEnginesTests {
-    func shell(_ sandbox: Sandbox, _ database: TestDatabase, _ extra: [String] = []) throws -> PseudoTerminal {
-        let terminal = try PseudoTerminal(arguments: ["--db", database.db] + extra, environment: sandbox.environment)
-        terminal.expect("> ")
-        return terminal
-    }
-
     @Test(arguments: Engine.allCases) func tablesAndSchemaComeFromTheCatalog(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".tables\r")
         terminal.expect("buildLogs")
         terminal.expect("telemetry")
@@ -43,7 +37,7 @@ import Testing
     @Test(arguments: Engine.allCases) func locksNamesTheOtherHolder(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".locks\r")
         terminal.expect("no other session holds a lock")
         terminal.expect("> ")
@@ -116,7 +110,7 @@ import Testing
     @Test(arguments: Engine.allCases) func helpListsOnlyWhatWorksHere(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".help\r")
         terminal.expect(".confirm N|off")
         terminal.expect("Ctrl-C clears the line")
@@ -136,7 +130,7 @@ import Testing
         let script = sandbox.root + "/chunk.lua"
         try "print('read' .. ' ran')".write(toFile: script, atomically: true, encoding: .utf8)
         let results = sandbox.root + "/results.csv"
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".timer on\r")
         terminal.expect("> ")
         terminal.send("return 1\r")
@@ -180,7 +174,7 @@ import Testing
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
         let file = sandbox.root + "/once.csv"
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".mode csv\r")
         terminal.expect("> ")
         terminal.send(".once \(file)\r")
@@ -212,7 +206,7 @@ import Testing
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
         let file = sandbox.root + "/results.csv"
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".mode csv\r")
         terminal.expect("> ")
         terminal.send(".output \(file)\r")
@@ -260,7 +254,7 @@ import Testing
     @Test(arguments: Engine.allCases) func dotUndoListsWhatCanBeTakenBack(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('first', 1)\")\r")
         terminal.expect("> ")
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('second', 2), ('third', 3)\")\r")
@@ -301,7 +295,7 @@ import Testing
     @Test(arguments: Engine.allCases) func theTimerLeavesOutTheTimeAtTheQuestion(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send(".timer on\r")
         terminal.expect("> ")
         terminal.send(".confirm 1\r")
@@ -331,7 +325,7 @@ import Testing
             ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3321) INSERT INTO telemetry (event, created_at) SELECT 'bulk', i FROM n"
             : "INSERT INTO telemetry (event, created_at) SELECT 'bulk', i FROM generate_series(1, 3321) i"
         try database.sql(rows)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("db.exec(\"DELETE FROM telemetry\")\r")
         terminal.expect("this chunk changes 3321 rows:")
         terminal.expect("telemetry: 0 inserted, 0 updated, 3321 deleted")
@@ -358,7 +352,7 @@ import Testing
     @Test(arguments: Engine.allCases) func aChunkIsOneTransaction(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("db.engine\r")
         terminal.expect(engine.rawValue)
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept', 1)\"); pcall(db.exec, 'SELECT * FROM nope'); db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('kept too', 2)\")\r")
@@ -382,7 +376,7 @@ import Testing
     @Test(arguments: Engine.allCases) func aWatchPrintsAtThePrompt(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("w = watch('SELECT count(*) AS n FROM telemetry', function(rows) print('now ' .. rows[1].n) end)\r")
         terminal.expect("> ")
         terminal.send("x = 41")  // a line being typed while the event arrives
@@ -426,7 +420,7 @@ import Testing
     @Test(arguments: Engine.allCases) func ctrlCStopsTheChunksStatement(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         let endless = engine == .sqlite
             ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
             : "SELECT pg_sleep(30)"
@@ -460,7 +454,7 @@ import Testing
     @Test(arguments: Engine.allCases) func undoAfterACommittedChunk(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database, ["--no-init"])
+        let terminal = try sandbox.shell(database, ["--no-init"])
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\")\r")
         terminal.expect("committed: telemetry: 1 inserted")
         terminal.expect("> ")
@@ -486,7 +480,7 @@ import Testing
     @Test(arguments: Engine.allCases) func vacuumRunsInAChunkThatHasNotWritten(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(engine)
-        let terminal = try shell(sandbox, database)
+        let terminal = try sandbox.shell(database)
         terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('x', 1)\"); vacuum()\r")
         // (Each engine words it its own way.)
         terminal.expect(engine == .sqlite ? "vacuum cannot run inside a chunk that has written (a chunk at the prompt is one transaction until it ends"

@@ -94,3 +94,13 @@ extension PostgresSuite {
         return url
     }
 }
+
+extension Sandbox {
+    /// The shell on `database` in a pty, at its first prompt: what the
+    /// prompt suites type into.
+    func shell(_ database: TestDatabase, _ extra: [String] = []) throws -> PseudoTerminal {
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db] + extra, environment: environment)
+        terminal.expect("> ")
+        return terminal
+    }
+}
