@@ -31,25 +31,22 @@ public struct ChunkRunner {
     @discardableResult
     public func run(_ code: String, chunkName: String, arguments: [LuaValue] = [], printResults: Bool = true,
                     environment: LuaReference? = nil) throws -> Int32? {
-        do {
+        try exitStatus {
             try runPrinting(code, chunkName: chunkName, arguments: arguments, printResults: printResults, environment: environment)
-            return nil
-        } catch let error as LuaError {
-            guard let status = error.exitStatus else { throw error }
-            fflush(nil)
-            return status
         }
     }
 
     /// Runs a chunk the shell compiled and kept (``ChunkAssembler``), as
     /// ``run(_:chunkName:arguments:printResults:environment:)`` runs code.
     public func run(_ function: LuaReference, environment: LuaReference? = nil) throws -> Int32? {
+        try exitStatus { try runShowingResults(function, environment: environment) }
+    }
+
+    /// Runs `body`; the status a chunk gave `os.exit` (which ends it as a
+    /// `LuaError` carrying it), or nil when it returned.
+    private func exitStatus(_ body: () throws -> Bool) throws -> Int32? {
         do {
-            let printer = self.printer
-            let text = try runtime.run(compiled: function, environment: environment) { stack, first, count in
-                try printer.render(stack.state, first: first, count: count)
-            }
-            try show(text)
+            _ = try body()
             return nil
         } catch let error as LuaError {
             guard let status = error.exitStatus else { throw error }
