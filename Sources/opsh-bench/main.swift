@@ -8,6 +8,8 @@ import Foundation
 //   opsh-bench --writer PATH N SECS   (internal) the second process of the latency benchmark
 //   opsh-bench --backend-writer PATH STOPFILE BUSY EVENT
 //                                     (internal) the backend beside opsh (section "backend")
+//   opsh-bench --count-logs PATH STOPFILE
+//                                     (internal) a reader counting buildLogs (section "backend")
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--writer", arguments.count == 4 {
@@ -16,6 +18,11 @@ if arguments.first == "--writer", arguments.count == 4 {
 }
 if arguments.first == "--cleanup-writer", arguments.count == 3 {  // (internal) the writer of the cleanup benchmark
     try CleanupBenchmarks.runWriter(path: arguments[1], stopFile: arguments[2])
+    exit(0)
+}
+
+if arguments.first == "--count-logs", arguments.count == 3 {  // (internal) the reader of the backend section's import
+    try BackendBenchmarks.runLogCounter(path: arguments[1], stopFile: arguments[2])
     exit(0)
 }
 
