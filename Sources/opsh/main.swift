@@ -20,9 +20,8 @@ do {
 // What Lua's print and io.write left in C's buffer: a write that failed
 // (a full disk under `> out.txt`) turns a success into a failure, said.
 var exitStatus = status
-if let reason = Terminal.standardOutputFailure() {
-    Console(colour: Terminal.wantsColour(descriptor: 2)).error("cannot write standard output: \(reason)")
-    if exitStatus == 0 { exitStatus = ExitStatus.scriptError.rawValue }
+if Terminal.reportStandardOutputFailure(on: Console(colour: Terminal.wantsColour(descriptor: 2))), exitStatus == 0 {
+    exitStatus = ExitStatus.scriptError.rawValue
 }
 fflush(nil)
 exit(exitStatus)

@@ -140,6 +140,31 @@ struct AuditedDatabase {
     /// writes: on PostgreSQL a SELECT of a function that inserts, on
     /// SQLite, which has no such functions, an INSERT … RETURNING read as
     /// a value).
+    /// A run whose results could not be written (stdout on a full disk)
+    /// exits 1, and its row says so: it failed, with what it committed.
+    /// The control: the same run with stdout to /dev/null is a success.
+    @Test(arguments: Engine.allCases) func aRunWhoseOutputWasLostIsRecordedAsFailed(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let code = "db.exec(\"INSERT INTO telemetry (event, properties, created_at) VALUES ('e', '{}', 1)\") print('written')"
+        for target in ["/dev/full", "/dev/null"] {
+            let shell = "exec \"$0\" --db \"$1\" -e \"$2\" > \(target)"
+            let result = try ChildProcess.start("/bin/sh", ["-c", shell, opshExecutable, database.database.db, code],
+                                                environment: sandbox.environment).finish()
+            #expect(result.status == (target == "/dev/full" ? 1 : 0), "\(target): \(result.stderr)")
+            if target == "/dev/full" {
+                #expect(result.stderr.components(separatedBy: "cannot write standard output").count == 2,
+                        "said once: \(result.stderr)")
+            }
+        }
+        let rows = try database.rows()
+        #expect(rows.count == 2, "\(rows)")
+        guard rows.count == 2 else { return }
+        #expect(rows[0]["status"] as? Int == 1, "\(rows[0])")
+        #expect(Self.counts(rows[0], "telemetry") == ["inserted": 1, "updated": 0, "deleted": 0], "\(rows[0])")
+        #expect(rows[1]["status"] as? Int == 0, "\(rows[1])")
+    }
+
     @Test(arguments: Engine.allCases) func autocommitStatementsAreEachCountedOnce(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let database = try AuditedDatabase(engine, in: sandbox)

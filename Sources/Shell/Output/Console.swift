@@ -1,6 +1,7 @@
 import CLuaShim
 import Foundation
 import Store
+import Synchronization
 
 /// Where opsh's own messages go: stderr, one line each, with a level
 /// (`opsh: error: …`), coloured only on a terminal that wants colour.
@@ -51,6 +52,20 @@ public struct Console: Sendable {
 /// Facts about the terminal and raw writes that bypass buffering.
 public enum Terminal {
     public static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) == 1 }
+
+    /// Says on `console`, once per process, that standard output could not
+    /// be written; true when it could not (said now or before). A batch
+    /// run asks before it writes its audit row, so that the row says the
+    /// run failed; the process's exit asks again for what came after.
+    public static func reportStandardOutputFailure(on console: Console) -> Bool {
+        guard let reason = standardOutputFailure() else { return false }
+        if !outputFailureSaid.exchange(true, ordering: .relaxed) {
+            console.error("cannot write standard output: \(reason)")
+        }
+        return true
+    }
+
+    private static let outputFailureSaid = Atomic<Bool>(false)
 
     /// Flushes what Lua's `print` left in C's stdout buffer; the reason
     /// when a write to stdout failed (a full disk under `> out.txt`).

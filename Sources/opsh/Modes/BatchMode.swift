@@ -136,7 +136,12 @@ struct BatchMode {
             // The run went to a file that is gone from its path: its writes
             // are lost, which the caller (cron) must learn.
             if let problem = database.writeProblem { throw Stop(.databaseUnavailable, problem) }
-            let status = exitStatus ?? ExitStatus.success.rawValue
+            var status = exitStatus ?? ExitStatus.success.rawValue
+            // What print left unwritten (a full disk under `> out.txt`):
+            // the run failed, and its row says so. Its writes stay committed.
+            if Terminal.reportStandardOutputFailure(on: console), status == ExitStatus.success.rawValue {
+                status = ExitStatus.scriptError.rawValue
+            }
             recorder.record(to: trail, startedAt: startedAt, status: status, dryRun: options.dryRun, changes: changes)
             Launch.pendingMigrationsNote(database).map(console.warning)
             return status
