@@ -7,7 +7,7 @@
 //       commits, its failures, its longest transaction and its longest
 //       BEGIN…first statement, in seconds (as opsh-bench --backend-writer).
 //   pg-backend count CONNINFO STOPFILE
-//       counts the rows of buildLogs (on the server: buildlogs) in a loop until STOPFILE exists;
+//       counts the rows of buildLogs (on the server: buildlogs) every 5 ms until STOPFILE exists;
 //       prints "ready", then each distinct count in the order first seen,
 //       then the number of counts taken: a reader's view of an import.
 #include <libpq-fe.h>
@@ -70,7 +70,7 @@ static int count_loop(PGconn *c, const char *stop) {
             if (distinct < 64) seen[distinct++] = n;
         }
         if (first) { printf("ready\n"); fflush(stdout); first = 0; }
-        usleep(1000);
+        usleep(5000);
     }
     for (long i = 0; i < distinct; i++) printf("%ld ", seen[i]);
     printf("%ld\n", samples);
