@@ -280,6 +280,11 @@ enum BackendBenchmarks {
                         "\(arguments[0]) did not start: \(String(decoding: line, as: UTF8.self))")
         }
 
+        /// Ends it at once if it still runs (a check failed before it was stopped).
+        func endIfRunning() {
+            if process.isRunning { process.terminate() }
+        }
+
         /// Stops it; the words of its last line.
         func stopFields() throws -> [String] {
             _ = FileManager.default.createFile(atPath: stopFile, contents: nil)

@@ -92,7 +92,9 @@ extension BackendBenchmarks {
         let before = Int(try sqlite3(database, "SELECT count(*) FROM buildLogs")) ?? -1
         let writer = try BackendWriter(command: { [executable, "--backend-writer", database, $0, String(busyTimeout), event] },
                                        directory: directory)
+        defer { writer.endIfRunning() }
         let reader = try BackendWriter(command: { [executable, "--count-logs", database, $0] }, directory: directory)
+        defer { reader.endIfRunning() }
         let started = now()
         let importer = try start()
         let locks = WriteLockSampler(databasePath: database, pid: importer.process.processIdentifier)
@@ -137,7 +139,9 @@ extension BackendBenchmarks {
         let before = try count("SELECT count(*) AS n FROM buildLogs")
         let event = "backend-import-postgresql"
         let writer = try BackendWriter(command: { [backend, "write", url, $0, event] }, directory: directory)
+        defer { writer.endIfRunning() }
         let reader = try BackendWriter(command: { [backend, "count", url, $0] }, directory: directory)
+        defer { reader.endIfRunning() }
         let publisher = "opsh: `import{ file = … }`"
         let clock = now()
         let result = try runProcess(opsh, ["--db", url, "-e", "import{ file = \"\(document)\" }"],
