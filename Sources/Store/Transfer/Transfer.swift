@@ -271,7 +271,11 @@ public enum Transfer {
         // key, and the conflicts are looked up then: a large import holds
         // the lock only for its inserts.
         let lookUpAll = options.replace || plan.rows.contains { $0.existing != nil }
-        try lookUpExisting(database, &plan.rows) { lookUpAll || $0.table.surrogateKey != nil }
+        // Only when some row is looked up: `&plan.rows` would copy every
+        // row (the prepared import holds them too), under the write lock.
+        if lookUpAll || plan.rows.contains(where: { $0.table.surrogateKey != nil }) {
+            try lookUpExisting(database, &plan.rows) { lookUpAll || $0.table.surrogateKey != nil }
+        }
         let conflicts = plan.rows.filter { $0.existing != nil }
         if !conflicts.isEmpty && !options.replace {
             let named = conflicts.prefix(5).map { "\($0.table.name) \($0.keyDescription)" }.joined(separator: ", ")
@@ -298,9 +302,26 @@ public enum Transfer {
         }
         if let sqlite = database as? StoreDatabase {
             let db = sqlite.db
-            for row in plan.rows {
+            // The statement of the last run of new rows of one table and
+            // column set: under the write lock, a row costs its bind and
+            // step, not a statement lookup and copies of the row.
+            var run: (table: String, columns: [String], statement: Statement)?
+            let rows = plan.rows
+            for row in rows {
                 do {
-                    try write(db, row, stepsRaw: !rowByRowObservers)
+                    guard !rowByRowObservers, row.existing == nil, row.table.surrogateKey == nil else {
+                        try write(db, row, stepsRaw: !rowByRowObservers)
+                        continue
+                    }
+                    let statement: Statement
+                    if let run, run.table == row.table.name, run.columns.elementsEqual(row.fields.lazy.map(\.0)) {
+                        statement = run.statement
+                    } else {
+                        let columns = row.fields.map(\.0)
+                        statement = try db.cachedStatement(sql: row.table.insertSQL(columns: columns))
+                        run = (row.table.name, columns, statement)
+                    }
+                    try Self.insertRaw(statement, row.fields, on: db)
                 } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
                     throw try writtenSince() ?? error
                 }
@@ -633,9 +654,9 @@ public enum Transfer {
             sqlite3_reset(handle)
             sqlite3_clear_bindings(handle)
         }
-        for (offset, field) in fields.enumerated() {
+        for offset in fields.indices {
             // Text with its length: a NUL byte in it is kept.
-            ExactBinding.bind(field.1, to: handle, at: Int32(offset + 1))
+            ExactBinding.bind(fields[offset].1, to: handle, at: Int32(offset + 1))
         }
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE else {
