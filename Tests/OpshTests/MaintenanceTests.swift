@@ -55,6 +55,31 @@ import Testing
         }
     }
 
+    /// A backup on PostgreSQL dumps the database opsh is connected to,
+    /// whatever `PGSERVICE` names. pg_dump takes a service's settings
+    /// before libpq's variables, so an inherited `PGSERVICE` whose service
+    /// names another database would have dumped that one. PostgreSQL only:
+    /// services and pg_dump are libpq's; the control is the same backup
+    /// without `PGSERVICE`.
+    @Test func aBackupDumpsTheDatabaseOpshIsOnWhateverPGSERVICENames() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("INSERT INTO telemetry (event, properties, created_at) VALUES ('mine', '{}', 1)")
+        let server = try PostgresServer.shared()
+        let decoy = try server.makeDatabase()
+        try TestDatabase(engine: .postgresql, db: decoy).sql("CREATE TABLE telemetry (event text); INSERT INTO telemetry VALUES ('decoy')")
+        let decoyName = decoy.split(separator: "?")[0].split(separator: "/").last.map(String.init) ?? ""
+        let services = sandbox.root + "/services.conf"
+        try "[nightly]\ndbname=\(decoyName)\n".write(toFile: services, atomically: true, encoding: .utf8)
+        for (label, extra) in [("control", [String: String]()), ("PGSERVICE", ["PGSERVICE": "nightly", "PGSERVICEFILE": services])] {
+            let path = sandbox.root + "/\(label).dump"
+            let result = try sandbox.opsh(["-e", "backup('\(path)')"], on: database, environment: extra)
+            #expect(result.status == 0, "\(label): \(result.stderr)")
+            #expect(try restoredCount(.postgresql, sandbox, backup: path, "SELECT string_agg(event, ',') FROM telemetry") == "mine",
+                    "\(label): the dump holds another database")
+        }
+    }
+
     /// backup() writes the copy or dump under a temporary name and names it
     /// when it is whole; it restores with the same rows. An existing file
     /// is not replaced, unless it is a backup opsh wrote and overwrite is

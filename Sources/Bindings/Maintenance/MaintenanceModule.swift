@@ -198,9 +198,9 @@ enum MaintenanceModule {
         return call.results(.table(fields))
     }
 
-    /// Runs a tool (pg_dump) to its end; throws with what it wrote on stderr.
-    static func runTool(_ executable: String, _ arguments: [String], _ added: [String: String]) throws {
-        let environment = ProcessInfo.processInfo.environment.merging(added) { $1 }
+    /// Runs a tool (pg_dump) to its end in the environment Store gave;
+    /// throws with what it wrote on stderr.
+    static func runTool(_ executable: String, _ arguments: [String], _ environment: [String: String]) throws {
         let child = try Subprocess.spawn(executable: executable, arguments: arguments, environment: environment)
         var output = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -167,7 +167,11 @@ struct PostgresSessionMaintenance: SessionMaintenance {
 
     /// `pg_dump --format=custom`, connected through libpq's variables, not
     /// the command line: other users see a process's arguments, not its
-    /// environment.
+    /// environment. It gets exactly this session's connection: every `PG…`
+    /// variable opsh inherited is left out (libpq takes a `PGSERVICE`'s
+    /// settings before the variables, so an inherited service could name
+    /// another database), and the server, login and TLS files opsh used
+    /// are given.
     func backup(to path: String, overwrite: Bool, progress: @escaping (MaintenanceProgress) -> Void,
                 runTool: ToolRunner) throws -> (path: String, pages: Int?) {
         guard let pgDump = PostgresDatabase.pgDumpPath else {
@@ -182,8 +186,16 @@ struct PostgresSessionMaintenance: SessionMaintenance {
             if let address = host.address { connection["PGHOSTADDR"] = address }
             if let options = url.options { connection["PGOPTIONS"] = options }
             if let password = database.connection.loginPassword { connection["PGPASSWORD"] = password }
-            if EnvironmentVariables.process["PGCONNECT_TIMEOUT"] == nil { connection["PGCONNECT_TIMEOUT"] = "10" }
-            try runTool(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], connection)
+            if let file = url.sslRootCert { connection["PGSSLROOTCERT"] = file }
+            if let file = url.sslCert { connection["PGSSLCERT"] = file }
+            if let file = url.sslKey { connection["PGSSLKEY"] = file }
+            if url.sslNegotiation != .postgres { connection["PGSSLNEGOTIATION"] = url.sslNegotiation.rawValue }
+            connection["PGCHANNELBINDING"] = url.channelBinding.rawValue
+            connection["PGAPPNAME"] = url.applicationName
+            connection["PGCONNECT_TIMEOUT"] = EnvironmentVariables.process["PGCONNECT_TIMEOUT"] ?? "10"
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PG") }
+            environment.merge(connection) { $1 }
+            try runTool(pgDump, ["--format=custom", "--no-password", "--file=\(temporary)"], environment)
         }
         return (result.path, nil)
     }

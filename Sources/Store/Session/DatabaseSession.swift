@@ -334,9 +334,10 @@ public protocol SessionMaintenance {
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report
 }
 
-/// Runs a program to its end (environment added to the process's), or
-/// throws with what it wrote on stderr: how Store's maintenance runs a
-/// tool such as `pg_dump` without a process library of its own.
+/// Runs a program to its end in exactly the environment given (the
+/// caller decides what it inherits), or throws with what it wrote on
+/// stderr: how Store's maintenance runs a tool such as `pg_dump` without a
+/// process library of its own.
 public typealias ToolRunner = (_ executable: String, _ arguments: [String], _ environment: [String: String]) throws -> Void
 
 extension DatabaseSession {
