@@ -319,10 +319,12 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 // (light userdata), 3 the column names, 4 the route (light userdata), 5 the
 // row metatable.
 //
-// The statement may be on the read connection (NOMUTEX): each call holds
-// the reader's lock while it steps and makes the row, and counts as a host
-// frame meanwhile, so that no allocation past the memory limit unwinds it
-// with the lock held; the limit is checked once the lock is given back.
+// The statement may be on the read connection (NOMUTEX): while it is open
+// the watchdog leaves that connection alone (opsh_reader.h), so a row is
+// stepped and made without the reader's lock, and only the finalize takes
+// it. Each call counts as a host frame, so that an allocation past the
+// memory limit does not unwind it; the limit is checked once the row is
+// made.
 static int rows_next(lua_State *L) {
     sqlite3_stmt **slot = (sqlite3_stmt **)lua_touserdata(L, lua_upvalueindex(2));
     sqlite3_stmt *statement = *slot;
@@ -333,20 +335,16 @@ static int rows_next(lua_State *L) {
     opsh_sql_route *route = (opsh_sql_route *)lua_touserdata(L, lua_upvalueindex(4));
     opsh_sql_reader *reader = route->session->reader;
     int outer = opsh_enter_host(L);
-    if (reader) opsh_sql_reader_enter(reader);
     int code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
         opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(5));
-    } else if (code == SQLITE_DONE) {
-        *slot = NULL;
-        sqlite3_finalize(statement);
-        lua_pushnil(L);
     } else {
-        route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
+        if (code == SQLITE_DONE) lua_pushnil(L);
+        else route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
         *slot = NULL;
-        sqlite3_finalize(statement);
+        if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
+        else sqlite3_finalize(statement);
     }
-    if (reader) opsh_sql_reader_leave(reader);
     opsh_leave_host(L, outer);
     if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     if (code == SQLITE_ROW && opsh_memory_exceeded(L)) {
