@@ -83,15 +83,39 @@ static void release_block(opsh_state_info *info, void *block, size_t size) {
     else free(block);
 }
 
+static void *opsh_alloc_rest(opsh_state_info *info, void *ptr, size_t old, size_t nsize);
+
+// Lua calls this for every object it makes and frees (a row table per
+// iteration of a db.rows loop is four calls): the common cases, a small
+// block freed or taken from its pool, are handled here without a call, so
+// the compiler keeps this path short; the rest is opsh_alloc_rest.
 static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     opsh_state_info *info = (opsh_state_info *)ud;
     // Lua passes the block's size as osize whenever ptr is a block.
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
-        if (ptr) release_block(info, ptr, old);
+        if (ptr) {
+            if (old <= POOL_LARGEST) pool_give(info, ptr, old);
+            else free(ptr);
+        }
         info->used -= old;
         return NULL;
     }
+    if (!ptr && nsize <= POOL_LARGEST && (!info->limit || info->in_host || info->used + nsize <= info->limit)) {
+        size_t class = pool_class(nsize);
+        pool_cell *cell = info->free_cells[class];
+        if (cell) {
+            info->free_cells[class] = cell->next;
+            info->used += nsize;
+            return cell;
+        }
+    }
+    return opsh_alloc_rest(info, ptr, old, nsize);
+}
+
+// Every other case of opsh_alloc: the limit refused, a new slab, malloc,
+// a block grown or shrunk.
+__attribute__((noinline)) static void *opsh_alloc_rest(opsh_state_info *info, void *ptr, size_t old, size_t nsize) {
     if (info->limit && nsize > old && !info->in_host
         && info->used - old + nsize > info->limit) {
         return NULL;

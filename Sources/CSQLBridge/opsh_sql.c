@@ -66,6 +66,12 @@ int opsh_utf8_valid(const char *text, size_t length) {
     const unsigned char *bytes = (const unsigned char *)text;
     size_t index = 0;
     while (index < length) {
+        // ASCII eight bytes at a time (most bound text is ASCII).
+        if (length - index >= 8) {
+            uint64_t eight;
+            memcpy(&eight, bytes + index, 8);
+            if (!(eight & 0x8080808080808080ULL)) { index += 8; continue; }
+        }
         unsigned char byte = bytes[index];
         if (byte < 0x80) { index++; continue; }
         size_t width;
@@ -98,11 +104,14 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
             *code = sqlite3_bind_int64(statement, position, lua_tointeger(L, index));
             return 1;
         }
-        // NaN is refused by Swift (StatementBridge), naming the value:
-        // SQLite would store it as NULL.
-        if (isnan(lua_tonumber(L, index))) return 0;
-        *code = sqlite3_bind_double(statement, position, lua_tonumber(L, index));
-        return 1;
+        {
+            lua_Number number = lua_tonumber(L, index);
+            // NaN is refused by Swift (StatementBridge), naming the value:
+            // SQLite would store it as NULL.
+            if (isnan(number)) return 0;
+            *code = sqlite3_bind_double(statement, position, number);
+            return 1;
+        }
     case LUA_TSTRING: {
         size_t length;
         const char *bytes = lua_tolstring(L, index, &length);
@@ -315,38 +324,39 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 
 // MARK: db.rows
 
-// Upvalues: 1 the cursor's owner (keeps it alive), 2 the statement slot
-// (light userdata), 3 the column names, 4 the route (light userdata), 5 the
+// Upvalues: 1 the cursor's owner (keeps it alive), 2 the iterator's state
+// (a userdata: the statement slot and the route), 3 the column names, 4 the
 // row metatable.
-//
-// The statement may be on the read connection (NOMUTEX): each call holds
-// the reader's lock while it steps and makes the row, and counts as a host
-// frame meanwhile, so that no allocation past the memory limit unwinds it
-// with the lock held; the limit is checked once the lock is given back.
+typedef struct rows_state {
+    sqlite3_stmt **slot;
+    opsh_sql_route *route;
+} rows_state;
+
+// The statement may be on the read connection (NOMUTEX): while it is open
+// the watchdog leaves that connection alone (opsh_reader.h), so a row is
+// stepped and made without the reader's lock, and only the finalize takes
+// it. Each call counts as a host frame, so that an allocation past the
+// memory limit does not unwind it; the limit is checked once the row is
+// made.
 static int rows_next(lua_State *L) {
-    sqlite3_stmt **slot = (sqlite3_stmt **)lua_touserdata(L, lua_upvalueindex(2));
-    sqlite3_stmt *statement = *slot;
+    rows_state *state = (rows_state *)lua_touserdata(L, lua_upvalueindex(2));
+    sqlite3_stmt *statement = *state->slot;
     if (!statement) {
         lua_pushnil(L);
         return 1;
     }
-    opsh_sql_route *route = (opsh_sql_route *)lua_touserdata(L, lua_upvalueindex(4));
-    opsh_sql_reader *reader = route->session->reader;
+    opsh_sql_reader *reader = state->route->session->reader;
     int outer = opsh_enter_host(L);
-    if (reader) opsh_sql_reader_enter(reader);
     int code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
-        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(5));
-    } else if (code == SQLITE_DONE) {
-        *slot = NULL;
-        sqlite3_finalize(statement);
-        lua_pushnil(L);
+        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(4));
     } else {
-        route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
-        *slot = NULL;
-        sqlite3_finalize(statement);
+        if (code == SQLITE_DONE) lua_pushnil(L);
+        else state->route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
+        *state->slot = NULL;
+        if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
+        else sqlite3_finalize(statement);
     }
-    if (reader) opsh_sql_reader_leave(reader);
     opsh_leave_host(L, outer);
     if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     if (code == SQLITE_ROW && opsh_memory_exceeded(L)) {
@@ -362,10 +372,11 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int own
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
-    lua_pushlightuserdata(L, statement);
+    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 0);
+    state->slot = statement;
+    state->route = route;
     lua_rawgeti(L, holder, 1);
-    lua_pushlightuserdata(L, route);
     lua_rawgeti(L, holder, 2);
-    lua_pushcclosure(L, rows_next, 5);
+    lua_pushcclosure(L, rows_next, 4);
     lua_remove(L, holder);
 }

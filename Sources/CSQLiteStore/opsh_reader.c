@@ -29,7 +29,8 @@ static int end_snapshot_locked(opsh_sql_reader *reader) {
     return 1;
 }
 
-// Every window, commits a snapshot older than the window.
+// Every window, commits a snapshot older than the window, unless a
+// `db.rows` loop steps on the handle without the lock (opsh_reader.h).
 static void *watch_snapshot(void *argument) {
     opsh_sql_reader *reader = argument;
     reader_watchdog *dog = reader->watchdog;
@@ -42,7 +43,7 @@ static void *watch_snapshot(void *argument) {
         until.tv_nsec += nanoseconds % 1000000000L;
         if (until.tv_nsec >= 1000000000L) { until.tv_sec += 1; until.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&dog->wake, &dog->lock, &until);
-        if (!dog->stop && reader->started != 0 && monotonic_now() - reader->started >= reader->window)
+        if (!dog->stop && reader->open_cursors == 0 && reader->started != 0 && monotonic_now() - reader->started >= reader->window)
             end_snapshot_locked(reader);
     }
     pthread_mutex_unlock(&dog->lock);
@@ -95,6 +96,17 @@ void opsh_sql_reader_enter(opsh_sql_reader *reader) {
 
 void opsh_sql_reader_leave(opsh_sql_reader *reader) {
     if (reader->watchdog) pthread_mutex_unlock(&((reader_watchdog *)reader->watchdog)->lock);
+}
+
+void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement) {
+    if (statement && sqlite3_db_handle(statement) == reader->handle) reader->open_cursors++;
+}
+
+void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement) {
+    opsh_sql_reader_enter(reader);
+    if (statement && sqlite3_db_handle(statement) == reader->handle) reader->open_cursors--;
+    sqlite3_finalize(statement);
+    opsh_sql_reader_leave(reader);
 }
 
 void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {

@@ -69,6 +69,41 @@ import Testing
         #expect(child.finish().status == 0)
     }
 
+    /// While a `db.rows` statement is open on the read connection, the
+    /// watchdog leaves the connection alone (the loop steps without the
+    /// reader's lock, opsh_reader.h); every way of leaving a loop early
+    /// gives the connection back, so the expired snapshot still ends and
+    /// nothing pins the WAL while the script works on.
+    @Test(arguments: [
+        "for row in db.rows(sql) do break end",
+        "pcall(function() for row in db.rows(sql) do error('stop') end end)",
+        "local next, shape, _, cursor = db.rows(sql) next(shape) cursor:close()",
+        "do local next, shape = db.rows(sql) next(shape) end collectgarbage() collectgarbage()",
+    ])
+    func aRowsLoopLeftEarlyDoesNotPinTheWAL(_ leaving: String) throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        _ = try sandbox.sqlite("""
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100)
+            INSERT INTO telemetry (event, created_at) SELECT 'a', x FROM c
+            """)
+        let script = sandbox.withDatabase(["-e", """
+            local sql = "SELECT created_at FROM telemetry"
+            \(leaving)
+            io.stdout:write("left\\n") io.stdout:flush()
+            local t = os.clock() repeat until os.clock() - t > 5
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "left\n", "\(leaving)")
+        _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)")
+        var checkpoint = ""
+        #expect(try waitUntil(4) {
+            checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
+            return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
+        }, "\(leaving): the checkpoint was blocked by opsh's open read (\(checkpoint))")
+        #expect(child.finish().status == 0)
+    }
+
     @Test func insertsAfterAReadKeepTheWALSmall() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()

@@ -265,18 +265,22 @@ final class SQLCursor: TransactionBoundCursor {
     /// be on it); kept alive until the statement is finalized.
     private let reader: ReadConnection?
 
+    /// A statement on the read connection keeps its snapshot's watchdog
+    /// off the connection until it is finalized: the C iterator steps it
+    /// without the reader's lock (`opsh_reader.h`).
     init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?) {
         self.statement = .allocate(capacity: 1)
         self.statement.initialize(to: statement)
         self.shapeSlot = shapeSlot
         self.reader = reader
+        if let reader, let statement { reader.lending { _ in opsh_sql_reader_cursor_opened(reader.snapshot, statement) } }
     }
 
     func close() {
         guard let open = statement.pointee else { return }
         statement.pointee = nil
         if let reader {
-            reader.lending { _ in opsh_sqlite_finalize(open) }
+            opsh_sql_reader_finalize_cursor(reader.snapshot, open)
         } else {
             opsh_sqlite_finalize(open)
         }

@@ -3,6 +3,7 @@
 #pragma once
 
 typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
 
 /// The read connection outside transactions, and its shared snapshot: a
 /// burst of reads shares one read transaction for up to `window` seconds,
@@ -21,12 +22,20 @@ typedef struct sqlite3 sqlite3;
 /// its columns read, reset or finalized; a setting changed) is between
 /// opsh_sql_reader_enter and opsh_sql_reader_leave, once per call or row
 /// rather than once per SQLite call. sqlite3_interrupt needs no lock.
+///
+/// A `db.rows` loop is the exception: while one of its statements is open
+/// on the handle, the watchdog leaves the handle alone (ending the read
+/// transaction then would wait for the statement anyway), so the loop
+/// steps and reads its rows without the lock, and only its finalize takes
+/// it (opsh_sql_reader_cursor_opened, opsh_sql_reader_finalize_cursor).
 typedef struct opsh_sql_reader {
     sqlite3 *handle;
     double window;
     /// Monotonic seconds when the snapshot began; 0 when there is none.
     double started;
     long write_count;
+    /// `db.rows` statements open on the handle (under the lock).
+    int open_cursors;
     /// Opaque: the lock over `started` and the watchdog thread's state.
     void *watchdog;
 } opsh_sql_reader;
@@ -43,6 +52,13 @@ void opsh_sql_reader_free(opsh_sql_reader *reader);
 /// which nest: a cursor finalized takes the lock again.)
 void opsh_sql_reader_enter(opsh_sql_reader *reader);
 void opsh_sql_reader_leave(opsh_sql_reader *reader);
+
+/// Call under the lock once a `db.rows` statement is prepared: one on the
+/// reader's handle keeps the watchdog off the handle until
+/// opsh_sql_reader_finalize_cursor.
+void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement);
+/// Finalizes a `db.rows` statement (under the lock, taken here).
+void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement);
 
 /// Keeps the current snapshot while it is fresh, else starts a new one.
 void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count);
