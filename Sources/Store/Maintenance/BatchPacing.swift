@@ -34,12 +34,13 @@ enum BatchPacing {
     static let slack = 3.0
 
     /// How long one batch may hold the write lock, commit included, in
-    /// milliseconds.
-    static let lockAim = aimedTry - slack
+    /// milliseconds: 2 ms before that try, for a last step slower than the
+    /// one before it (each step is about 2 ms).
+    static let lockAim = aimedTry - 2
 
     /// Of ``lockAim``, left for the commit (it writes the pages still in
     /// the cache to the WAL): the batch's deletes stop this much sooner.
-    static let commitAllowance = 3.0
+    static let commitAllowance = 2.0
 
     /// How long the lock must stay free after a batch held it `held` ms so
     /// that every writer that began waiting during the batch tries once
