@@ -22,8 +22,8 @@ enum CleanupBenchmarks {
     static let rounds = 3
 
     static func run(directory: String, executable: String) throws -> String {
+        // None: telemetry.cleanup's own (on SQLite, rows by time).
         let batch = ProcessInfo.processInfo.environment["OPSH_BENCH_CLEANUP_BATCH"].flatMap(Int.init)
-            ?? TelemetryCleanup.Options.defaultBatchSize
         let templatePath = directory + "/cleanup-template.sqlite"
         let cutoff = try makeDatabase(path: templatePath)
 
@@ -86,7 +86,7 @@ enum CleanupBenchmarks {
             | run | rows/s | time | writer's worst wait | writer's commits | largest `-wal` |
             | --- | --- | --- | --- | --- | --- |
             | `sqlite3`: one `DELETE … WHERE created_at < ?` | \(formatRate(cliRate)) | \(formatDuration(cli.seconds)) | \(worstWait(cli, cliRuns)) | \(cli.commits) | \(BackendBenchmarks.formatBytes(cli.largestWAL)) |
-            | opsh: `telemetry.cleanup{ batch = \(batch) }` (median run: \(batches)) | \(formatRate(opshRate)) | \(formatDuration(opsh.seconds)) | \(worstWait(opsh, opshRuns)) | \(opsh.commits) | \(BackendBenchmarks.formatBytes(opsh.largestWAL)) |
+            | opsh: `telemetry.cleanup{\(batch.map { " batch = \($0) " } ?? "")}` (median run: \(batches)) | \(formatRate(opshRate)) | \(formatDuration(opsh.seconds)) | \(worstWait(opsh, opshRuns)) | \(opsh.commits) | \(BackendBenchmarks.formatBytes(opsh.largestWAL)) |
 
             Target (issue 27): ≥ \(Int(targetRatio * 100)) % of the single statement's throughput with the writer's worst wait under \(Int(targetWorstWait * 1000)) ms (medians). \
             Measured: \(String(format: "%.0f", ratio * 100)) %, \(formatDuration(opsh.worstWait)): **\(met ? "met" : "not met")**.

@@ -108,6 +108,53 @@ import Testing
         #expect(try remaining(store, "event = 'writer'") == 6)
     }
 
+    /// Without a batch size, a batch on SQLite holds the lock about
+    /// ``BatchPacing/lockAim``: many rows take several batches, and another
+    /// process writes between them.
+    @Test func batchesWithoutABatchSizeEndByTime() throws {
+        let directory = TemporaryDirectory()
+        let store = try makeStore(in: directory)
+        try seed(store, count: 300_000)
+        let path = directory.file("opsh.sqlite")
+        var failures: [String] = []
+        let report = try store.cleanupTelemetry(.init(cutoff: 300_001), progress: { progress in
+            guard progress.completed > 0, progress.completed < 300_000 else { return }
+            do {
+                try sqlite3CLI(path, "INSERT INTO telemetry (event, created_at) VALUES ('writer', 400000)")
+            } catch {
+                failures.append("\(error)")
+            }
+        })
+        #expect(failures == [])
+        #expect(report.deleted == 300_000)
+        #expect(report.batches > 1)
+        #expect(try remaining(store, "event = 'writer'") == report.batches - 1)
+    }
+
+    /// The pause after a batch (when no writer commits sooner) lets every
+    /// writer that began waiting during the batch try once while the lock
+    /// is free, on SQLite's busy-handler schedule.
+    @Test func everyWaitingWriterTriesWhileTheLockIsFree() {
+        var tries: [Double] = []
+        for attempt in 0..<40 { tries.append(Double(LockWait.delay(afterTries: attempt).prior)) }
+        for held in stride(from: 1.0, through: 150, by: 0.5) {
+            let free = held...(held + BatchPacing.longestPause(afterHolding: held) - BatchPacing.slack)
+            for began in stride(from: 0.0, through: held, by: 0.25) {
+                let tried = tries.contains { free.contains(began + $0) }
+                #expect(tried, "held \(held) ms, a writer waiting from \(began) ms does not try while the lock is free")
+                if !tried { return }
+            }
+        }
+    }
+
+    /// A batch ends before the next try of a writer that began waiting as
+    /// it did (53 ms on SQLite's busy-handler schedule).
+    @Test func batchesEndBeforeTheTryOfAWriterThatWaitedFromTheirStart() {
+        var tries: [Double] = []
+        for attempt in 0..<40 { tries.append(Double(LockWait.delay(afterTries: attempt).prior)) }
+        #expect(tries.first { $0 > BatchPacing.lockAim } == 53)
+    }
+
     @Test func stoppingBetweenBatchesKeepsTheCommittedOnes() throws {
         let directory = TemporaryDirectory()
         let store = try makeStore(in: directory)

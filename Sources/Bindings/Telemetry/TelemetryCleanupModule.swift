@@ -87,8 +87,9 @@ enum TelemetryCleanupModule {
         }
         let keep = try integer("keep")
         if let keep, keep < 0 { throw call.argumentError(1, "keep: 0 or more rows expected, got \(keep)") }
-        let batch = try integer("batch") ?? TelemetryCleanup.Options.defaultBatchSize
-        if batch <= 0 { throw call.argumentError(1, "batch: a positive number of rows expected, got \(batch)") }
+        // No batch: the engine's (on SQLite, as many rows as fit in its time).
+        let batch = try integer("batch")
+        if let batch, batch <= 0 { throw call.argumentError(1, "batch: a positive number of rows expected, got \(batch)") }
         var event: String?
         if let value = fields["event"], value != .nil {
             guard let text = value.stringValue else { throw call.argumentError(1, "event: a string expected, got \(value.typeName)") }

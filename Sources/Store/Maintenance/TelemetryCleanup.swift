@@ -4,14 +4,15 @@ import GRDB
 /// Retention cleanup of the `telemetry` table, in batches.
 ///
 /// Each batch is one short transaction (the oldest `batchSize` matching
-/// rows), so another process that writes to the database waits at most
-/// about one batch for the lock, never the whole cleanup: between batches
-/// the lock is left free a while (``Options/pauseFraction``) and the WAL
-/// is checkpointed. The loop
-/// does not own the transactions: the caller says how to run one batch
-/// (``Store/cleanupTelemetry(_:shouldStop:progress:)`` uses the store's
-/// writer, the Lua binding its session), and may stop it between batches;
-/// batches already committed stay committed.
+/// rows, or by default on SQLite as many as it deletes in
+/// ``BatchPacing/lockAim``), so another process that writes to the
+/// database waits at most about one batch for the lock, never the whole
+/// cleanup: between batches the lock is left free a while (``BatchPacing``
+/// on SQLite, ``Options/pauseFraction`` on PostgreSQL) and the WAL is
+/// checkpointed. The loop does not own the transactions: the caller says
+/// how to run one batch (``Store/cleanupTelemetry(_:shouldStop:progress:)``
+/// uses the store's writer, the Lua binding its session), and may stop it
+/// between batches; batches already committed stay committed.
 ///
 /// ```swift
 /// let report = try store.cleanupTelemetry(.init(olderThan: 30 * 86400, batchSize: 20_000))
@@ -25,24 +26,29 @@ public struct TelemetryCleanup: Sendable {
         public var keep: Int?
         /// Only rows of this event.
         public var event: String?
-        /// Rows per batch (per transaction).
-        public var batchSize: Int
+        /// Rows per batch (per transaction). nil: on SQLite a batch holds
+        /// the lock for ``BatchPacing/lockAim`` (as many rows as it deletes
+        /// in that time), on PostgreSQL ``defaultBatchSize`` rows.
+        public var batchSize: Int?
         /// Count what would go; delete nothing.
         public var dryRun: Bool
-        /// After each batch the write lock stays free for at least this
-        /// fraction of the batch's time (checkpointing counts), so that a
-        /// writer sleeping in SQLite's busy handler (retries 25–100 ms
-        /// apart) finds it free before its wait grows long.
+        /// On PostgreSQL, after each batch the lock stays free for this
+        /// fraction of the batch's time (a waiting writer is let in as
+        /// soon as it is free). SQLite's writers sleep in their busy
+        /// handler instead: ``BatchPacing`` says how long it stays free.
         public var pauseFraction = 0.5
 
-        /// The default batch: a batch holds the write lock for a few tens
-        /// of milliseconds (≈ 50 ms on a loaded 2-core machine). Smaller
-        /// batches cost more per row (5,000: about half the throughput of
-        /// 20,000); see BENCHMARKS.md, telemetry cleanup.
+        /// PostgreSQL's batch when none is given: a few tens of
+        /// milliseconds of deleting.
         public static let defaultBatchSize = 20_000
 
+        /// Rows per step of a SQLite batch without `batchSize`: between
+        /// steps it checks whether another would end past its time
+        /// (``BatchPacing``); about 2 ms each.
+        static let stepRows = 2_000
+
         public init(cutoff: Double, keep: Int? = nil, event: String? = nil,
-                    batchSize: Int = Options.defaultBatchSize, dryRun: Bool = false) {
+                    batchSize: Int? = nil, dryRun: Bool = false) {
             self.cutoff = cutoff
             self.keep = keep
             self.event = event
@@ -52,7 +58,7 @@ public struct TelemetryCleanup: Sendable {
 
         /// Rows older than `age` seconds before `now`.
         public init(olderThan age: Double, now: Date = Date(), keep: Int? = nil, event: String? = nil,
-                    batchSize: Int = Options.defaultBatchSize, dryRun: Bool = false) {
+                    batchSize: Int? = nil, dryRun: Bool = false) {
             self.init(cutoff: now.timeIntervalSince1970 - age, keep: keep, event: event,
                       batchSize: batchSize, dryRun: dryRun)
         }
@@ -83,8 +89,8 @@ public struct TelemetryCleanup: Sendable {
     public let options: Options
 
     public init(_ options: Options) throws {
-        guard options.batchSize > 0 else {
-            throw StoreError.refused(reason: "batch must be a positive number of rows, got \(options.batchSize)")
+        if let batchSize = options.batchSize, batchSize <= 0 {
+            throw StoreError.refused(reason: "batch must be a positive number of rows, got \(batchSize)")
         }
         if let keep = options.keep, keep < 0 {
             throw StoreError.refused(reason: "keep must be 0 or more rows, got \(keep)")
@@ -156,17 +162,35 @@ public struct TelemetryCleanup: Sendable {
         try survey(StoreDatabase(db)).matched
     }
 
-    /// Deletes one batch: the `batchSize` oldest matching rows. Returns the
-    /// rows deleted, and whether that was the last batch.
+    /// Deletes one batch: the `batchSize` oldest matching rows, or without
+    /// a `batchSize` the oldest in steps of ``Options/stepRows`` until the
+    /// next step, as long as the last, would end after `deadline`
+    /// (`DispatchTime` nanoseconds). Returns the rows deleted, and whether
+    /// that was the last batch.
+    func deleteBatch(_ db: Database, filter: Filter, until deadline: UInt64) throws -> (deleted: Int, last: Bool) {
+        if let batchSize = options.batchSize { return try deleteStep(db, filter: filter, rows: batchSize) }
+        var deleted = 0
+        while true {
+            let stepStart = DispatchTime.now().uptimeNanoseconds
+            let step = try deleteStep(db, filter: filter, rows: Options.stepRows)
+            deleted += step.deleted
+            if step.last || step.deleted == 0 { return (deleted, step.last) }
+            let now = DispatchTime.now().uptimeNanoseconds
+            if now + (now - stepStart) > deadline { return (deleted, false) }
+        }
+    }
+
+    /// Deletes the `rows` oldest matching rows. Returns the rows deleted,
+    /// and whether no matching row is left.
     ///
-    /// The batch is a date range, `created_at <` the date of the first row
-    /// after the batch, read from the index: the same plan as one big
+    /// The step is a date range, `created_at <` the date of the first row
+    /// after it, read from the index: the same plan as one big
     /// `DELETE … WHERE created_at < ?`, which costs about half the CPU of
-    /// `rowid IN (SELECT … LIMIT n)`. Only when more than a batch share
+    /// `rowid IN (SELECT … LIMIT n)`. Only when more than a step share
     /// one date does it fall back to the latter.
-    func deleteBatch(_ db: Database, filter: Filter) throws -> (deleted: Int, last: Bool) {
+    func deleteStep(_ db: Database, filter: Filter, rows: Int) throws -> (deleted: Int, last: Bool) {
         var arguments = filter.arguments
-        arguments += [options.batchSize]
+        arguments += [rows]
         let bound = try Double.fetchOne(db.cachedStatement(sql: """
             SELECT created_at FROM telemetry WHERE \(filter.sql) ORDER BY created_at LIMIT 1 OFFSET ?
             """), arguments: arguments)
@@ -185,7 +209,7 @@ public struct TelemetryCleanup: Sendable {
         }
         if db.changesCount > 0 { return (db.changesCount, false) }
         arguments = filter.arguments
-        arguments += [options.batchSize]
+        arguments += [rows]
         try db.cachedStatement(sql: """
             DELETE FROM telemetry WHERE rowid IN (SELECT rowid FROM telemetry WHERE \(filter.sql) LIMIT ?)
             """).execute(arguments: arguments)
@@ -200,7 +224,9 @@ public struct TelemetryCleanup: Sendable {
     ///   - unlocked: runs its body on the writer's connection outside any
     ///     transaction (nil: not available). Then the cleanup checkpoints
     ///     the WAL itself between batches, with the lock free, instead of
-    ///     letting the commit of a batch (ours or another process's) do it.
+    ///     letting the commit of a batch (ours or another process's) do it,
+    ///     and ends the pause after a batch once another connection has
+    ///     committed (``BatchPacing``).
     ///   - shouldStop: asked before each batch; true stops the loop (the
     ///     report says `stopped`).
     ///   - progress: told after each batch (deleted so far, of matched).
@@ -217,6 +243,8 @@ public struct TelemetryCleanup: Sendable {
     ) throws -> Report {
         // Checkpoints between batches rather than in commits.
         var autoCheckpoint: Int?
+        // Frames in the WAL at the last checkpoint.
+        var walFrames = 0
         defer {
             if let unlocked, let autoCheckpoint {
                 try? unlocked { db in
@@ -238,28 +266,74 @@ public struct TelemetryCleanup: Sendable {
                 }
             },
             deleteBatch: { filter in
+                // The WAL starts again from its beginning only when a
+                // transaction begins with every frame copied back: a
+                // writer that committed during the last checkpoint left
+                // frames behind, and the WAL grew by a batch (37 MB seen,
+                // the bench allows 64). Copy those few first.
+                if walFrames > Self.walFramesBeforeCatchingUp {
+                    try unlocked? { db in walFrames = try Self.checkpoint(db) }
+                }
                 var outcome = (deleted: 0, last: false)
-                try write { db in outcome = try deleteBatch(db, filter: filter) }
+                try write { db in
+                    // The lock is held from here: the batch's time starts.
+                    let aim = BatchPacing.lockAim - BatchPacing.commitAllowance
+                    let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(aim * 1e6)
+                    outcome = try deleteBatch(db, filter: filter, until: deadline)
+                }
                 return outcome
             },
             // The lock is free: checkpoint before leaving it free a while.
-            betweenBatches: { try unlocked? { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") } },
+            betweenBatches: { try unlocked? { db in walFrames = try Self.checkpoint(db) } },
+            sharing: unlocked.map { unlocked in
+                LockSharing(
+                    // SQLite's count of the commits of other connections.
+                    commitsByOthers: {
+                        var version = 0
+                        try unlocked { db in version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+                        return version
+                    },
+                    longestPause: BatchPacing.longestPause(afterHolding:))
+            },
             isCancellation: { ($0 as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT },
             shouldStop: shouldStop, progress: progress)
+    }
+
+    /// How the lock is left to writers that wait for it by sleeping and
+    /// trying again (SQLite's busy handler, ``BatchPacing``), which nothing
+    /// outside sees waiting.
+    struct LockSharing {
+        /// Other connections' commits so far: one more is a writer let in.
+        var commitsByOthers: () throws -> Int
+        /// After a batch that held the lock this many milliseconds, how
+        /// long it stays free at most when no writer commits.
+        var longestPause: (Double) -> Double
+    }
+
+    /// Past this many frames in the WAL (16 MB of 4 KB pages) at a
+    /// checkpoint, the next batch checkpoints once more before it begins.
+    static let walFramesBeforeCatchingUp = 4096
+
+    /// A passive checkpoint; returns the frames in the WAL.
+    static func checkpoint(_ db: Database) throws -> Int {
+        let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+        return row?[1] ?? 0
     }
 
     /// The loop every engine's cleanup runs: the survey (count and `keep`
     /// boundary, read once: rows inserted later are newer, so it keeps at
     /// least `keep` rows), then batches, each a transaction of its own that
-    /// the engine's `deleteBatch` runs, with the lock left free after each
-    /// for ``Options/pauseFraction`` of the time it was held (less what
-    /// `betweenBatches` took). A batch that fails with the engine's
-    /// cancellation rolls back alone and the report says `stopped`.
+    /// the engine's `deleteBatch` runs, with the lock left free after each:
+    /// with `sharing`, until another connection commits or for its longest
+    /// pause; without, for ``Options/pauseFraction`` of the time it was
+    /// held (less what `betweenBatches` took). A batch that fails with the
+    /// engine's cancellation rolls back alone and the report says `stopped`.
     func runBatches(
         survey: () throws -> (matched: Int, filter: Filter),
         beforeFirstBatch: () throws -> Void = {},
         deleteBatch: (Filter) throws -> (deleted: Int, last: Bool),
         betweenBatches: () throws -> Void = {},
+        sharing: LockSharing? = nil,
         isCancellation: (any Error) -> Bool,
         shouldStop: () -> Bool,
         progress: (MaintenanceProgress) -> Void
@@ -298,6 +372,11 @@ public struct TelemetryCleanup: Sendable {
             report.batchSeconds += elapsed / 1000
             report.batches += 1
             report.deleted += deleted
+            // Read right after the batch (before the progress callback,
+            // which may take a while): a commit after this is another's.
+            // On failure the pause falls back to the fixed fraction; the
+            // error, if it lasts, surfaces at the next statement.
+            let version = sharing.flatMap { try? $0.commitsByOthers() }
             // Old rows written meanwhile may push the count past what
             // matched at the start.
             progress(MaintenanceProgress(completed: report.deleted, total: max(report.matched, report.deleted)))
@@ -309,9 +388,24 @@ public struct TelemetryCleanup: Sendable {
                 report.stopped = true
                 break
             }
-            let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
-            let pause = options.pauseFraction * elapsed - free
-            if pause > 0 { usleep(UInt32(pause * 1000)) }
+            if let sharing, let version {
+                // Free until a waiting writer got in and committed, or
+                // until every writer that began waiting during the batch
+                // has tried once.
+                let pauseEnd = lockEnd + UInt64(sharing.longestPause(elapsed) * 1e6)
+                do {
+                    while DispatchTime.now().uptimeNanoseconds < pauseEnd, try sharing.commitsByOthers() == version {
+                        usleep(300)
+                    }
+                } catch where isCancellation(error) {
+                    report.stopped = true
+                    break
+                }
+            } else {
+                let free = Double(DispatchTime.now().uptimeNanoseconds - lockEnd) / 1e6
+                let pause = options.pauseFraction * elapsed - free
+                if pause > 0 { usleep(UInt32(pause * 1000)) }
+            }
         }
         report.seconds = elapsedSeconds()
         return report

@@ -89,7 +89,8 @@ extension TelemetryCleanup {
     public static let outsideTheChunk = "telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes"
 
     /// Runs the cleanup on PostgreSQL: each batch a transaction of its own
-    /// that deletes the oldest `batchSize` matching rows by key range —
+    /// that deletes the oldest `batchSize` (default ``Options/defaultBatchSize``)
+    /// matching rows by key range —
     /// `(created_at, id) <` the first row after the batch, read from the
     /// index — since PostgreSQL has no `DELETE … LIMIT`. A batch cancelled
     /// on the server (Ctrl-C, `--timeout`: SQLSTATE 57014) rolls back
@@ -128,7 +129,7 @@ extension TelemetryCleanup {
                 try database.transaction {
                     let bound = try database.execute("""
                         SELECT created_at, id FROM telemetry WHERE \(filter.sql) ORDER BY created_at, id LIMIT 1 OFFSET ?
-                        """, .positional(filter.values + [.integer(Int64(options.batchSize))])).rows.first
+                        """, .positional(filter.values + [.integer(Int64(options.batchSize ?? Options.defaultBatchSize))])).rows.first
                     if let bound, case let .real(date) = bound[0], case let .integer(id) = bound[1] {
                         let deleted = try database.execute("DELETE FROM telemetry WHERE \(filter.sql) AND (created_at, id) < (?, ?)",
                                                            .positional(filter.values + [.real(date), .integer(id)])).changes ?? 0
