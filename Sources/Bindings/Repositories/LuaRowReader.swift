@@ -74,7 +74,9 @@ struct LuaRowReader {
 
     /// One field's value for its column.
     func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> StoreValue {
-        let field = "field '\(prefix)\(column.name)'"
+        // Named only when refused: made per value, the label showed in a
+        // loop's profile.
+        var field: String { "field '\(prefix)\(column.name)'" }
         func typeError() -> LuaCallError {
             call.argumentError(argument, "\(field): \(column.expected) expected, got \(LuaStack(state).typeName(at: index))")
         }
@@ -154,9 +156,9 @@ struct LuaRowReader {
 
     /// The string at `index` as text the engine holds: UTF-8, and without
     /// NUL where the engine cannot hold one; else refused naming `what`.
-    func text(at index: Int32, argument: Int32, naming what: String) throws -> String {
-        let text = try LuaStack(state).text(at: index) { throw call.argumentError(argument, "\(what): the string is not valid UTF-8 (\($0))") }
-        if let reason = dialect.refusal(ofText: text) { throw call.argumentError(argument, "\(what): \(reason)") }
+    func text(at index: Int32, argument: Int32, naming what: @autoclosure () -> String) throws -> String {
+        let text = try LuaStack(state).text(at: index) { throw call.argumentError(argument, "\(what()): the string is not valid UTF-8 (\($0))") }
+        if let reason = dialect.refusal(ofText: text) { throw call.argumentError(argument, "\(what()): \(reason)") }
         return text
     }
 
