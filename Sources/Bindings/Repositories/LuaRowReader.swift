@@ -60,6 +60,40 @@ struct LuaRowReader {
     func fields(at index: Int32, argument: Int32, spec: TableSpec, skipping: Set<String> = [],
                 prefix: String) throws -> [String: StoreValue] {
         let absolute = lua_absindex(state, index)
+        // In the table's own order, each value read where `next` finds it;
+        // a refusal is then looked for again in the names' order, so that
+        // the first one reported does not depend on the table's hash order.
+        let top = lua_gettop(state)
+        do {
+            return try unorderedFields(at: absolute, argument: argument, spec: spec, skipping: skipping, prefix: prefix)
+        } catch {
+            lua_settop(state, top)
+        }
+        return try orderedFields(at: absolute, argument: argument, spec: spec, skipping: skipping, prefix: prefix)
+    }
+
+    private func unorderedFields(at absolute: Int32, argument: Int32, spec: TableSpec, skipping: Set<String>,
+                                 prefix: String) throws -> [String: StoreValue] {
+        var result = [String: StoreValue](minimumCapacity: 8)
+        _ = lua_checkstack(state, 4)
+        lua_pushnil(state)
+        while lua_next(state, absolute) != 0 {
+            guard lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) else {
+                throw call.argumentError(argument, "field names must be strings")
+            }
+            if !skipping.contains(name) {
+                guard let column = spec.column(name) else {
+                    throw StoreError.unknownColumn(table: spec.table, column: prefix + name, known: spec.names)
+                }
+                result[name] = try value(at: lua_gettop(state), column: column, spec: spec, argument: argument, prefix: prefix)
+            }
+            opsh_pop(state, 1)
+        }
+        return result
+    }
+
+    private func orderedFields(at absolute: Int32, argument: Int32, spec: TableSpec, skipping: Set<String>,
+                               prefix: String) throws -> [String: StoreValue] {
         var result: [String: StoreValue] = [:]
         for name in try fieldNames(at: absolute, argument: argument) where !skipping.contains(name) {
             guard let column = spec.column(name) else {
