@@ -137,8 +137,9 @@ public struct RecordTable<Record: StoreRecord> {
             }
             changes[keyColumn] = nil
         }
-        for column in spec.columns where Self.dateColumnsSetOnUpdate.contains(column.name) && changes[column.name] == nil {
-            changes[column.name] = .real(Date().timeIntervalSince1970)
+        // The two date names looked up, not every column hashed.
+        for name in recordDateColumnsOrderedOnUpdate where changes[name] == nil && spec.columns.contains(where: { $0.name == name }) {
+            changes[name] = .real(Date().timeIntervalSince1970)
         }
         return changes
     }
@@ -187,4 +188,5 @@ public struct RecordTable<Record: StoreRecord> {
 /// ``RecordTable``'s date columns, made once (a generic type has no
 /// stored statics; a set literal per call showed in the profile).
 private let recordDateColumnsSetOnInsert: Set<String> = ["createdAt", "created_at", "updated_at", "updatedAt"]
-private let recordDateColumnsSetOnUpdate: Set<String> = ["updated_at", "updatedAt"]
+private let recordDateColumnsSetOnUpdate: Set<String> = Set(recordDateColumnsOrderedOnUpdate)
+private let recordDateColumnsOrderedOnUpdate = ["updated_at", "updatedAt"]
