@@ -164,8 +164,8 @@ struct LuaRowReader {
             // A column whose default is a list (`platforms`) takes a list:
             // a table with named fields, or JSON text of an object, is
             // refused (text that is not JSON is refused as such later).
-            let shape = text.first { !$0.isWhitespace }
-            if column.defaultSQL == "'[]'", type == LUA_TTABLE ? shape != "[" : shape == "{" {
+            if column.defaultSQL == "'[]'", case let shape = text.first(where: { !$0.isWhitespace }),
+               type == LUA_TTABLE ? shape != "[" : shape == "{" {
                 throw call.argumentError(argument, "\(field): a list expected (e.g. { \"linux\" }), got \(type == LUA_TSTRING ? "the text '\(text.prefix(40))'" : "a table with named fields")")
             }
             return .text(text)

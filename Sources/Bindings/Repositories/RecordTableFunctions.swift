@@ -73,7 +73,7 @@ struct SessionRepositories: RepositoryEngine {
     func writeOneStatement<T>(_ table: String, call: LuaCall, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
         try database.writeOneStatement(table: table) { db in
             guard let writes else { return try body(AnyRepositoryConnection(db)) }
-            return try body(AnyRepositoryConnection(RowPathWriteConnection(base: db, statements: writes, state: call.state)))
+            return try body(AnyRepositoryConnection(RowPathWriteConnection(base: db, statements: writes, call: call)))
         }
     }
 

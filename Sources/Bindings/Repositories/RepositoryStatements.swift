@@ -122,8 +122,9 @@ final class RepositoryStatements {
         /// Left to Store (no open transaction, a counted or dry run, a
         /// statement not prepared yet): nothing ran.
         case declined
-        /// SQLite refused it; the statement was undone whole.
-        case failed
+        /// SQLite refused it (the `db.exec` message); the statement was
+        /// undone whole.
+        case failed(String)
     }
 
     /// Runs Store's write `sql` with `arguments` as `db.exec`'s C fast
@@ -145,7 +146,7 @@ final class RepositoryStatements {
         if status == 2 {
             return .done(changes: Int(lua_tointegerx(state, -2, nil)), rowid: Int64(lua_tointegerx(state, -1, nil)))
         }
-        if status == OPSH_RAISE { return .failed }
+        if status == OPSH_RAISE { return .failed(LuaStack(state).string(at: -1) ?? "SQL error") }
         if let current = executor.session.transactionConnection {
             // Prepared (and checked, as db.exec's are) for the C path;
             // Store runs it this time.

@@ -12,11 +12,14 @@ import Store
 /// A statement C ran and SQLite refused was undone whole (SQLite's
 /// statement journal): Store runs it again, so that the refusal comes in
 /// the repositories' words (the JSON column named, the constraint
-/// described) from the engine's own error, not from its text.
+/// described) from the engine's own error, not from its text. Not after
+/// Ctrl-C, a timeout or SIGTERM: SQLite forgets an interrupt once no
+/// statement runs, and the write would run whole; the interrupt's own
+/// error stands.
 struct RowPathWriteConnection: RepositoryConnection {
     let base: any RepositoryConnection
     let statements: RepositoryStatements
-    let state: OpaquePointer
+    let call: LuaCall
 
     var dialect: SQLDialect { base.dialect }
 
@@ -25,13 +28,19 @@ struct RowPathWriteConnection: RepositoryConnection {
     }
 
     func execute(_ sql: String, _ arguments: [StoreValue]) throws -> Int {
-        if case let .done(changes, _) = statements.write(sql, arguments, state: state) { return changes }
-        return try base.execute(sql, arguments)
+        switch statements.write(sql, arguments, state: call.state) {
+        case let .done(changes, _): return changes
+        case let .failed(message) where call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case .failed, .declined: return try base.execute(sql, arguments)
+        }
     }
 
     func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
-        if case let .done(_, rowid) = statements.write(sql, arguments, state: state) { return rowid }
-        return try base.insert(sql, arguments, keyColumn: keyColumn)
+        switch statements.write(sql, arguments, state: call.state) {
+        case let .done(_, rowid): return rowid
+        case let .failed(message) where call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case .failed, .declined: return try base.insert(sql, arguments, keyColumn: keyColumn)
+        }
     }
 
     func tableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
