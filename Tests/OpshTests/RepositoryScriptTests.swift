@@ -267,6 +267,57 @@ import Testing
         #expect(try db.sql("SELECT name FROM schemes") == "S2")
     }
 
+    /// In a `db.transaction` loop with no cap, SQLite's repository writes
+    /// step in C once their statement is prepared (issue 27,
+    /// ``RowPathWriteConnection``); PostgreSQL's run as before. Each
+    /// refusal, from the first round (Store's route) to the third (the C
+    /// route on SQLite), says the same in the repositories' words and
+    /// keeps the transaction usable; the writes beside them land.
+    @Test(arguments: Engine.allCases) func refusalsInATransactionLoopSayTheSameEveryRound(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+            local b = builds.create(s.id, "1.0")
+            local function refused(f, ...) print(pcall(f, ...)) end
+            db.transaction(function()
+              for i = 1, 3 do
+                refused(telemetry.insert, { event = "bad", properties = "{nope" })
+                print(telemetry.insert{ event = "good", properties = '{"i":' .. i .. '}' }.properties)
+                refused(logs.insert, { buildId = "missing", content = "line" })
+                print(logs.insert{ buildId = b.id, content = "line " .. i }.content)
+                refused(schemes.update, s.id, { projectBundleIdentifier = "nope" })
+                refused(schemes.update, s.id, { platforms = "linux" })
+                refused(projects.insert, { bundleIdentifier = "p", name = "Again", gitRepositoryURL = "/q" })
+                refused(builds.update, "missing", { status = "failed" })
+                print(schemes.update(s.id, { name = "S" .. i }).name)
+              end
+            end)
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        let expected: [String] = (1...3).flatMap { round in [
+            "false\tinvalid value for telemetry.properties: not valid JSON: {nope",
+            "{\"i\":\(round)}",
+            "false\tno row in builds with key missing (buildLogs.buildId refers to it)",
+            "line \(round)",
+            "false\tno row in projects with key nope (schemes.projectBundleIdentifier refers to it)",
+            "false\tinvalid value for schemes.platforms: not valid JSON: linux",
+            "false\tprojects: a row with the same key exists",
+            "false\tno row in builds with key missing",
+            "S\(round)",
+        ] }
+        #expect(lines.count == expected.count, "\(run.stdout)")
+        for (line, text) in zip(lines, expected) {
+            #expect(line.hasPrefix(text), "\(line) ≠ \(text)")
+        }
+        #expect(try db.count("telemetry") == 3)
+        #expect(try db.count("buildLogs") == 3)
+        #expect(try db.sql("SELECT name FROM schemes") == "S3")
+        #expect(try db.sql("SELECT displayName FROM projects") == "P")
+    }
+
     /// `--read-only`: a repository write is refused by the engine (SQLite's
     /// read-only file, the server's 25006) and the row stays as it was;
     /// reads work. Control: the same write without it.

@@ -52,13 +52,35 @@ final class KeyNode: Sendable {
     let arguments: QueryKeyGrammar.Arguments
     /// The complete key this node names, if it names one.
     let key: QueryKey?
-    /// The text so far (`project."com.example.app".latestBuilds`), for messages.
-    let text: String
+    /// The text so far (`project."com.example.app".latestBuilds`), for
+    /// messages and `tostring`: spelled only when asked (a key's value
+    /// quoted per call was a third of `query(key.build(id))`'s own time).
+    var text: String { spelling.text }
+    private let spelling: Spelling
 
-    init(_ position: Position, arguments: QueryKeyGrammar.Arguments, text: String) {
+    /// How ``text`` is spelled from what it follows.
+    private enum Spelling: Sendable {
+        case text(String)
+        /// `base` (a node's text, or the text before a parameter's word),
+        /// then the value of `slot`.
+        case called(KeyNode?, base: String, QueryKeyGrammar.Slot, QueryKeyGrammar.Arguments)
+
+        var text: String {
+            switch self {
+            case let .text(text): text
+            case let .called(node, base, slot, arguments): (node?.text ?? base) + "." + slot.print(arguments)
+            }
+        }
+    }
+
+    convenience init(_ position: Position, arguments: QueryKeyGrammar.Arguments, text: String) {
+        self.init(position, arguments: arguments, spelling: .text(text))
+    }
+
+    private init(_ position: Position, arguments: QueryKeyGrammar.Arguments, spelling: Spelling) {
         self.position = position
         self.arguments = arguments
-        self.text = text
+        self.spelling = spelling
         if case let .node(node) = position, let form = node.form {
             key = form.make(arguments)
         } else {
@@ -152,15 +174,15 @@ final class KeyNode: Sendable {
     /// The node after a call with `value` (checked by the caller against
     /// ``call``'s slot).
     func called(with value: QueryKeyGrammar.Arguments.Value) -> KeyNode {
-        let (node, base): (QueryKeyGrammar.Node, String)
+        let (node, base, before): (QueryKeyGrammar.Node, KeyNode?, String)
         switch position {
-        case let .node(at): (node, base) = (at, text)
-        case let .parameter(at, before): (node, base) = (at, before)
+        case let .node(at): (node, base, before) = (at, self, "")
+        case let .parameter(at, text): (node, base, before) = (at, nil, text)
         }
         guard let (slot, next) = node.value else { preconditionFailure("KeyNode \(text) cannot be called") }
         var arguments = arguments
         arguments.set(slot.argument, to: value)
-        return KeyNode(.node(next), arguments: arguments, text: base + "." + slot.print(arguments))
+        return KeyNode(.node(next), arguments: arguments, spelling: .called(base, base: before, slot, arguments))
     }
 
     /// The node after a table call: `then`, then each flag that is true and

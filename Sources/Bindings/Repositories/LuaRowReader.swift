@@ -60,6 +60,40 @@ struct LuaRowReader {
     func fields(at index: Int32, argument: Int32, spec: TableSpec, skipping: Set<String> = [],
                 prefix: String) throws -> [String: StoreValue] {
         let absolute = lua_absindex(state, index)
+        // In the table's own order, each value read where `next` finds it;
+        // a refusal is then looked for again in the names' order, so that
+        // the first one reported does not depend on the table's hash order.
+        let top = lua_gettop(state)
+        do {
+            return try unorderedFields(at: absolute, argument: argument, spec: spec, skipping: skipping, prefix: prefix)
+        } catch {
+            lua_settop(state, top)
+        }
+        return try orderedFields(at: absolute, argument: argument, spec: spec, skipping: skipping, prefix: prefix)
+    }
+
+    private func unorderedFields(at absolute: Int32, argument: Int32, spec: TableSpec, skipping: Set<String>,
+                                 prefix: String) throws -> [String: StoreValue] {
+        var result = [String: StoreValue](minimumCapacity: 8)
+        _ = lua_checkstack(state, 4)
+        lua_pushnil(state)
+        while lua_next(state, absolute) != 0 {
+            guard lua_type(state, -2) == LUA_TSTRING, let name = LuaStack(state).string(at: -2) else {
+                throw call.argumentError(argument, "field names must be strings")
+            }
+            if !skipping.contains(name) {
+                guard let column = spec.column(name) else {
+                    throw StoreError.unknownColumn(table: spec.table, column: prefix + name, known: spec.names)
+                }
+                result[name] = try value(at: lua_gettop(state), column: column, spec: spec, argument: argument, prefix: prefix)
+            }
+            opsh_pop(state, 1)
+        }
+        return result
+    }
+
+    private func orderedFields(at absolute: Int32, argument: Int32, spec: TableSpec, skipping: Set<String>,
+                               prefix: String) throws -> [String: StoreValue] {
         var result: [String: StoreValue] = [:]
         for name in try fieldNames(at: absolute, argument: argument) where !skipping.contains(name) {
             guard let column = spec.column(name) else {
@@ -74,7 +108,9 @@ struct LuaRowReader {
 
     /// One field's value for its column.
     func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> StoreValue {
-        let field = "field '\(prefix)\(column.name)'"
+        // Named only when refused: made per value, the label showed in a
+        // loop's profile.
+        var field: String { "field '\(prefix)\(column.name)'" }
         func typeError() -> LuaCallError {
             call.argumentError(argument, "\(field): \(column.expected) expected, got \(LuaStack(state).typeName(at: index))")
         }
@@ -128,8 +164,8 @@ struct LuaRowReader {
             // A column whose default is a list (`platforms`) takes a list:
             // a table with named fields, or JSON text of an object, is
             // refused (text that is not JSON is refused as such later).
-            let shape = text.first { !$0.isWhitespace }
-            if column.defaultSQL == "'[]'", type == LUA_TTABLE ? shape != "[" : shape == "{" {
+            if column.defaultSQL == "'[]'", case let shape = text.first(where: { !$0.isWhitespace }),
+               type == LUA_TTABLE ? shape != "[" : shape == "{" {
                 throw call.argumentError(argument, "\(field): a list expected (e.g. { \"linux\" }), got \(type == LUA_TSTRING ? "the text '\(text.prefix(40))'" : "a table with named fields")")
             }
             return .text(text)
@@ -154,9 +190,9 @@ struct LuaRowReader {
 
     /// The string at `index` as text the engine holds: UTF-8, and without
     /// NUL where the engine cannot hold one; else refused naming `what`.
-    func text(at index: Int32, argument: Int32, naming what: String) throws -> String {
-        let text = try LuaStack(state).text(at: index) { throw call.argumentError(argument, "\(what): the string is not valid UTF-8 (\($0))") }
-        if let reason = dialect.refusal(ofText: text) { throw call.argumentError(argument, "\(what): \(reason)") }
+    func text(at index: Int32, argument: Int32, naming what: @autoclosure () -> String) throws -> String {
+        let text = try LuaStack(state).text(at: index) { throw call.argumentError(argument, "\(what()): the string is not valid UTF-8 (\($0))") }
+        if let reason = dialect.refusal(ofText: text) { throw call.argumentError(argument, "\(what()): \(reason)") }
         return text
     }
 

@@ -17,8 +17,10 @@ protocol RepositoryEngine {
     func write<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// Runs one call whose only write is one statement, without a
     /// savepoint or transaction of its own (the engine makes a statement
-    /// atomic); its errors name `table`.
-    func writeOneStatement<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
+    /// atomic); its errors name `table`. The statement may run on the row
+    /// path's C write (``RowPathWriteConnection``), on `call`'s stack: the
+    /// call's own arguments must have been read.
+    func writeOneStatement<T>(_ table: String, call: LuaCall, _ body: (Connection) throws -> T) throws -> T
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -47,12 +49,15 @@ struct SessionRepositories: RepositoryEngine {
     let rows: any RowRunner
     let markers: SQLMarkers
     let rowShapes: RowShapes
+    /// The row path's C writes, where it has them (SQLite's).
+    let writes: RepositoryStatements?
 
     init(session: OpshSession) {
         database = session.database
         rows = session.rows
         markers = session.markers
         rowShapes = session.rowShapes
+        writes = (session.rows as? SQLiteRows)?.statements
     }
 
     var dialect: SQLDialect { database.dialect }
@@ -65,8 +70,11 @@ struct SessionRepositories: RepositoryEngine {
         try database.write(table: table) { db in try body(AnyRepositoryConnection(db)) }
     }
 
-    func writeOneStatement<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
-        try database.writeOneStatement(table: table) { db in try body(AnyRepositoryConnection(db)) }
+    func writeOneStatement<T>(_ table: String, call: LuaCall, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
+        try database.writeOneStatement(table: table) { db in
+            guard let writes else { return try body(AnyRepositoryConnection(db)) }
+            return try body(AnyRepositoryConnection(RowPathWriteConnection(base: db, statements: writes, call: call)))
+        }
     }
 
     func read<T>(_ table: String, _ body: (AnyRepositoryConnection) throws -> T) throws -> T {
@@ -200,7 +208,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let spec = try cachedSpec()
         let fields = try context.reader(call).fields(argument: 1, spec: spec)
         let key = try call.naming(argument: 1) {
-            try context.writeOneStatement(name) { db in try table.insert(db, fields, spec: spec) }
+            try context.writeOneStatement(name, call: call) { db in try table.insert(db, fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }
@@ -214,7 +222,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let key = try reader.key(argument: 1, spec: spec)
         let fields = try reader.fields(argument: 2, spec: spec)
         try call.naming(argument: 2) {
-            try context.writeOneStatement(name) { db in try table.update(db, key: key, fields: fields, spec: spec) }
+            try context.writeOneStatement(name, call: call) { db in try table.update(db, key: key, fields: fields, spec: spec) }
         }
         return try pushRow(key: key, call: call)
     }

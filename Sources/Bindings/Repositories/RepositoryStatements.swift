@@ -114,6 +114,47 @@ final class RepositoryStatements {
         return try executor.run(call: call.withStackAsArguments(), shape: shape)
     }
 
+    /// What ``write(_:_:state:)`` did.
+    enum Write {
+        /// Stepped in C: the rows it changed and the connection's last
+        /// inserted rowid.
+        case done(changes: Int, rowid: Int64)
+        /// Left to Store (no open transaction, a counted or dry run, a
+        /// statement not prepared yet): nothing ran.
+        case declined
+        /// SQLite refused it (the `db.exec` message); the statement was
+        /// undone whole.
+        case failed(String)
+    }
+
+    /// Runs Store's write `sql` with `arguments` as `db.exec`'s C fast
+    /// path runs a write (`opsh_sql_fast_exec`): on the open transaction's
+    /// connection only, never in a dry run or a counted scope, the
+    /// statement prepared once and its values bound from the Lua stack, no
+    /// GRDB statement, no Swift binding (issue 27: a repository write in
+    /// `db.transaction` was several times its hand-written SQL). Whatever
+    /// C declines runs in Store as before; a declined statement is
+    /// prepared here so that the next call finds it. The call's own
+    /// arguments must have been read: the stack is emptied.
+    func write(_ sql: String, _ arguments: [StoreValue], state: OpaquePointer) -> Write {
+        lua_settop(state, 0)
+        defer { lua_settop(state, 0) }
+        pushText(sql, state)
+        _ = lua_checkstack(state, Int32(arguments.count) + 4)
+        for argument in arguments { Self.push(argument, state) }
+        let status = opsh_sql_fast_exec(state, executor.route)
+        if status == 2 {
+            return .done(changes: Int(lua_tointegerx(state, -2, nil)), rowid: Int64(lua_tointegerx(state, -1, nil)))
+        }
+        if status == OPSH_RAISE { return .failed(LuaStack(state).string(at: -1) ?? "SQL error") }
+        if let current = executor.session.transactionConnection {
+            // Prepared (and checked, as db.exec's are) for the C path;
+            // Store runs it this time.
+            _ = try? executor.statements.statement(for: state, at: 1, on: current.handle)
+        }
+        return .declined
+    }
+
     private func pushText(_ sql: String, _ state: OpaquePointer) {
         if let reference = strings[sql] {
             lua_rawgeti(state, opsh_registryindex(), lua_Integer(reference))

@@ -107,12 +107,20 @@ public struct RecordTable<Record: StoreRecord> {
     /// Inserts a new row with one cached INSERT, its only write (so a
     /// caller may run it without a savepoint,
     /// ``DatabaseSession/writeOneStatement(table:_:)``); invalid JSON is
-    /// named once the engine refused it. A reference to a missing row is
-    /// read first: PostgreSQL's counters would count the row a foreign
-    /// key refused, past a transaction's `maxChanges`. Returns its key
-    /// (the rowid where the key is the table's integer primary key).
+    /// named once the engine refused it. The rows it refers to must exist
+    /// in the same statement (`WHERE EXISTS`), and only when one is
+    /// missing are they read, to name it: a foreign key left to refuse the
+    /// row would leave it counted on PostgreSQL, past a transaction's
+    /// `maxChanges`. Returns its key (the rowid where the key is the
+    /// table's integer primary key).
     public func insert(_ database: some RepositoryConnection, _ fields: [String: StoreValue], spec: TableSpec) throws -> StoreValue {
         let complete = try insertedFields(database, fields, spec: spec, evaluatingDefaults: false)
+        let references = spec.references(in: complete)
+        if !references.isEmpty, let key = complete[keyColumn], key != .null {
+            if try records.insertColumns(database, complete, columns: spec.names, whereReferenced: references) { return key }
+            // Nothing written: a referenced row is missing (named here), or
+            // it appeared since (another process's commit): written then.
+        }
         try spec.checkReferences(database, complete)
         let rowid = try records.insertColumns(database, complete, columns: spec.names)
         return complete[keyColumn] ?? rowid.map(StoreValue.integer) ?? .null
@@ -129,18 +137,26 @@ public struct RecordTable<Record: StoreRecord> {
             }
             changes[keyColumn] = nil
         }
-        for column in spec.columns where Self.dateColumnsSetOnUpdate.contains(column.name) && changes[column.name] == nil {
-            changes[column.name] = .real(Date().timeIntervalSince1970)
+        // The two date names looked up, not every column hashed.
+        for name in recordDateColumnsOrderedOnUpdate where changes[name] == nil && spec.columns.contains(where: { $0.name == name }) {
+            changes[name] = .real(Date().timeIntervalSince1970)
         }
         return changes
     }
 
     /// Changes `fields` of the row with `key` with one cached UPDATE, its
-    /// only write (references read first, JSON named once the engine
+    /// only write (the rows it refers to must exist in the same statement,
+    /// read only to name the missing one; JSON named once the engine
     /// refused it, as ``insert(_:_:spec:)``'s);
     /// ``StoreError/notFound(table:key:)`` when there is no such row.
     public func update(_ database: some RepositoryConnection, key: StoreValue, fields: [String: StoreValue], spec: TableSpec) throws {
         let changes = try changedColumns(key: key, fields: fields, spec: spec)
+        let references = spec.references(in: changes)
+        if try records.updateColumns(database, key, changes: changes, columns: spec.names, whereReferenced: references) { return }
+        guard !references.isEmpty else { throw StoreError.notFound(table: table, key: TableSpec.show(key)) }
+        // No row changed: a referenced row is missing (named here), else
+        // there is no row with this key, or the referenced row appeared
+        // since (another process's commit) and the row changes now.
         try spec.checkReferences(database, changes)
         guard try records.updateColumns(database, key, changes: changes, columns: spec.names) else {
             throw StoreError.notFound(table: table, key: TableSpec.show(key))
@@ -172,4 +188,5 @@ public struct RecordTable<Record: StoreRecord> {
 /// ``RecordTable``'s date columns, made once (a generic type has no
 /// stored statics; a set literal per call showed in the profile).
 private let recordDateColumnsSetOnInsert: Set<String> = ["createdAt", "created_at", "updated_at", "updatedAt"]
-private let recordDateColumnsSetOnUpdate: Set<String> = ["updated_at", "updatedAt"]
+private let recordDateColumnsSetOnUpdate: Set<String> = Set(recordDateColumnsOrderedOnUpdate)
+private let recordDateColumnsOrderedOnUpdate = ["updated_at", "updatedAt"]

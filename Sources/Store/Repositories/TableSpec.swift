@@ -39,8 +39,11 @@ public struct ColumnSpec: Sendable {
 public struct TableSpec: Sendable {
     public let table: String
     public let columns: [ColumnSpec]
+    /// A single-column foreign key: `column` refers to `table`'s `key`.
+    public typealias Reference = (column: String, table: String, key: String)
+
     /// Single-column foreign keys: column → (table, column) it refers to.
-    let references: [(column: String, table: String, key: String)]
+    let references: [Reference]
 
     /// An engine's reading of a table (``RepositoryConnection/tableSpec(_:primaryKey:jsonColumns:booleans:)``).
     public init(table: String, columns: [ColumnSpec], references: [(column: String, table: String, key: String)]) {
@@ -84,6 +87,12 @@ public struct TableSpec: Sendable {
         if declared.contains("INT") { return .integer }
         if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") { return .real }
         return .text
+    }
+
+    /// The references `fields` gives a value other than NULL: the rows a
+    /// write of them needs.
+    func references(in fields: [String: StoreValue]) -> [Reference] {
+        references.filter { reference in fields[reference.column].map { $0 != .null } ?? false }
     }
 
     /// Refuses values whose foreign key points at nothing, naming the row

@@ -1,0 +1,40 @@
+import Foundation
+
+/// The INSERT and UPDATE texts of ``RecordRepository``'s one-statement
+/// writes, made once per table, engine, column set and references checked,
+/// not per call: joining the quoted names was a tenth of a repository
+/// write's time in a `db.transaction` loop (BENCHMARKS.md, "The domain
+/// layer against hand-written SQL"). A repository writes a handful of
+/// column sets, so the cache stays small; past `limit` texts it is
+/// emptied (a script writing ever new column sets costs what it did).
+final class RecordWriteTexts: @unchecked Sendable {
+    struct Key: Hashable {
+        let table: String
+        let dialect: SQLDialect
+        let isUpdate: Bool
+        let columns: [String]
+        /// The columns whose referenced row must exist (`WHERE EXISTS`).
+        let references: [String]
+    }
+
+    static let shared = RecordWriteTexts()
+    private static let limit = 1024
+
+    private let lock = NSLock()
+    private var texts: [Key: String] = [:]
+
+    func text(_ key: Key, make: () -> String) -> String {
+        lock.lock()
+        if let known = texts[key] {
+            lock.unlock()
+            return known
+        }
+        lock.unlock()
+        let text = make()
+        lock.lock()
+        if texts.count >= Self.limit { texts.removeAll(keepingCapacity: true) }
+        texts[key] = text
+        lock.unlock()
+        return text
+    }
+}
