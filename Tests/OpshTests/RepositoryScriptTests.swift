@@ -273,6 +273,36 @@ import Testing
     /// refusal, from the first round (Store's route) to the third (the C
     /// route on SQLite), says the same in the repositories' words and
     /// keeps the transaction usable; the writes beside them land.
+    /// A repository write that SQLite refused but did not undo whole (a
+    /// trigger's `RAISE(FAIL)` keeps what the statement did before it) is
+    /// not run a second time: each round inserts one row, whether the
+    /// write went through Store (round 1) or through the C path (rounds 2
+    /// and 3). The control is the same loop without the trigger. SQLite
+    /// only: FAIL is SQLite's conflict resolution, and the C path is its.
+    @Test func aWriteSQLiteRefusedButKeptIsNotRunTwice() throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(.sqlite)
+        for trigger in [false, true] {
+            if trigger {
+                try db.sql("CREATE TRIGGER refuse_fail AFTER INSERT ON telemetry WHEN NEW.event = 'kept' BEGIN SELECT RAISE(FAIL, 'refused by the trigger'); END")
+            }
+            try db.sql("DELETE FROM telemetry")
+            let run = try sandbox.opsh(["-e", """
+                db.transaction(function()
+                  for i = 1, 3 do
+                    local ok, message = pcall(telemetry.insert, { event = "kept", properties = '{"i":' .. i .. '}' })
+                    print(ok, message)
+                  end
+                end)
+                """], on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(try db.count("telemetry", where: "event = 'kept'") == 3, "trigger: \(trigger): \(run.stdout)")
+            if trigger {
+                #expect(run.stdout.components(separatedBy: "refused by the trigger").count == 4, "\(run.stdout)")
+            }
+        }
+    }
+
     @Test(arguments: Engine.allCases) func refusalsInATransactionLoopSayTheSameEveryRound(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)

@@ -122,9 +122,10 @@ final class RepositoryStatements {
         /// Left to Store (no open transaction, a counted or dry run, a
         /// statement not prepared yet): nothing ran.
         case declined
-        /// SQLite refused it (the `db.exec` message); the statement was
-        /// undone whole.
-        case failed(String)
+        /// SQLite refused it (the `db.exec` message); `kept`: the rows it
+        /// wrote before the refusal stayed (a trigger's `RAISE(FAIL)`, an
+        /// `ON CONFLICT FAIL`), else it was undone whole.
+        case failed(String, kept: Bool)
     }
 
     /// Runs Store's write `sql` with `arguments` as `db.exec`'s C fast
@@ -142,11 +143,16 @@ final class RepositoryStatements {
         pushText(sql, state)
         _ = lua_checkstack(state, Int32(arguments.count) + 4)
         for argument in arguments { Self.push(argument, state) }
+        let connection = executor.session.transactionConnection?.handle
+        let changesBefore = connection.map(opsh_sqlite_total_changes)
         let status = opsh_sql_fast_exec(state, executor.route)
         if status == 2 {
             return .done(changes: Int(lua_tointegerx(state, -2, nil)), rowid: Int64(lua_tointegerx(state, -1, nil)))
         }
-        if status == OPSH_RAISE { return .failed(LuaStack(state).string(at: -1) ?? "SQL error") }
+        if status == OPSH_RAISE {
+            let kept = connection.map(opsh_sqlite_total_changes) != changesBefore
+            return .failed(LuaStack(state).string(at: -1) ?? "SQL error", kept: kept)
+        }
         if let current = executor.session.transactionConnection {
             // Prepared (and checked, as db.exec's are) for the C path;
             // Store runs it this time.

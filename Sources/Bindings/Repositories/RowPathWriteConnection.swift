@@ -15,7 +15,9 @@ import Store
 /// described) from the engine's own error, not from its text. Not after
 /// Ctrl-C, a timeout or SIGTERM: SQLite forgets an interrupt once no
 /// statement runs, and the write would run whole; the interrupt's own
-/// error stands.
+/// error stands. Nor when the refused statement kept rows (a trigger's
+/// `RAISE(FAIL)`): run again, it would write them twice; SQLite's error
+/// stands.
 struct RowPathWriteConnection: RepositoryConnection {
     let base: any RepositoryConnection
     let statements: RepositoryStatements
@@ -30,7 +32,7 @@ struct RowPathWriteConnection: RepositoryConnection {
     func execute(_ sql: String, _ arguments: [StoreValue]) throws -> Int {
         switch statements.write(sql, arguments, state: call.state) {
         case let .done(changes, _): return changes
-        case let .failed(message) where call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
         case .failed, .declined: return try base.execute(sql, arguments)
         }
     }
@@ -38,7 +40,7 @@ struct RowPathWriteConnection: RepositoryConnection {
     func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
         switch statements.write(sql, arguments, state: call.state) {
         case let .done(_, rowid): return rowid
-        case let .failed(message) where call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
         case .failed, .declined: return try base.insert(sql, arguments, keyColumn: keyColumn)
         }
     }

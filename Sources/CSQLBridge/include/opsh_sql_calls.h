@@ -25,6 +25,9 @@ int opsh_sqlite_step(sqlite3_stmt *statement);
 /// into the Lua stack, so they are dropped with the reset.
 void opsh_sqlite_reset_and_clear(sqlite3_stmt *statement);
 void opsh_sqlite_finalize(sqlite3_stmt *statement);
+/// sqlite3_total_changes64: rows written on the connection so far, counted
+/// when a statement ends and not rolled back (a FAIL keeps its rows).
+long long opsh_sqlite_total_changes(sqlite3 *connection);
 /// sqlite3_stmt_readonly: nonzero when the statement changes nothing.
 int opsh_sqlite_readonly(sqlite3_stmt *statement);
 const char *opsh_sqlite_sql(sqlite3_stmt *statement);
