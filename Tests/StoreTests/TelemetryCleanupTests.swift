@@ -95,8 +95,9 @@ import Testing
         var failures: [String] = []
         let report = try store.cleanupTelemetry(.init(cutoff: 401, batchSize: 64), progress: { progress in
             guard progress.completed > 0, progress.completed < 400 else { return }
-            // No busy timeout: this fails at once with "database is locked"
-            // if the cleanup held the write lock across batches.
+            // The cleanup waits for this callback: had it kept the write lock
+            // across batches, this insert would fail with "database is
+            // locked" once the CLI's 5 s busy timeout ran out.
             do {
                 try sqlite3CLI(path, "INSERT INTO telemetry (event, created_at) VALUES ('writer', 5000)")
             } catch {
