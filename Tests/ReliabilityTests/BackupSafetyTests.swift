@@ -318,6 +318,26 @@ import Glibc
     /// SIGKILL at seeded random moments of a backup: no file at the final
     /// name unless it verifies, and the next backup into the folder removes
     /// what the killed one left.
+    /// A backup killed while it wrote its record (`.NAME.opsh-record`,
+    /// which appears whole through a temporary) leaves that temporary; the
+    /// next backup into the folder removes it. One whose process still
+    /// runs (here, this test's) is kept: it may still be written.
+    @Test func theNextBackupRemovesARecordTemporaryAKilledBackupLeft() throws {
+        let scratch = try Self.prepared()
+        let folder = scratch.root + "/records"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let ended = try scratch.spawn("/bin/true", [])
+        _ = collect(ended)
+        let abandoned = "..b1.sqlite.opsh-record.opsh-\(ended.pid)-12345.tmp"
+        let running = "..b2.sqlite.opsh-record.opsh-\(getpid())-12345.tmp"
+        for name in [abandoned, running] {
+            try "device 1\n".write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
+        }
+        #expect(try backup(scratch, "'\(folder)/after.sqlite'").status == 0)
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".tmp") }
+        #expect(left == [running], "\(left)")
+    }
+
     @Test func aKilledBackupLeavesNoUnverifiedFileAtItsName() throws {
         let scratch = try Self.prepared()
         let filled = try scratch.opsh(["-e", "db.transaction(function() for i = 1, 4000 do db.exec('INSERT INTO fill (b) VALUES (randomblob(4096))') end end)"])

@@ -238,14 +238,24 @@ struct BackupTarget {
     /// runs.
     static func removeAbandonedTemporaries(in folder: String) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
-        for name in names where name.hasPrefix(".") && name.contains(temporaryMarker) {
-            guard let range = name.range(of: temporaryMarker) else { continue }
+        // A backup's own temporaries, and those of a backup's record
+        // (`..NAME.opsh-record.opsh-PID-N.tmp`, ``AtomicFile``): a backup
+        // killed while it wrote its record leaves one.
+        for name in names where name.hasPrefix(".") {
+            let marker = name.contains(temporaryMarker) ? temporaryMarker
+                : name.hasPrefix("..") && name.contains(recordTemporaryMarker) ? recordTemporaryMarker : nil
+            guard let marker, let range = name.range(of: marker, options: .backwards) else { continue }
             let rest = name[range.upperBound...]
+            let suffixes = marker == temporaryMarker ? [".tmp", ".tmp-journal", ".tmp-wal", ".tmp-shm"] : [".tmp"]
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
-                  [".tmp", ".tmp-journal", ".tmp-wal", ".tmp-shm"].contains(where: { rest.hasSuffix($0) }) else { continue }
+                  suffixes.contains(where: { rest.hasSuffix($0) }) else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 unlink((folder as NSString).appendingPathComponent(name))
             }
         }
     }
+
+    /// What ``AtomicFile`` adds to a record's name (`.NAME.opsh-record`)
+    /// for its temporary: `.opsh-PID-N.tmp`.
+    static let recordTemporaryMarker = ".opsh-record.opsh-"
 }
