@@ -87,23 +87,33 @@ import Testing
         #expect(try remaining(store) == 1000)
     }
 
+    /// Runs the cleanup of `matching` rows while a `sqlite3` process
+    /// inserts a `writer` row (created at `writerDate`) between its
+    /// batches: the report, and what each insert that failed said. The
+    /// cleanup waits for its progress callback, so had it kept the write
+    /// lock across batches, the insert would fail with "database is
+    /// locked" once the CLI's 5 s busy timeout ran out.
+    func cleanUpWithAWriterBetweenBatches(_ store: Store, path: String, _ options: TelemetryCleanup.Options, matching: Int,
+                                          writerDate: Int) throws -> (TelemetryCleanup.Report, [String]) {
+        var failures: [String] = []
+        let report = try store.cleanupTelemetry(options, progress: { progress in
+            guard progress.completed > 0, progress.completed < matching else { return }
+            do {
+                try sqlite3CLI(path, "INSERT INTO telemetry (event, created_at) VALUES ('writer', \(writerDate))")
+            } catch {
+                failures.append("\(error)")
+            }
+        })
+        return (report, failures)
+    }
+
     @Test func anotherProcessWritesBetweenBatches() throws {
         let directory = TemporaryDirectory()
         let store = try makeStore(in: directory)
         try seed(store)
         let path = directory.file("opsh.sqlite")
-        var failures: [String] = []
-        let report = try store.cleanupTelemetry(.init(cutoff: 401, batchSize: 64), progress: { progress in
-            guard progress.completed > 0, progress.completed < 400 else { return }
-            // The cleanup waits for this callback: had it kept the write lock
-            // across batches, this insert would fail with "database is
-            // locked" once the CLI's 5 s busy timeout ran out.
-            do {
-                try sqlite3CLI(path, "INSERT INTO telemetry (event, created_at) VALUES ('writer', 5000)")
-            } catch {
-                failures.append("\(error)")
-            }
-        })
+        let (report, failures) = try cleanUpWithAWriterBetweenBatches(store, path: path, .init(cutoff: 401, batchSize: 64),
+                                                                      matching: 400, writerDate: 5000)
         #expect(failures == [])
         #expect(report.deleted == 400)
         #expect(try remaining(store, "event = 'writer'") == 6)
@@ -117,15 +127,8 @@ import Testing
         let store = try makeStore(in: directory)
         try seed(store, count: 300_000)
         let path = directory.file("opsh.sqlite")
-        var failures: [String] = []
-        let report = try store.cleanupTelemetry(.init(cutoff: 300_001), progress: { progress in
-            guard progress.completed > 0, progress.completed < 300_000 else { return }
-            do {
-                try sqlite3CLI(path, "INSERT INTO telemetry (event, created_at) VALUES ('writer', 400000)")
-            } catch {
-                failures.append("\(error)")
-            }
-        })
+        let (report, failures) = try cleanUpWithAWriterBetweenBatches(store, path: path, .init(cutoff: 300_001),
+                                                                      matching: 300_000, writerDate: 400_000)
         #expect(failures == [])
         #expect(report.deleted == 300_000)
         #expect(report.batches > 1)
