@@ -78,7 +78,7 @@ final class JobsFixture {
             echo "building $OPSH_BUILD_VERSION"; cat version.txt
             echo "[1/2] compile"; echo "warning: slow disk"; echo "[2/2] link"
             """)
-        try fixture.scheme("slow", "echo started; sleep 30; echo never")
+        try fixture.scheme("slow", "echo started; sleep 600; echo never")
 
         // The versions to choose from.
         let listed = try fixture.run("""

@@ -159,7 +159,7 @@ import Store
 
     @Test func cancelOfABuildThatHonoursSIGTERMIsQuick() throws {
         let fixture = try Fixture(cancelGracePeriod: 5)
-        let scheme = try fixture.scheme("echo started; sleep 30; echo never")
+        let scheme = try fixture.scheme("echo started; sleep 600; echo never")
         let build = try fixture.jobs.run(scheme: scheme.id, version: "1.0.0")
         #expect(try eventually { try fixture.jobs.logs(build.id, tail: 5).contains { $0.record.content == "started" } })
         let cancelledAt = Date()
