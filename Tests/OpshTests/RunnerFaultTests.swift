@@ -152,6 +152,81 @@ import Glibc
         #expect(paused.finish().status == 0)
     }
 
+    /// A runner paused inside one of its transactions (between two of its
+    /// statements, its build's row locked) does not keep the build from
+    /// being taken back: the server ends a runner's session idle in a
+    /// transaction past three heartbeats (`idle_in_transaction_session_timeout`),
+    /// which rolls it back and frees the row. Resumed, the paused runner
+    /// writes nothing more. Without the limit the build stayed `running`
+    /// under the stopped runner's lock for as long as it was paused, since a
+    /// take-back skips a row a holder has locked.
+    ///
+    /// PostgreSQL only: a take-back waits on a row lock only there. On SQLite
+    /// a process paused inside a write transaction holds the file's write
+    /// lock, and no server can end it: every writer waits until it goes on
+    /// or is killed (README, "Beside a live backend").
+    @Test func aRunnerPausedInsideItsTransactionLosesTheBuildOnceTheServerEndsItsSession() throws {
+        let fixture = try RunnerSandbox(.postgresql)
+        let attempts = fixture.root + "/attempts.txt"
+        let go = fixture.root + "/go"
+        let scheme = try fixture.scheme("PausedInside", """
+            echo "$$" >> '\(attempts)'
+            if [ "$(wc -l < '\(attempts)')" -eq 1 ]; then echo "first started"; exit 0; fi
+            echo "second started"; while [ ! -f '\(go)' ]; do sleep 0.05; done; echo "second done"
+            """)
+        // The first attempt's end waits in the server for a while: the
+        // runner is stopped there, its transaction open and the row locked.
+        _ = try fixture.sql("""
+            CREATE FUNCTION slow_first_end() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF NEW.status = 'succeeded' AND OLD.status = 'running' AND NEW.attempts = 1 THEN PERFORM pg_sleep(5); END IF;
+              RETURN NEW;
+            END $$;
+            CREATE TRIGGER slow_first_end BEFORE UPDATE ON builds FOR EACH ROW EXECUTE FUNCTION slow_first_end();
+            """)
+        let build = try #require(try fixture.enqueue(scheme).first)
+        let paused = try fixture.startRunner(["--heartbeat", "0.5"])
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
+        #expect(try waitUntil(30) { try fixture.sql(sleeping) == "1" })
+        kill(paused.pid, SIGSTOP)
+        // The end's UPDATE returns to a stopped runner: its session waits,
+        // idle in its transaction, holding the build's row.
+        let idleInTransaction = """
+            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'
+            """
+        #expect(try waitUntil(30) { try fixture.sql(idleInTransaction) == "1" })
+
+        let taker = try fixture.startRunner(["--heartbeat", "0.5"])
+        let startedAgain = try waitUntil(30) {
+            try fixture.sql("SELECT count(*) FROM buildLogs WHERE buildId = '\(build)' AND content = 'second started'") == "1"
+        }
+        #expect(startedAgain, "\((try? fixture.sql("SELECT status, runnerPid, attempts FROM builds WHERE id = '\(build)'")) ?? "")")
+
+        kill(paused.pid, SIGCONT)
+        try Data().write(to: URL(fileURLWithPath: go))
+        #expect(try waitUntil(30) { try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded" })
+        // The paused runner's end was rolled back with its session. Its log
+        // lines had landed before it stopped (its command's success among
+        // them, true but never recorded as the build's status); after the
+        // take-back's note, only the second attempt's lines and its end.
+        let log = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt, id")
+            .split(separator: "\n").map(String.init)
+        let takenBack = try #require(log.firstIndex { $0.hasPrefix("taken back from runner pid \(paused.pid)") }, "\(log)")
+        let after = log[(takenBack + 1)...]
+        #expect(!after.contains("first started"), "\(log)")
+        #expect(after.filter { $0.hasPrefix("build succeeded") }.count == 1, "\(log)")
+        #expect(after.last?.hasPrefix("build succeeded") == true, "\(log)")
+        #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(build)'") == "\(taker.pid)|2")
+
+        kill(taker.pid, SIGTERM)
+        kill(paused.pid, SIGTERM)
+        #expect(taker.finish().status == 0)
+        // Resumed, it found its session ended and its lease gone.
+        let pausedEnd = paused.finish()
+        #expect(pausedEnd.stderr.contains("build \(build) is no longer this run's (attempt 1)"), "\(pausedEnd.stderr)")
+        #expect(pausedEnd.stderr.contains("requeued by runner pid \(taker.pid)"), "\(pausedEnd.stderr)")
+    }
+
     /// Failover (PostgreSQL only: an SQLite file has no standby): a primary
     /// and a streaming standby (`pg_basebackup -R`, synchronous, so that no
     /// commit is lost with the primary), three runners and a script on a

@@ -43,6 +43,8 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     private var idle: [PostgresConnection] = []
     /// Idle connections kept open; more are closed when returned.
     private let idleLimit = 8
+    /// Run-time parameters every connection starts with (``init(url:counted:idleInTransactionLimit:)``).
+    private let settings: [(name: String, value: String)]
 
     /// Connects (and checks the server answers).
     public convenience init(url text: String) throws {
@@ -51,10 +53,23 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
 
     /// Connects to the database a session has open (`jobs.*` on
     /// PostgreSQL); its writes are counted in `counted`.
-    public init(url: PostgresURL, counted: PostgresWritesElsewhere? = nil) throws {
+    ///
+    /// - parameter idleInTransactionLimit: for `opsh runner`, the lease's
+    ///   length (three heartbeats). The server ends a session of this queue
+    ///   that sits inside a transaction longer than that
+    ///   (`idle_in_transaction_session_timeout`), rolling it back: a runner
+    ///   stopped between two statements of its transaction (SIGSTOP, a
+    ///   frozen machine, a lost network) would otherwise keep its build's
+    ///   row locked, and a take-back skips a locked row, for as long as it
+    ///   stays stopped. The queue's own transactions are a few statements
+    ///   with nothing waited on between them.
+    public init(url: PostgresURL, counted: PostgresWritesElsewhere? = nil, idleInTransactionLimit: Double? = nil) throws {
         self.url = url
         self.counted = counted
-        idle.append(try PostgresConnection(url: url))
+        settings = idleInTransactionLimit.map {
+            [(name: "idle_in_transaction_session_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")]
+        } ?? []
+        idle.append(try PostgresConnection(url: url, settings: settings))
     }
 
     deinit {
@@ -84,7 +99,7 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     /// Runs `body` on a connection of its own for the call.
     private func connection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         let reused = lock.withLock { idle.popLast() }
-        let connection = try reused ?? PostgresConnection(url: url)
+        let connection = try reused ?? PostgresConnection(url: url, settings: settings)
         do {
             let result = try body(connection)
             release(connection)

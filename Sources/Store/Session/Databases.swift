@@ -111,8 +111,10 @@ public enum Databases {
 
     /// The build queue `opsh runner` claims from: never created here (a
     /// runner on a database nobody made would wait for nothing), refused
-    /// without migration 004_runners.
-    public static func openBuildQueue(_ options: Options) throws -> (queue: any BuildStore, close: () -> Void) {
+    /// without migration 004_runners. On PostgreSQL a session of the
+    /// queue idle inside a transaction longer than `leaseLength` is ended
+    /// by the server (``PostgresBuildQueue/init(url:counted:idleInTransactionLimit:)``).
+    public static func openBuildQueue(_ options: Options, leaseLength: Double) throws -> (queue: any BuildStore, close: () -> Void) {
         switch engine(of: options.db) {
         case .postgresql:
             let url = named(options.db)!
@@ -126,7 +128,7 @@ public enum Databases {
             if schema.pendingMigrations.contains("004_runners") {
                 throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
-            return (try PostgresBuildQueue(url: url), {})
+            return (try PostgresBuildQueue(url: try PostgresURL(url), idleInTransactionLimit: leaseLength), {})
         case .sqlite:
             var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
             storeOptions.createIfMissing = false

@@ -4,7 +4,7 @@ import Shell
 import Store
 import TextCodec
 
-/// `opsh runner`: opens the build queue (``Databases/openBuildQueue(_:)``:
+/// `opsh runner`: opens the build queue (``Databases/openBuildQueue(_:leaseLength:)``:
 /// an SQLite file, or PostgreSQL's), checks it can hold a queue (migration
 /// 004_runners) and that each `--scheme` names a scheme, then runs a
 /// ``QueueRunner`` until SIGTERM, logging one line per claim, finished
@@ -19,7 +19,9 @@ struct RunnerMode {
         let database: any BuildStore
         let close: () -> Void
         do {
-            (database, close) = try Databases.openBuildQueue(launch.databaseOptions(interactive: true))
+            // A build is stale after three missed heartbeats (QueueRunner).
+            (database, close) = try Databases.openBuildQueue(launch.databaseOptions(interactive: true),
+                                                             leaseLength: 3 * command.heartbeat)
             guard try database.queueColumnsExist() else {
                 throw Stop(.databaseUnavailable, "this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
