@@ -140,6 +140,69 @@ import TextCodec
         #expect(ids == [4, 3])
     }
 
+    /// A row another process wrote between the check and the write (here
+    /// a log line in the middle of the import's multi-row INSERTs, or of
+    /// its COPY) refuses the whole import, naming that row alone: not the
+    /// rows this import wrote before it in its own transaction. Nothing of
+    /// the import stays. Control: the same prepared import goes in whole
+    /// without that row.
+    @Test(arguments: Engine.allCases)
+    func aRowWrittenSinceTheCheckRefusesTheWholeImportNamingIt(_ engine: Engine) throws {
+        let source = try seeded()
+        try source.client.write { db in
+            for index in 5..<300 {
+                try db.execute(sql: "INSERT INTO buildLogs (id, buildId, content, createdAt) VALUES (?, 'b2', ?, ?)",
+                               arguments: ["l\(index)", "line \(index)", 1_700_000_103 + index])
+            }
+        }
+        let (text, _) = try source.exportProject("com.example.app")
+
+        /// A new database on `engine`: the import checked there, then
+        /// written (nil: not yet), and SQL from another process.
+        struct Target {
+            let check: () throws -> Transfer.PreparedImport
+            let write: (Transfer.PreparedImport) throws -> Transfer.Summary
+            let sql: (String) throws -> String
+        }
+        func target(_ name: String) throws -> Target {
+            switch engine {
+            case .sqlite:
+                let store = try makeStore(in: directory, name: name + ".sqlite")
+                let path = try #require(store.path)
+                return Target(check: { try store.writer.read { db in try Transfer.prepareImport(db, text) } },
+                              write: { checked in try store.writer.write { db in try Transfer.apply(StoreDatabase(db), checked, rowByRowObservers: false) } },
+                              sql: { try sqlite3CLI(path, $0) })
+            case .postgresql:
+                let server = try PostgresServer.shared()
+                let url = try server.makeDatabase()
+                let database = try PostgresDatabase(url: url, options: .init(create: true))
+                return Target(check: { try Transfer.prepareImport(database, text) },
+                              write: { checked in try database.transaction { try Transfer.apply(database, checked) } },
+                              sql: { try server.sql($0, url: url).trimmingCharacters(in: .whitespacesAndNewlines) })
+            }
+        }
+
+        let refusing = try target("target")
+        let checked = try refusing.check()
+        // Another process writes one of the document's log lines (its build
+        // is not there: foreign keys off, sqlite3's default; on PostgreSQL
+        // the session's replication role skips them).
+        let theirs = "INSERT INTO buildLogs (id, buildId, content, createdAt) VALUES ('l200', 'b2', 'theirs', 1)"
+        _ = try refusing.sql(engine == .sqlite ? theirs : "SET session_replication_role = replica; " + theirs)
+        #expect(throws: TransferError.conflict(
+            "import refused: 1 row(s) were written by another process since the document was checked (buildLogs \"l200\"); nothing was written; import again, with replace = true to overwrite them")) {
+            _ = try refusing.write(checked)
+        }
+        #expect(try refusing.sql("SELECT (SELECT count(*) FROM projects) || ' ' || (SELECT count(*) FROM builds) || ' ' || (SELECT string_agg(content, ',') FROM buildLogs)"
+            .replacingOccurrences(of: "string_agg(content, ',')", with: engine == .sqlite ? "group_concat(content)" : "string_agg(content, ',')"))
+            == "0 0 theirs")
+
+        let control = try target("control")
+        let summary = try control.write(try control.check())
+        #expect(summary.rows("buildLogs") == 300)
+        #expect(try control.sql("SELECT count(*) FROM buildLogs") == "300")
+    }
+
     @Test func conflictsAreRefusedOrReplaced() throws {
         let source = try seeded()
         let (text, _) = try source.exportProject("com.example.app")

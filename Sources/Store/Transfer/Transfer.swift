@@ -251,8 +251,8 @@ public enum Transfer {
     /// process may have written since the document was checked); the rest
     /// of the checks hold, and the database's constraints back them.
     ///
-    /// On SQLite new rows are stepped one by one through one cached
-    /// statement per table (with `rowByRowObservers` false, through
+    /// On SQLite new rows go in by multi-row INSERTs of up to
+    /// ``rowsPerInsert`` rows (with `rowByRowObservers` false, through
     /// SQLite's C API: GRDB's transaction observers are told per table at
     /// the end); on PostgreSQL each run of a table's new rows is one COPY
     /// FROM STDIN (``writeInBatches(_:_:)``).
@@ -284,9 +284,13 @@ public enum Transfer {
                 "import refused: \(conflicts.count) row(s) already exist (\(named)\(more)); nothing was written; "
                     + "import with replace = true to overwrite them")
         }
-        // Written by someone else since the check: name them all.
-        func writtenSince() throws -> TransferError? {
-            var rows = plan.rows
+        // Written by someone else since the check: name them all. Only
+        // rows from `firstUnwritten` on are looked up: the rows before it
+        // are this import's own, written in this transaction (one of them
+        // that existed would have been refused), and the statement that
+        // failed was undone.
+        func writtenSince(_ firstUnwritten: Int) throws -> TransferError? {
+            var rows = Array(plan.rows[firstUnwritten...])
             try lookUpExisting(database, &rows) { _ in true }
             let existing = rows.filter { $0.existing != nil }
             guard !existing.isEmpty else { return nil }
@@ -302,41 +306,49 @@ public enum Transfer {
         }
         if let sqlite = database as? StoreDatabase {
             let db = sqlite.db
-            // The statement of the last run of new rows of one table and
-            // column set: under the write lock, a row costs its bind and
-            // step, not a statement lookup and copies of the row.
-            var run: (table: String, columns: [String], statement: Statement)?
-            let rows = plan.rows
-            for row in rows {
-                do {
+            // New rows of one table and column set, waiting to go in
+            // together (``insertRows(_:on:)``).
+            var pending: [PlannedRow] = []
+            pending.reserveCapacity(rowsPerInsert)
+            // The rows before this one are written.
+            var written = 0
+            func insertPending() throws {
+                guard !pending.isEmpty else { return }
+                try insertRows(pending[...], on: db)
+                written += pending.count
+                pending.removeAll(keepingCapacity: true)
+            }
+            do {
+                for row in plan.rows {
                     guard !rowByRowObservers, row.existing == nil, row.table.surrogateKey == nil else {
+                        try insertPending()
                         try write(db, row, stepsRaw: !rowByRowObservers)
+                        written += 1
                         continue
                     }
-                    let statement: Statement
-                    if let run, run.table == row.table.name, run.columns.elementsEqual(row.fields.lazy.map(\.0)) {
-                        statement = run.statement
-                    } else {
-                        let columns = row.fields.map(\.0)
-                        statement = try db.cachedStatement(sql: row.table.insertSQL(columns: columns))
-                        run = (row.table.name, columns, statement)
+                    if let first = pending.first,
+                       first.table.name != row.table.name || !first.fields.lazy.map(\.0).elementsEqual(row.fields.lazy.map(\.0)) {
+                        try insertPending()
                     }
-                    try Self.insertRaw(statement, row.fields, on: db)
-                } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
-                    throw try writtenSince() ?? error
+                    pending.append(row)
+                    if pending.count == rowsPerInsert(columns: row.fields.count, db) { try insertPending() }
                 }
+                try insertPending()
+            } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+                throw try writtenSince(written) ?? error
             }
             if !rowByRowObservers {
                 for table in plan.kind.tables where counts[table.name]!.rows > 0 { try db.notifyChanges(in: Table(table.name)) }
             }
         } else {
+            var written = 0
             do {
-                try writeInBatches(database, plan.rows)
+                try writeInBatches(database, plan.rows, written: &written)
             } catch let error as PostgresError where error.code == "23505" {
                 // A key written since the check (the multi-row INSERT was
                 // rolled back to its savepoint: the lookup can run), else
                 // another UNIQUE constraint, worded as the repositories do.
-                if !lookUpAll, let conflict = try writtenSince() { throw conflict }
+                if !lookUpAll, let conflict = try writtenSince(written) { throw conflict }
                 throw refusal(error, table: PostgresNames.rowKey(error.fields["t"] ?? "import"))
             }
         }
@@ -511,7 +523,10 @@ public enum Transfer {
     /// an existing row by an UPDATE, a row with a surrogate id on its own
     /// (its id may have to be chosen) by an INSERT: one round trip, where a
     /// COPY's savepoint, data and release take three.
-    static func writeInBatches(_ database: some RepositoryConnection, _ rows: [PlannedRow]) throws {
+    ///
+    /// - parameter written: how many of `rows`, from the first, are written
+    ///   (when it throws, the rest are not).
+    static func writeInBatches(_ database: some RepositoryConnection, _ rows: [PlannedRow], written: inout Int) throws {
         let dialect = database.dialect
         let copying = ((database as? AnyRepositoryConnection)?.base ?? database) as? PostgresDatabase
         // A COPY has no parameters to count: its run is cut only to bound
@@ -521,7 +536,11 @@ public enum Transfer {
         func flush() throws {
             guard let first = pending.first else { return }
             defer { pending = [] }
-            guard let copying else { return try insert(pending) }
+            guard let copying else {
+                try insert(pending)
+                written += pending.count
+                return
+            }
             let request = try CopyRequest(table: first.table.name, columns: first.fields.map(\.0),
                                           source: .rows(pending.map { row in row.fields.map { StoreValue($0.1) } }))
             do {
@@ -530,6 +549,7 @@ public enum Transfer {
                 if error.code == "23505" { throw error }
                 throw refusal(error, table: first.table.name)
             }
+            written += pending.count
         }
         func insert(_ rows: [PlannedRow]) throws {
             let first = rows[0]
@@ -566,6 +586,7 @@ public enum Transfer {
                 } catch let error as PostgresError {
                     throw refusal(error, table: row.table.name)
                 }
+                written += 1
                 continue
             }
             guard let surrogate = row.table.surrogateKey else {
@@ -582,6 +603,7 @@ public enum Transfer {
                 fields[index].1 = (max(floor, row.largestDocumentId ?? 0) + 1).databaseValue
             }
             try insert([PlannedRow(table: row.table, fields: fields, keyValues: row.keyValues, existing: nil)])
+            written += 1
         }
         try flush()
         if dialect == .postgresql {
@@ -643,6 +665,49 @@ public enum Transfer {
         try Self.insertRaw(statement, fields, on: db)
     }
 
+    /// At most this many rows go in by one INSERT (``insertRows(_:on:)``).
+    static let rowsPerInsert = 64
+
+    /// How many rows of `columns` values one INSERT takes: ``rowsPerInsert``,
+    /// fewer when the connection allows fewer parameters.
+    static func rowsPerInsert(columns: Int, _ db: Database) -> Int {
+        let parameters = Int(sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_VARIABLE_NUMBER, -1))
+        return max(1, min(rowsPerInsert, parameters / max(columns, 1)))
+    }
+
+    /// Inserts `rows` (new rows of one table and column set) by one
+    /// multi-row INSERT, bound and stepped with SQLite's C API, under the
+    /// write lock. One statement for many rows: each execution of a
+    /// statement costs its start and end (cursors opened on the table and
+    /// its indexes, and the ephemeral table SQLite builds for a CHECK's
+    /// `IN (…)` list, such as buildLogs.level's), which a row at a time
+    /// paid per row. GRDB's observers do not see these rows
+    /// (``apply(_:_:options:rowByRowObservers:)`` tells them per table
+    /// afterwards); the connection's preupdate hook counts each.
+    private static func insertRows(_ rows: ArraySlice<PlannedRow>, on db: Database) throws {
+        guard let first = rows.first else { return }
+        let statement = try db.cachedStatement(sql: first.table.insertSQL(columns: first.fields.map(\.0), rows: rows.count))
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        var index: Int32 = 1
+        for row in rows {
+            for field in row.fields {
+                // Text with its length: a NUL byte in it is kept.
+                ExactBinding.bind(field.1, to: handle, at: index)
+                index += 1
+            }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                                sql: statement.sql)
+        }
+    }
+
     /// Binds and steps an INSERT with SQLite's C API: GRDB's arguments cost
     /// more than the insert itself, and this runs under the write lock.
     /// GRDB's observers do not see these rows (``apply(_:_:options:rowByRowObservers:)``
@@ -684,7 +749,7 @@ struct TransferTableSpec: @unchecked Sendable {
     let decode: ([String: DatabaseValue], [String]) throws -> Void
     /// The last INSERT made by ``insertSQL(columns:)``.
     let insertStatements = InsertText()
-    final class InsertText: Sendable { let text = Mutex<(columns: [String], sql: String)?>(nil) }
+    final class InsertText: Sendable { let text = Mutex<(columns: [String], rows: Int, sql: String)?>(nil) }
 
     init<Record: StoreRecord>(_ type: Record.Type, key: [String], parent: (String, String)? = nil,
                               surrogateKey: String? = nil) {
@@ -762,10 +827,14 @@ struct TransferTableSpec: @unchecked Sendable {
 
     /// `INSERT INTO table (columns) VALUES (?, …)`, made once per table for
     /// the columns its rows have (all of them, in schema order).
-    func insertSQL(columns: [String]) -> String {
-        if let made = insertStatements.text.withLock({ $0 }), made.columns == columns { return made.sql }
-        let sql = "INSERT INTO \(quoteIdentifier(name)) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: columns.count)))"
-        insertStatements.text.withLock { $0 = (columns, sql) }
+    /// `INSERT INTO table (columns) VALUES (?, …)`, with `rows` rows of
+    /// parameters.
+    func insertSQL(columns: [String], rows: Int = 1) -> String {
+        if let made = insertStatements.text.withLock({ $0 }), made.rows == rows, made.columns == columns { return made.sql }
+        let values = "(" + databaseQuestionMarks(count: columns.count) + ")"
+        let sql = "INSERT INTO \(quoteIdentifier(name)) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES "
+            + repeatElement(values, count: rows).joined(separator: ", ")
+        insertStatements.text.withLock { $0 = (columns, rows, sql) }
         return sql
     }
 
