@@ -72,6 +72,20 @@ import Testing
         #expect(try database.sql("SELECT progress FROM builds WHERE id = 'b1'") == "0.9")
     }
 
+    /// Lines written in the same instant keep the order they were sent in
+    /// (SQLite orders a build's lines by createdAt, then rowid), also across
+    /// the multi-row INSERTs a batch is cut into; the ids here sort the
+    /// other way. SQLite only: PostgreSQL orders by the id's sequence.
+    @Test func linesOfOneInstantKeepTheirOrderOnSQLite() throws {
+        let folder = TemporaryDirectory()
+        let (database, store) = try running(.sqlite, in: folder)
+        let lines = (0..<150).map { NewBuildLogLine(id: "z-\(String(format: "%05d", 1000 - $0))", level: .info, category: "build",
+                                                    content: "line \($0)", createdAt: 1000) }
+        try store.appendLog(build: "b1", lines, progress: nil, fence: BuildFence(runnerId: "a", attempt: 1))
+        #expect(try database.sql("SELECT group_concat(content, '|') FROM (SELECT content FROM buildLogs ORDER BY createdAt, rowid)")
+                == lines.map(\.content).joined(separator: "|"))
+    }
+
     /// PostgreSQL's text cannot hold NUL (SQLite keeps it): the line lands
     /// with U+FFFD in its place.
     @Test func aNULInALineLandsAsAReplacementCharacterOnPostgreSQL() throws {
