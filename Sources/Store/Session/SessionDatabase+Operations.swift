@@ -87,7 +87,7 @@ public enum ConnectionLimit: Sendable {
     /// the sorter's by the cache): under a memory limit, what SQLite holds
     /// while it works is a share of the limit. SQLite's own heap limit
     /// cannot do it: it needs the memory statistics opsh turns off
-    /// (ARCHITECTURE.md, "Debian's SQLite").
+    /// (ARCHITECTURE.md, "Measured facts").
     case pageCache(Int)
 
     fileprivate func apply(to connection: OpaquePointer?) {
