@@ -364,12 +364,46 @@ int opsh_is_incomplete(lua_State *L, int status) {
 
 // MARK: Interrupts
 
+// The registry key of the functions an interrupt lets run (a set).
+static const char runs_despite_interrupt_key = 0;
+
+void opsh_run_despite_interrupt(lua_State *L, int index) {
+    index = lua_absindex(L, index);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &runs_despite_interrupt_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &runs_despite_interrupt_key);
+    }
+    lua_pushvalue(L, index);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+// Whether the function the call hook `ar` is about is one of those.
+static int runs_despite_interrupt(lua_State *L, lua_Debug *ar) {
+    if (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKTAILCALL) return 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &runs_despite_interrupt_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_getinfo(L, "f", ar);
+    int listed = lua_rawget(L, -2) != LUA_TNIL;
+    lua_pop(L, 2);
+    return listed;
+}
+
 static void opsh_interrupt_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
     if (atomic_load(&info_of(L)->interrupt_reason) == 0) {
         lua_sethook(L, NULL, 0, 0);
         return;
     }
+    // A to-be-closed value's __close runs as the interrupt unwinds: stopped
+    // at its call, the resource it releases stayed held (a db.rows cursor's
+    // statement kept the read connection's snapshot, and SQLite's interrupt
+    // with it, after Ctrl-C). It raises on its return instead.
+    if (runs_despite_interrupt(L, ar)) return;
     // Keep the hook: a pcall that catches this gets it again on its next
     // instruction, until the host's own protected call has returned.
     lua_pushliteral(L, "interrupted");

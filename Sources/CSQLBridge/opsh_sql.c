@@ -201,7 +201,13 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
     lua_Debug below;
     if (shape == SHAPE_ROWS && route->writes_returned_rows && !lua_getstack(L, 2, &below)) return OPSH_DECLINE;
-    if (route->session->transaction) return run_statement(L, route, shape, route->session->transaction);
+    if (route->session->transaction) {
+        // A trigger's RAISE(ROLLBACK) ends the transaction under db.transaction:
+        // stepped here, the writes after it would each commit on their own.
+        // Swift refuses them ("Transaction was aborted").
+        if (sqlite3_get_autocommit(route->session->transaction)) return OPSH_DECLINE;
+        return run_statement(L, route, shape, route->session->transaction);
+    }
     opsh_sql_reader *reader = route->session->reader;
     if (!reader) return OPSH_DECLINE;
     // The read connection is NOMUTEX: the whole call holds the reader's

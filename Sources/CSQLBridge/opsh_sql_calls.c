@@ -14,6 +14,7 @@ void opsh_sqlite_reset_and_clear(sqlite3_stmt *statement) {
 
 void opsh_sqlite_finalize(sqlite3_stmt *statement) { sqlite3_finalize(statement); }
 long long opsh_sqlite_total_changes(sqlite3 *connection) { return sqlite3_total_changes64(connection); }
+int opsh_sqlite_autocommit(sqlite3 *connection) { return sqlite3_get_autocommit(connection); }
 int opsh_sqlite_readonly(sqlite3_stmt *statement) { return sqlite3_stmt_readonly(statement); }
 const char *opsh_sqlite_sql(sqlite3_stmt *statement) { return sqlite3_sql(statement); }
 int opsh_sqlite_column_count(sqlite3_stmt *statement) { return sqlite3_column_count(statement); }

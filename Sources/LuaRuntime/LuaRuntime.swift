@@ -163,6 +163,8 @@ public final class LuaRuntime {
             stack.setField("__index", at: -2)
             for (name, body) in metamethods {
                 pushFunction(name, body, on: target)
+                // A release runs as an interrupt unwinds past its value.
+                if name == "__close" { opsh_run_despite_interrupt(target, -1) }
                 stack.setField(name, at: -2)
             }
             opsh_pop(target, 1)

@@ -542,4 +542,38 @@ struct AuditedDatabase {
         #expect(rows[0]["code"] as? String == ".read \(writes)")
         #expect(Self.counts(rows[0], "telemetry") == ["inserted": 2, "updated": 0, "deleted": 0], "\(rows[0])")
     }
+
+    /// `telemetry.cleanup` stopped by SIGTERM between its batches (on
+    /// SQLite paced by BatchPacing, issue 27): the run exits 143, says how
+    /// many rows its committed batches deleted, and its audit row counts
+    /// exactly the rows that are gone. Recent rows are untouched.
+    @Test(arguments: Engine.allCases) func aCleanupStoppedBySIGTERMIsRecordedWithWhatItDeleted(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try AuditedDatabase(engine, in: sandbox)
+        let old = 300_000
+        try database.database.sql(engine == .sqlite
+            ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(old)) INSERT INTO telemetry (event, created_at) SELECT 'old', 1000 + i FROM n"
+            : "INSERT INTO telemetry (event, created_at) SELECT 'old', 1000 + i FROM generate_series(1, \(old)) AS i")
+        try database.database.sql("INSERT INTO telemetry (event, created_at) VALUES ('recent', \(Int(Date().timeIntervalSince1970)))")
+        let script = try sandbox.script("cleanup.lua", """
+            io.stdout:write("started\\n") io.stdout:flush()
+            telemetry.cleanup{ olderThan = "30d" }
+            """)
+        let child = try sandbox.start(opshExecutable, ["run", "--db", database.database.db, "--no-lock", script])
+        let first = readFirstLine(child.standardOutput)
+        #expect(String(decoding: first, as: UTF8.self) == "started\n")
+        // Once some batches have committed, and before the last.
+        let midway = waitUntil(60) { ((try? database.database.count("telemetry", where: "event = 'old'")) ?? old) < old }
+        #expect(midway)
+        kill(child.pid, SIGTERM)
+        let result = child.finish(stdoutPrefix: first)
+        let left = try database.database.count("telemetry", where: "event = 'old'")
+        #expect(try database.database.count("telemetry", where: "event = 'recent'") == 1)
+        if left == 0 { return }  // (the cleanup ended before the signal: nothing to check)
+        #expect(result.status == 143, "\(result.stderr)")
+        #expect(result.stderr.contains("telemetry.cleanup interrupted: \(old - left) rows deleted"), "\(result.stderr) (\(old - left) deleted)")
+        let row = try database.rows().last ?? [:]
+        #expect(row["status"] as? Int == 143, "\(row)")
+        #expect(Self.counts(row, "telemetry")["deleted"] == old - left, "\(row) (\(old - left) deleted)")
+    }
 }

@@ -277,4 +277,41 @@ import Testing
         #expect(try database.count("events") == 300)
         #expect(try database.count("events", where: "id = 1000") == 1)
     }
+
+    /// Two processes inserting logs at once, each in a `db.transaction`
+    /// loop (ids are version 7 UUIDs from a buffer of random bytes, issue
+    /// 27): every id is new, none is repeated across the processes, and
+    /// every row lands.
+    @Test(arguments: Engine.allCases) func twoProcessesInsertingAtOnceNeverShareAnId(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let setUp = try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+            print(builds.create(s.id, "1.0").id)
+            """], on: db)
+        #expect(setUp.status == 0, "\(setUp.stderr)")
+        let build = setUp.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let perProcess = 2000
+        let script = """
+            io.read("l")
+            for round = 1, 4 do
+              db.transaction(function()
+                for i = 1, \(perProcess / 4) do logs.insert{ buildId = "\(build)", content = "line " .. i } end
+              end)
+            end
+            """
+        let writers = try (0..<2).map { _ in
+            try sandbox.start(opshExecutable, ["--db", db.db, "--busy-timeout", "60", "-e", script], keepingStdinOpen: true)
+        }
+        // Both start writing together.
+        for writer in writers { writer.write("go\n") }
+        for writer in writers {
+            writer.closeInput()
+            let result = writer.finish()
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        #expect(try db.count("buildLogs") == 2 * perProcess)
+        #expect(try db.sql("SELECT count(DISTINCT id) FROM buildLogs") == "\(2 * perProcess)")
+    }
 }

@@ -109,6 +109,61 @@ import Testing
         db.exec("INSERT INTO telemetry (event, created_at) VALUES ('start', 1), ('start', 2), ('stop', 3)")
         """
 
+    /// A key read sees what the session sees (ARCHITECTURE.md, "One data
+    /// path"; issue 28: key reads got a route of their own): inside
+    /// `db.transaction` its own uncommitted writes, also after rounds of
+    /// repository writes stepped in C; not a savepoint's that was rolled
+    /// back; under `--dry-run` the dry run's writes, none of which stays;
+    /// and another process's commit between two reads of one session.
+    @Test(arguments: Engine.allCases) func aKeyReadSeesTheSessionsOwnWritesAndOthersCommits(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let setUp = try sandbox.opsh(["-e", Self.fewRows], on: db)
+        #expect(setUp.status == 0, "\(setUp.stderr)")
+        let inTransaction = try sandbox.opsh(["-e", """
+            local statuses = { "running", "succeeded", "failed", "cancelled" }
+            db.transaction(function()
+              for i = 1, 4 do builds.update("b1", { status = statuses[i] }) print(query(key.build("b1")).status) end
+              print(pcall(db.transaction, function()
+                builds.update("b1", { status = "queued" }) print(query(key.build("b1")).status) error("undo the savepoint")
+              end))
+              print(query(key.build("b1")).status)
+            end)
+            print(query(key.build("b1")).status)
+            """], on: db)
+        #expect(inTransaction.status == 0, "\(inTransaction.stderr)")
+        let lines = inTransaction.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 8, "\(inTransaction.stdout)")
+        #expect(Array(lines.prefix(5)) == ["running", "succeeded", "failed", "cancelled", "queued"], "\(inTransaction.stdout)")
+        #expect(lines.count == 8 && lines[5].hasPrefix("false") && lines[5].contains("undo the savepoint"), "\(inTransaction.stdout)")
+        #expect(Array(lines.suffix(2)) == ["cancelled", "cancelled"], "\(inTransaction.stdout)")
+        let dry = try sandbox.opsh(["--dry-run", "-e", """
+            for i = 1, 4 do builds.update("b1", { status = "running" }) end
+            print(query(key.build("b1")).status)
+            """], on: db)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout == "running\n", "\(dry.stdout)")
+        #expect(try db.sql("SELECT status FROM builds WHERE id = 'b1'") == "cancelled")
+        // Another process's commit, between two reads of one run: seen
+        // once the reads' shared snapshot (at most 50 ms, ARCHITECTURE.md,
+        // "Connections, by role") has ended, not never.
+        let reader = try sandbox.start(opshExecutable, ["--db", db.db, "-e", """
+            print(query(key.build("b1")).status) io.stdout:flush()
+            io.read("l")
+            local started, status = os.time()
+            repeat status = query(key.build("b1")).status until status == "succeeded" or os.time() - started > 20
+            print(status)
+            """], keepingStdinOpen: true)
+        let first = readFirstLine(reader.standardOutput)
+        #expect(String(decoding: first, as: UTF8.self) == "cancelled\n")
+        try db.sql("UPDATE builds SET status = 'succeeded' WHERE id = 'b1'")
+        reader.write("go\n")
+        reader.closeInput()
+        let finished = reader.finish(stdoutPrefix: first)
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(finished.stdout.hasSuffix("succeeded\n"), "\(finished.stdout)")
+    }
+
     /// Keys made with the builder, fields of their values read in Lua.
     @Test(arguments: Engine.allCases) func builtKeysReadTheSameOnBothEngines(_ engine: Engine) throws {
         let sandbox = try Sandbox()

@@ -348,6 +348,154 @@ import Testing
         #expect(try db.sql("SELECT displayName FROM projects") == "P")
     }
 
+    /// Repository writes in a `db.transaction` loop (past the first rounds
+    /// they step in C on SQLite: RowPathWriteConnection) keep the session's
+    /// promises: `--dry-run` keeps nothing, `--read-only` and `--max-changes`
+    /// refuse with their reason and keep nothing, an error in the
+    /// transaction rolls every round back, a NUL byte in a text is stored
+    /// whole, and the audit row counts every insert. The control: the same
+    /// loop without a flag keeps its rows.
+    @Test(arguments: Engine.allCases) func aTransactionLoopOfRepositoryWritesKeepsTheSessionsPromises(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        // PostgreSQL's text holds no NUL byte (the server refuses one).
+        let event = engine == .sqlite ? "a\\0b" : "a-b"
+        let loop = """
+            db.transaction(function()
+              for i = 1, 8 do telemetry.insert{ event = "\(event)", properties = '{"i":' .. i .. '}' } end
+              %@
+            end)
+            """
+        func run(_ flags: [String], _ ending: String = "") throws -> TestFolder.Result {
+            try sandbox.opsh(flags + ["-e", loop.replacingOccurrences(of: "%@", with: ending)], on: db)
+        }
+        let dry = try run(["--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 8 inserted"), "\(dry.stderr)")
+        let readOnly = try run(["--read-only"])
+        #expect(readOnly.status == 1)
+        #expect(readOnly.stderr.contains(engine == .sqlite ? "attempt to write a readonly database" : "read-only transaction"), "\(readOnly.stderr)")
+        let capped = try run(["--max-changes", "5"])
+        #expect(capped.status == 1)
+        // (SQLite stops the run at the sixth row; PostgreSQL counts at the commit.)
+        #expect(capped.stderr.contains(engine == .sqlite ? "the run changed 6 rows (telemetry: 6 inserted), more than its limit of 5"
+                                       : "the run changed 8 rows (telemetry: 8 inserted), more than its limit of 5"), "\(capped.stderr)")
+        #expect(capped.stderr.contains("rolled back, nothing was kept"), "\(capped.stderr)")
+        let failed = try run([], "error('stop after the loop')")
+        #expect(failed.status == 1)
+        #expect(failed.stderr.contains("stop after the loop"), "\(failed.stderr)")
+        #expect(try db.count("telemetry") == 0, "a refused or failed run kept rows")
+        let counted = "SELECT count(*) FROM opsh_audit WHERE status = 0 AND changes LIKE '%\"inserted\":8%'"
+        let countedBefore = try db.sql(counted)  // (the dry run's row says what it would have inserted)
+        // Control: the same loop, kept whole, the NUL byte included.
+        let kept = try run([])
+        #expect(kept.status == 0, "\(kept.stderr)")
+        let threeBytes = engine == .sqlite ? "length(CAST(event AS BLOB)) = 3" : "octet_length(event) = 3"
+        #expect(try db.count("telemetry", where: threeBytes) == 8)
+        #expect(Int(try db.sql(counted)) == (Int(countedBefore) ?? -1) + 1, "the audit row does not count the 8 inserts")
+    }
+
+    /// A trigger's `RAISE(ROLLBACK)` in a `db.transaction` loop ends the
+    /// transaction, also in the C route (past the first rounds: the
+    /// repositories' RowPathWriteConnection, `db.exec`'s fast path): the
+    /// refusal keeps the trigger's words, the next write is refused, and
+    /// nothing stays, the rounds before it neither. Before, the writes
+    /// after it were stepped on the connection outside any transaction and
+    /// each committed (uncounted by the audit row), and the repository's
+    /// refusal said only "Transaction was aborted". SQLite only: ROLLBACK
+    /// is its trigger's conflict resolution, the C route its. Control: the
+    /// loop without the trigger keeps its rows.
+    @Test(arguments: ["telemetry.insert, { event = %@, properties = '{}' }",
+                      "db.exec, 'INSERT INTO telemetry (event, created_at) VALUES (?, 1)', %@"])
+    func aTriggerThatRollsBackInATransactionLoopKeepsNothing(_ write: String) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(.sqlite)
+        func written(_ event: String) -> String { write.replacingOccurrences(of: "%@", with: "'\(event)'") }
+        let script = """
+            local ok, err = pcall(db.transaction, function()
+              for i = 1, 6 do
+                pcall(\(written("good")))
+                if i >= 4 then print(pcall(\(written("bad")))) end
+              end
+              pcall(\(written("good")))
+              print(pcall(\(written("after"))))
+            end)
+            print(ok, err)
+            """
+        let control = try sandbox.opsh(["-e", script], on: db)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(try db.count("telemetry") == 11)
+        try db.sql("DELETE FROM telemetry; CREATE TRIGGER refuse_bad BEFORE INSERT ON telemetry WHEN NEW.event = 'bad' BEGIN SELECT RAISE(ROLLBACK, 'refused by the trigger'); END")
+        let refused = try sandbox.opsh(["-e", script], on: db)
+        #expect(refused.status == 0, "\(refused.stderr)")
+        let lines = refused.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("false\t") == true && lines.first?.contains("refused by the trigger") == true, "\(refused.stdout)")
+        // The write after the loop (the line before db.transaction's own).
+        let after = lines.count >= 2 ? lines[lines.count - 2] : ""
+        #expect(after.hasPrefix("false\t") && (after.contains("Transaction was aborted")
+                || after.contains("the database rolled back db.transaction's transaction")), "\(refused.stdout)")
+        #expect(try db.count("telemetry") == 0, "\(refused.stdout)")
+    }
+
+    /// Another process drops a column between two transaction loops of
+    /// one session that wrote and read it, their statements prepared and
+    /// kept (the C route's on SQLite, the server's prepared statements on
+    /// PostgreSQL): a write of the column is refused with the engine's
+    /// reason and keeps nothing, the same loop without it goes on, and a
+    /// `SELECT *` kept from before reads the table's new shape (on
+    /// PostgreSQL after one refused loop: see below). Control: the first
+    /// loop, before the change.
+    @Test(arguments: Engine.allCases) func aColumnDroppedByAnotherProcessBetweenTwoLoops(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("ALTER TABLE telemetry ADD COLUMN note TEXT")
+        let session = try sandbox.start(opshExecutable, ["--db", db.db, "-e", """
+            local function loop(fields)
+              return pcall(db.transaction, function()
+                for i = 1, 4 do
+                  local row = { event = "e", properties = '{"i":' .. i .. '}' }
+                  for name, value in pairs(fields) do row[name] = value end
+                  telemetry.insert(row)
+                end
+              end)
+            end
+            local function step(fields)
+              local ok, err = loop(fields)
+              local last = db.first("SELECT * FROM telemetry ORDER BY id DESC LIMIT 1")
+              local has, note = pcall(function() return last.note end)  -- (a row refuses a column it lacks)
+              print(ok, ok or (tostring(err):gsub("\\n", " ")), has and note or "-", db.value("SELECT count(*) FROM telemetry")) io.stdout:flush()
+            end
+            step({ note = "n" })
+            io.read("l") step({ note = "n" }) step({}) step({})
+            """], keepingStdinOpen: true)
+        let output = readFirstLine(session.standardOutput)
+        try db.sql("ALTER TABLE telemetry DROP COLUMN note")
+        session.write("dropped\n")
+        session.closeInput()
+        let result = session.finish(stdoutPrefix: output)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(result.stdout)")
+        guard lines.count == 4 else { return }
+        #expect(lines[0] == "true\ttrue\tn\t4", "\(lines[0])")
+        #expect(lines[1].hasPrefix("false\t") && lines[1].hasSuffix("-\t4"), "\(lines[1])")
+        #expect(lines[1].contains(engine == .sqlite ? "table telemetry has no column named note" : "column \"note\" of relation \"telemetry\" does not exist"),
+                "\(lines[1])")
+        switch engine {
+        case .sqlite:
+            #expect(lines[2] == "true\ttrue\t-\t8", "\(lines[2])")
+            #expect(lines[3] == "true\ttrue\t-\t12", "\(lines[3])")
+        case .postgresql:
+            // The repository's kept `SELECT *` is stale once inside the
+            // transaction: the server refuses it (0A000) and the loop is
+            // rolled back whole, with the hint; it is prepared again, so
+            // the next loop runs (PostgresConnection: stale statements).
+            #expect(lines[2].hasPrefix("false\t") && lines[2].contains("cached plan must not change result type")
+                    && lines[2].contains("prepared again when it next runs") && lines[2].hasSuffix("-\t4"), "\(lines[2])")
+            #expect(lines[3] == "true\ttrue\t-\t8", "\(lines[3])")
+        }
+    }
+
     /// `--read-only`: a repository write is refused by the engine (SQLite's
     /// read-only file, the server's 25006) and the row stays as it was;
     /// reads work. Control: the same write without it.

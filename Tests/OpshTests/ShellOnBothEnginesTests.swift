@@ -496,4 +496,46 @@ import Testing
             #expect(try database.sql("SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'telemetry'") == "t")
         }
     }
+
+    /// Ctrl-C in a `db.rows` loop (issue 27's row path, stepped without the
+    /// reader's lock) leaves no statement open: the loop's to-be-closed
+    /// cursor is closed although the interrupt unwinds it, so the next
+    /// statement at the prompt runs (SQLite keeps an interrupt pending while
+    /// a statement of the connection is open: "interrupted" again) and, on
+    /// SQLite, another process's checkpoint finishes while the shell sits
+    /// idle. The control: the same loop left by an error. Before the fix
+    /// the interrupt hook stopped the cursor's `__close` before it ran.
+    @Test(arguments: Engine.allCases) func ctrlCInARowsLoopLeavesNoStatementOpen(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        try database.sql("INSERT INTO telemetry (event, created_at) VALUES ('a', 1), ('a', 2), ('a', 3)")
+        let terminal = try sandbox.shell(database)
+        for ending in ["error", "ctrl-c"] {
+            // The loop stops in its second row, its statement open.
+            let leave = ending == "error" ? "error('stop')" : "while true do end"
+            terminal.send("for row in db.rows('SELECT created_at AS x FROM telemetry ORDER BY created_at') do"
+                          + " if row.x == 2 then print('loop' .. 'ing') \(leave) end end\r")
+            terminal.expect("looping")
+            if ending == "ctrl-c" {
+                terminal.send("\u{3}")
+                terminal.expect("interrupted")
+            } else {
+                terminal.expect("stop")
+            }
+            terminal.expect("> ")
+            if engine == .sqlite {
+                try database.sql("INSERT INTO telemetry (event, created_at) VALUES ('b', 4); DELETE FROM telemetry WHERE event = 'b'")
+                var checkpoint = ""
+                #expect(try waitUntil(5) {
+                    checkpoint = try database.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+                    return checkpoint.hasPrefix("0|")
+                }, "\(ending): the checkpoint was blocked by the shell's open statement (\(checkpoint))")
+            }
+            terminal.send("print('count ' .. db.value('SELECT count(*) FROM telemetry'))\r")
+            #expect(terminal.expect("count 3"), "\(ending): the next statement did not run")
+            terminal.expect("> ")
+        }
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+    }
 }

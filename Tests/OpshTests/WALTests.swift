@@ -104,6 +104,38 @@ import Testing
         #expect(child.finish().status == 0)
     }
 
+    /// A shell idle at its prompt after key reads (`query(key…)`, a route
+    /// of their own since issue 27) and repository reads holds no
+    /// snapshot: another process's writes are checkpointed whole, again and
+    /// again, so the WAL does not grow while the operator looks away.
+    @Test func keyReadsAtThePromptDoNotPinTheWAL() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        _ = try sandbox.sqlite("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('a', 'App', 'App', '/r', 1);
+            INSERT INTO schemes (id, projectBundleIdentifier, name, "order") VALUES ('s1', 'a', 'Release', 0);
+            INSERT INTO builds (id, schemeId, versionString, buildNumber, createdAt) VALUES ('b1', 's1', '1.0', 1, 2);
+            """)
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        terminal.send("print(query(key.build('b1')).status, #query(key.project('a').latestBuilds(5)), #builds.list(), 'read' .. 'done')\r")
+        terminal.expect("readdone")
+        terminal.expect("opsh> ")
+        for round in 1...3 {
+            _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('w', \(round))")
+            var checkpoint = ""
+            #expect(try waitUntil(5) {
+                checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
+                return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
+            }, "round \(round): the checkpoint was blocked by the idle shell (\(checkpoint))")
+        }
+        // And the next key read sees those commits.
+        terminal.send("print('count ' .. query(key.telemetry.counts).w)\r")
+        terminal.expect("count 3")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+    }
+
     @Test func insertsAfterAReadKeepTheWALSmall() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()

@@ -124,7 +124,8 @@ final class RepositoryStatements {
         case declined
         /// SQLite refused it (the `db.exec` message); `kept`: the rows it
         /// wrote before the refusal stayed (a trigger's `RAISE(FAIL)`, an
-        /// `ON CONFLICT FAIL`), else it was undone whole.
+        /// `ON CONFLICT FAIL`) or it ended the transaction (`RAISE(ROLLBACK)`),
+        /// else it was undone whole.
         case failed(String, kept: Bool)
     }
 
@@ -150,7 +151,10 @@ final class RepositoryStatements {
             return .done(changes: Int(lua_tointegerx(state, -2, nil)), rowid: Int64(lua_tointegerx(state, -1, nil)))
         }
         if status == OPSH_RAISE {
+            // A trigger's RAISE(ROLLBACK) ended the transaction: run again,
+            // it would only say "Transaction was aborted"; SQLite's words stand.
             let kept = connection.map(opsh_sqlite_total_changes) != changesBefore
+                || connection.map(opsh_sqlite_autocommit) != 0
             return .failed(LuaStack(state).string(at: -1) ?? "SQL error", kept: kept)
         }
         if let current = executor.session.transactionConnection {

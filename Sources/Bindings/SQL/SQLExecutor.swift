@@ -66,7 +66,7 @@ final class SQLExecutor {
 
     private func runStatement(call: LuaCall, shape: ResultShape) throws -> Int32 {
         statements.releaseShapes(in: call.state)
-        if let current = session.transactionConnection {
+        if let current = try session.liveTransactionConnection() {
             let results = try run(on: current, call: call, shape: shape)
             try session.afterWrite()  // --max-changes stops a runaway loop at once
             return results

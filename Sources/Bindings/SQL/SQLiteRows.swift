@@ -133,5 +133,8 @@ final class SQLiteRows: RowRunner {
     /// `randomblob(100000000)` never costs 100 MB before Lua could refuse it.
     func limitValueLength(to bytes: Int) {
         database.limitEveryConnection(.valueLength(max(bytes, 1024)), readConnection: readConnection)
+        // And what SQLite holds while it works (a sort, its page caches):
+        // an eighth of the limit per connection.
+        database.limitEveryConnection(.pageCache(max(bytes / 8, 256 << 10)), readConnection: readConnection)
     }
 }

@@ -105,6 +105,10 @@ int opsh_interrupt_reason(lua_State *L);
 /// The interrupt flag itself (an atomic_int), for checks outside Lua.
 const void *opsh_interrupt_flag(lua_State *L);
 void opsh_clear_interrupt(lua_State *L);
+/// Lets the function at `index` start while an interrupt is pending (a
+/// host object's __close: what it releases must not stay held when the
+/// interrupt unwinds past it); the interrupt is raised as it returns.
+void opsh_run_despite_interrupt(lua_State *L, int index);
 
 // MARK: Macros as functions
 

@@ -28,6 +28,8 @@ void opsh_sqlite_finalize(sqlite3_stmt *statement);
 /// sqlite3_total_changes64: rows written on the connection so far, counted
 /// when a statement ends and not rolled back (a FAIL keeps its rows).
 long long opsh_sqlite_total_changes(sqlite3 *connection);
+/// Whether `connection` is outside a transaction (sqlite3_get_autocommit).
+int opsh_sqlite_autocommit(sqlite3 *connection);
 /// sqlite3_stmt_readonly: nonzero when the statement changes nothing.
 int opsh_sqlite_readonly(sqlite3_stmt *statement);
 const char *opsh_sqlite_sql(sqlite3_stmt *statement);

@@ -34,6 +34,10 @@ public final class ReadConnection {
     /// as the handle that calls it.
     private let lockWait: LockWait
 
+    /// The page cache's size in KiB, set at the first use: 16 MiB, or a
+    /// share of `--memory-limit` (``limitPageCache(toKiB:)``).
+    private var pageCacheKiB = 16384
+
     /// Opens the file; nothing is read from it before ``ready()``.
     public init(path: String, lockWait: LockWait, beforeFirstUse: (() throws -> Void)? = nil) throws {
         var handle: OpaquePointer?
@@ -87,7 +91,19 @@ public final class ReadConnection {
         // of a few hundred thousand rows in memory instead of re-reading
         // pages from the file for each query. (Not at open: the pragma
         // reads the schema.)
-        lending { _ = sqlite3_exec($0, "PRAGMA cache_size = -16384", nil, nil, nil) }
+        applyPageCache()
+    }
+
+    /// Makes the page cache at most `kib` KiB, now or at the first use. It
+    /// also bounds the memory a sort holds before it spills to a temporary
+    /// file (SQLite sizes the sorter's by the cache).
+    public func limitPageCache(toKiB kib: Int) {
+        pageCacheKiB = min(pageCacheKiB, kib)
+        if beforeFirstUse == nil { applyPageCache() }
+    }
+
+    private func applyPageCache() {
+        lending { _ = sqlite3_exec($0, "PRAGMA cache_size = -\(pageCacheKiB)", nil, nil, nil) }
     }
 
     deinit {

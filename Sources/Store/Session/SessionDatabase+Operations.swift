@@ -82,11 +82,29 @@ public enum ConnectionLimit: Sendable {
     /// How many databases a connection may ATTACH (0 under `--sandbox`:
     /// no ATTACH, no `VACUUM INTO`, which attaches).
     case attachedDatabases(Int)
+    /// The most a connection's page cache holds, in bytes, and with it a
+    /// sort's memory before it spills to a temporary file (SQLite sizes
+    /// the sorter's by the cache): under a memory limit, what SQLite holds
+    /// while it works is a share of the limit. SQLite's own heap limit
+    /// cannot do it: it needs the memory statistics opsh turns off
+    /// (ARCHITECTURE.md, "Measured facts").
+    case pageCache(Int)
 
     fileprivate func apply(to connection: OpaquePointer?) {
         switch self {
         case let .valueLength(bytes): _ = sqlite3_limit(connection, SQLITE_LIMIT_LENGTH, Int32(clamping: bytes))
         case let .attachedDatabases(count): _ = sqlite3_limit(connection, SQLITE_LIMIT_ATTACHED, Int32(clamping: count))
+        case let .pageCache(bytes): _ = sqlite3_exec(connection, "PRAGMA cache_size = -\(max(bytes >> 10, 1))", nil, nil, nil)
+        }
+    }
+
+    /// The read connection sets its page cache at its first use (the
+    /// pragma reads the schema): it takes the limit to apply then.
+    fileprivate func apply(to reader: ReadConnection) {
+        if case let .pageCache(bytes) = self {
+            reader.limitPageCache(toKiB: max(bytes >> 10, 1))
+        } else {
+            reader.lending { apply(to: $0) }
         }
     }
 }
@@ -97,7 +115,7 @@ extension SessionDatabase {
     /// opens), and the session's own writer for scopes (now and when it
     /// opens).
     public func limitEveryConnection(_ limit: ConnectionLimit, readConnection: ReadConnection?) {
-        readConnection?.lending { limit.apply(to: $0) }
+        readConnection.map(limit.apply(to:))
         store.whenConnected { writer in
             try? writer.writeWithoutTransaction { db in limit.apply(to: db.sqliteConnection) }
         }

@@ -32,6 +32,18 @@ extension SessionDatabase {
     /// (`db.transaction`, a dry run, a scope that has written).
     public var transactionConnection: SQLiteWriterConnection? { current.map(SQLiteWriterConnection.init) }
 
+    /// ``transactionConnection`` for a statement to run on, refused once
+    /// SQLite itself ended that transaction (a trigger's `RAISE(ROLLBACK)`):
+    /// stepped on the connection then, a write would commit on its own and
+    /// stay whatever the transaction does next.
+    public func liveTransactionConnection() throws -> SQLiteWriterConnection? {
+        guard let current else { return nil }
+        guard sqlite3_get_autocommit(current.sqliteConnection) == 0 else {
+            throw TransactionRolledBack(owner: openTransactionName)
+        }
+        return SQLiteWriterConnection(db: current)
+    }
+
     /// Runs a script of several statements without parameters, atomically
     /// (``write(_:)``). Each statement is checked by ``TransactionGuard``
     /// before it runs, so a `COMMIT` after a `DELETE` is refused before the

@@ -816,6 +816,15 @@ public struct TransactionLost: Error, CustomStringConvertible {
     }
 }
 
+/// SQLite rolled the transaction opsh opened back itself (a trigger's
+/// `RAISE(ROLLBACK)`): nothing in it stays, and nothing more runs in it.
+public struct TransactionRolledBack: Error, CustomStringConvertible {
+    public let owner: String
+    public var description: String {
+        "the database rolled back \(owner)'s transaction (a trigger's RAISE(ROLLBACK)): nothing it wrote was kept, and nothing more runs in it"
+    }
+}
+
 /// A statement left open on the transaction's connection (a `db.rows`
 /// cursor): it must be finalized when the transaction ends, since the
 /// connection goes back to GRDB then.
