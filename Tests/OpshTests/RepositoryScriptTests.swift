@@ -434,6 +434,10 @@ import Testing
         let after = lines.count >= 2 ? lines[lines.count - 2] : ""
         #expect(after.hasPrefix("false\t") && (after.contains("Transaction was aborted")
                 || after.contains("the database rolled back db.transaction's transaction")), "\(refused.stdout)")
+        // db.transaction's own end says what happened: rolled back, nothing written after.
+        #expect(lines.last?.hasPrefix("false\t") == true
+                && lines.last?.contains("db.transaction's transaction was rolled back by the database before opsh ended it") == true
+                && lines.last?.contains("no write ran after that") == true, "\(refused.stdout)")
         #expect(try db.count("telemetry") == 0, "\(refused.stdout)")
     }
 

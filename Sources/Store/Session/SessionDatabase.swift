@@ -371,9 +371,10 @@ public final class SessionDatabase {
     }
 
     /// Belt and braces behind ``TransactionGuard``: the transaction opsh
-    /// opened must still be open when opsh ends it. If anything ended it
-    /// early, what ran after that was committed statement by statement and
-    /// cannot be rolled back: say so, never "rolled back".
+    /// opened must still be open when opsh ends it. Only SQLite can have
+    /// ended it (TransactionGuard refuses a script's COMMIT and ROLLBACK),
+    /// by rolling it back, and no write ran after that
+    /// (``beginPendingWrite()``, the C path's own check): say so.
     static func requireOpenTransaction(_ db: Database, of owner: String) throws {
         guard db.isInsideTransaction, sqlite3_get_autocommit(db.sqliteConnection) == 0 else {
             throw TransactionLost(owner: owner)
@@ -716,7 +717,17 @@ public final class SessionDatabase {
     /// from here on runs in that transaction.
     private func beginPendingWrite() throws {
         try refuseWritesToAFileThatIsGone()
-        guard current == nil, let db = pending else { return }
+        if let current {
+            // SQLite ended the transaction itself (a trigger's
+            // RAISE(ROLLBACK), an error it rolls back on): a write now
+            // would commit on its own, whatever the transaction does next.
+            // Every write route passes here.
+            guard sqlite3_get_autocommit(current.sqliteConnection) == 0 else {
+                throw TransactionRolledBack(owner: openTransactionName)
+            }
+            return
+        }
+        guard let db = pending else { return }
         try db.beginTransaction(.immediate)
         LockOwner.beganWriting(database: store.path)
         try beganCountedTransaction(db)
@@ -807,12 +818,13 @@ public struct FileGone: Error, CustomStringConvertible {
     }
 }
 
-/// The transaction opsh opened was ended by something else before opsh
-/// ended it: writes made after that point were kept.
+/// The transaction opsh opened was ended by the database before opsh
+/// ended it (SQLite rolled it back): nothing of it stays, and every write
+/// after that was refused.
 public struct TransactionLost: Error, CustomStringConvertible {
     public let owner: String
     public var description: String {
-        "\(owner)'s transaction was ended before opsh ended it: writes made after that point were committed and NOT rolled back; check the data"
+        "\(owner)'s transaction was rolled back by the database before opsh ended it (a trigger's RAISE(ROLLBACK), or an error SQLite rolls back on): nothing it wrote was kept, and no write ran after that"
     }
 }
 
