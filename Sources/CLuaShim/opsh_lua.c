@@ -149,6 +149,15 @@ lua_State *opsh_newstate(size_t memory_limit) {
     lua_State *L = lua_newstate(opsh_alloc, info);
     if (!L) { free(info); return NULL; }
     lua_atpanic(L, opsh_panic);
+    // Generational collection: most of a script's garbage dies young (a row
+    // table per iteration of a db.rows loop, a string per "name" .. i), and
+    // opsh's own state is small (its modules load lazily). The incremental
+    // collector's cycles came every few dozen KB of garbage and marked and
+    // swept everything each time; a minor collection visits the young
+    // objects only. Major collections keep the heap within about twice
+    // what survives, as the incremental default (pause 200) did
+    // (BENCHMARKS.md, "Lua: SQL from scripts, side by side").
+    lua_gc(L, LUA_GCGEN, 0, 0);
     return L;
 }
 
