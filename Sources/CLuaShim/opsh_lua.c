@@ -149,6 +149,15 @@ lua_State *opsh_newstate(size_t memory_limit) {
     lua_State *L = lua_newstate(opsh_alloc, info);
     if (!L) { free(info); return NULL; }
     lua_atpanic(L, opsh_panic);
+    // Generational collection: most of a script's garbage dies young (a row
+    // table per iteration of a db.rows loop, a string per "name" .. i), and
+    // opsh's own state is small (its modules load lazily). The incremental
+    // collector's cycles came every few dozen KB of garbage and marked and
+    // swept everything each time; a minor collection visits the young
+    // objects only. Major collections keep the heap within about twice
+    // what survives, as the incremental default (pause 200) did
+    // (BENCHMARKS.md, "Lua: SQL from scripts, side by side").
+    lua_gc(L, LUA_GCGEN, 0, 0);
     return L;
 }
 
@@ -227,6 +236,8 @@ int opsh_enter_host(lua_State *L) {
 
 void opsh_leave_host(lua_State *L, int outer) { info_of(L)->in_host = outer; }
 
+int *opsh_host_flag(lua_State *L) { return &info_of(L)->in_host; }
+
 int opsh_raise_where(lua_State *L) {
     luaL_where(L, 1);
     lua_insert(L, -2);
@@ -239,8 +250,7 @@ int opsh_raise_where(lua_State *L) {
 // pushed counts: a state still over the limit after a full collection
 // drops the results and raises the limit's error, so values that bindings
 // push (a 100 MB BLOB, a million rows) cannot bypass --memory-limit.
-static int keep_results_within_limit(lua_State *L, int results) {
-    opsh_state_info *info = info_of(L);
+static int keep_results_within_limit_of(lua_State *L, opsh_state_info *info, int results) {
     if (!info->limit || info->used <= info->limit || info->in_host) return results;
     lua_gc(L, LUA_GCCOLLECT);
     if (info->used <= info->limit) return results;
@@ -248,6 +258,10 @@ static int keep_results_within_limit(lua_State *L, int results) {
     lua_gc(L, LUA_GCCOLLECT);
     opsh_push_memory_refusal(L, "what this call returned would pass it");
     return opsh_raise_where(L);
+}
+
+static int keep_results_within_limit(lua_State *L, int results) {
+    return keep_results_within_limit_of(L, info_of(L), results);
 }
 
 static int opsh_trampoline(lua_State *L) {
@@ -274,16 +288,20 @@ void opsh_push_host_function(lua_State *L, void *context) {
 typedef struct {
     opsh_fast_path fast;
     void *data;
+    // The state's record, found once: a db.exec in a loop runs this per row.
+    opsh_state_info *info;
 } opsh_fast_binding;
 
 static int opsh_fast_trampoline(lua_State *L) {
     const opsh_fast_binding *binding = (const opsh_fast_binding *)lua_touserdata(L, lua_upvalueindex(2));
-    int outer = opsh_enter_host(L);
+    opsh_state_info *info = binding->info;
+    int outer = info->in_host;
+    info->in_host = 1;
     int results = binding->fast(L, binding->data);
-    opsh_leave_host(L, outer);
+    info->in_host = outer;
     if (results == OPSH_DECLINE) return opsh_trampoline(L);
     if (results == OPSH_RAISE) return opsh_raise_where(L);
-    return keep_results_within_limit(L, results);
+    return keep_results_within_limit_of(L, info, results);
 }
 
 void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fast, void *data) {
@@ -296,6 +314,7 @@ void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fa
     opsh_fast_binding *binding = (opsh_fast_binding *)lua_newuserdatauv(L, sizeof *binding, 0);
     binding->fast = fast;
     binding->data = data;
+    binding->info = info_of(L);
     lua_pushcclosure(L, opsh_fast_trampoline, 2);
 }
 

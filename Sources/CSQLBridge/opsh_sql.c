@@ -336,6 +336,8 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 typedef struct rows_state {
     sqlite3_stmt **slot;
     opsh_sql_route *route;
+    /// opsh_host_flag's, looked up once per loop rather than twice a row.
+    int *in_host;
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -352,7 +354,8 @@ static int rows_next(lua_State *L) {
         return 1;
     }
     opsh_sql_reader *reader = state->route->session->reader;
-    int outer = opsh_enter_host(L);
+    int outer = *state->in_host;
+    *state->in_host = 1;
     int code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
         opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(4));
@@ -363,7 +366,7 @@ static int rows_next(lua_State *L) {
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
         else sqlite3_finalize(statement);
     }
-    opsh_leave_host(L, outer);
+    *state->in_host = outer;
     if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     if (code == SQLITE_ROW && opsh_memory_exceeded(L)) {
         lua_pop(L, 1);
@@ -381,6 +384,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int own
     rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 0);
     state->slot = statement;
     state->route = route;
+    state->in_host = opsh_host_flag(L);
     lua_rawgeti(L, holder, 1);
     lua_rawgeti(L, holder, 2);
     lua_pushcclosure(L, rows_next, 4);

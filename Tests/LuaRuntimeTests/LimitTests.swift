@@ -85,6 +85,22 @@ import Testing
         #expect(try lua.execute("return #('y'):rep(1000)") == [1000])
     }
 
+    /// Short-lived garbage (a row table per iteration of a `db.rows` loop)
+    /// is collected by minor collections (opsh_newstate): the mode a
+    /// script switches away from is "generational". Under a limit, a loop
+    /// making far more garbage than the limit still runs to its end.
+    @Test func theCollectorIsGenerational() throws {
+        let lua = try LuaRuntime(options: .init(memoryLimit: 4 << 20))
+        #expect(try lua.execute("return collectgarbage('incremental')") == ["generational"])
+        try lua.execute("collectgarbage('generational')")
+        #expect(try lua.execute("""
+            local sum = 0
+            for i = 1, 200000 do local row = {qty = i, name = 'name' .. i} sum = sum + row.qty end
+            return sum
+            """) == [20_000_100_000])
+        #expect(lua.memoryUsed < 4 << 20)
+    }
+
     @Test func memoryErrorsInsideHostFunctionsNeverUnwindSwift() throws {
         let lua = try LuaRuntime(options: .init(memoryLimit: 4 << 20))
         lua.register("bigString") { call in

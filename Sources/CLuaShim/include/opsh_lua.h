@@ -72,6 +72,11 @@ void opsh_push_host_function_fast(lua_State *L, void *context, opsh_fast_path fa
 /// opsh_leave_host. For C code that calls Swift outside a trampoline.
 int opsh_enter_host(lua_State *L);
 void opsh_leave_host(lua_State *L, int outer);
+/// The flag opsh_enter_host sets, for C code Lua calls once per row (the
+/// `db.rows` iterator): looked up once, then set and restored in place of
+/// opsh_enter_host and opsh_leave_host, which look up the state's record
+/// on every call. It lives as long as the state.
+int *opsh_host_flag(lua_State *L);
 /// Raises the message on top of the stack, prefixed with the caller's
 /// `chunk:line:` (as luaL_error does). For C code only: never call it from
 /// a Swift frame.
