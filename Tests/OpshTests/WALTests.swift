@@ -132,6 +132,10 @@ import Testing
         // And the next key read sees those commits.
         terminal.send("print('count ' .. query(key.telemetry.counts).w)\r")
         terminal.expect("count 3")
+        // At the prompt: a Ctrl-D typed while the line still runs is the
+        // terminal's end of input in canonical mode, which readline's raw
+        // mode does not get.
+        terminal.expect("opsh> ")
         terminal.send("\u{4}")
         #expect(terminal.waitForExit(timeout: 60) == 0)
     }
