@@ -136,10 +136,12 @@ extension RecordTable {
             }
         }
         guard Self.acceptable(values, layout) else { return nil }
-        let key = values[layout.keyIndex].flatMap { $0 == .null ? nil : $0 }
+        // The key as given (a NULL one too: the caller gets what the
+        // general path returns), nil for the rowid.
+        let key = values[layout.keyIndex]
         let (columns, references) = Self.masks(values, layout)
         // A reference without a known key: checked first, by the general path.
-        guard references == 0 || key != nil else { return nil }
+        guard references == 0 || (key != nil && key != .null) else { return nil }
         let sql = plans.text(.init(isUpdate: false, columns: columns, references: references)) {
             let names = Self.names(columns, spec)
             let head = "INSERT INTO \(dialect.quote(table)) (\(names.map(dialect.quote).joined(separator: ", "))) "
