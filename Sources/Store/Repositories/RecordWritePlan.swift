@@ -106,8 +106,16 @@ public struct PlannedWrite {
     /// Written only where the rows it refers to exist (`WHERE EXISTS`).
     let checksReferences: Bool
     let isUpdate: Bool
-    /// The fields by name, for naming a refusal (made only then).
-    let fields: () -> [String: StoreValue]
+    /// The values by column position, and the columns' names: the fields
+    /// by name are made only to name a refusal (``fields``).
+    let values: [StoreValue?]
+    let names: [String]
+
+    var fields: [String: StoreValue] {
+        var fields: [String: StoreValue] = [:]
+        for (index, value) in values.enumerated() { if let value { fields[names[index]] = value } }
+        return fields
+    }
 }
 
 extension RecordTable {
@@ -153,9 +161,8 @@ extension RecordTable {
         for reference in layout.references where references & (1 << reference.index) != 0 {
             arguments.append(values[reference.index]!)
         }
-        let given = values
         return PlannedWrite(sql: sql, arguments: arguments, key: key, checksReferences: references != 0, isUpdate: false,
-                            fields: { Self.fields(given, spec) })
+                            values: values, names: spec.names)
     }
 
     /// The UPDATE ``update(_:key:fields:spec:)`` would run for `values`,
@@ -185,9 +192,8 @@ extension RecordTable {
         for reference in layout.references where references & (1 << reference.index) != 0 {
             arguments.append(values[reference.index]!)
         }
-        let given = values
         return PlannedWrite(sql: sql, arguments: arguments, key: key, checksReferences: references != 0, isUpdate: true,
-                            fields: { Self.fields(given, spec) })
+                            values: values, names: spec.names)
     }
 
     /// Runs a planned write as the caller's one statement and returns the
@@ -203,13 +209,13 @@ extension RecordTable {
                 return planned.key ?? rowid.map(StoreValue.integer) ?? .null
             }
         } catch {
-            throw records.explanation(of: error, database, planned.fields())
+            throw records.explanation(of: error, database, planned.fields)
         }
         if planned.isUpdate, let key = planned.key {
-            try update(database, key: key, fields: planned.fields(), spec: spec)
+            try update(database, key: key, fields: planned.fields, spec: spec)
             return key
         }
-        return try insert(database, planned.fields(), spec: spec)
+        return try insert(database, planned.fields, spec: spec)
     }
 
     /// What ``RecordRepository/validate(_:columns:)`` and the JSON check
@@ -251,11 +257,5 @@ extension RecordTable {
             "EXISTS (SELECT 1 FROM \(dialect.quote($0.table)) WHERE \(dialect.quote($0.key)) = ?)"
         }
         return terms.isEmpty ? "" : lead + terms.joined(separator: " AND ")
-    }
-
-    private static func fields(_ values: [StoreValue?], _ spec: TableSpec) -> [String: StoreValue] {
-        var fields: [String: StoreValue] = [:]
-        for (index, value) in values.enumerated() { if let value { fields[spec.names[index]] = value } }
-        return fields
     }
 }
