@@ -303,6 +303,44 @@ import Testing
         }
     }
 
+    /// Read-your-writes: a repository write in `db.transaction` (a planned
+    /// statement, ``RecordWritePlans``, stepped in C on SQLite from the
+    /// second round) is what every read route sees next in the same
+    /// transaction: `query(key.build(id))`, `builds.get`, `db.value`, a
+    /// key of several statements and `logs.tail`; the transaction then
+    /// commits all of it.
+    @Test(arguments: Engine.allCases) func aTransactionReadsItsOwnRepositoryWrites(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", """
+            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+            local b = builds.create(s.id, "1.0")
+            db.transaction(function()
+              for i = 1, 3 do
+                builds.update(b.id, { status = (i % 2 == 0) and "failed" or "succeeded", exitCode = i })
+                local k = query(key.build(b.id))
+                print(k.status, k.exitCode, builds.get(b.id).exitCode, db.value('SELECT exitCode FROM builds WHERE id = ?', b.id))
+                local t = telemetry.insert{ event = "e" .. i, properties = '{"i":' .. i .. '}' }
+                print(db.value('SELECT event FROM telemetry WHERE id = ?', t.id), query(key.telemetry.counts)["e" .. i])
+                logs.insert{ buildId = b.id, content = "line " .. i }
+                projects.update("p", { displayName = "P" .. i })
+                print(#logs.tail(b.id, 10), query(key.project("p")).displayName)
+              end
+            end)
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        let expected: [String] = (1...3).flatMap { round in [
+            "\(round % 2 == 0 ? "failed" : "succeeded")\t\(round)\t\(round)\t\(round)",
+            "e\(round)\t1",
+            "\(round)\tP\(round)",
+        ] }
+        #expect(run.stdout.split(separator: "\n").map(String.init) == expected, "\(run.stdout)")
+        #expect(try db.count("buildLogs") == 3)
+        #expect(try db.count("telemetry") == 3)
+        #expect(try db.sql("SELECT exitCode FROM builds") == "3")
+    }
+
     @Test(arguments: Engine.allCases) func refusalsInATransactionLoopSayTheSameEveryRound(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)

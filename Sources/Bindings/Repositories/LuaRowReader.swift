@@ -106,6 +106,43 @@ struct LuaRowReader {
         return result
     }
 
+    /// The fields of the row table at argument `argument` by column
+    /// position (`names`: the columns' names in UTF-8), for a planned
+    /// write (``RecordWritePlans``): no dictionary, no string per name.
+    /// Nil when any field needs the general path (``fields(argument:spec:skipping:)``),
+    /// which reads the table again and says what is wrong.
+    func columnValues(argument: Int32, spec: TableSpec, names: [[UInt8]]) -> [StoreValue?]? {
+        guard lua_type(state, argument) == LUA_TTABLE, !markers.isNull(state, argument), names.count == spec.columns.count else {
+            return nil
+        }
+        let top = lua_gettop(state)
+        var values = [StoreValue?](repeating: nil, count: names.count)
+        _ = lua_checkstack(state, 4)
+        lua_pushnil(state)
+        while lua_next(state, argument) != 0 {
+            // The type first: lua_tolstring would turn a number key into
+            // a string and break the traversal.
+            guard lua_type(state, -2) == LUA_TSTRING, let index = position(ofKeyAt: -2, in: names),
+                  let value = try? value(at: lua_gettop(state), column: spec.columns[index], spec: spec, argument: argument) else {
+                lua_settop(state, top)
+                return nil
+            }
+            values[index] = value
+            opsh_pop(state, 1)
+        }
+        return values
+    }
+
+    /// The position in `names` of the string at `index`, compared in bytes.
+    private func position(ofKeyAt index: Int32, in names: [[UInt8]]) -> Int? {
+        var length = 0
+        guard let bytes = lua_tolstring(state, index, &length) else { return nil }
+        for (position, name) in names.enumerated() where name.count == length {
+            if name.withUnsafeBufferPointer({ $0.baseAddress.map { memcmp($0, bytes, length) == 0 } ?? true }) { return position }
+        }
+        return nil
+    }
+
     /// One field's value for its column.
     func value(at index: Int32, column: ColumnSpec, spec: TableSpec, argument: Int32, prefix: String = "") throws -> StoreValue {
         // Named only when refused: made per value, the label showed in a

@@ -129,6 +129,9 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
     /// `SELECT * FROM table WHERE key = ?`, made once: every write reads
     /// its row back with it.
     let rowByKey: String
+    /// Insert and update statements by the columns written
+    /// (``RecordWritePlans``), shared by this module's functions.
+    let plans = RecordWritePlans()
 
     init(context: Engine, records: RecordRepository<Record>) {
         self.context = context
@@ -206,7 +209,16 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
     func insert(_ call: LuaCall) throws -> Int32 {
         guard lua_type(call.state, 1) == LUA_TTABLE else { throw call.typeError(1, expected: "table") }
         let spec = try cachedSpec()
-        let fields = try context.reader(call).fields(argument: 1, spec: spec)
+        let reader = context.reader(call)
+        // The planned statement when Store plans one; else the general path.
+        if let values = reader.columnValues(argument: 1, spec: spec, names: plans.utf8Names(spec)),
+           let planned = table.plannedInsert(values, spec: spec, dialect: context.dialect, plans: plans) {
+            let key = try call.naming(argument: 1) {
+                try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
+            }
+            return try pushRow(key: key, call: call)
+        }
+        let fields = try reader.fields(argument: 1, spec: spec)
         let key = try call.naming(argument: 1) {
             try context.writeOneStatement(name, call: call) { db in try table.insert(db, fields, spec: spec) }
         }
@@ -220,6 +232,13 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let spec = try cachedSpec()
         let reader = context.reader(call)
         let key = try reader.key(argument: 1, spec: spec)
+        if let values = reader.columnValues(argument: 2, spec: spec, names: plans.utf8Names(spec)),
+           let planned = table.plannedUpdate(key: key, values, spec: spec, dialect: context.dialect, plans: plans) {
+            _ = try call.naming(argument: 2) {
+                try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
+            }
+            return try pushRow(key: key, call: call)
+        }
         let fields = try reader.fields(argument: 2, spec: spec)
         try call.naming(argument: 2) {
             try context.writeOneStatement(name, call: call) { db in try table.update(db, key: key, fields: fields, spec: spec) }

@@ -166,14 +166,38 @@ final class RepositoryStatements {
     }
 
     private func pushText(_ sql: String, _ state: OpaquePointer) {
+        if let reference = recentString(sql) {
+            lua_rawgeti(state, opsh_registryindex(), lua_Integer(reference))
+            return
+        }
         if let reference = strings[sql] {
+            remember(sql, reference)
             lua_rawgeti(state, opsh_registryindex(), lua_Integer(reference))
             return
         }
         LuaStack(state).push(sql)
         guard strings.count < Self.keptTexts else { return }
         lua_pushvalue(state, -1)
-        strings[sql] = opsh_ref(state)
+        let reference = opsh_ref(state)
+        strings[sql] = reference
+        remember(sql, reference)
+    }
+
+    private func remember(_ sql: String, _ reference: Int32) {
+        recent[nextRecent] = (sql, reference)
+        nextRecent = (nextRecent + 1) % recent.count
+    }
+
+    /// The texts a loop runs again and again (a write and its read back),
+    /// found by comparing: a repository keeps each text as one string, so
+    /// the comparison is of the same storage, where hashing the text
+    /// (SipHash over its bytes) was a fiftieth of a repository call.
+    private var recent: [(text: String, reference: Int32)?] = Array(repeating: nil, count: 4)
+    private var nextRecent = 0
+
+    private func recentString(_ sql: String) -> Int32? {
+        for case let (text, reference)? in recent where text == sql { return reference }
+        return nil
     }
 
     /// A bound value as Lua passes it to `db` (NULL as nil).

@@ -27,10 +27,16 @@ public struct RecordTable<Record: StoreRecord> {
     /// Text primary keys that `insert` generates when absent.
     public var generatedKey = false
     /// Fills fields from others before defaults (`displayName` = `name`).
-    public var derive: @Sendable (inout [String: StoreValue]) -> Void = { _ in }
+    public var derive: @Sendable (inout [String: StoreValue]) -> Void = { _ in } {
+        didSet { derives = true }
+    }
+    /// Whether a ``derive`` was set (``plannedInsert(_:spec:dialect:plans:)``
+    /// leaves such a table's inserts to the general path).
+    public private(set) var derives = false
 
     public static var dateColumnsSetOnInsert: Set<String> { recordDateColumnsSetOnInsert }
     public static var dateColumnsSetOnUpdate: Set<String> { recordDateColumnsSetOnUpdate }
+    static var dateColumnsOrderedOnUpdate: [String] { recordDateColumnsOrderedOnUpdate }
 
     public init(_ records: RecordRepository<Record>) {
         self.records = records

@@ -22,10 +22,21 @@ final class RecordWriteTexts: @unchecked Sendable {
 
     private let lock = NSLock()
     private var texts: [Key: String] = [:]
+    /// The last texts asked for, found by comparing keys: a loop writes
+    /// one or two column sets, and hashing the key's names (SipHash, per
+    /// name) cost more than comparing them (short names are compared as
+    /// two words).
+    private var recent: [(key: Key, text: String)] = []
+    private static let recentLimit = 8
 
     func text(_ key: Key, make: () -> String) -> String {
         lock.lock()
+        for entry in recent where entry.key == key {
+            lock.unlock()
+            return entry.text
+        }
         if let known = texts[key] {
+            remember(key, known)
             lock.unlock()
             return known
         }
@@ -34,7 +45,14 @@ final class RecordWriteTexts: @unchecked Sendable {
         lock.lock()
         if texts.count >= Self.limit { texts.removeAll(keepingCapacity: true) }
         texts[key] = text
+        remember(key, text)
         lock.unlock()
         return text
+    }
+
+    /// Under `lock`.
+    private func remember(_ key: Key, _ text: String) {
+        if recent.count >= Self.recentLimit { recent.removeLast() }
+        recent.insert((key, text), at: 0)
     }
 }

@@ -44,15 +44,17 @@ public struct TableSpec: Sendable {
 
     /// Single-column foreign keys: column → (table, column) it refers to.
     let references: [Reference]
+    /// The columns' names, in schema order: made once, not per write (a
+    /// repository call reads them several times).
+    public let names: [String]
 
     /// An engine's reading of a table (``RepositoryConnection/tableSpec(_:primaryKey:jsonColumns:booleans:)``).
     public init(table: String, columns: [ColumnSpec], references: [(column: String, table: String, key: String)]) {
         self.table = table
         self.columns = columns
         self.references = references
+        names = columns.map(\.name)
     }
-
-    public var names: [String] { columns.map(\.name) }
 
     public func column(_ name: String) -> ColumnSpec? {
         columns.first { $0.name == name }

@@ -19,8 +19,16 @@ public final class SessionDatabase {
     /// The writer connection while Lua code runs inside a transaction
     /// (above Store: ``transactionConnection``).
     private(set) var current: Database? {
-        didSet { route.pointee.transaction = current?.sqliteConnection }
+        didSet {
+            route.pointee.transaction = current?.sqliteConnection
+            currentChanges = current.flatMap(changes(of:))
+        }
     }
+    /// `current`'s row counter, looked up once per transaction: the
+    /// store's lookup (a lock and a dictionary) was a fortieth of a
+    /// repository write in a `db.transaction` loop (BENCHMARKS.md, "The
+    /// domain layer against hand-written SQL").
+    private var currentChanges: ConnectionChanges?
     /// Savepoint depth inside `current`.
     private var depth = 0
     /// Statements were stepped directly on `current` (the fast path), so
@@ -237,12 +245,13 @@ public final class SessionDatabase {
         try beginPendingWrite()
         writeCount &+= 1
         if let current {
-            let mark = changes(of: current)?.mark()
+            let changes = currentChanges
+            let mark = changes?.mark()
             let result: T
             do {
                 result = try body(current)
             } catch {
-                if let mark { changes(of: current)?.rewind(to: mark) }
+                if let mark { changes?.rewind(to: mark) }
                 throw error
             }
             try afterWrite()
