@@ -286,9 +286,8 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         let setUp = try sandbox.opsh(["-e", """
-            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
-            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
-            print(builds.create(s.id, "1.0").id)
+            \(aProjectSchemeAndBuild)
+            print(b.id)
             """], on: db)
         #expect(setUp.status == 0, "\(setUp.stderr)")
         let build = setUp.stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -1,6 +1,14 @@
 import Foundation
 import Testing
 
+/// Lua that makes project `p`, its scheme `s` and a build `b` of it (1.0),
+/// the start of several scripts here and in BulkWriteTests.
+let aProjectSchemeAndBuild = """
+    projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
+    local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
+    local b = builds.create(s.id, "1.0")
+    """
+
 /// The repositories (`projects`, `schemes`, `builds`, `logs`, `crashes`,
 /// `models`, `sessions`, `telemetry`) through the real opsh: one script,
 /// one expected output on both engines; refusals say why, with a control
@@ -235,9 +243,7 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         let run = try sandbox.opsh(["-e", """
-            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
-            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
-            local b = builds.create(s.id, "1.0")
+            \(aProjectSchemeAndBuild)
             print(pcall(db.transaction, function()
               print(pcall(logs.insert, { buildId = "missing", content = "line" }))
               print(pcall(telemetry.insert, { event = "bad", properties = "{nope" }))
@@ -313,9 +319,7 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         let run = try sandbox.opsh(["-e", """
-            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
-            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
-            local b = builds.create(s.id, "1.0")
+            \(aProjectSchemeAndBuild)
             db.transaction(function()
               for i = 1, 3 do
                 builds.update(b.id, { status = (i % 2 == 0) and "failed" or "succeeded", exitCode = i })
@@ -345,9 +349,7 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         let run = try sandbox.opsh(["-e", """
-            projects.insert{ bundleIdentifier = "p", name = "P", gitRepositoryURL = "/p" }
-            local s = schemes.insert{ projectBundleIdentifier = "p", name = "S" }
-            local b = builds.create(s.id, "1.0")
+            \(aProjectSchemeAndBuild)
             local function refused(f, ...) print(pcall(f, ...)) end
             db.transaction(function()
               for i = 1, 3 do

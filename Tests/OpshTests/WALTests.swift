@@ -10,6 +10,18 @@ import Testing
         ((try? FileManager.default.attributesOfItem(atPath: sandbox.database + "-wal"))?[.size] as? Int) ?? 0
     }
 
+    /// Whether another process's `PRAGMA wal_checkpoint(TRUNCATE)` empties
+    /// the WAL within `seconds` (tried until it does: no reader pins it),
+    /// and what its last try said.
+    func checkpointEmptiesTheWAL(_ sandbox: Sandbox, within seconds: Double) throws -> (emptied: Bool, said: String) {
+        var said = ""
+        let emptied = try waitUntil(seconds) {
+            said = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
+            return said.hasPrefix("0|") && walSize(sandbox) == 0
+        }
+        return (emptied, said)
+    }
+
     @Test func aReadDoesNotPinTheWALWhileTheScriptDoesOtherWork() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
@@ -61,11 +73,8 @@ import Testing
         // Another process writes, then checkpoints the whole WAL away while
         // the script works on: it can once opsh's last snapshot has ended.
         _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)")
-        var checkpoint = ""
-        #expect(try waitUntil(4) {
-            checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
-            return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
-        }, "the checkpoint was blocked by opsh's open read (\(checkpoint))")
+        let checkpoint = try checkpointEmptiesTheWAL(sandbox, within: 4)
+        #expect(checkpoint.emptied, "the checkpoint was blocked by opsh's open read (\(checkpoint.said))")
         #expect(child.finish().status == 0)
     }
 
@@ -96,11 +105,8 @@ import Testing
         let child = try sandbox.start(opshExecutable, script)
         #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "left\n", "\(leaving)")
         _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('b', 2)")
-        var checkpoint = ""
-        #expect(try waitUntil(4) {
-            checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
-            return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
-        }, "\(leaving): the checkpoint was blocked by opsh's open read (\(checkpoint))")
+        let checkpoint = try checkpointEmptiesTheWAL(sandbox, within: 4)
+        #expect(checkpoint.emptied, "\(leaving): the checkpoint was blocked by opsh's open read (\(checkpoint.said))")
         #expect(child.finish().status == 0)
     }
 
@@ -123,11 +129,8 @@ import Testing
         terminal.expect("opsh> ")
         for round in 1...3 {
             _ = try sandbox.sqlite("INSERT INTO telemetry (event, created_at) VALUES ('w', \(round))")
-            var checkpoint = ""
-            #expect(try waitUntil(5) {
-                checkpoint = try sandbox.sqlite("PRAGMA wal_checkpoint(TRUNCATE)")
-                return checkpoint.hasPrefix("0|") && walSize(sandbox) == 0
-            }, "round \(round): the checkpoint was blocked by the idle shell (\(checkpoint))")
+            let checkpoint = try checkpointEmptiesTheWAL(sandbox, within: 5)
+            #expect(checkpoint.emptied, "round \(round): the checkpoint was blocked by the idle shell (\(checkpoint.said))")
         }
         // And the next key read sees those commits.
         terminal.send("print('count ' .. query(key.telemetry.counts).w)\r")
