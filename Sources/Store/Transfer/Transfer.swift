@@ -312,6 +312,7 @@ public enum Transfer {
             pending.reserveCapacity(rowsPerInsert)
             // The rows before this one are written.
             var written = 0
+            let parameterLimit = Int(sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_VARIABLE_NUMBER, -1))
             func insertPending() throws {
                 guard !pending.isEmpty else { return }
                 try insertRows(pending[...], on: db)
@@ -331,7 +332,7 @@ public enum Transfer {
                         try insertPending()
                     }
                     pending.append(row)
-                    if pending.count == rowsPerInsert(columns: row.fields.count, db) { try insertPending() }
+                    if pending.count == rowsPerInsert(columns: row.fields.count, parameterLimit: parameterLimit) { try insertPending() }
                 }
                 try insertPending()
             } catch let error as DatabaseError where !lookUpAll && error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
@@ -669,10 +670,9 @@ public enum Transfer {
     static let rowsPerInsert = 64
 
     /// How many rows of `columns` values one INSERT takes: ``rowsPerInsert``,
-    /// fewer when the connection allows fewer parameters.
-    static func rowsPerInsert(columns: Int, _ db: Database) -> Int {
-        let parameters = Int(sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_VARIABLE_NUMBER, -1))
-        return max(1, min(rowsPerInsert, parameters / max(columns, 1)))
+    /// fewer when the connection allows fewer than `parameterLimit` parameters.
+    static func rowsPerInsert(columns: Int, parameterLimit: Int) -> Int {
+        max(1, min(rowsPerInsert, parameterLimit / max(columns, 1)))
     }
 
     /// Inserts `rows` (new rows of one table and column set) by one
