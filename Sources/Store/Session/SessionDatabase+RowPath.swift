@@ -38,9 +38,7 @@ extension SessionDatabase {
     /// stay whatever the transaction does next.
     public func liveTransactionConnection() throws -> SQLiteWriterConnection? {
         guard let current else { return nil }
-        guard sqlite3_get_autocommit(current.sqliteConnection) == 0 else {
-            throw TransactionRolledBack(owner: openTransactionName)
-        }
+        try refuseOnceSQLiteEndedTheTransaction(current)
         return SQLiteWriterConnection(db: current)
     }
 

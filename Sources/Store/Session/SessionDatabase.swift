@@ -724,16 +724,21 @@ public final class SessionDatabase {
     /// At a dry run's or a scope's first write: BEGIN IMMEDIATE on its
     /// connection (it waits for the lock like any writer), and everything
     /// from here on runs in that transaction.
+    /// Refuses a statement on `current` once SQLite ended the transaction
+    /// itself (a trigger's `RAISE(ROLLBACK)`, an error it rolls back on):
+    /// stepped then, a write would commit on its own, whatever the
+    /// transaction does next.
+    func refuseOnceSQLiteEndedTheTransaction(_ current: Database) throws {
+        guard sqlite3_get_autocommit(current.sqliteConnection) == 0 else {
+            throw TransactionRolledBack(owner: openTransactionName)
+        }
+    }
+
     private func beginPendingWrite() throws {
         try refuseWritesToAFileThatIsGone()
         if let current {
-            // SQLite ended the transaction itself (a trigger's
-            // RAISE(ROLLBACK), an error it rolls back on): a write now
-            // would commit on its own, whatever the transaction does next.
             // Every write route passes here.
-            guard sqlite3_get_autocommit(current.sqliteConnection) == 0 else {
-                throw TransactionRolledBack(owner: openTransactionName)
-            }
+            try refuseOnceSQLiteEndedTheTransaction(current)
             return
         }
         guard let db = pending else { return }
