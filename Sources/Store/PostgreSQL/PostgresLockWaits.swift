@@ -15,12 +15,17 @@ import PostgresWire
 /// and the witness asks the server, on a connection of its own (opened at
 /// the first such wait, then kept), for the sessions `pg_blocking_pids`
 /// names; the lock error names the last it heard of. A long query that
-/// waits for no lock costs a question for each doubling of its time.
+/// waits for no lock costs a question for each doubling of its time, and
+/// the shell says nothing of a lock for it: only an answer naming a
+/// blocker is a lock wait (a query that computes is not waiting).
 final class LockWitness {
     private let url: PostgresURL
     private var side: PostgresConnection?
     /// The sessions blocking the statement that runs now, once asked.
     private(set) var blockers: String?
+    /// Whether the last answer named a blocker: `blockers` keeps the last
+    /// one heard of for the lock error, this says whether one blocks now.
+    private var isBlockedNow = false
 
     init(url: PostgresURL) {
         self.url = url
@@ -32,7 +37,10 @@ final class LockWitness {
     }
 
     /// Before each statement: nothing known yet.
-    func reset() { blockers = nil }
+    func reset() {
+        blockers = nil
+        isBlockedNow = false
+    }
 
     /// The shell's notice of a long wait (``DatabaseSession/announceLockWaits(after:_:)``).
     var announcement: (after: Double, say: @Sendable (String) -> Void)?
@@ -40,15 +48,17 @@ final class LockWitness {
     private var lastWaited = 0.0
 
     /// Says once per wait that it has lasted past the announcement's time,
-    /// naming the sessions that block it. (A wait shorter than the last
-    /// one seen is a new exchange's.)
+    /// naming the sessions that block it, and only while the server names
+    /// one (`pg_blocking_pids`): a statement that runs long without one
+    /// waits for no lock. (A wait shorter than the last one seen is a new
+    /// exchange's.)
     func announceIfLong(waited: Double, timeout: Double) {
         if waited < lastWaited { announced = false }
         lastWaited = waited
-        guard let announcement, !announced, waited >= announcement.after else { return }
+        guard let announcement, !announced, waited >= announcement.after,
+              isBlockedNow, let blockers else { return }
         announced = true
-        announcement.say(LockWaitNotice.sentence(holders: blockers.map { "held by " + $0 } ?? "held by another session",
-                                                 waited: waited, timeout: timeout))
+        announcement.say(LockWaitNotice.sentence(holders: "held by " + blockers, waited: waited, timeout: timeout))
     }
 
     /// Asks which sessions block `processID` now (the session's own
@@ -61,8 +71,10 @@ final class LockWitness {
                 WHERE a.pid = ANY (pg_catalog.pg_blocking_pids($1::int)) ORDER BY a.pid
                 """, [.integer(Int64(processID))])
             let sessions = Self.describe(result)
+            isBlockedNow = !sessions.isEmpty
             if !sessions.isEmpty { blockers = sessions.joined(separator: ", ") }
         } catch {
+            isBlockedNow = false
             side?.close()
             side = nil
         }
