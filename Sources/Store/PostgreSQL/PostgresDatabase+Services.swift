@@ -208,7 +208,7 @@ struct PostgresSessionMaintenance: SessionMaintenance {
         isOutsideTheChunk && !database.isDryRun ? TelemetryCleanup.outsideTheChunk : nil
     }
 
-    var cleanupCommitsEachBatch: Bool { !isInTheRun }
+    var cleanupCommitsEachBatch: Bool { !isInTheRun && !database.isDryRun }
 
     private var isOutsideTheChunk: Bool { (try? database.isInUnwrittenChunk()) == true }
     private var isInTheRun: Bool { database.isInRunScope && database.depth == 1 }

@@ -169,7 +169,7 @@ struct SQLiteMaintenance: SessionMaintenance {
     var cleanupIsAllowedInTheOpenTransaction: Bool { false }
 
     var cleanupNote: String? {
-        guard session.isInUnwrittenChunk && !session.isDryRun else { return nil }
+        guard session.isInUnwrittenChunk else { return nil }
         // README: the cleanup commits per batch, at the prompt too.
         return "telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes (undo() cannot take it back)"
     }

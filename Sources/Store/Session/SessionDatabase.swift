@@ -217,9 +217,11 @@ public final class SessionDatabase {
         }
     }
 
-    /// Whether a shell chunk is open and has not written yet: an operation
-    /// that commits batch by batch (``writeOnItsOwn(_:)``) runs outside it.
-    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil }
+    /// Whether a shell chunk is open and has not written yet (not in a dry
+    /// run): an operation that commits batch by batch (``writeOnItsOwn(_:)``)
+    /// runs outside it. In a dry run it runs in the chunk's transaction,
+    /// counted and taken back with it, as PostgreSQL's does.
+    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil && !isDryRun }
 
     /// Runs an atomic write that commits on its own: in a shell chunk that
     /// has not written yet, a transaction on the store's writer, outside

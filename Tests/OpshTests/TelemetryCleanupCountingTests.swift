@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+
+/// `telemetry.cleanup`'s batches are the session's writes on every route:
+/// a dry run counts what they would delete (its summary said "no rows
+/// would have changed" while the cleanup said 500 deleted: under the
+/// session's dry run it only counted, outside the session's counter),
+/// `--max-changes` caps them, and the dry run takes them back. The audit
+/// row's count is AuditTrailTests.aCleanupStoppedBySIGTERMIsRecordedWithWhatItDeleted.
+/// One body, both engines.
+@Suite struct TelemetryCleanupCountingTests {
+    static let old = 500
+
+    func seeded(_ engine: Engine, in sandbox: Sandbox) throws -> TestDatabase {
+        let database = try sandbox.createdDatabase(engine)
+        try database.sql(engine == .sqlite
+            ? "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(Self.old)) INSERT INTO telemetry (event, created_at) SELECT 'old', 1000 + i FROM n"
+            : "INSERT INTO telemetry (event, created_at) SELECT 'old', 1000 + i FROM generate_series(1, \(Self.old)) AS i")
+        try database.sql("INSERT INTO telemetry (event, created_at) VALUES ('recent', \(Int(Date().timeIntervalSince1970)))")
+        return database
+    }
+
+    static let cleanup = "local r = telemetry.cleanup{ olderThan = '30d', batch = 100 } print(r.deleted, r.dryRun)"
+
+    /// The dry run's summary names the rows the cleanup's batches would
+    /// have deleted, the cleanup says they would have gone (not that they
+    /// went), and nothing is deleted. The control: the same run without
+    /// --dry-run deletes them.
+    @Test(arguments: Engine.allCases) func aDryRunsSummaryCountsWhatTheCleanupWouldHaveDeleted(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try seeded(engine, in: sandbox)
+        let dry = try sandbox.opsh(["--dry-run", "-e", Self.cleanup], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout == "\(Self.old)\ttrue\n", "\(dry.stdout)")
+        #expect(dry.stderr.contains("dry run: rolled back; it would have changed:"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, \(Self.old) deleted"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("telemetry.cleanup: dry run: \(Self.old) rows would have been deleted"), "\(dry.stderr)")
+        #expect(!dry.stderr.contains("no rows would have changed"), "\(dry.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1)
+
+        let real = try sandbox.opsh(["-e", Self.cleanup], on: database)
+        #expect(real.status == 0, "\(real.stderr)")
+        #expect(real.stdout == "\(Self.old)\tfalse\n", "\(real.stdout)")
+        #expect(!real.stderr.contains("would have been deleted"), "\(real.stderr)")
+        #expect(try database.count("telemetry") == 1)
+    }
+
+    /// `--max-changes` counts the cleanup's batches: over the cap the run
+    /// fails, says why, and every row is still there; under it, they go.
+    @Test(arguments: Engine.allCases) func maxChangesCapsTheCleanupsBatches(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try seeded(engine, in: sandbox)
+        let script = try sandbox.script("cleanup.lua", Self.cleanup)
+        let capped = try sandbox.opsh(["run", "--max-changes", "250", script], on: database)
+        #expect(capped.status == 1, "\(capped.stderr)")
+        #expect(capped.stderr.contains("more than its limit of 250 (--max-changes / maxChanges): rolled back, nothing was kept"), "\(capped.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1)
+
+        let control = try sandbox.opsh(["run", "--max-changes", "1000", script], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(try database.count("telemetry") == 1)
+    }
+}
