@@ -37,6 +37,13 @@ typedef struct {
     // that an interrupt from another thread can hook it (see Coroutines).
     atomic_flag running_lock;
     lua_State *running;
+    // Interrupts since the interrupted chunk began: the first lets a
+    // script's own __close handlers run, a second stops them too.
+    atomic_int interrupts;
+    // The Lua thread and stack depth of the __close handler the interrupt
+    // lets run now (0: none); read and written by the hook, on that thread.
+    lua_State *closing_thread;
+    int closing_depth;
 } opsh_state_info;
 
 static opsh_state_info *info_of(lua_State *L) {
@@ -413,6 +420,54 @@ static int runs_despite_interrupt(lua_State *L, lua_Debug *ar) {
     return listed;
 }
 
+// Frames on `L`'s stack, the hooked function's included.
+static int stack_depth(lua_State *L) {
+    lua_Debug frame;
+    int depth = 0;
+    while (lua_getstack(L, depth, &frame)) depth++;
+    return depth;
+}
+
+// Whether the call hook `ar` is about a function called with a value whose
+// __close it is: a to-be-closed variable being closed as the stack unwinds.
+static int closes_its_first_argument(lua_State *L, lua_Debug *ar) {
+    if (ar->event != LUA_HOOKCALL) return 0;
+    if (lua_getlocal(L, ar, 1) == NULL) return 0;
+    if (luaL_getmetafield(L, -1, "__close") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_getinfo(L, "f", ar);
+    int closes = lua_rawequal(L, -1, -2);
+    lua_pop(L, 3);
+    return closes;
+}
+
+// Whether the hooked code is a script's own __close handler (or what it
+// calls) that the interrupt lets run, as lua.c's first Ctrl-C does: an
+// operator's handler releases a lease or a lock file. Only until its
+// return, and not after a second interrupt (a handler that loops for ever
+// can still be stopped).
+static int inside_a_close_handler(lua_State *L, lua_Debug *ar) {
+    opsh_state_info *info = info_of(L);
+    if (atomic_load(&info->interrupts) > 1) return 0;
+    if (info->closing_depth > 0 && info->closing_thread == L) {
+        int depth = stack_depth(L);
+        int is_call = ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKTAILCALL;
+        if (depth > info->closing_depth || (depth == info->closing_depth && !is_call)) {
+            if (depth == info->closing_depth && ar->event == LUA_HOOKRET) info->closing_depth = 0;
+            return 1;
+        }
+        // Below it, or another function at its depth: it has ended (by an
+        // error, which has no return event).
+        info->closing_depth = 0;
+    }
+    if (!closes_its_first_argument(L, ar)) return 0;
+    info->closing_thread = L;
+    info->closing_depth = stack_depth(L);
+    return 1;
+}
+
 static void opsh_interrupt_hook(lua_State *L, lua_Debug *ar) {
     if (atomic_load(&info_of(L)->interrupt_reason) == 0) {
         lua_sethook(L, NULL, 0, 0);
@@ -423,6 +478,7 @@ static void opsh_interrupt_hook(lua_State *L, lua_Debug *ar) {
     // statement kept the read connection's snapshot, and SQLite's interrupt
     // with it, after Ctrl-C). It raises on its return instead.
     if (runs_despite_interrupt(L, ar)) return;
+    if (inside_a_close_handler(L, ar)) return;
     // Keep the hook: a pcall that catches this gets it again on its next
     // instruction, until the host's own protected call has returned.
     lua_pushliteral(L, "interrupted");
@@ -445,6 +501,7 @@ static void hook_for_interrupt(lua_State *L) {
 
 void opsh_interrupt(lua_State *L, int reason) {
     opsh_state_info *info = info_of(L);
+    atomic_fetch_add(&info->interrupts, 1);
     atomic_store(&info->interrupt_reason, reason);
     // lua_sethook is safe to call asynchronously (lua.c does it from its
     // SIGINT handler).
@@ -532,7 +589,10 @@ int opsh_interrupt_reason(lua_State *L) { return atomic_load(&info_of(L)->interr
 const void *opsh_interrupt_flag(lua_State *L) { return &info_of(L)->interrupt_reason; }
 
 void opsh_clear_interrupt(lua_State *L) {
-    atomic_store(&info_of(L)->interrupt_reason, 0);
+    opsh_state_info *info = info_of(L);
+    atomic_store(&info->interrupt_reason, 0);
+    atomic_store(&info->interrupts, 0);
+    info->closing_depth = 0;
     lua_sethook(L, NULL, 0, 0);
 }
 
