@@ -152,6 +152,42 @@ import Glibc
         #expect(paused.finish().status == 0)
     }
 
+    /// A build's end line ("build succeeded …") lands with its end, in one
+    /// transaction, or not at all: an end the database refuses (here a
+    /// trigger) leaves no end line in the log of a build still `running`,
+    /// which a take-back would run again. Before, the line went through the
+    /// log's sink ahead of the end. The control: the same build once the
+    /// trigger is gone ends with its line.
+    @Test(arguments: Engine.allCases)
+    func anEndLineLandsOnlyWithTheEnd(_ engine: Engine) throws {
+        let fixture = try RunnerSandbox(engine)
+        _ = try fixture.sql(engine == .sqlite ? """
+            CREATE TRIGGER refuse_end BEFORE UPDATE OF status ON builds WHEN NEW.status = 'succeeded'
+            BEGIN SELECT RAISE(ABORT, 'the end is refused'); END;
+            """ : """
+            CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.status = 'succeeded' THEN RAISE EXCEPTION 'the end is refused'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER refuse_end BEFORE UPDATE ON builds FOR EACH ROW EXECUTE FUNCTION refuse_end();
+            """)
+        let scheme = try fixture.scheme("Refused", "echo 'built it'")
+        let build = try #require(try fixture.enqueue(scheme).first)
+        let runner = try fixture.startRunner(["--heartbeat", "0.5"])
+        let said = readStderr(of: runner, until: "cannot record the end of build \(build)")
+        #expect(said.contains("the end is refused"), "\(said)")
+        let log = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt, id")
+        #expect(log.contains("built it"), "\(log)")
+        #expect(!log.contains("build succeeded"), "\(log)")
+        #expect(try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "running")
+
+        _ = try fixture.sql(engine == .sqlite ? "DROP TRIGGER refuse_end" : "DROP TRIGGER refuse_end ON builds")
+        let control = try #require(try fixture.enqueue(scheme).first)
+        #expect(try waitUntil(30) { try fixture.sql("SELECT status FROM builds WHERE id = '\(control)'") == "succeeded" })
+        let controlLog = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(control)' ORDER BY createdAt, id")
+        #expect(controlLog.split(separator: "\n").last?.hasPrefix("build succeeded (exit code 0)") == true, "\(controlLog)")
+        kill(runner.pid, SIGTERM)
+        #expect(runner.finish().status == 0)
+    }
+
     /// A runner paused inside one of its transactions (between two of its
     /// statements, its build's row locked) does not keep the build from
     /// being taken back: the server ends a runner's session idle in a
@@ -205,16 +241,16 @@ import Glibc
         kill(paused.pid, SIGCONT)
         try Data().write(to: URL(fileURLWithPath: go))
         #expect(try waitUntil(30) { try fixture.sql("SELECT status FROM builds WHERE id = '\(build)'") == "succeeded" })
-        // The paused runner's end was rolled back with its session. Its log
-        // lines had landed before it stopped (its command's success among
-        // them, true but never recorded as the build's status); after the
-        // take-back's note, only the second attempt's lines and its end.
+        // The paused runner's end was rolled back with its session, its end
+        // line with it (the line is written in the end's transaction). Its
+        // output had landed before it stopped; after the take-back's note,
+        // only the second attempt's lines and its end: one end in the log.
         let log = try fixture.sql("SELECT content FROM buildLogs WHERE buildId = '\(build)' ORDER BY createdAt, id")
             .split(separator: "\n").map(String.init)
         let takenBack = try #require(log.firstIndex { $0.hasPrefix("taken back from runner pid \(paused.pid)") }, "\(log)")
         let after = log[(takenBack + 1)...]
         #expect(!after.contains("first started"), "\(log)")
-        #expect(after.filter { $0.hasPrefix("build succeeded") }.count == 1, "\(log)")
+        #expect(log.filter { $0.hasPrefix("build succeeded") }.count == 1, "\(log)")
         #expect(after.last?.hasPrefix("build succeeded") == true, "\(log)")
         #expect(try fixture.sql("SELECT runnerPid, attempts FROM builds WHERE id = '\(build)'") == "\(taker.pid)|2")
 

@@ -109,6 +109,22 @@ final class LogSink: @unchecked Sendable {
         append([mask(line)], levels: [level], category: nil, progress: nil, output: false)
     }
 
+    /// The run's end line ("build succeeded …"), masked, dated and numbered
+    /// after every line added so far, for the end's own transaction
+    /// (``BuildStore/finish``) rather than this sink: written here, it
+    /// stayed in the log of a build taken back before its end was recorded
+    /// and then run again.
+    func endLine(_ line: String, level: BuildLogLevel = .info) -> BuildLogRecord {
+        condition.withLock {
+            let now = max(Date().timeIntervalSince1970, lastCreatedAt)
+            lastCreatedAt = now
+            sequence += 1
+            return BuildLogRecord(id: idPrefix + Self.padded(sequence), buildId: buildId, level: level,
+                                  category: classifier.category, content: mask(line),
+                                  createdAt: Date(timeIntervalSince1970: now))
+        }
+    }
+
     /// The last lines of output (not opsh's notes), oldest first.
     var recentLines: [String] {
         condition.withLock { Array(recent[recentStart...] + recent[..<recentStart]) }

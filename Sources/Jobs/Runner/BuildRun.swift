@@ -373,12 +373,14 @@ final class BuildRun: @unchecked Sendable {
         var status: BuildStatus
         var exitCode: Int?
         var crash: CrashLogRecord?
+        // The end line lands with the end, in its transaction, or not at all.
+        var endLine: BuildLogRecord?
         switch outcome {
         case .failedToStart:
             status = .failed
         case .cancelledBeforeBuild:
             status = .cancelled
-            sink.note("build cancelled during the checkout", level: .warning)
+            endLine = sink.endLine("build cancelled during the checkout", level: .warning)
         case .ended(let termination):
             exitCode = Int(termination.exitCode)
             if cancelled {
@@ -386,23 +388,23 @@ final class BuildRun: @unchecked Sendable {
                 let how = killed
                     ? "SIGKILL after the \(configuration.cancelGracePeriod) s grace period"
                     : "SIGTERM"
-                sink.note("build cancelled (\(how)): \(termination) after \(elapsed)\(reason.map { ": \($0)" } ?? "")",
-                          level: .warning)
+                endLine = sink.endLine("build cancelled (\(how)): \(termination) after \(elapsed)\(reason.map { ": \($0)" } ?? "")",
+                                       level: .warning)
             } else {
                 switch termination {
                 case .exited(0):
                     status = .succeeded
-                    sink.note("build succeeded (exit code 0) in \(elapsed)")
+                    endLine = sink.endLine("build succeeded (exit code 0) in \(elapsed)")
                 case .exited(let code):
                     status = .failed
-                    sink.note("build failed with exit code \(code) after \(elapsed)", level: .error)
+                    endLine = sink.endLine("build failed with exit code \(code) after \(elapsed)", level: .error)
                 case .signaled(let signal):
                     status = .failed
                     let record = CrashLogRecord(buildId: buildId, content: sink.recentLines.joined(separator: "\n"),
                                                 signal: Int(signal))
                     crash = record
-                    sink.note("build crashed: \(termination) after \(elapsed); crash log \(record.incidentIdentifier)",
-                              level: .error)
+                    endLine = sink.endLine("build crashed: \(termination) after \(elapsed); crash log \(record.incidentIdentifier)",
+                                           level: .error)
                 }
             }
         }
@@ -419,7 +421,7 @@ final class BuildRun: @unchecked Sendable {
         // build `running` for good, nor have it run again.
         let fence = condition.withLock { self.fence }
         switch persist("the end", { try database.finish(buildId, status: status, exitCode: exitCode, progress: progress,
-                                                        fence: fence, log: nil, crash: crash) }) {
+                                                        fence: fence, log: endLine, crash: crash) }) {
         case .done:
             break
         case .lost(let refusal):

@@ -549,6 +549,11 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                 WHERE id = $4::text AND status IN ('queued', 'running')
                 """, [.text(status.rawValue), Self.integer(exitCode), Self.double(progress), .text(id)])
                 .affectedRows ?? 0
+            // A run's end line (fenced: the run still holds the build) lands
+            // with its end, and also when the build was ended elsewhere
+            // meanwhile (jobs.cancel); a resent end's line lands once.
+            guard changed > 0 || fence != nil else { return false }
+            if let log { try Self.insertLines(connection, build: id, [NewBuildLogLine(log)]) }
             guard changed > 0 else { return false }
             if let crash {
                 try connection.query("""
@@ -556,7 +561,6 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
                     """, [.text(crash.incidentIdentifier), .text(crash.buildId), .text(Self.clean(crash.content)),
                           Self.integer(crash.signal), .double(crash.createdAt.timeIntervalSince1970)])
             }
-            if let log { try Self.insertLines(connection, build: id, [NewBuildLogLine(log)]) }
             return true
         }
     }

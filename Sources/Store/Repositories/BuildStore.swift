@@ -345,12 +345,14 @@ public final class SQLiteBuildStore: BuildStore {
                        log: BuildLogRecord?, crash: CrashLogRecord?) throws -> Bool {
         try store.client.write { db in
             try requireFence(db, id, fence)
-            guard try store.builds.finish(db, id, status: status, exitCode: exitCode, progress: progress) else {
-                return false
-            }
-            if let crash { try store.crashLogs.records.insert(db, crash) }
-            if let log { try store.buildLogs.append(db, [log]) }
-            return true
+            let finished = try store.builds.finish(db, id, status: status, exitCode: exitCode, progress: progress)
+            // A run's end line (fenced: the run still holds the build) lands
+            // with its end, and also when the build was ended elsewhere
+            // meanwhile (jobs.cancel); a resent end's line lands once.
+            guard finished || fence != nil else { return false }
+            if finished, let crash { try store.crashLogs.records.insert(db, crash) }
+            if let log { try store.buildLogs.appendBatch(db, build: id, [NewBuildLogLine(log)]) }
+            return finished
         }
     }
 
