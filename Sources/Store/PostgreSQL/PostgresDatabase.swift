@@ -507,7 +507,14 @@ public final class PostgresDatabase {
     /// the transaction or broke opsh's savepoints (nothing committed:
     /// ``CommitGuard``), after which every statement is refused until
     /// opsh's transaction ends.
-    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue],
+    ///
+    /// A kept statement gone stale (0A000 "cached plan must not change
+    /// result type" after another session's ALTER TABLE, 26000 after
+    /// DISCARD ALL) is refused at its Bind, before it runs: rolled back to
+    /// its savepoint, it is prepared and run once more there, so a
+    /// backend's migration does not fail the operator's transaction
+    /// (``PostgresConnection`` forgot the statement already).
+    private func underSavepoint(_ sql: String, _ parameters: [PostgresValue], preparedAgain: Bool = false,
                                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         // A statement ended opsh's transaction: nothing more runs in it.
         if connection.transactionStatus == .idle { throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded }
@@ -522,10 +529,14 @@ public final class PostgresDatabase {
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
         var checked: [PostgresValue] = []
+        var handedRows = false
         do {
             var readings: [[PostgresValue]] = []
             results = try connection.pipeline(steps) { step, row in
-                if step == 1 { try eachRow(row) } else if step == reading { readings.append(try row.values()) }
+                if step == 1 {
+                    handedRows = true
+                    try eachRow(row)
+                } else if step == reading { readings.append(try row.values()) }
                 else if step == 2, sandboxCheck != nil { checked = try row.values() }
             }
             if results.count > reading { results[reading].rows = readings }
@@ -559,6 +570,9 @@ public final class PostgresDatabase {
                     measure?.rolledBack(to: CommitTally.counts(after[2], relations))
                 } else {
                     try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+                }
+                if error.step == 1, error.code == "0A000" || error.code == "26000", !handedRows, !preparedAgain {
+                    return try underSavepoint(sql, parameters, preparedAgain: true, eachRow: eachRow)
                 }
             case .idle where dryRunning:
                 // The dry run's guard refused the statement's commit.
