@@ -154,7 +154,7 @@ enum TelemetryCleanupModule {
         }
         if let callbackError { throw callbackError }
         if isDryRun {
-            FileHandle.standardError.write(Data("opsh: telemetry.cleanup: dry run: \(report.deleted) rows would have been deleted (rolled back)\n".utf8))
+            FileHandle.standardError.write(Data("opsh: telemetry.cleanup: dry run: \(report.deleted) rows would have been deleted; nothing is kept\n".utf8))
         }
         return call.results(.table([
             "deleted": .integer(Int64(report.deleted)),
