@@ -82,4 +82,18 @@ import Testing
         #expect(result.status == (signal == SIGINT ? 130 : 143), "\(result.stderr)")
         #expect(!Self.exists(lease), "\(result.stderr)")
     }
+
+    /// `--timeout` lets the handler run too, and still ends a run whose
+    /// handler never ends (its grace period, Deadline): exit 124.
+    @Test func aTimeoutRunsTheHandlerAndEndsOneThatNeverEnds() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.sqlite)
+        let script = try sandbox.script("loops.lua", """
+            local x <close> = setmetatable({}, { __close = function() io.stderr:write("closing\\n") while true do end end })
+            while true do end
+            """)
+        let result = try sandbox.opsh(["run", "--timeout", "1", script], on: database)
+        #expect(result.status == 124, "\(result.stderr)")
+        #expect(result.stderr.contains("closing"), "\(result.stderr)")
+    }
 }
