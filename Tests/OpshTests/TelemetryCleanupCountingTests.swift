@@ -45,6 +45,46 @@ import Testing
         #expect(try database.count("telemetry") == 1)
     }
 
+    /// At the prompt the cleanup commits batch by batch outside the chunk's
+    /// transaction: its chunk's audit row counts the rows it deleted, and
+    /// on SQLite `undo()` of the chunk before it (whose row the cleanup
+    /// deleted) refuses to write over the cleanup's change, naming it,
+    /// rather than take back around it. (PostgreSQL has no undo().) The
+    /// control: undo() of that chunk without the cleanup takes it back.
+    @Test(arguments: Engine.allCases) func atThePromptTheCleanupIsAuditedAndNeverUndoneAround(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try seeded(engine, in: sandbox)
+        let audited = AuditedDatabase(sandbox: sandbox, database: database)
+        let terminal = try audited.shell()
+        terminal.expect("> ")
+        terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('typed', 2)\")\r")
+        terminal.expect("committed: telemetry: 1 inserted")
+        terminal.expect("> ")
+        terminal.send(Self.cleanup + "\r")
+        terminal.expect("\(Self.old + 1)\tfalse")
+        terminal.expect("> ")
+        #expect(try database.count("telemetry") == 1)
+        if engine == .sqlite {
+            terminal.send("undo()\r")
+            terminal.expect("a row it would change was changed by someone else since")
+            terminal.expect("): deleted since")
+            terminal.expect("> ")
+            #expect(try database.count("telemetry") == 1)
+            // The control: a chunk nothing changed since is taken back.
+            terminal.send("db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('typed', 3)\")\r")
+            terminal.expect("committed: telemetry: 1 inserted")
+            terminal.expect("> ")
+            terminal.send("undo()\r")
+            terminal.expect("> ")
+            #expect(waitUntil(10) { (try? database.count("telemetry")) == 1 }, "\(terminal.transcript)")
+        }
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+        let rows = try audited.rows()
+        let cleanupRow = rows.first { ($0["code"] as? String)?.contains("telemetry.cleanup") == true } ?? [:]
+        #expect(AuditTrailTests.counts(cleanupRow, "telemetry") == ["inserted": 0, "updated": 0, "deleted": Self.old + 1], "\(rows)")
+    }
+
     /// `--max-changes` counts the cleanup's batches: over the cap the run
     /// fails, says why, and every row is still there; under it, they go.
     @Test(arguments: Engine.allCases) func maxChangesCapsTheCleanupsBatches(_ engine: Engine) throws {
