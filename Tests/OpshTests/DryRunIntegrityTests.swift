@@ -35,4 +35,25 @@ import Testing
         #expect(real.status == 0, "\(real.stderr)")
         #expect(try sandbox.sqlite("SELECT name FROM projects") == "X")
     }
+
+    /// A dry run on a file another process was writing to as opsh opened
+    /// it (the store falls back to one queue, as it does beside a busy
+    /// backend) reads before and after its lock waits: it crashed ("Database
+    /// methods are not reentrant") at its first repository read. SQLite
+    /// only: the fallback is SQLite's store. The control: the same read
+    /// without --dry-run.
+    @Test func aDryRunOpenedWhileTheFileWasBusyReadsWithoutCrashing() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try sandbox.sqlite("INSERT INTO projects VALUES ('com.example.demo', 'Demo', 'Demo', 'u', 1)")
+        try sandbox.whileAnotherProcessHolds("BEGIN IMMEDIATE;") {
+            let dry = try sandbox.opsh(["--dry-run", "--busy-timeout", "0.5", "-e", "return projects.count()"])
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(dry.stdout == "1\n", "\(dry.stdout)")
+            #expect(dry.stderr.contains("no rows would have changed"), "\(dry.stderr)")
+            let control = try sandbox.opsh(["--busy-timeout", "0.5", "-e", "return projects.count()"])
+            #expect(control.status == 0, "\(control.stderr)")
+            #expect(control.stdout == "1\n", "\(control.stdout)")
+        }
+    }
 }

@@ -2,10 +2,10 @@ import Foundation
 import Testing
 
 /// `telemetry.cleanup`'s batches are the session's writes on every route:
-/// a dry run counts what they would delete (its summary said "no rows
-/// would have changed" while the cleanup said 500 deleted: under the
-/// session's dry run it only counted, outside the session's counter),
-/// `--max-changes` caps them, and the dry run takes them back. The audit
+/// a dry run's summary names what they would delete (it said "no rows
+/// would have changed" while the cleanup said 500 deleted: the dry run
+/// counts them, without deleting or locking, and the count did not reach
+/// the session's summary), and `--max-changes` caps them. The audit
 /// row's count is AuditTrailTests.aCleanupStoppedBySIGTERMIsRecordedWithWhatItDeleted.
 /// One body, both engines.
 @Suite struct TelemetryCleanupCountingTests {
@@ -43,6 +43,44 @@ import Testing
         #expect(real.stdout == "\(Self.old)\tfalse\n", "\(real.stdout)")
         #expect(!real.stderr.contains("would have been deleted"), "\(real.stderr)")
         #expect(try database.count("telemetry") == 1)
+    }
+
+    /// A dry run's cleanup counts without deleting, so it takes no write
+    /// lock and does not stall the backend: it finishes, naming the rows,
+    /// while another process holds the lock the deletion would need
+    /// (SQLite's write lock; on PostgreSQL the rows themselves, FOR UPDATE).
+    /// The control: the real cleanup under the same lock waits, and gives
+    /// up after `--busy-timeout` saying why.
+    @Test(arguments: Engine.allCases) func aDryRunsCleanupTakesNoLockTheBackendNeeds(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try seeded(engine, in: sandbox)
+        let holder: ChildProcess
+        switch engine {
+        case .sqlite:
+            holder = try sandbox.start("/usr/bin/sqlite3", [database.db], stdin: ".timeout 10000\nBEGIN IMMEDIATE;\n", keepingStdinOpen: true)
+            #expect(try waitUntil(10) { (try? database.sql("BEGIN IMMEDIATE; ROLLBACK;")) == nil })
+        case .postgresql:
+            holder = try sandbox.start(try PostgresServer.shared().tool("psql"), ["-X", "-q", "-d", database.db],
+                                       stdin: "BEGIN;\nSELECT count(*) FROM (SELECT id FROM telemetry FOR UPDATE) AS locked;\n", keepingStdinOpen: true)
+            #expect(try waitUntil(10) {
+                try database.sql("SELECT count(*) FROM pg_locks WHERE relation = 'telemetry'::regclass AND mode = 'RowShareLock' AND granted") == "1"
+            })
+        }
+        defer {
+            holder.write("ROLLBACK;\n")
+            holder.closeInput()
+            _ = sandbox.finish(holder)
+        }
+        let dry = try sandbox.opsh(["--dry-run", "--busy-timeout", "0.5", "-e", Self.cleanup], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout == "\(Self.old)\ttrue\n", "\(dry.stdout)")
+        #expect(dry.stderr.contains("telemetry: 0 inserted, 0 updated, \(Self.old) deleted"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("no write lock taken"), "\(dry.stderr)")
+
+        let real = try sandbox.opsh(["--busy-timeout", "0.5", "-e", Self.cleanup], on: database)
+        #expect(real.status != 0, "\(real.stderr)")
+        #expect(real.stderr.contains("lock"), "\(real.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1)
     }
 
     /// At the prompt the cleanup commits batch by batch outside the chunk's

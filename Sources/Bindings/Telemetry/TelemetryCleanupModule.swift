@@ -14,10 +14,10 @@ import Store
 /// ```
 ///
 /// Each batch is a transaction of its own (``TelemetryCleanup``), so it is
-/// refused inside `db.transaction`; under `--dry-run` its batches run in
-/// the dry run's transaction (its summary counts them; rolled back) and
-/// stderr says they would have been deleted. On a terminal a progress bar
-/// runs on stderr.
+/// refused inside `db.transaction`; under `--dry-run` it counts, deletes
+/// nothing and takes no write lock, and the dry run's summary names the
+/// rows as deleted (the session's `countedInsteadOfChanged`). On a
+/// terminal a progress bar runs on stderr.
 /// An interrupt (Ctrl-C, timeout) stops it between batches; the batches
 /// done stay done, and stderr says how many rows went.
 enum TelemetryCleanupModule {
@@ -97,13 +97,10 @@ enum TelemetryCleanupModule {
             guard let text = value.stringValue else { throw call.argumentError(1, "event: a string expected, got \(value.typeName)") }
             event = text
         }
-        // Under the session's dry run the batches run, in its transaction:
-        // its summary counts what they would have deleted, and they are
-        // rolled back with it. `dryRun = true` only counts, taking no lock.
-        var dryRun = false
+        var dryRun = isDryRun
         switch fields["dryRun"] ?? .nil {
         case .nil: break
-        case let .boolean(flag): dryRun = flag
+        case let .boolean(flag): dryRun = dryRun || flag
         case let value: throw call.argumentError(1, "dryRun: a boolean expected, got \(value.typeName)")
         }
         var onBatch: LuaReference?
@@ -154,14 +151,14 @@ enum TelemetryCleanupModule {
         }
         if let callbackError { throw callbackError }
         if isDryRun {
-            FileHandle.standardError.write(Data("opsh: telemetry.cleanup: dry run: \(report.deleted) rows would have been deleted; nothing is kept\n".utf8))
+            FileHandle.standardError.write(Data("opsh: telemetry.cleanup: dry run: \(report.deleted) rows would have been deleted (counted, not deleted: no write lock taken)\n".utf8))
         }
         return call.results(.table([
             "deleted": .integer(Int64(report.deleted)),
             "batches": .integer(Int64(report.batches)),
             "longestLockMs": .number((report.longestLockMs * 10).rounded() / 10),
             "seconds": .number((report.seconds * 1000).rounded() / 1000),
-            "dryRun": .boolean(report.dryRun || isDryRun),
+            "dryRun": .boolean(report.dryRun),
         ]))
     }
 }

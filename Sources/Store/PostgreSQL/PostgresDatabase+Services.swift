@@ -208,7 +208,7 @@ struct PostgresSessionMaintenance: SessionMaintenance {
         isOutsideTheChunk && !database.isDryRun ? TelemetryCleanup.outsideTheChunk : nil
     }
 
-    var cleanupCommitsEachBatch: Bool { !isInTheRun && !database.isDryRun }
+    var cleanupCommitsEachBatch: Bool { !isInTheRun }
 
     private var isOutsideTheChunk: Bool { (try? database.isInUnwrittenChunk()) == true }
     private var isInTheRun: Bool { database.isInRunScope && database.depth == 1 }
@@ -222,6 +222,8 @@ struct PostgresSessionMaintenance: SessionMaintenance {
 
     func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report {
-        try cleanup.run(on: database, shouldStop: shouldStop, progress: progress)
+        let report = try cleanup.run(on: database, shouldStop: shouldStop, progress: progress)
+        if database.isDryRun { database.countedInsteadOfChanged("telemetry", deleted: report.deleted) }
+        return report
     }
 }

@@ -1030,11 +1030,13 @@ public final class PostgresDatabase {
             let result = try plainTransaction {
                 let before = try readMeasure()
                 let schema = try PostgresSchemaSnapshot(connection)
+                let notChangedBefore = notChanged
                 let result = try body()
                 let after = try readMeasure()
                 let difference = try schemaDifference(since: schema, pending: after.last, always: true)
                 outcome.summary.tables = after.changed.since(before.changed)
                 outcome.summary.tables.add(difference.droppedRows)
+                outcome.summary.tables.add(notChanged.since(notChangedBefore))
                 outcome.summary.schemaChanges = difference.changes
                 return result
             }
@@ -1115,6 +1117,7 @@ public final class PostgresDatabase {
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
         let schema = try watchSchema(true)
+        let notChangedBefore = notChanged
         let result = try body()
         try flushDeferred()
         let measured = try readMeasure()
@@ -1122,11 +1125,25 @@ public final class PostgresDatabase {
         var summary = ChangeSummary()
         summary.tables = measured.changed
         summary.tables.add(difference.droppedRows)
+        summary.tables.add(notChanged.since(notChangedBefore))
         summary.schemaChanges = difference.changes
         return (result, summary)
     }
 
     public var isDryRun: Bool { dryRunning }
+
+    /// Rows a dry run's operations counted instead of changing, since the
+    /// session began (the dry run's summary adds what it counted).
+    private(set) var notChanged: TableChanges = [:]
+
+    /// A dry run's operation counted `deleted` rows of `table` instead of
+    /// deleting them (telemetry.cleanup, as on SQLite, where deleting them
+    /// in the dry run's transaction would hold the write lock throughout):
+    /// the dry run's summary names them as deleted.
+    public func countedInsteadOfChanged(_ table: String, deleted: Int) {
+        guard deleted > 0 else { return }
+        notChanged.add([table: TableChangeCounts(deleted: deleted)])
+    }
 
     /// What makes a dry run's transaction one the server refuses to commit,
     /// whatever the script sends (`COMMIT`, `END`, in any spelling, in a

@@ -18,6 +18,9 @@ struct Counting {
     let allowSchemaChanges: Bool
     /// The counts when counting began (a replayed chunk's carried changes).
     var baseline: TableChanges = [:]
+    /// Rows a dry run's operation counted instead of changing
+    /// (``SessionDatabase/countedInsteadOfChanged(_:deleted:)``).
+    var notChanged: TableChanges = [:]
     /// The schema when the transaction began (nil until it has).
     var schema: SchemaSnapshot?
 
@@ -44,8 +47,24 @@ extension SessionDatabase {
     func summary(of counting: Counting, db: Database) throws -> ChangeSummary {
         var summary = ChangeSummary()
         summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
+        summary.tables.add(counting.notChanged)
         summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
         return summary
+    }
+
+    /// A dry run's operation counted `deleted` rows of `table` instead of
+    /// deleting them (telemetry.cleanup: deleting them in the dry run's one
+    /// transaction would hold SQLite's write lock for the whole deletion,
+    /// where the real cleanup holds it a batch at a time): the dry run's
+    /// summary names them as deleted, and its cap counts them.
+    public func countedInsteadOfChanged(_ table: String, deleted: Int) throws {
+        guard deleted > 0, counting != nil else { return }
+        counting?.notChanged.add([table: TableChangeCounts(deleted: deleted)])
+        guard let counting, let limit = counting.limit else { return }
+        var summary = ChangeSummary()
+        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
+        summary.tables.add(counting.notChanged)
+        try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: true, what: counting.what)
     }
 
     /// Throws ``TooManyChanges`` when the counted transaction with what the
@@ -55,6 +74,7 @@ extension SessionDatabase {
         guard let limit = counting.limit else { return }
         var summary = ChangeSummary()
         summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
+        summary.tables.add(counting.notChanged)
         summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
         let kept = store.committedChanges.budgetCommitted()
         summary.tables.add(kept)

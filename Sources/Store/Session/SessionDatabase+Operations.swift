@@ -50,20 +50,10 @@ extension TelemetryCleanup {
     /// session's writes, each committed on its own (at the prompt, outside
     /// the chunk's transaction: ``SessionDatabase/writeOnItsOwn(_:)``),
     /// checkpoints between them on the store's writer outside any
-    /// transaction. In a dry run the batches are savepoints of the dry
-    /// run's transaction on the store's writer, counted by its preupdate
-    /// hook and rolled back with it: nothing to checkpoint or pause for
-    /// (and that writer is busy with the dry run).
+    /// transaction.
     public func run(on database: SessionDatabase, shouldStop: () -> Bool,
                     progress: (MaintenanceProgress) -> Void) throws -> Report {
-        if database.isDryRun {
-            var options = options
-            options.pauseFraction = 0
-            return try TelemetryCleanup(options).run(read: { body in try database.read(body) },
-                                                     write: { body in try database.writeOnItsOwn(body) },
-                                                     shouldStop: shouldStop, progress: progress)
-        }
-        return try run(read: { body in try database.read(body) },
+        try run(read: { body in try database.read(body) },
                 write: { body in try database.writeOnItsOwn(body) },
                 unlocked: { body in try database.store.writer.writeWithoutTransaction(body) },
                 shouldStop: shouldStop, progress: progress)

@@ -169,7 +169,7 @@ struct SQLiteMaintenance: SessionMaintenance {
     var cleanupIsAllowedInTheOpenTransaction: Bool { false }
 
     var cleanupNote: String? {
-        guard session.isInUnwrittenChunk else { return nil }
+        guard session.isInUnwrittenChunk && !session.isDryRun else { return nil }
         // README: the cleanup commits per batch, at the prompt too.
         return "telemetry.cleanup runs outside the chunk's transaction: each batch is committed as it goes (undo() cannot take it back)"
     }
@@ -184,6 +184,8 @@ struct SQLiteMaintenance: SessionMaintenance {
 
     func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report {
-        try cleanup.run(on: session, shouldStop: shouldStop, progress: progress)
+        let report = try cleanup.run(on: session, shouldStop: shouldStop, progress: progress)
+        if session.isDryRun { try session.countedInsteadOfChanged("telemetry", deleted: report.deleted) }
+        return report
     }
 }

@@ -173,6 +173,10 @@ public final class SessionDatabase {
     /// The shell's --dry-run on a private copy: chunks commit into the copy,
     /// which is thrown away, and opsh.dryRun() says true.
     public var markedDryRun = false
+    /// The connection of the store's writer while a dry run holds it and
+    /// it is a DatabaseQueue (GRDB's queue is not reentrant): reads before
+    /// the dry run's first write run on it.
+    private var heldQueue: Database?
 
     /// Runs a read that needs no snapshot: on the open transaction, else as
     /// one statement on a pool reader (single statements are atomic; no
@@ -180,6 +184,7 @@ public final class SessionDatabase {
     /// see different commits (``read(_:)`` is the snapshot-safe one).
     func unsafeRead<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
+        if let heldQueue { return try Self.readTransaction(on: heldQueue, body) }
         if let pool = try store.writer as? DatabasePool { return try pool.unsafeRead(body) }
         return try store.writer.read(body)
     }
@@ -187,7 +192,20 @@ public final class SessionDatabase {
     /// Runs a read whose statements all see one snapshot (GRDB's `read`).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let current { return try body(current) }
+        if let heldQueue { return try Self.readTransaction(on: heldQueue, body) }
         return try store.writer.read(body)
+    }
+
+    /// A read on a connection this session holds, in a read transaction of
+    /// its own that ends with it (no snapshot is kept: the dry run's first
+    /// write must not have to upgrade one).
+    private static func readTransaction<T>(on db: Database, _ body: (Database) throws -> T) throws -> T {
+        var result: T?
+        try db.inTransaction(.deferred) {
+            result = try body(db)
+            return .commit
+        }
+        return result!
     }
 
     /// Runs an atomic write: a savepoint in the open transaction, else a
@@ -217,11 +235,9 @@ public final class SessionDatabase {
         }
     }
 
-    /// Whether a shell chunk is open and has not written yet (not in a dry
-    /// run): an operation that commits batch by batch (``writeOnItsOwn(_:)``)
-    /// runs outside it. In a dry run it runs in the chunk's transaction,
-    /// counted and taken back with it, as PostgreSQL's does.
-    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil && !isDryRun }
+    /// Whether a shell chunk is open and has not written yet: an operation
+    /// that commits batch by batch (``writeOnItsOwn(_:)``) runs outside it.
+    public var isInUnwrittenChunk: Bool { scope?.kind == .chunk && current == nil && pending != nil }
 
     /// Runs an atomic write that commits on its own: in a shell chunk that
     /// has not written yet, a transaction on the store's writer, outside
@@ -415,7 +431,12 @@ public final class SessionDatabase {
             counting = nil
             dryRunning = false
         }
-        return try writer().writeWithoutTransaction { db in
+        let dryRunWriter = try writer()
+        return try dryRunWriter.writeWithoutTransaction { db in
+            // The store's writer is a queue when the file was busy as it
+            // opened (Store.open): held here, a read must not enter it again.
+            if dryRunWriter is DatabaseQueue { heldQueue = db }
+            defer { heldQueue = nil }
             counting = Counting(changes: changes(of: db), limit: nil, what: "the dry run", allowSchemaChanges: true)
             // The transaction begins at the first write (beginPendingWrite):
             // a dry run that only reads never takes the write lock, and
@@ -435,6 +456,8 @@ public final class SessionDatabase {
                     try Self.requireOpenTransaction(db, of: "the dry run")
                     summary = try self.summary(of: counting, db: db)
                     try db.rollback()
+                } else if let counting {
+                    summary.tables = counting.notChanged
                 }
                 return (result, summary)
             } catch {
@@ -534,7 +557,12 @@ public final class SessionDatabase {
             var outcome = ScopeOutcome()
             do {
                 let result = try body()
-                guard current != nil, let counting else { return (result, outcome) }
+                guard current != nil, let counting else {
+                    // A dry run on the private copy: what an operation
+                    // counted instead of changing.
+                    outcome.summary.tables = self.counting?.notChanged ?? [:]
+                    return (result, outcome)
+                }
                 try Self.requireOpenTransaction(db, of: kind == .chunk ? "the chunk" : "the run")
                 outcome.summary = try summary(of: counting, db: db)
                 try check(counting, db: db)
@@ -586,7 +614,11 @@ public final class SessionDatabase {
                 let carriedCounts = counting?.changes?.pending() ?? [:]
                 counting?.baseline = carriedCounts
                 let result = try body()
-                guard current != nil, let counting else { return (result, carried, ChangeSummary(), nil) }
+                guard current != nil, let counting else {
+                    var summary = ChangeSummary()
+                    summary.tables = self.counting?.notChanged ?? [:]
+                    return (result, carried, summary, nil)
+                }
                 try Self.requireOpenTransaction(db, of: "the dry run's chunk")
                 let summary = try self.summary(of: counting, db: db)
                 let problem = try coverageProblem(of: summary, db: db)
