@@ -76,7 +76,9 @@ import Store
     /// was most of `query(key.build(id))`'s own cost); a key it leads to
     /// (`.logs`) holds its node and has one. Both are "opsh.key", equal to
     /// the parsed key, and still work after a collection that freed
-    /// thousands of their kind; a userdata of another kind is no key.
+    /// thousands of their kind; a userdata of another kind is no key. An
+    /// id that is not ASCII takes the function's Swift body (its C path
+    /// takes ASCII only), which checks it is UTF-8.
     @Test func aKeyOfARootAndAnIdHasNoFinaliser() throws {
         try seed()
         let results = try test.run("""
@@ -88,11 +90,13 @@ import Store
                    getmetatable(k).__name, getmetatable(logs).__name,
                    k == key.parse('build.b1'), key.parse('build.b1') == k, k == key.build('b1'), k == key.build('b2'),
                    tostring(k), tostring(key.build(12)), query(k).status, tostring(logs.ids), #query(key.build('b3').logs.ids),
-                   select(2, pcall(query, io.stdout))
+                   select(2, pcall(query, io.stdout)),
+                   key.build('bé') == key.parse(tostring(key.build('bé'))), select(2, pcall(key.build, '\\255'))
             """)
         #expect(results == [true, true, "opsh.key", "opsh.key", true, true, true, false,
                             "build.b1", "build.12", "succeeded", "build.b1.logs.ids", 2,
-                            "bad argument #1 to 'query' (opsh.key expected, got FILE*)"])
+                            "bad argument #1 to 'query' (opsh.key expected, got FILE*)",
+                            true, "bad argument #1 to 'build' (string is not valid UTF-8 (byte 1: 0xFF))"])
     }
 
     @Test func differentKeysAreNotEqual() throws {

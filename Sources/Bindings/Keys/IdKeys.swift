@@ -68,6 +68,25 @@ enum IdKeys {
         return 1
     }
 
+    /// `key.<root>(id)` for an id of ASCII text, without Swift's host call
+    /// (Lua's C call to a C function): the key made as ``push(root:id:_:)``
+    /// makes it; `data` is the root's position plus one. Anything else
+    /// (a number, text to check as UTF-8, no id) is declined to the
+    /// function's Swift body, which reads it and names what is wrong.
+    static let fastPush: opsh_fast_path = { state, data in
+        guard let state, lua_type(state, 1) == LUA_TSTRING else { return OPSH_DECLINE }
+        var length = 0
+        guard let bytes = lua_tolstring(state, 1, &length) else { return OPSH_DECLINE }
+        for offset in 0..<length where UInt8(bitPattern: bytes[offset]) >= 0x80 { return OPSH_DECLINE }
+        let box = lua_newuserdatauv(state, MemoryLayout<Int32>.size, 1)!
+        box.storeBytes(of: Int32(Int(bitPattern: data) - 1), as: Int32.self)
+        lua_pushvalue(state, 1)
+        lua_setiuservalue(state, -2, 1)
+        lua_getfield(state, opsh_registryindex(), metatableName)
+        lua_setmetatable(state, -2)
+        return 1
+    }
+
     /// The node the key at `index` stands for, nil when it is not one of these.
     static func node(_ call: LuaCall, at index: Int32) -> KeyNode? {
         guard let (root, id) = rootAndID(call, at: index) else { return nil }

@@ -77,6 +77,12 @@ enum KeyModule {
         // when a script asks for something else.
         let stack = runtime.stack
         stack.pushGlobal("key")
+        // The keys of a root word and an id: the same body, its common case in C.
+        for (root, (word, _)) in IdKeys.roots.enumerated() {
+            guard let body = functions[word] else { continue }
+            runtime.pushFunction(word, body, fastPath: IdKeys.fastPush, data: UnsafeMutableRawPointer(bitPattern: root + 1))
+            stack.setField(word, at: -2)
+        }
         let metamethods = keyMetamethods()
         for (name, node) in objects {
             runtime.pushObject(node, type: typeName, methods: [:], metamethods: metamethods)
