@@ -71,6 +71,34 @@ import Store
         #expect(try QueryKey(parsing: text).description == text)
     }
 
+    /// A key of a root word and its id (`key.build(id)`) is a key object
+    /// without a finaliser (IdKeys: Lua's collector running one per key
+    /// was most of `query(key.build(id))`'s own cost); a key it leads to
+    /// (`.logs`) holds its node and has one. Both are "opsh.key", equal to
+    /// the parsed key, and still work after a collection that freed
+    /// thousands of their kind; a userdata of another kind is no key. An
+    /// id that is not ASCII takes the function's Swift body (its C path
+    /// takes ASCII only), which checks it is UTF-8.
+    @Test func aKeyOfARootAndAnIdHasNoFinaliser() throws {
+        try seed()
+        let results = try test.run("""
+            local k = key.build('b1')
+            for i = 1, 5000 do local _ = key.build('b' .. i) end
+            collectgarbage()
+            local logs = k.logs
+            return getmetatable(k).__gc == nil, getmetatable(logs).__gc ~= nil,
+                   getmetatable(k).__name, getmetatable(logs).__name,
+                   k == key.parse('build.b1'), key.parse('build.b1') == k, k == key.build('b1'), k == key.build('b2'),
+                   tostring(k), tostring(key.build(12)), query(k).status, tostring(logs.ids), #query(key.build('b3').logs.ids),
+                   select(2, pcall(query, io.stdout)),
+                   key.build('bé') == key.parse(tostring(key.build('bé'))), select(2, pcall(key.build, '\\255'))
+            """)
+        #expect(results == [true, true, "opsh.key", "opsh.key", true, true, true, false,
+                            "build.b1", "build.12", "succeeded", "build.b1.logs.ids", 2,
+                            "bad argument #1 to 'query' (opsh.key expected, got FILE*)",
+                            true, "bad argument #1 to 'build' (string is not valid UTF-8 (byte 1: 0xFF))"])
+    }
+
     @Test func differentKeysAreNotEqual() throws {
         #expect(try test.run("return key.build('a') == key.build('b'), key.build('a') == key.parse('build.a')") == [false, true])
     }

@@ -26,11 +26,17 @@ enum KeyModule {
     static func install(in session: OpshSession) {
         let plans = QueryPlanRunner(rows: session.rows, rowShapes: session.rowShapes)
         let dialect = session.database.dialect
+        let idStatements = IdKeyStatements(dialect: dialect)
         session.runtime.register("query") { call in
+            // A key of a root word and an id: its root's one statement,
+            // made once, with the id (no node, no plan per call).
+            if let (root, id) = IdKeys.rootAndID(call, at: 1), let statement = idStatements.statement(root: root) {
+                return try plans.run(statement, values: [.text(id)], call: call)
+            }
             // Every key runs on the db module's machinery (cached, stepped
             // in C, rows built once into Lua tables); the aggregates as
             // several statements assembled in Lua.
-            try plans.push(try queryKey(call, 1).plan(dialect: dialect), call: call)
+            return try plans.push(try queryKey(call, 1).plan(dialect: dialect), call: call)
         }
     }
 
@@ -43,7 +49,10 @@ enum KeyModule {
         var objects: [(String, KeyNode)] = []
         for word in QueryKeyGrammar.rootWords {
             guard let node = KeyNode.root(word) else { continue }
-            if node.key == nil, case let .value(slot)? = node.call, slot.prefix == nil {
+            if let root = IdKeys.root(word) {
+                // A key of the word and one id: no Swift object (IdKeys).
+                functions[word] = { call in IdKeys.push(root: root, id: try id(call, 1), call) }
+            } else if node.key == nil, case let .value(slot)? = node.call, slot.prefix == nil {
                 functions[word] = { call in
                     let value: QueryKeyGrammar.Arguments.Value = slot.kind == .idList
                         ? .texts(try idList(call, item: slot.what)) : .text(try id(call, 1))
@@ -68,11 +77,18 @@ enum KeyModule {
         // when a script asks for something else.
         let stack = runtime.stack
         stack.pushGlobal("key")
+        // The keys of a root word and an id: the same body, its common case in C.
+        for (root, (word, _)) in IdKeys.roots.enumerated() {
+            guard let body = functions[word] else { continue }
+            runtime.pushFunction(word, body, fastPath: IdKeys.fastPush, data: UnsafeMutableRawPointer(bitPattern: root + 1))
+            stack.setField(word, at: -2)
+        }
         let metamethods = keyMetamethods()
         for (name, node) in objects {
             runtime.pushObject(node, type: typeName, methods: [:], metamethods: metamethods)
             stack.setField(name, at: -2)
         }
+        IdKeys.installMetatable(runtime: runtime, metamethods: metamethods)
         let names = (QueryKeyGrammar.rootWords + ["parse"]).joined(separator: ", ")
         lua_createtable(runtime.state, 0, 1)
         runtime.pushFunction("key", { call in
@@ -97,8 +113,7 @@ enum KeyModule {
                 throw LuaCallError.message(error.description)
             }
         case .userdata:
-            let node = try call.object(index, as: KeyNode.self, typeName: typeName)
-            return try complete(node)
+            return try complete(try KeyModule.node(call, index))
         default:
             throw call.typeError(index, expected: "query key")
         }
@@ -151,6 +166,13 @@ enum KeyModule {
 
     // MARK: Key objects
 
+    /// The node of the key object at `index`: one holding its ``KeyNode``,
+    /// or one of a root word and an id (``IdKeys``).
+    static func node(_ call: LuaCall, _ index: Int32) throws -> KeyNode {
+        if let node = IdKeys.node(call, at: index) { return node }
+        return try call.object(index, as: KeyNode.self, typeName: typeName)
+    }
+
     /// Pushes a key object. Its metatable exists: `install` created it.
     static func pushNode(_ node: KeyNode, _ call: LuaCall) -> Int32 {
         call.host.pushObject(node, type: typeName, methods: [:], on: call.state)
@@ -161,7 +183,7 @@ enum KeyModule {
         var metamethods: [String: LuaHostFunction] = [:]
         let push = pushNode
         metamethods["__index"] = { call in
-            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            let node = try KeyModule.node(call, 1)
             guard call.type(2) == .string, let name = call.stack.string(at: 2) else {
                 throw LuaCallError.message("key \(node.text) has no \(call.stack.typeName(at: 2)) fields")
             }
@@ -176,17 +198,17 @@ enum KeyModule {
             return push(next, call)
         }
         metamethods["__call"] = { call in
-            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            let node = try KeyModule.node(call, 1)
             return push(try called(node, call), call)
         }
         metamethods["__tostring"] = { call in
-            let node = try call.object(1, as: KeyNode.self, typeName: typeName)
+            let node = try KeyModule.node(call, 1)
             if let key = node.key { return call.results(.string(key.description)) }
             return call.results(.string("<incomplete key \(node.text): add \(node.continuation)>"))
         }
         metamethods["__eq"] = { call in
-            let left = try call.object(1, as: KeyNode.self, typeName: typeName)
-            let right = try call.object(2, as: KeyNode.self, typeName: typeName)
+            let left = try KeyModule.node(call, 1)
+            let right = try KeyModule.node(call, 2)
             if let a = left.key, let b = right.key { return call.results(.boolean(a == b)) }
             return call.results(.boolean(left.key == nil && right.key == nil && left.text == right.text))
         }
@@ -196,7 +218,7 @@ enum KeyModule {
                 switch call.type(index) {
                 case .string, .number: text += try call.string(index)
                 case .userdata:
-                    let node = try call.object(index, as: KeyNode.self, typeName: typeName)
+                    let node = try KeyModule.node(call, index)
                     text += try complete(node).description
                 default:
                     throw LuaCallError.message("attempt to concatenate a \(call.stack.typeName(at: index)) value")

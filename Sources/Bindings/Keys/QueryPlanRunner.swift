@@ -26,12 +26,18 @@ struct QueryPlanRunner {
     }
 
     private func run(_ statement: QueryStatement, _ call: LuaCall) throws -> Int32 {
+        try run(statement, values: statement.values, call: call)
+    }
+
+    /// Runs `statement` with `values` in place of its own (a key's
+    /// statement made once, ``IdKeyStatements``) and pushes its value.
+    func run(_ statement: QueryStatement, values: [StoreValue], call: LuaCall) throws -> Int32 {
         let shape: ResultShape = switch statement.shape {
         case .row: .first
         case .rows: .rows
         case .ids: .column
         }
-        return try rows.run(statement.sql, statement.values, shape: shape, call: call)
+        return try rows.run(statement.sql, values, shape: shape, call: call)
     }
 
     /// Runs `plan` and keeps its value in the registry: the slot (Self.nilSlot for nil).

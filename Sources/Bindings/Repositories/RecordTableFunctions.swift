@@ -21,6 +21,12 @@ protocol RepositoryEngine {
     /// path's C write (``RowPathWriteConnection``), on `call`'s stack: the
     /// call's own arguments must have been read.
     func writeOneStatement<T>(_ table: String, call: LuaCall, _ body: (Connection) throws -> T) throws -> T
+    /// Steps a planned write as `db.exec` steps a write in the open
+    /// transaction (the row path's C write), and returns the row's key;
+    /// nil when that path declined or the write needs Store's words
+    /// (``writeOneStatement(_:call:_:)`` then runs it). The call's own
+    /// arguments must have been read.
+    func writeInOpenTransaction(_ planned: PlannedWrite, call: LuaCall) throws -> StoreValue?
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -74,6 +80,25 @@ struct SessionRepositories: RepositoryEngine {
         try database.writeOneStatement(table: table) { db in
             guard let writes else { return try body(AnyRepositoryConnection(db)) }
             return try body(AnyRepositoryConnection(RowPathWriteConnection(base: db, statements: writes, call: call)))
+        }
+    }
+
+    /// Inside the open transaction the session's rules around one
+    /// statement (``DatabaseSession/writeOneStatement(table:_:)``) are the
+    /// C write's own: it steps only on the transaction's connection, while
+    /// SQLite has not ended that transaction, and never while writes are
+    /// counted (a dry run, a cap), as for `db.exec`; the transaction's end
+    /// tells the read connection that the session wrote. So the layers
+    /// around the statement (the session's bookkeeping, the connection
+    /// wrapper, the closures naming errors) were a repository write's own
+    /// cost beside `db.exec` (issue 27), and run only when C declines or
+    /// SQLite refused: then Store runs the statement and says why.
+    func writeInOpenTransaction(_ planned: PlannedWrite, call: LuaCall) throws -> StoreValue? {
+        guard let writes else { return nil }
+        switch writes.write(planned.sql, planned.arguments, state: call.state) {
+        case let .done(changes, rowid): return planned.key(changes: changes, rowid: rowid)
+        case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case .failed, .declined: return nil
         }
     }
 
@@ -213,6 +238,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         // The planned statement when Store plans one; else the general path.
         if let values = reader.columnValues(argument: 1, spec: spec, names: plans.utf8Names(spec)),
            let planned = table.plannedInsert(values, spec: spec, dialect: context.dialect, plans: plans) {
+            if let key = try context.writeInOpenTransaction(planned, call: call) { return try pushRow(key: key, call: call) }
             let key = try call.naming(argument: 1) {
                 try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
             }
@@ -234,6 +260,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let key = try reader.key(argument: 1, spec: spec)
         if let values = reader.columnValues(argument: 2, spec: spec, names: plans.utf8Names(spec)),
            let planned = table.plannedUpdate(key: key, values, spec: spec, dialect: context.dialect, plans: plans) {
+            if try context.writeInOpenTransaction(planned, call: call) != nil { return try pushRow(key: key, call: call) }
             _ = try call.naming(argument: 2) {
                 try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
             }

@@ -99,8 +99,8 @@ public final class RecordWritePlans: @unchecked Sendable {
 /// One planned statement (``RecordTable/plannedInsert(_:spec:dialect:plans:)``,
 /// ``RecordTable/plannedUpdate(key:_:spec:dialect:plans:)``).
 public struct PlannedWrite {
-    let sql: String
-    let arguments: [StoreValue]
+    public let sql: String
+    public let arguments: [StoreValue]
     /// The row's key, when known before the write (nil: the rowid).
     let key: StoreValue?
     /// Written only where the rows it refers to exist (`WHERE EXISTS`).
@@ -110,6 +110,17 @@ public struct PlannedWrite {
     /// by name are made only to name a refusal (``fields``).
     let values: [StoreValue?]
     let names: [String]
+
+    /// The row's key once the caller stepped ``sql`` with ``arguments``
+    /// itself (the row path's C write) and it changed `changes` rows,
+    /// `rowid` the connection's last inserted rowid: what
+    /// ``RecordTable/run(_:_:spec:)`` returns. Nil when it wrote nothing
+    /// where it must write a row (a referenced row missing, no row with
+    /// the key): ``RecordTable/run(_:_:spec:)`` then says why.
+    public func key(changes: Int, rowid: Int64) -> StoreValue? {
+        if isUpdate || checksReferences { return changes > 0 ? key ?? .null : nil }
+        return key ?? .integer(rowid)
+    }
 
     var fields: [String: StoreValue] {
         var fields: [String: StoreValue] = [:]

@@ -160,8 +160,16 @@ extension StoreDatabase: RepositoryConnection {
         return db.lastInsertedRowID
     }
 
+    /// Read from SQLite, not from GRDB's schema cache: a script's DDL
+    /// (`db.exec('ALTER TABLE …')` in `db.transaction`) runs on the
+    /// connection outside GRDB, which then still had the table's old
+    /// columns, and the next repository write refused the new one. The
+    /// callers read a table's spec again only after the schema changed
+    /// (``TableSpec``'s callers cache it by schema version), so the cache
+    /// gained nothing.
     public func tableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
-        try TableSpec.load(db, table: table, primaryKey: primaryKey, jsonColumns: jsonColumns, booleans: booleans)
+        db.clearSchemaCache()
+        return try TableSpec.load(db, table: table, primaryKey: primaryKey, jsonColumns: jsonColumns, booleans: booleans)
     }
 
     public func isValidJSON(_ text: String) throws -> Bool {
