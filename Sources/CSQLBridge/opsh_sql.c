@@ -120,7 +120,7 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
         sqlite3_destructor_type destructor = copy ? SQLITE_TRANSIENT : SQLITE_STATIC;
         if (opsh_utf8_valid(bytes, length)) *code = sqlite3_bind_text(statement, position, bytes, (int)length, destructor);
         else *code = sqlite3_bind_blob(statement, position, bytes, (int)length, destructor);
-        return 1;
+        return copy ? 1 : 2;
     }
     default:
         return 0;
@@ -195,9 +195,15 @@ int opsh_sql_push_shape(lua_State *L, int shape_ref) {
     return holder;
 }
 
-static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection);
+// Both inlined into each opsh_sql_fast_*, so that each is made for its
+// one shape: left to the compiler, `run` became a call of its own taking
+// the shape as a value (about 45 instructions more per db.exec in the
+// bench's insert loop, callgrind).
+#define OPSH_SHAPED static inline __attribute__((always_inline))
 
-static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
+OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection);
+
+OPSH_SHAPED int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
     lua_Debug below;
     if (shape == SHAPE_ROWS && route->writes_returned_rows && !lua_getstack(L, 2, &below)) return OPSH_DECLINE;
@@ -219,7 +225,7 @@ static int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
     return results;
 }
 
-static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection) {
+OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection) {
     size_t length;
     const char *sql = lua_tolstring(L, 1, &length);
     opsh_sql_entry *entry = route->recent[recent_slot(sql)];
@@ -237,12 +243,16 @@ static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape 
     // wrong counts go to Swift (which explains what is wrong).
     int given = lua_gettop(L) - 1;
     if (given != sqlite3_bind_parameter_count(statement)) return OPSH_DECLINE;
+    // Whether a bound value points into a Lua string (see the reset below).
+    int points_into_lua = 0;
     for (int position = 1; position <= given; position++) {
         int code = SQLITE_OK;
-        if (!opsh_sql_bind_plain(L, statement, position, position + 1, 0, &code) || code != SQLITE_OK) {
+        int bound = opsh_sql_bind_plain(L, statement, position, position + 1, 0, &code);
+        if (!bound || code != SQLITE_OK) {
             sqlite3_clear_bindings(statement);
             return OPSH_DECLINE;
         }
+        points_into_lua |= bound == 2;
     }
     if (!route->session->transaction) opsh_sql_reader_use_snapshot(route->session->reader, route->session->write_count);
     else if (!entry->readonly) route->session->changed_outside = 1;
@@ -317,8 +327,11 @@ static int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape 
         return failed;
     }
     // Bound strings point into the Lua stack: drop them with the reset.
+    // Numbers and NULLs point nowhere and may stay: every route binds all
+    // of a statement's parameters before it steps it (here, and
+    // StatementBridge.bind), and a point query saves the clearing.
     sqlite3_reset(statement);
-    if (given > 0) sqlite3_clear_bindings(statement);
+    if (points_into_lua) sqlite3_clear_bindings(statement);
     return results;
 }
 

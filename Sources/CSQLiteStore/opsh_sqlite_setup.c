@@ -8,13 +8,19 @@
 // per statement run (SQLite is built without lookaside). opsh reads none
 // of those counts (sqlite3_memory_used, sqlite3_status, heap limits):
 // the --memory-limit is the Lua allocator's own (CLuaShim).
+//
+// SQLite's allocator: malloc with a per-thread cache of small freed blocks,
+// for the lookaside Debian's build omits (opsh_sqlite_memory.c).
 #include <sqlite3.h>
+#include "opsh_sqlite_memory.h"
 #include "opsh_sqlite_setup.h"
 
-static int memory_statistics_off;
+static int memory_statistics_off, block_cache_used;
 
 __attribute__((constructor)) static void configure_sqlite(void) {
     memory_statistics_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+    block_cache_used = opsh_sqlite_use_block_cache();
 }
 
 int opsh_sqlite_memory_statistics_off(void) { return memory_statistics_off; }
+int opsh_sqlite_block_cache_used(void) { return block_cache_used; }

@@ -82,9 +82,11 @@ void opsh_sql_forget(opsh_sql_route *route, opsh_sql_entry *entry);
 
 /// Binds the value at `index` to parameter `position`: nil NULL, booleans
 /// 0/1, integers and floats as themselves, strings (with their length, a
-/// NUL included) as TEXT when UTF-8 and as BLOB otherwise. Returns 0 for
-/// NaN and any other type (the caller decides), else SQLite's code.
-/// `copy` makes SQLite copy the bytes.
+/// NUL included) as TEXT when UTF-8 and as BLOB otherwise; SQLite's code
+/// in `*code`. Returns 0 for NaN and any other type (the caller decides),
+/// 2 when SQLite now points into the Lua string (not `copy`: the caller
+/// clears the binding before the string may go), else 1. `copy` makes
+/// SQLite copy the bytes.
 int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int index, int copy, int *code);
 /// Pushes column `column` of the current row (NULL as nil).
 void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column);
