@@ -30,6 +30,7 @@ opsh_sql_entry *opsh_sql_entry_new(sqlite3 *connection, const char *key, size_t 
     entry->readonly = sqlite3_stmt_readonly(statement) != 0;
     entry->shape_ref = LUA_NOREF;
     entry->shape_columns = -1;
+    entry->shape_reprepares = -1;
     return entry;
 }
 
@@ -195,6 +196,24 @@ int opsh_sql_push_shape(lua_State *L, int shape_ref) {
     return holder;
 }
 
+// Whether `statement`'s columns are now, in order, the names of the array
+// at `names` (a shape's): after SQLite prepared it again in a step (the
+// schema changed, or STAT4 re-planned it for its bound values) its columns
+// may be others under the same count (DROP b, ADD d).
+static int columns_are(lua_State *L, int names, sqlite3_stmt *statement) {
+    int count = sqlite3_column_count(statement);
+    if ((lua_Integer)lua_rawlen(L, names) != count) return 0;
+    for (int column = 0; column < count; column++) {
+        lua_rawgeti(L, names, column + 1);
+        const char *name = lua_tostring(L, -1);
+        const char *now = sqlite3_column_name(statement, column);
+        int same = name && now && strcmp(name, now) == 0;
+        lua_pop(L, 1);
+        if (!same) return 0;
+    }
+    return 1;
+}
+
 // Both inlined into each opsh_sql_fast_*, so that each is made for its
 // one shape: left to the compiler, `run` became a call of its own taking
 // the shape as a value (about 45 instructions more per db.exec in the
@@ -238,6 +257,9 @@ OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_s
     if (!entry->readonly && (!route->session->transaction || route->session->dry_run)) return OPSH_DECLINE;
     if (entry->changes_schema) return OPSH_DECLINE;
     if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && entry->shape_columns != column_count) return OPSH_DECLINE;
+    // A write's rows (RETURNING) are named after its step, which cannot be
+    // taken back to decline (see the shape check after the step).
+    if ((shape == SHAPE_FIRST || shape == SHAPE_ROWS) && !entry->readonly) return OPSH_DECLINE;
 
     // Positional values of plain types only; tables, db.NULL, db.blob and
     // wrong counts go to Swift (which explains what is wrong).
@@ -264,6 +286,26 @@ OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_s
     // The rows it changes are counted by the writer connection's
     // preupdate hook (CSQLiteStore/opsh_changes.c).
     int code = sqlite3_step(statement);
+    // The step prepared the statement again (the schema changed since its
+    // shape was made): its columns may be others under the same count, and
+    // rows named by the old shape would put values under wrong names. Unless
+    // they are the same, a read goes to Swift, which makes the shape anew
+    // and runs it again.
+    if (shape == SHAPE_FIRST || shape == SHAPE_ROWS) {
+        int reprepares = sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0);
+        if (reprepares != entry->shape_reprepares) {
+            int names = opsh_sql_push_shape(L, entry->shape_ref);
+            int same = columns_are(L, names, statement);
+            lua_settop(L, names - 1);
+            if (!same) {
+                sqlite3_reset(statement);
+                sqlite3_clear_bindings(statement);
+                return OPSH_DECLINE;
+            }
+            entry->shape_reprepares = reprepares;
+        }
+    }
+    column_count = sqlite3_column_count(statement);
     switch (shape) {
     case SHAPE_CHANGES:
         while (code == SQLITE_ROW) code = sqlite3_step(statement);
@@ -351,6 +393,9 @@ typedef struct rows_state {
     opsh_sql_route *route;
     /// opsh_host_flag's, looked up once per loop rather than twice a row.
     int *in_host;
+    /// The code of the statement's first step, taken before its shape was
+    /// made (SQLITE_ROW or SQLITE_DONE), until the first call uses it.
+    int first;
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -369,7 +414,13 @@ static int rows_next(lua_State *L) {
     opsh_sql_reader *reader = state->route->session->reader;
     int outer = *state->in_host;
     *state->in_host = 1;
-    int code = sqlite3_step(statement);
+    // The first step was taken as the loop began (SQLCursor), before the
+    // shape was made: a step that prepares the statement again (another
+    // connection changed the schema since this connection read it) may
+    // change its columns, and only the first step can.
+    int code = state->first;
+    state->first = 0;
+    if (!code) code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
         opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(4));
     } else {
@@ -390,7 +441,7 @@ static int rows_next(lua_State *L) {
     return 1;
 }
 
-void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route) {
+void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int first, int owner, opsh_sql_route *route) {
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
@@ -398,6 +449,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int own
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
+    state->first = first;
     lua_rawgeti(L, holder, 1);
     lua_rawgeti(L, holder, 2);
     lua_pushcclosure(L, rows_next, 4);

@@ -18,6 +18,7 @@ int opsh_sqlite_autocommit(sqlite3 *connection) { return sqlite3_get_autocommit(
 int opsh_sqlite_readonly(sqlite3_stmt *statement) { return sqlite3_stmt_readonly(statement); }
 const char *opsh_sqlite_sql(sqlite3_stmt *statement) { return sqlite3_sql(statement); }
 int opsh_sqlite_column_count(sqlite3_stmt *statement) { return sqlite3_column_count(statement); }
+int opsh_sqlite_reprepares(sqlite3_stmt *statement) { return sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0); }
 const char *opsh_sqlite_column_name(sqlite3_stmt *statement, int column) { return sqlite3_column_name(statement, column); }
 
 int opsh_sqlite_parameter_count(sqlite3_stmt *statement) { return sqlite3_bind_parameter_count(statement); }

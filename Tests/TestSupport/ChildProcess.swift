@@ -138,3 +138,15 @@ public func readFirstLine(_ descriptor: Int32) -> [UInt8] {
         return line
     }
 }
+
+/// What `descriptor` gives up to and including the line `last` (without its
+/// newline), read byte by byte so that nothing after it is taken; all of
+/// it if that line never comes.
+public func readLines(_ descriptor: Int32, until last: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    while true {
+        let line = readFirstLine(descriptor)
+        bytes += line
+        if line.isEmpty || line == Array((last + "\n").utf8) { return bytes }
+    }
+}

@@ -20,6 +20,9 @@ final class RowShapes {
         /// Registry slot of `{names, rowMetatable, rowsMetatable}`.
         let slot: Int32
         let columnCount: Int32
+        /// The columns of a statement's shape kept per SQL text (nil where
+        /// the key itself names the columns).
+        let names: [String]?
     }
 
     private var shapes: [String: Shape] = [:]
@@ -32,25 +35,34 @@ final class RowShapes {
     /// Pushes the names array, the row metatable and the rows metatable
     /// (three values) of a cached statement's rows and returns the index of
     /// the first.
+    ///
+    /// Called after the statement's first step: a step prepares a statement
+    /// again once the schema changed, and its columns may then be others
+    /// under the same count (DROP b, ADD d): the shape is made anew then.
     func push(for entry: StatementCache.Entry, state: OpaquePointer) -> Int32 {
         let count = opsh_sqlite_column_count(entry.statement)
-        if entry.shapeColumns == count { return pushShape(entry.shapeSlot, state: state) }
+        let reprepares = opsh_sqlite_reprepares(entry.statement)
+        if entry.shapeColumns == count && entry.shapeReprepares == reprepares {
+            return pushShape(entry.shapeSlot, state: state)
+        }
         if entry.shapeSlot >= 0 { opsh_unref(state, entry.shapeSlot) }
         entry.shapeSlot = makeShape(StatementBridge.columnNames(entry.statement),
                                     dates: DeclaredTimeColumns.ofSQLiteStatement(entry.statement), state: state)
         entry.shapeColumns = count
+        entry.shapeReprepares = reprepares
         return pushShape(entry.shapeSlot, state: state)
     }
 
     /// The registry slot of the shape of a statement of its own (a
     /// `db.rows` cursor), kept per SQL text.
+    /// The same text names other columns once the schema changed (DROP b,
+    /// ADD d: the same count), so the names are compared, not the count.
     func slot(for statement: OpaquePointer, sql: String, state: OpaquePointer) -> Int32 {
-        let count = opsh_sqlite_column_count(statement)
-        if let shape = shapes[sql], shape.columnCount == count { return shape.slot }
+        let names = StatementBridge.columnNames(statement)
+        if let shape = shapes[sql], shape.names == names { return shape.slot }
         if let old = shapes[sql] { opsh_unref(state, old.slot) }
-        let slot = makeShape(StatementBridge.columnNames(statement), dates: DeclaredTimeColumns.ofSQLiteStatement(statement),
-                             state: state)
-        shapes[sql] = Shape(slot: slot, columnCount: count)
+        let slot = makeShape(names, dates: DeclaredTimeColumns.ofSQLiteStatement(statement), state: state)
+        shapes[sql] = Shape(slot: slot, columnCount: Int32(names.count), names: names)
         return slot
     }
 
@@ -70,7 +82,7 @@ final class RowShapes {
         }
         if let old = shapes[key] { opsh_unref(state, old.slot) }
         let slot = makeShape(names, dates: dates, state: state)
-        shapes[key] = Shape(slot: slot, columnCount: Int32(names.count))
+        shapes[key] = Shape(slot: slot, columnCount: Int32(names.count), names: nil)
         return slot
     }
 

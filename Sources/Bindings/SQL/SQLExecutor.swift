@@ -176,11 +176,13 @@ final class SQLExecutor {
             return 1
         case .rows:
             let base = lua_gettop(state)
+            var code = opsh_sqlite_step(statement)
+            // After the first step, which prepares the statement again if
+            // the schema changed (RowShapes.push(for:)).
             let shapeIndex = rowShapes.push(for: entry, state: state)
             let columnCount = opsh_sqlite_column_count(statement)
             lua_createtable(state, 0, 0)
             var count: lua_Integer = 0
-            var code = opsh_sqlite_step(statement)
             while code == OPSH_SQLITE_ROW {
                 opsh_sql_push_row(state, statement, columnCount, shapeIndex, shapeIndex + 1)
                 count += 1
@@ -249,7 +251,17 @@ final class SQLExecutor {
             opsh_sqlite_finalize(statement)
             throw error
         }
-        return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state), reader: readConnection)
+        // The first step before the shape: it prepares the statement again
+        // if another connection changed the schema since this connection
+        // read it, and the columns may then be others (DROP b, ADD d).
+        let first = opsh_sqlite_step(statement)
+        guard first == OPSH_SQLITE_ROW || first == OPSH_SQLITE_DONE else {
+            let failure = SQLFailure(message: String(cString: opsh_sqlite_errmsg(handle)), sql: sql)
+            opsh_sqlite_finalize(statement)
+            throw failure
+        }
+        return SQLCursor(statement: statement, shapeSlot: rowShapes.slot(for: statement, sql: sql, state: call.state),
+                         reader: readConnection, firstStep: first)
     }
 }
 
@@ -261,6 +273,9 @@ final class SQLCursor: TransactionBoundCursor {
     let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
+    /// The code of the statement's first step, taken before the shape was
+    /// made (0: none taken); the C iterator's first call uses it.
+    let firstStep: Int32
     /// The read connection, whose lock a finalize takes (the statement may
     /// be on it); kept alive until the statement is finalized.
     private let reader: ReadConnection?
@@ -268,7 +283,8 @@ final class SQLCursor: TransactionBoundCursor {
     /// A statement on the read connection keeps its snapshot's watchdog
     /// off the connection until it is finalized: the C iterator steps it
     /// without the reader's lock (`opsh_reader.h`).
-    init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?) {
+    init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?, firstStep: Int32 = 0) {
+        self.firstStep = firstStep
         self.statement = .allocate(capacity: 1)
         self.statement.initialize(to: statement)
         self.shapeSlot = shapeSlot

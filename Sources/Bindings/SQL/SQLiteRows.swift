@@ -91,7 +91,7 @@ final class SQLiteRows: RowRunner {
                 let owner = lua_gettop(call.state)
                 _ = opsh_getref(call.state, cursor.shapeSlot)  // {names, row metatable, rows metatable}
                 lua_pushvalue(call.state, -1)
-                opsh_sql_push_rows_iterator(call.state, cursor.statement, owner, executor.route)  // takes one copy
+                opsh_sql_push_rows_iterator(call.state, cursor.statement, cursor.firstStep, owner, executor.route)  // takes one copy
                 // for row in iterator, state (the shape), nil, closing value
                 lua_rotate(call.state, -2, 1)
                 lua_pushnil(call.state)

@@ -46,6 +46,11 @@ final class StatementCache {
             get { c.pointee.shape_columns }
             set { c.pointee.shape_columns = newValue }
         }
+        /// The statement's re-prepare count when the shape was made.
+        var shapeReprepares: Int32 {
+            get { c.pointee.shape_reprepares }
+            set { c.pointee.shape_reprepares = newValue }
+        }
 
         var sql: String { String(cString: c.pointee.bytes) }
 

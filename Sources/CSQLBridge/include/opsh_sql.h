@@ -37,9 +37,13 @@ typedef struct opsh_sql_entry {
     /// counted before it runs).
     int changes_schema;
     /// Registry reference of the rows' shape {names, row metatable, rows
-    /// metatable} (LUA_NOREF until made), and the column count it is for.
+    /// metatable} (LUA_NOREF until made), the column count it is for, and
+    /// the statement's re-prepare count then: a step that prepares it again
+    /// after a schema change (a script's ALTER TABLE, another process's)
+    /// may change its columns under the same count (DROP b, ADD d).
     int shape_ref;
     int shape_columns;
+    int shape_reprepares;
 } opsh_sql_entry;
 
 
@@ -111,7 +115,7 @@ int opsh_sql_fast_column(lua_State *L, void *route);
 /// Pushes the iterator of a db.rows loop over `*statement` (the cursor
 /// owns it; the iterator finalizes it and sets it to NULL at the end).
 /// `owner` is the stack index of the value that keeps the cursor alive.
-void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int owner, opsh_sql_route *route);
+void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int first, int owner, opsh_sql_route *route);
 
 /// Rows built into Lua tables so far by this process, on either engine's
 /// row path (a progress line reads it from its own thread).

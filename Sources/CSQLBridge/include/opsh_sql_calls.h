@@ -34,6 +34,9 @@ int opsh_sqlite_autocommit(sqlite3 *connection);
 int opsh_sqlite_readonly(sqlite3_stmt *statement);
 const char *opsh_sqlite_sql(sqlite3_stmt *statement);
 int opsh_sqlite_column_count(sqlite3_stmt *statement);
+/// How often SQLite prepared the statement again, in a step, after the
+/// schema changed (SQLITE_STMTSTATUS_REPREPARE): its columns may have.
+int opsh_sqlite_reprepares(sqlite3_stmt *statement);
 const char *opsh_sqlite_column_name(sqlite3_stmt *statement, int column);
 
 int opsh_sqlite_parameter_count(sqlite3_stmt *statement);

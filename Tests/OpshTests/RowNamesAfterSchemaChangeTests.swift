@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+/// A row's fields are named by the columns its statement has now. A kept
+/// statement's shape (its column names) was checked by column count only,
+/// so after `DROP COLUMN b` and `ADD COLUMN d` — the same count — rows of
+/// `SELECT *` came back as `b=C c=D` where the table holds `c=C d=D`: a
+/// repair script reading `row.c` got d's value. One body, both engines.
+@Suite struct RowNamesAfterSchemaChangeTests {
+    /// Every way a script reads a row (`db.rows`, `db.first`, `db.query`),
+    /// twice each so that kept statements are reused, printed by name.
+    static let reads = """
+        local function named(r) local t = {} for k, v in pairs(r) do t[#t+1] = k .. '=' .. tostring(v) end table.sort(t) return table.concat(t, ' ') end
+        local function readAll(tag)
+          for _ = 1, 2 do
+            for r in db.rows('SELECT * FROM t') do print(tag, 'rows', named(r)) end
+            print(tag, 'first', named(db.first('SELECT * FROM t')))
+            print(tag, 'query', named(db.query('SELECT * FROM t')[1]))
+          end
+        end
+        """
+
+    static func expected(_ tag: String, _ row: String) -> String {
+        String(repeating: ["rows", "first", "query"].map { "\(tag)\t\($0)\t\(row)\n" }.joined(), count: 2)
+    }
+
+    /// The script's own ALTER TABLE, outside and inside db.transaction.
+    /// The control: the first reads, before any change, are named right.
+    @Test(arguments: Engine.allCases) func theScriptsOwnSchemaChangeRenamesTheRows(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", Self.reads + "\n" + """
+            db.exec('CREATE TABLE t (a TEXT, b TEXT, c TEXT)')
+            db.exec("INSERT INTO t VALUES ('A', 'B', 'C')")
+            readAll('before')
+            db.exec('ALTER TABLE t DROP COLUMN b'); db.exec('ALTER TABLE t ADD COLUMN d TEXT'); db.exec("UPDATE t SET d = 'D'")
+            readAll('after')
+            db.transaction(function()
+              readAll('inside')
+              db.exec('ALTER TABLE t DROP COLUMN c'); db.exec('ALTER TABLE t ADD COLUMN e TEXT'); db.exec("UPDATE t SET e = 'E'")
+              readAll('changed')
+            end)
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == Self.expected("before", "a=A b=B c=C") + Self.expected("after", "a=A c=C d=D")
+            + Self.expected("inside", "a=A c=C d=D") + Self.expected("changed", "a=A d=D e=E"), "\(run.stdout)")
+    }
+
+    /// Another process's ALTER TABLE between two reads of one session.
+    @Test(arguments: Engine.allCases) func anotherProcessesSchemaChangeRenamesTheRows(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("CREATE TABLE t (a TEXT, b TEXT, c TEXT); INSERT INTO t VALUES ('A', 'B', 'C')")
+        let session = try sandbox.start(opshExecutable, ["--db", db.db, "-e", Self.reads + "\n" + """
+            readAll('before') print('ready') io.stdout:flush()
+            io.read('l')
+            -- Past the read connection's snapshot window (ReadConnection:
+            -- 50 ms), without a read that would reload its schema first.
+            local past = os.clock() + 0.25 while os.clock() < past do end
+            readAll('after')
+            """], keepingStdinOpen: true)
+        let output = readLines(session.standardOutput, until: "ready")
+        try db.sql("ALTER TABLE t DROP COLUMN b; ALTER TABLE t ADD COLUMN d TEXT; UPDATE t SET d = 'D'")
+        session.write("altered\n")
+        session.closeInput()
+        let result = session.finish(stdoutPrefix: output)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == Self.expected("before", "a=A b=B c=C") + "ready\n" + Self.expected("after", "a=A c=C d=D"),
+                "\(result.stdout)")
+    }
+}
