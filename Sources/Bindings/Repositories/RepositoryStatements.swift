@@ -59,8 +59,9 @@ final class RepositoryStatements {
     private func schemaVersion() throws -> Int64? {
         if let current = executor.session.transactionConnection {
             versionSnapshot = nil
-            return try readVersion(on: current.handle)
+            return try transactionVersion(on: current.handle)
         }
+        transactionVersionSeen = nil
         guard let reader = executor.readConnection else { return nil }
         try reader.ready()
         // The read connection is NOMUTEX: read under its lock.
@@ -77,6 +78,29 @@ final class RepositoryStatements {
             versionSnapshot = snapshot.map { ($0.started, $0.writes, version) }
             return version
         }
+    }
+
+    /// The version the open transaction saw, with the session's
+    /// ``SessionDatabase/schemaEpoch`` then.
+    private var transactionVersionSeen: (connection: OpaquePointer, epoch: Int, version: Int64)?
+
+    /// The schema version in the open transaction, read once per
+    /// transaction and again only after the session may have changed the
+    /// schema itself (``SessionDatabase/schemaEpoch``): once the
+    /// transaction has read the schema, no other connection changes what
+    /// it sees (SQLite's snapshot, its single writer), so a `PRAGMA
+    /// schema_version` per repository call was a fixed cost of each
+    /// (issue 27). Read each time while SQLite has ended the transaction
+    /// (a trigger's `RAISE(ROLLBACK)`): then another process may write.
+    private func transactionVersion(on connection: OpaquePointer) throws -> Int64? {
+        let epoch = executor.session.schemaEpoch
+        let inTransaction = opsh_sqlite_autocommit(connection) == 0
+        if inTransaction, let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
+            return seen.version
+        }
+        let version = try readVersion(on: connection)
+        transactionVersionSeen = inTransaction ? version.map { (connection, epoch, $0) } : nil
+        return version
     }
 
     private func readVersion(on connection: OpaquePointer) throws -> Int64? {

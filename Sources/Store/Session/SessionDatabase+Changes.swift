@@ -95,6 +95,8 @@ extension SessionDatabase {
     /// foreign key makes it delete first, which are not counted twice).
     public func countingDroppedRows<T>(of effects: StatementEffects, on connection: OpaquePointer,
                                        _ body: () throws -> T) throws -> T {
+        // The repositories read the schema again (``schemaEpoch``).
+        defer { if effects.changesSchema { schemaEpoch &+= 1 } }
         guard !effects.droppedTables.isEmpty, let changes = store.committedChanges.changes(on: connection) else {
             return try body()
         }

@@ -20,6 +20,7 @@ public final class SessionDatabase {
     /// (above Store: ``transactionConnection``).
     private(set) var current: Database? {
         didSet {
+            schemaEpoch &+= 1
             route.pointee.transaction = current?.sqliteConnection
             currentChanges = current.flatMap(changes(of:))
         }
@@ -160,12 +161,25 @@ public final class SessionDatabase {
     /// connection knows its snapshot is older than them.
     public private(set) var writeCount = 0 {
         didSet {
+            schemaEpoch &+= 1
             route.pointee.write_count = writeCount
             // A write ends the read connection's shared snapshot at once: it
             // would keep the writes' WAL frames from being checkpointed.
             if let reader = route.pointee.reader { opsh_sql_reader_end_snapshot(reader) }
         }
     }
+    /// Changes whenever the schema the open transaction sees may have
+    /// changed by this session's own hand: after each statement that
+    /// changes the schema (``countingDroppedRows(of:on:_:)``, which every
+    /// script statement Store runs passes; the `db` module's C path leaves
+    /// such statements to Store), at every write Store runs itself
+    /// (``writeCount``: migrations, scripts), as a transaction or savepoint
+    /// begins or ends (a rolled-back savepoint takes its schema changes
+    /// back), and as a write fails. No other connection changes the schema the open
+    /// transaction sees once it has read it (SQLite's snapshot and single
+    /// writer), so the repositories read `PRAGMA schema_version` again
+    /// only when this changed (``transactionConnection``; issue 27).
+    public internal(set) var schemaEpoch = 0
     /// A dry run: nothing is kept (the batch modes' and the shell's
     /// --dry-run, also when the shell works on a private copy).
     public var isDryRun: Bool { dryRunning || markedDryRun }
@@ -223,6 +237,7 @@ public final class SessionDatabase {
                 }
             } catch {
                 if let mark { changes(of: current)?.rewind(to: mark) }
+                schemaEpoch &+= 1
                 throw error
             }
             try afterWrite()
@@ -270,6 +285,7 @@ public final class SessionDatabase {
                 result = try body(current)
             } catch {
                 if let mark { changes?.rewind(to: mark) }
+                schemaEpoch &+= 1
                 throw error
             }
             try afterWrite()
@@ -314,9 +330,11 @@ public final class SessionDatabase {
             depth += 1
             let wasExplicit = scope?.explicitTransaction ?? false
             scope?.explicitTransaction = true
+            schemaEpoch &+= 1
             defer {
                 depth -= 1
                 scope?.explicitTransaction = wasExplicit
+                schemaEpoch &+= 1
             }
             // Inside a savepoint a nested limit counts what its savepoint
             // changed on the connection.
@@ -339,6 +357,7 @@ public final class SessionDatabase {
                 }
             } catch {
                 if let mark { changes?.rewind(to: mark) }
+                schemaEpoch &+= 1
                 throw error
             }
             try afterWrite()
