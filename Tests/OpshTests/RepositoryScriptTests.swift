@@ -599,7 +599,7 @@ let aProjectSchemeAndBuild = """
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         try db.sql("ALTER TABLE telemetry ADD COLUMN note TEXT")
-        let session = try sandbox.start(opshExecutable, ["--db", db.db, "-e", """
+        let result = try sandbox.opshPausing("""
             local function loop(fields)
               return pcall(db.transaction, function()
                 for i = 1, 4 do
@@ -617,12 +617,9 @@ let aProjectSchemeAndBuild = """
             end
             step({ note = "n" })
             io.read("l") step({ note = "n" }) step({}) step({})
-            """], keepingStdinOpen: true)
-        let output = readFirstLine(session.standardOutput)
-        try db.sql("ALTER TABLE telemetry DROP COLUMN note")
-        session.write("dropped\n")
-        session.closeInput()
-        let result = session.finish(stdoutPrefix: output)
+            """, on: db) {
+            try db.sql("ALTER TABLE telemetry DROP COLUMN note")
+        }
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == 4, "\(result.stdout)")
@@ -653,7 +650,7 @@ let aProjectSchemeAndBuild = """
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         try db.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('p', 'P', 'P', '/p', 1)")
-        let session = try sandbox.start(opshExecutable, ["--db", db.db, "-e", """
+        let result = try sandbox.opshPausing("""
             local function step()
               local ok, err = pcall(db.transaction, function()
                 for i = 1, 3 do telemetry.insert({ event = "e", properties = '{"i":' .. i .. '}' }) end
@@ -664,12 +661,9 @@ let aProjectSchemeAndBuild = """
             end
             step()
             io.read("l") step() step()
-            """], keepingStdinOpen: true)
-        let output = readFirstLine(session.standardOutput)
-        try db.sql("ALTER TABLE projects ADD COLUMN migrated TEXT; ALTER TABLE telemetry ADD COLUMN migrated TEXT")
-        session.write("migrated\n")
-        session.closeInput()
-        let result = session.finish(stdoutPrefix: output)
+            """, on: db) {
+            try db.sql("ALTER TABLE projects ADD COLUMN migrated TEXT; ALTER TABLE telemetry ADD COLUMN migrated TEXT")
+        }
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "true\ttrue\ttrue\tP\t3\ntrue\ttrue\ttrue\tP\t6\ntrue\ttrue\ttrue\tP\t9\n", "\(result.stdout)")
     }

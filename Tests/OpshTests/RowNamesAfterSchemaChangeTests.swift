@@ -51,19 +51,16 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         try db.sql("CREATE TABLE t (a TEXT, b TEXT, c TEXT); INSERT INTO t VALUES ('A', 'B', 'C')")
-        let session = try sandbox.start(opshExecutable, ["--db", db.db, "-e", Self.reads + "\n" + """
+        let result = try sandbox.opshPausing(Self.reads + "\n" + """
             readAll('before') print('ready') io.stdout:flush()
             io.read('l')
             -- Past the read connection's snapshot window (ReadConnection:
             -- 50 ms), without a read that would reload its schema first.
             local past = os.clock() + 0.25 while os.clock() < past do end
             readAll('after')
-            """], keepingStdinOpen: true)
-        let output = readLines(session.standardOutput, until: "ready")
-        try db.sql("ALTER TABLE t DROP COLUMN b; ALTER TABLE t ADD COLUMN d TEXT; UPDATE t SET d = 'D'")
-        session.write("altered\n")
-        session.closeInput()
-        let result = session.finish(stdoutPrefix: output)
+            """, on: db, pausedAt: "ready") {
+            try db.sql("ALTER TABLE t DROP COLUMN b; ALTER TABLE t ADD COLUMN d TEXT; UPDATE t SET d = 'D'")
+        }
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == Self.expected("before", "a=A b=B c=C") + "ready\n" + Self.expected("after", "a=A c=C d=D"),
                 "\(result.stdout)")

@@ -30,6 +30,20 @@ final class Sandbox: TestFolder, @unchecked Sendable {
     /// Runs `body` while a sqlite3 process holds the database's write lock
     /// (taken by `begin`, with a row inserted); it commits when `body`
     /// returns.
+    /// Runs `script` on `database` as one opsh process that stops to read a
+    /// line from its standard input once it has printed `pausedAt` (its
+    /// first line when nil): `meanwhile` runs then (another process's
+    /// change, a backend's migration), and the script goes on.
+    func opshPausing(_ script: String, on database: TestDatabase, pausedAt: String? = nil,
+                     meanwhile: () throws -> Void) throws -> TestFolder.Result {
+        let session = try start(opshExecutable, ["--db", database.db, "-e", script], keepingStdinOpen: true)
+        let output = pausedAt.map { readLines(session.standardOutput, until: $0) } ?? readFirstLine(session.standardOutput)
+        try meanwhile()
+        session.write("go on\n")
+        session.closeInput()
+        return session.finish(stdoutPrefix: output)
+    }
+
     func whileAnotherProcessHolds(_ begin: String, _ body: () throws -> Void) throws {
         // sqlite3 writes the flag file once it holds the lock (a probe that
         // took the lock itself could be what keeps sqlite3 from taking it).
