@@ -102,6 +102,34 @@ final class BuildRun: @unchecked Sendable {
     /// tried again for as long as it takes, saying so once; its lease
     /// decides whether it may land at all (``BuildFence``). Any other
     /// error is tried a few times.
+    /// The claim, taken again while the database does not answer (a
+    /// restarted server, a busy file, or a Ctrl-C on the Lua thread:
+    /// `Store.interrupt` reaches every connection of the store, this
+    /// thread's too), as the end is: the build must not stay queued for
+    /// good because the operator stopped a `jobs.wait`. An interrupt is
+    /// taken again quietly (it was aimed at the Lua thread's statements).
+    private func claimAgainWhileTransient(_ claim: () throws -> ClaimedBuild?) throws -> ClaimedBuild? {
+        var delay = 0.01
+        var outageStarted: Date?
+        while true {
+            do {
+                let claimed = try claim()
+                if let outageStarted {
+                    manager.notice("the claim of build \(buildId) recorded after \(LeaseVerdict.seconds((Date().timeIntervalSince(outageStarted) * 10).rounded() / 10)) without the database")
+                }
+                return claimed
+            } catch where TransientFailure.matches(error) && !isCancelled && !condition.withLock({ abandoned }) {
+                let interrupted = TransientFailure.isInterrupt(error)
+                if outageStarted == nil && !interrupted {
+                    outageStarted = Date()
+                    manager.problem("cannot claim build \(buildId); tried again until the database answers: \(error)")
+                }
+            }
+            Thread.sleep(forTimeInterval: delay)
+            delay = min(2, delay * 2)
+        }
+    }
+
     private func persist<T>(_ what: String, _ write: () throws -> T) -> Persisted<T> {
         var delay = 0.05
         var refusals = 0
@@ -167,8 +195,10 @@ final class BuildRun: @unchecked Sendable {
         // trigger that rewrites the scheme meanwhile is refused there.
         let claimed: ClaimedBuild?
         do {
-            claimed = try database.claim(buildId, for: manager.holder) { scheme, project in
-                _ = try JobManager.runnable(scheme?.id ?? "?", scheme, project)
+            claimed = try claimAgainWhileTransient {
+                try database.claim(buildId, for: manager.holder) { scheme, project in
+                    _ = try JobManager.runnable(scheme?.id ?? "?", scheme, project)
+                }
             }
         } catch let tampered as SchemeChangedByTrigger {
             manager.endQueued(buildId, status: .failed, note: "\(tampered)")

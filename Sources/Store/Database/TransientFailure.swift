@@ -7,6 +7,12 @@ import PostgresWire
 /// "Build runners": a runner outlives a restarted server), rather than
 /// dropping a build's log lines or its end.
 public enum TransientFailure {
+    /// SQLite's interrupt (`Store.interrupt`, a Ctrl-C on the Lua thread),
+    /// which reaches every connection of the store, not only the Lua's.
+    public static func isInterrupt(_ error: any Error) -> Bool {
+        (error as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT
+    }
+
     public static func matches(_ error: any Error) -> Bool {
         switch error {
         case let client as PostgresClientError:
