@@ -80,6 +80,11 @@ public final class PostgresDatabase {
     /// connection of the moment).
     public var canceller: PostgresCanceller { currentCanceller.withLock { $0 } }
     private let currentCanceller: Locked<PostgresCanceller>
+    /// Held while a cancel is being sent (``cancelRunning``): the next
+    /// scope waits for it, so that a cancel sent for a chunk stopped by
+    /// Ctrl-C has reached the server (its end of file) before the next
+    /// chunk's first statement, which it would cancel otherwise.
+    private let cancelInFlight = NSLock()
     /// What the connection is opened with (`--busy-timeout`'s lock_timeout).
     private let settings: [(name: String, value: String)]
     /// Told when the session connected again: a note on stderr unless the
@@ -97,7 +102,10 @@ public final class PostgresDatabase {
     public var cancelRunning: @Sendable () -> Void {
         let main = currentCanceller
         let side = sideCanceller
+        let inFlight = cancelInFlight
         return {
+            inFlight.lock()
+            defer { inFlight.unlock() }
             try? main.withLock({ $0 }).cancel()
             if let other = side.withLock({ $0 }) { try? other.cancel() }
         }
@@ -1021,6 +1029,8 @@ public final class PostgresDatabase {
     /// back with it.
     public func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
                          _ body: () throws -> T) throws -> (T, ScopeOutcome) {
+        cancelInFlight.lock()
+        cancelInFlight.unlock()
         let outer = (isInChunk, isInRunScope)
         isInChunk = kind == .chunk
         isInRunScope = kind == .run
