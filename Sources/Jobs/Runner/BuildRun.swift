@@ -97,60 +97,53 @@ final class BuildRun: @unchecked Sendable {
         case failed(any Error)
     }
 
-    /// Runs `write` until it lands: while the database does not answer
-    /// (a restarting server, a lock held past the busy timeout) it is
-    /// tried again for as long as it takes, saying so once; its lease
-    /// decides whether it may land at all (``BuildFence``). Any other
-    /// error is tried a few times.
-    /// The claim, taken again while the database does not answer (a
-    /// restarted server, a busy file, or a Ctrl-C on the Lua thread:
-    /// `Store.interrupt` reaches every connection of the store, this
-    /// thread's too), as the end is: the build must not stay queued for
-    /// good because the operator stopped a `jobs.wait`. An interrupt is
-    /// taken again quietly (it was aimed at the Lua thread's statements).
-    private func claimAgainWhileTransient(_ claim: () throws -> ClaimedBuild?) throws -> ClaimedBuild? {
-        var delay = 0.01
-        var outageStarted: Date?
-        while true {
-            do {
-                let claimed = try claim()
-                if let outageStarted {
-                    manager.notice("the claim of build \(buildId) recorded after \(LeaseVerdict.seconds((Date().timeIntervalSince(outageStarted) * 10).rounded() / 10)) without the database")
-                }
-                return claimed
-            } catch where TransientFailure.matches(error) && !isCancelled && !condition.withLock({ abandoned }) {
-                let interrupted = TransientFailure.isInterrupt(error)
-                if outageStarted == nil && !interrupted {
-                    outageStarted = Date()
-                    manager.problem("cannot claim build \(buildId); tried again until the database answers: \(error)")
-                }
-            }
-            Thread.sleep(forTimeInterval: delay)
-            delay = min(2, delay * 2)
+    /// Runs `write` until it lands (see ``untilTheDatabaseAnswers``); its
+    /// lease decides whether it may land at all (``BuildFence``). Any
+    /// other error is tried a few times.
+    private func persist<T>(_ what: String, _ write: () throws -> T) -> Persisted<T> {
+        var refusals = 0
+        do {
+            return .done(try untilTheDatabaseAnswers(what, firstDelay: 0.05, otherError: { error in
+                if error is BuildLeaseLost { throw error }
+                refusals += 1
+                if refusals >= 5 { throw error }
+            }, write))
+        } catch let refusal as BuildLeaseLost {
+            return .lost(refusal)
+        } catch {
+            return .failed(error)
         }
     }
 
-    private func persist<T>(_ what: String, _ write: () throws -> T) -> Persisted<T> {
-        var delay = 0.05
-        var refusals = 0
+    /// Runs `attempt` again for as long as the database does not answer
+    /// (a restarting server, a lock held past the busy timeout, a Ctrl-C
+    /// on the Lua thread: `Store.interrupt` reaches every connection of
+    /// the store, this thread's too), saying so once and again when it
+    /// lands; an interrupt is taken again quietly (it was aimed at the Lua
+    /// thread's statements). The wait doubles up to 2 s. `otherError`
+    /// sees every other error: it throws to give up, returns to try again.
+    /// `giveUp` ends the outage's retries early (the error is thrown).
+    private func untilTheDatabaseAnswers<T>(_ what: String, firstDelay: TimeInterval,
+                                            giveUp: () -> Bool = { false },
+                                            otherError: (any Error) throws -> Void,
+                                            _ attempt: () throws -> T) throws -> T {
+        var delay = firstDelay
         var outageStarted: Date?
         while true {
             do {
-                let result = try write()
+                let result = try attempt()
                 if let outageStarted {
                     manager.notice("\(what) of build \(buildId) recorded after \(LeaseVerdict.seconds((Date().timeIntervalSince(outageStarted) * 10).rounded() / 10)) without the database")
                 }
-                return .done(result)
-            } catch let refusal as BuildLeaseLost {
-                return .lost(refusal)
+                return result
             } catch where TransientFailure.matches(error) {
-                if outageStarted == nil {
+                if giveUp() { throw error }
+                if outageStarted == nil && !TransientFailure.isInterrupt(error) {
                     outageStarted = Date()
                     manager.problem("cannot record \(what) of build \(buildId); tried again until the database answers: \(error)")
                 }
             } catch {
-                refusals += 1
-                if refusals >= 5 { return .failed(error) }
+                try otherError(error)
             }
             Thread.sleep(forTimeInterval: delay)
             delay = min(2, delay * 2)
@@ -195,7 +188,13 @@ final class BuildRun: @unchecked Sendable {
         // trigger that rewrites the scheme meanwhile is refused there.
         let claimed: ClaimedBuild?
         do {
-            claimed = try claimAgainWhileTransient {
+            // Taken again while the database does not answer, as the end
+            // is: the build must not stay queued for good because the
+            // operator stopped a `jobs.wait` (its Ctrl-C interrupts this
+            // thread's connection too).
+            claimed = try untilTheDatabaseAnswers("the claim", firstDelay: 0.01,
+                                                  giveUp: { isCancelled || condition.withLock { abandoned } },
+                                                  otherError: { throw $0 }) {
                 try database.claim(buildId, for: manager.holder) { scheme, project in
                     _ = try JobManager.runnable(scheme?.id ?? "?", scheme, project)
                 }
