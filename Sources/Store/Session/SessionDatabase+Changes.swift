@@ -30,6 +30,14 @@ struct Counting {
         self.what = what
         self.allowSchemaChanges = allowSchemaChanges
     }
+
+    /// The rows counted so far: what the counter saw since counting began,
+    /// with what operations counted instead of changing.
+    var tables: TableChanges {
+        var tables = (changes?.pending() ?? [:]).since(baseline)
+        tables.add(notChanged)
+        return tables
+    }
 }
 
 extension SessionDatabase {
@@ -46,8 +54,7 @@ extension SessionDatabase {
     /// database file's schema.
     func summary(of counting: Counting, db: Database) throws -> ChangeSummary {
         var summary = ChangeSummary()
-        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
-        summary.tables.add(counting.notChanged)
+        summary.tables = counting.tables
         summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
         return summary
     }
@@ -62,8 +69,7 @@ extension SessionDatabase {
         counting?.notChanged.add([table: TableChangeCounts(deleted: deleted)])
         guard let counting, let limit = counting.limit else { return }
         var summary = ChangeSummary()
-        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
-        summary.tables.add(counting.notChanged)
+        summary.tables = counting.tables
         try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: true, what: counting.what)
     }
 
@@ -73,8 +79,7 @@ extension SessionDatabase {
     func check(_ counting: Counting, db: Database) throws {
         guard let limit = counting.limit else { return }
         var summary = ChangeSummary()
-        summary.tables = (counting.changes?.pending() ?? [:]).since(counting.baseline)
-        summary.tables.add(counting.notChanged)
+        summary.tables = counting.tables
         summary.schemaChanges = try counting.schema?.changes(now: db) ?? []
         let kept = store.committedChanges.budgetCommitted()
         summary.tables.add(kept)

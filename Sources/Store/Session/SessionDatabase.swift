@@ -774,9 +774,6 @@ public final class SessionDatabase {
         throw FileGone(problem: problem)
     }
 
-    /// At a dry run's or a scope's first write: BEGIN IMMEDIATE on its
-    /// connection (it waits for the lock like any writer), and everything
-    /// from here on runs in that transaction.
     /// Refuses a statement on `current` once SQLite ended the transaction
     /// itself (a trigger's `RAISE(ROLLBACK)`, an error it rolls back on):
     /// stepped then, a write would commit on its own, whatever the
@@ -787,6 +784,9 @@ public final class SessionDatabase {
         }
     }
 
+    /// At a dry run's or a scope's first write: BEGIN IMMEDIATE on its
+    /// connection (it waits for the lock like any writer), and everything
+    /// from here on runs in that transaction.
     private func beginPendingWrite() throws {
         try refuseWritesToAFileThatIsGone()
         if let current {
