@@ -446,14 +446,22 @@ static int rows_next(lua_State *L) {
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
         else sqlite3_finalize(statement);
     }
-    *state->in_host = outer;
-    if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     if (code == SQLITE_ROW && opsh_memory_may_exceed(state->meter) && opsh_memory_exceeded(L)) {
         lua_pop(L, 1);
         lua_gc(L, LUA_GCCOLLECT);
+        // Still a host frame: the refusal's words are allocated past the
+        // limit. Made after the frame, they failed whenever the script
+        // itself held the memory (rows it keeps), and Lua's bare "not
+        // enough memory" replaced them (RowsLoopMemoryLimitTests).
         opsh_push_memory_refusal(L, "the rows of this query would pass it");
-        return opsh_raise_where(L);
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        *state->in_host = outer;
+        return lua_error(L);
     }
+    *state->in_host = outer;
+    if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     return 1;
 }
 
