@@ -22,8 +22,9 @@ typedef struct pool_slab { struct pool_slab *next; } pool_slab;
 // Per state: the allocator's count and limit, its pools, whether a Swift
 // frame is running, and the interrupt. Lives in the allocator's userdata.
 typedef struct {
-    size_t used;
-    size_t limit;
+    // The count and the limit (0: none), together so that a loop can
+    // read them through one pointer (opsh_memory_meter_of).
+    opsh_memory_meter meter;
     // While a Swift function runs, allocations past the limit succeed: a
     // memory error there would longjmp across the Swift frame. The next
     // allocation Lua makes after the Swift frame has returned fails.
@@ -105,15 +106,15 @@ static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
             if (old <= POOL_LARGEST) pool_give(info, ptr, old);
             else free(ptr);
         }
-        info->used -= old;
+        info->meter.used -= old;
         return NULL;
     }
-    if (!ptr && nsize <= POOL_LARGEST && (!info->limit || info->in_host || info->used + nsize <= info->limit)) {
+    if (!ptr && nsize <= POOL_LARGEST && (!info->meter.limit || info->in_host || info->meter.used + nsize <= info->meter.limit)) {
         size_t class = pool_class(nsize);
         pool_cell *cell = info->free_cells[class];
         if (cell) {
             info->free_cells[class] = cell->next;
-            info->used += nsize;
+            info->meter.used += nsize;
             return cell;
         }
     }
@@ -123,8 +124,8 @@ static void *opsh_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 // Every other case of opsh_alloc: the limit refused, a new slab, malloc,
 // a block grown or shrunk.
 __attribute__((noinline)) static void *opsh_alloc_rest(opsh_state_info *info, void *ptr, size_t old, size_t nsize) {
-    if (info->limit && nsize > old && !info->in_host
-        && info->used - old + nsize > info->limit) {
+    if (info->meter.limit && nsize > old && !info->in_host
+        && info->meter.used - old + nsize > info->meter.limit) {
         return NULL;
     }
     void *block;
@@ -139,7 +140,7 @@ __attribute__((noinline)) static void *opsh_alloc_rest(opsh_state_info *info, vo
             release_block(info, ptr, old);
         }
     }
-    if (block) info->used = info->used - old + nsize;
+    if (block) info->meter.used = info->meter.used - old + nsize;
     return block;
 }
 
@@ -152,7 +153,7 @@ static int opsh_panic(lua_State *L) {
 lua_State *opsh_newstate(size_t memory_limit) {
     opsh_state_info *info = calloc(1, sizeof *info);
     if (!info) return NULL;
-    info->limit = memory_limit;
+    info->meter.limit = memory_limit;
     lua_State *L = lua_newstate(opsh_alloc, info);
     if (!L) { free(info); return NULL; }
     lua_atpanic(L, opsh_panic);
@@ -180,20 +181,21 @@ void opsh_close(lua_State *L) {
     free(info);
 }
 
-size_t opsh_memory_used(lua_State *L) { return info_of(L)->used; }
-void opsh_set_memory_limit(lua_State *L, size_t limit) { info_of(L)->limit = limit; }
+size_t opsh_memory_used(lua_State *L) { return info_of(L)->meter.used; }
+const opsh_memory_meter *opsh_memory_meter_of(lua_State *L) { return &info_of(L)->meter; }
+void opsh_set_memory_limit(lua_State *L, size_t limit) { info_of(L)->meter.limit = limit; }
 
 int opsh_memory_exceeded(lua_State *L) {
     opsh_state_info *info = info_of(L);
-    if (!info->limit || info->used <= info->limit) return 0;
+    if (!info->meter.limit || info->meter.used <= info->meter.limit) return 0;
     // Garbage counts until it is collected: only what is still held after
     // a full collection passes the limit.
     lua_gc(L, LUA_GCCOLLECT);
-    return info->used > info->limit;
+    return info->meter.used > info->meter.limit;
 }
 
 void opsh_push_memory_refusal(lua_State *L, const char *what) {
-    lua_pushfstring(L, "not enough memory (the memory limit is %I bytes): %s", (lua_Integer)info_of(L)->limit, what);
+    lua_pushfstring(L, "not enough memory (the memory limit is %I bytes): %s", (lua_Integer)info_of(L)->meter.limit, what);
 }
 
 int opsh_rows_pass_memory_limit(lua_State *L, int base, long long rows) {
@@ -258,9 +260,9 @@ int opsh_raise_where(lua_State *L) {
 // drops the results and raises the limit's error, so values that bindings
 // push (a 100 MB BLOB, a million rows) cannot bypass --memory-limit.
 static int keep_results_within_limit_of(lua_State *L, opsh_state_info *info, int results) {
-    if (!info->limit || info->used <= info->limit || info->in_host) return results;
+    if (!info->meter.limit || info->meter.used <= info->meter.limit || info->in_host) return results;
     lua_gc(L, LUA_GCCOLLECT);
-    if (info->used <= info->limit) return results;
+    if (info->meter.used <= info->meter.limit) return results;
     lua_pop(L, results);
     lua_gc(L, LUA_GCCOLLECT);
     opsh_push_memory_refusal(L, "what this call returned would pass it");

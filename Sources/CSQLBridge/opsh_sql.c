@@ -128,23 +128,24 @@ int opsh_sql_bind_plain(lua_State *L, sqlite3_stmt *statement, int position, int
     }
 }
 
-/// Pushes column `column`, whose type SQLite said is `type`.
-static void push_typed_column(lua_State *L, sqlite3_stmt *statement, int column, int type) {
+/// Pushes `value` (a column of the current row), whose type SQLite said
+/// is `type`.
+static void push_typed_value(lua_State *L, sqlite3_value *value, int type) {
     switch (type) {
     case SQLITE_INTEGER:
-        lua_pushinteger(L, sqlite3_column_int64(statement, column));
+        lua_pushinteger(L, sqlite3_value_int64(value));
         break;
     case SQLITE_FLOAT:
-        lua_pushnumber(L, sqlite3_column_double(statement, column));
+        lua_pushnumber(L, sqlite3_value_double(value));
         break;
     case SQLITE_TEXT: {
-        const unsigned char *text = sqlite3_column_text(statement, column);
-        lua_pushlstring(L, text ? (const char *)text : "", (size_t)sqlite3_column_bytes(statement, column));
+        const unsigned char *text = sqlite3_value_text(value);
+        lua_pushlstring(L, text ? (const char *)text : "", (size_t)sqlite3_value_bytes(value));
         break;
     }
     case SQLITE_BLOB: {
-        const void *blob = sqlite3_column_blob(statement, column);
-        lua_pushlstring(L, blob ? (const char *)blob : "", (size_t)sqlite3_column_bytes(statement, column));
+        const void *blob = sqlite3_value_blob(value);
+        lua_pushlstring(L, blob ? (const char *)blob : "", (size_t)sqlite3_value_bytes(value));
         break;
     }
     default:
@@ -152,8 +153,17 @@ static void push_typed_column(lua_State *L, sqlite3_stmt *statement, int column,
     }
 }
 
+// A column is read through sqlite3_column_value once, not as
+// sqlite3_column_type and then sqlite3_column_int64 (or _text): each
+// sqlite3_column_* call finds the column again and takes the connection's
+// mutex (about 30 instructions a column on the NOMUTEX reader, callgrind
+// of the bench's scan; BENCHMARKS.md, "Lua: SQL from scripts, side by
+// side"). The value is read without that mutex, as a pointer that
+// sqlite3_column_text returned always was: the statement is stepped and
+// read by this thread only, between steps.
 void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
-    push_typed_column(L, statement, column, sqlite3_column_type(statement, column));
+    sqlite3_value *value = sqlite3_column_value(statement, column);
+    push_typed_value(L, value, sqlite3_value_type(value));
 }
 
 _Atomic unsigned long opsh_rows_built_counter;
@@ -164,12 +174,15 @@ unsigned long opsh_rows_built(void) {
 
 void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
     opsh_count_row();
+    // Sized exactly: a table made empty would be rehashed at its first
+    // field (Lua's rehash counts the keys and resizes, twice the work).
     lua_createtable(L, 0, column_count);
     for (int column = 0; column < column_count; column++) {
-        int type = sqlite3_column_type(statement, column);
+        sqlite3_value *value = sqlite3_column_value(statement, column);
+        int type = sqlite3_value_type(value);
         if (type == SQLITE_NULL) continue;
         lua_rawgeti(L, names, column + 1);
-        push_typed_column(L, statement, column, type);
+        push_typed_value(L, value, type);
         lua_rawset(L, -3);
     }
     lua_pushvalue(L, metatable);
@@ -393,6 +406,9 @@ typedef struct rows_state {
     opsh_sql_route *route;
     /// opsh_host_flag's, looked up once per loop rather than twice a row.
     int *in_host;
+    /// The allocator's count and limit, looked up once per loop: a row
+    /// checks them without a call.
+    const opsh_memory_meter *meter;
     /// The code of the statement's first step, taken before its shape was
     /// made (SQLITE_ROW or SQLITE_DONE), until the first call uses it.
     int first;
@@ -430,14 +446,22 @@ static int rows_next(lua_State *L) {
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
         else sqlite3_finalize(statement);
     }
-    *state->in_host = outer;
-    if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
-    if (code == SQLITE_ROW && opsh_memory_exceeded(L)) {
+    if (code == SQLITE_ROW && opsh_memory_may_exceed(state->meter) && opsh_memory_exceeded(L)) {
         lua_pop(L, 1);
         lua_gc(L, LUA_GCCOLLECT);
+        // Still a host frame: the refusal's words are allocated past the
+        // limit. Made after the frame, they failed whenever the script
+        // itself held the memory (rows it keeps), and Lua's bare "not
+        // enough memory" replaced them (RowsLoopMemoryLimitTests).
         opsh_push_memory_refusal(L, "the rows of this query would pass it");
-        return opsh_raise_where(L);
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        *state->in_host = outer;
+        return lua_error(L);
     }
+    *state->in_host = outer;
+    if (code != SQLITE_ROW && code != SQLITE_DONE) return opsh_raise_where(L);
     return 1;
 }
 
@@ -449,6 +473,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
+    state->meter = opsh_memory_meter_of(L);
     state->first = first;
     lua_rawgeti(L, holder, 1);
     lua_rawgeti(L, holder, 2);

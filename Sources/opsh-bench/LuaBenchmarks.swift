@@ -16,8 +16,16 @@ enum LuaBenchmarks {
     /// Each runtime runs the workload this many times, round-robin; the
     /// table shows each figure's median. One run each let a slow spell of
     /// the machine decide a comparison (the same binaries swung by half
-    /// between two runs of scripts/bench).
-    static let rounds = 3
+    /// between two runs of scripts/bench); with three, two slow spells
+    /// did: C's 14 ms scan took 13-24 ms on the same binary while other
+    /// builds ran, its user time doubling with the same work.
+    static let rounds = 7
+
+    /// A first round that every runtime runs and the table leaves out:
+    /// the first run of a binary after a pause also paid for reading its
+    /// libraries into memory and for the machine waking up (a first run
+    /// once gave opsh's scan 0.27x C).
+    static let warmUpRounds = 1
 
     /// Runs every peer, each in its own process; a peer whose runtime is
     /// missing is reported so.
@@ -35,13 +43,18 @@ enum LuaBenchmarks {
         ]
         var samples = [[Timings]](repeating: [], count: specs.count)
         var failed = Set<Int>()
-        for _ in 0..<rounds {
-            for (index, spec) in specs.enumerated() where !failed.contains(index) {
+        for round in 0..<(warmUpRounds + rounds) {
+            // Each round starts with the next runtime, so that none always
+            // runs first or right after the same neighbour.
+            for step in 0..<specs.count {
+                let index = (round + step) % specs.count
+                let spec = specs[index]
+                guard !failed.contains(index) else { continue }
                 guard let command = spec.command, let timings = runWorkload(command, directory: directory, tag: index) else {
                     failed.insert(index)
                     continue
                 }
-                samples[index].append(timings)
+                if round >= warmUpRounds { samples[index].append(timings) }
             }
         }
         guard !failed.contains(0) else {
@@ -57,7 +70,7 @@ enum LuaBenchmarks {
 
         let c = peers.last?.1
         var lines = [
-            "Insert \(rows.formatted()) rows with parameters in one transaction, scan them summing a column, \(pointQueries.formatted()) point queries by primary key (`bench/sql-workload/`; each runtime in its own process, opsh as `opsh run`; CPU ms of that process, median of \(rounds) runs taken round-robin; ratio = peer time / opsh time, so > 1 means opsh is faster).",
+            "Insert \(rows.formatted()) rows with parameters in one transaction, scan them summing a column, \(pointQueries.formatted()) point queries by primary key (`bench/sql-workload/`; each runtime in its own process, opsh as `opsh run`; CPU ms of that process, median of \(rounds) runs taken round-robin after \(warmUpRounds) warm-up round left out, each round starting with the next runtime; ratio = peer time / opsh time, so > 1 means opsh is faster).",
             "",
             "| runtime | insert | scan | point queries | insert ratio | scan ratio | point ratio |",
             "| --- | --- | --- | --- | --- | --- | --- |",
@@ -87,6 +100,13 @@ enum LuaBenchmarks {
             + (scanAgainstC.map { String(format: "%.2f×", $0) } ?? "no C peer")
             + ") — **\((scanAgainstC ?? 0) >= scanOfC ? "met" : "not met")**."
             + (c.map { String(format: " opsh / C: insert %.2f×, scan %.2f×, point %.2f× (time).", opsh.insert / $0.insert, opsh.scan / $0.scan, opsh.point / $0.point) } ?? ""))
+        // The spread says how far one run's figures can be trusted.
+        let spreads = specs.indices.filter { !failed.contains($0) }.map { index in
+            let scans = samples[index].map(\.scan)
+            return String(format: "%@ %.1f-%.1f ms", String(specs[index].name.prefix { $0 != " " && $0 != "," }), scans.min() ?? 0, scans.max() ?? 0)
+        }
+        lines.append("")
+        lines.append("Scan, fastest and slowest of the \(rounds) runs: " + spreads.joined(separator: "; ") + ".")
         return lines.joined(separator: "\n")
     }
 

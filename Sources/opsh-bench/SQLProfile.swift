@@ -54,6 +54,79 @@ enum SQLProfile {
         return lines.joined(separator: "\n")
     }
 
+    /// Instructions per row of one scan through `db.rows`, and of C's
+    /// step + column_int64 loop, from callgrind (exact counts: a busy
+    /// machine does not change them, as it changes CPU time). Run after
+    /// ``run(directory:opshExecutable:rows:)``, whose database it scans.
+    static func perRow(directory: String, opshExecutable: String, rows: Int) -> String {
+        guard LuaBenchmarks.run(["valgrind", "--version"]) != nil else {
+            return "Instructions per row: valgrind is not on this machine: no count in this run."
+        }
+        let database = directory + "/profile.sqlite"
+        let scan = "SELECT qty FROM bench"
+        let loop = "local sum = 0 for row in db.rows(\"%@\") do sum = sum + row.qty end return sum"
+        let cLoop = """
+            #include <sqlite3.h>
+            #include <stdio.h>
+            int main(int argc, char **argv) {
+                sqlite3 *db;
+                if (argc != 3 || sqlite3_open(argv[1], &db) != SQLITE_OK) return 2;
+                long long sum = 0;
+                sqlite3_stmt *scan;
+                sqlite3_prepare_v2(db, argv[2], -1, &scan, 0);
+                while (sqlite3_step(scan) == SQLITE_ROW) sum += sqlite3_column_int64(scan, 0);
+                sqlite3_finalize(scan);
+                printf("%lld\\n", sum);
+                return 0;
+            }
+            """
+        // valgrind 3.19 cannot read the DWARF 5 of Swift's release build;
+        // a copy without the debug sections keeps the symbols it needs.
+        let opsh = directory + "/opsh-with-symbols"
+        let cScan = directory + "/c-scan"
+        guard LuaBenchmarks.run(["strip", "--strip-debug", "-o", opsh, opshExecutable]) != nil,
+              write(String(format: loop, scan), to: directory + "/count-scan.lua"),
+              write(String(format: loop, scan + " LIMIT 1"), to: directory + "/count-one.lua"),
+              write(cLoop, to: cScan + ".c"),
+              LuaBenchmarks.run(["cc", "-O2", "-o", cScan, cScan + ".c", "-lsqlite3"]) != nil,
+              let whole = counts([opsh, "run", "--no-lock", "--db", database, directory + "/count-scan.lua"], into: directory + "/scan.callgrind"),
+              let one = counts([opsh, "run", "--no-lock", "--db", database, directory + "/count-one.lua"], into: directory + "/one.callgrind"),
+              let c = counts([cScan, database, scan], into: directory + "/c.callgrind"),
+              let cOne = counts([cScan, database, scan + " LIMIT 1"], into: directory + "/c-one.callgrind")
+        else {
+            return "Instructions per row: callgrind failed on this machine: no count in this run."
+        }
+        func perRow(_ value: Int?) -> String { String(format: "%.0f", Double(value ?? 0) / Double(rows)) }
+        let part = { (name: String) in "`\(name)` \(perRow(whole[name]))" }
+        return "Instructions per row of one scan of \(rows.formatted()) rows (callgrind, inclusive counts divided by the rows): "
+            + "opsh \(perRow(whole["PROGRAM TOTALS"].map { $0 - (one["PROGRAM TOTALS"] ?? 0) })) "
+            + "(the iterator " + part("rows_next") + ": " + ["sqlite3_step", "opsh_sql_push_row"].map(part).joined(separator: ", ")
+            + "; the row table's parts " + ["lua_createtable", "luaH_resize", "luaC_step", "lua_rawset", "lua_setmetatable"].map(part).joined(separator: ", ")
+            + "; the allocator's own " + part("opsh_alloc") + "; the rest is Lua's loop), "
+            + "C \(perRow(c["PROGRAM TOTALS"].map { $0 - (cOne["PROGRAM TOTALS"] ?? 0) })) ("
+            + ["sqlite3_step", "sqlite3_column_int64"].map { "`\($0)` \(perRow(c[$0]))" }.joined(separator: ", ") + ")."
+    }
+
+    /// callgrind's inclusive instruction count of each function of
+    /// `command` (and "PROGRAM TOTALS"); nil when it fails.
+    private static func counts(_ command: [String], into file: String) -> [String: Int]? {
+        guard LuaBenchmarks.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + file] + command) != nil,
+              let report = LuaBenchmarks.run(["callgrind_annotate", "--inclusive=yes", file])
+        else { return nil }
+        // Lines as "332,220,819 (82.07%)  ???:rows_next [/path]" or
+        // "404,780,501 (100.0%)  PROGRAM TOTALS".
+        var counts = [String: Int]()
+        for line in report.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            guard fields.count == 3, fields[1].hasPrefix("("), let count = Int(fields[0].replacingOccurrences(of: ",", with: "")) else { continue }
+            var name = fields[2].trimmingCharacters(in: .whitespaces)
+            if let bracket = name.range(of: " [") { name = String(name[..<bracket.lowerBound]) }
+            if let colon = name.lastIndex(of: ":") { name = String(name[name.index(after: colon)...]) }
+            counts[name] = max(counts[name] ?? 0, count)
+        }
+        return counts.isEmpty ? nil : counts
+    }
+
     private static func write(_ text: String, to path: String) -> Bool {
         FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
     }

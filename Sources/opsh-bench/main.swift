@@ -67,6 +67,8 @@ if wanted("lua") {
     print("")
     print(SQLProfile.run(directory: directory, opshExecutable: opsh, rows: LuaBenchmarks.rows))
     print("")
+    print(SQLProfile.perRow(directory: directory, opshExecutable: opsh, rows: LuaBenchmarks.rows))
+    print("")
     print(try LuaBenchmarks.callCost())
 }
 

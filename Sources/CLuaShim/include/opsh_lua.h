@@ -30,6 +30,18 @@ void opsh_set_memory_limit(lua_State *L, size_t limit);
 /// not once it is whole (ARCHITECTURE.md, decision 9; docs/operations.md's
 /// bound of the process's own size plus twice the limit). 0 without a limit.
 int opsh_memory_exceeded(lua_State *L);
+/// The allocator's count and limit, for a loop that checks the limit once
+/// a row (db.rows's iterator): opsh_memory_may_exceed reads them without a
+/// call, and only a state over its limit pays for opsh_memory_exceeded's
+/// collection.
+typedef struct {
+    size_t used;
+    size_t limit;  // 0: none
+} opsh_memory_meter;
+const opsh_memory_meter *opsh_memory_meter_of(lua_State *L);
+static inline int opsh_memory_may_exceed(const opsh_memory_meter *meter) {
+    return meter->limit && meter->used > meter->limit;
+}
 /// Pushes "not enough memory (the memory limit is N bytes): " followed by
 /// `what`: the words every refusal of the limit uses.
 void opsh_push_memory_refusal(lua_State *L, const char *what);
