@@ -21,8 +21,11 @@ final class RepositoryStatements {
     /// pushed anew each time and its statement prepared again.
     private static let keptTexts = 512
 
-    /// Each table's columns, with the schema version they were read at.
-    private var specs: [String: (version: Int64, spec: TableSpec)] = [:]
+    /// Each table's columns, with the schema version they were read at
+    /// and the session's ``SessionDatabase/schemaRollbacks`` then: a
+    /// rolled-back schema change gives its version number back, and the
+    /// next change takes it again for another schema.
+    private var specs: [String: (version: Int64, rollbacks: Int, spec: TableSpec)] = [:]
     /// `PRAGMA schema_version`, prepared once per connection.
     private var versionStatements: [OpaquePointer: OpaquePointer] = [:]
 
@@ -45,9 +48,10 @@ final class RepositoryStatements {
     /// `PRAGMA schema_version` on the session's reading connection tells.
     func spec(_ table: String, load: () throws -> TableSpec) throws -> TableSpec {
         guard let version = try schemaVersion() else { return try load() }
-        if let cached = specs[table], cached.version == version { return cached.spec }
+        let rollbacks = executor.session.schemaRollbacks
+        if let cached = specs[table], cached.version == version, cached.rollbacks == rollbacks { return cached.spec }
         let spec = try load()
-        specs[table] = (version, spec)
+        specs[table] = (version, rollbacks, spec)
         return spec
     }
 
@@ -90,16 +94,22 @@ final class RepositoryStatements {
     /// transaction has read the schema, no other connection changes what
     /// it sees (SQLite's snapshot, its single writer), so a `PRAGMA
     /// schema_version` per repository call was a fixed cost of each
-    /// (issue 27). Read each time while SQLite has ended the transaction
-    /// (a trigger's `RAISE(ROLLBACK)`): then another process may write.
+    /// (issue 27). Nil while SQLite has ended the transaction (a trigger's
+    /// `RAISE(ROLLBACK)`): it took the transaction's schema changes back
+    /// before opsh could count the rollback (``SessionDatabase/schemaRollbacks``),
+    /// and another process may write; the table is read each time then.
     private func transactionVersion(on connection: OpaquePointer) throws -> Int64? {
         let epoch = executor.session.schemaEpoch
         let inTransaction = opsh_sqlite_autocommit(connection) == 0
-        if inTransaction, let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
+        guard inTransaction else {
+            transactionVersionSeen = nil
+            return nil
+        }
+        if let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
             return seen.version
         }
         let version = try readVersion(on: connection)
-        transactionVersionSeen = inTransaction ? version.map { (connection, epoch, $0) } : nil
+        transactionVersionSeen = version.map { (connection, epoch, $0) }
         return version
     }
 
