@@ -59,4 +59,44 @@ import Testing
                     == "p=why/zed\nq=yes/-")
         }
     }
+
+    /// `DROP TABLE IF EXISTS` prepared while the table was absent, and
+    /// `CREATE TABLE IF NOT EXISTS` while it was present, each do nothing
+    /// then; db.exec keeps them, and run again later (SQLite prepares them
+    /// again in the step) they drop the table and make it anew with a
+    /// column `note`. Classified once as changing nothing, they ran on the
+    /// C path without telling the repositories that the schema changed,
+    /// and `telemetry.insert{ note = … }` was refused ("unknown column
+    /// 'note'") by a spec of the dropped table. Control: the same
+    /// statements as new texts (prepared at their second run) passed
+    /// before the fix. Seen failing before the fix on SQLite.
+    @Test(arguments: Engine.allCases) func aTableMadeAnewByKeptStatementsIsWrittenAsItIsNow(_ engine: Engine) throws {
+        let key = engine == .sqlite ? "INTEGER PRIMARY KEY" : "BIGSERIAL PRIMARY KEY"
+        let real = engine == .sqlite ? "REAL" : "DOUBLE PRECISION"
+        for kept in [true, false] {
+            let sandbox = try Sandbox()
+            let db = try sandbox.createdDatabase(engine)
+            let run = try sandbox.opsh(["-e", """
+                local dropIfPresent = "DROP TABLE IF EXISTS telemetry"
+                local createIfAbsent = "CREATE TABLE IF NOT EXISTS telemetry(id \(key), event TEXT NOT NULL, "
+                  .. "properties TEXT, session_id TEXT, created_at \(real) NOT NULL, note TEXT)"
+                local function again(sql) return \(kept ? "sql" : "sql .. ' '") end
+                db.transaction(function()
+                  telemetry.insert{ event = "first", properties = "{}" }
+                  db.exec(createIfAbsent)  -- telemetry is there: nothing to do
+                  db.exec("ALTER TABLE telemetry RENAME TO telemetry_kept")
+                  db.exec(dropIfPresent)   -- telemetry is not there: nothing to do
+                  db.exec("ALTER TABLE telemetry_kept RENAME TO telemetry")
+                  telemetry.insert{ event = "second", properties = "{}" }
+                  db.exec(again(dropIfPresent))
+                  db.exec(again(createIfAbsent))
+                  local ok, err = pcall(telemetry.insert, { event = "third", properties = "{}", note = "new" })
+                  print("insert", ok or err)
+                end)
+                """], on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout == "insert\ttrue\n", "kept statements: \(kept)")
+            #expect(try db.sql("SELECT event || '=' || note FROM telemetry") == "third=new", "kept statements: \(kept)")
+        }
+    }
 }
