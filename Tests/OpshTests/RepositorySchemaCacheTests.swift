@@ -100,3 +100,30 @@ import Testing
         }
     }
 }
+
+/// The same kept `DROP TABLE IF EXISTS` as above, counted: a dry run
+/// names the rows of the table it drops as deleted, as for any DROP TABLE.
+/// Classified once, while the table did not exist, it said it dropped
+/// nothing, and the dry run said "0 deleted" (seen before the fix on
+/// SQLite). Control: the same DROP as a new text (prepared when it runs).
+/// PostgreSQL counts no dropped table's rows in a dry run, kept statement
+/// or not (its counts come from the rows' own changes, which a DROP does
+/// not make): only SQLite is held to the deleted rows here.
+@Suite struct KeptSchemaStatementCountTests {
+    @Test(arguments: Engine.allCases) func aKeptDropIfExistsCountsTheRowsItDrops(_ engine: Engine) throws {
+        for kept in [true, false] {
+            let sandbox = try Sandbox()
+            let db = try sandbox.createdDatabase(engine)
+            let run = try sandbox.opsh(["--dry-run", "-e", """
+                local dropIfPresent = "DROP TABLE IF EXISTS scratch"
+                db.exec(dropIfPresent)
+                db.exec("CREATE TABLE scratch(a INTEGER)")
+                db.exec("INSERT INTO scratch VALUES (1), (2), (3)")
+                db.exec(\(kept ? "dropIfPresent" : "dropIfPresent .. ' '"))
+                """], on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            let deleted = engine == .sqlite ? 3 : 0
+            #expect(run.stderr.contains("scratch: 3 inserted, 0 updated, \(deleted) deleted"), "kept: \(kept): \(run.stderr)")
+        }
+    }
+}
