@@ -130,6 +130,30 @@ final class RepositoryStatements {
         pushText(sql, state)
         _ = lua_checkstack(state, Int32(arguments.count) + 4)
         for argument in arguments { Self.push(argument, state) }
+        return try runPushed(shape: shape, call: call)
+    }
+
+    /// ``run(_:_:shape:call:)`` with one value: the call's own argument at
+    /// `index`, as Lua holds it, which the caller has checked is the value
+    /// it would bind. A `get` by a text key then binds the script's own
+    /// string, as `db.first` does, instead of a string made from it and
+    /// pushed (hashed and interned) again (issue 27: `builds.get` on its
+    /// own).
+    func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
+        _ = lua_checkstack(state, 4)
+        pushText(sql, state)
+        lua_pushvalue(state, index)
+        // The text and the value to the bottom of the stack, the call's
+        // arguments above them dropped: what the C path reads.
+        lua_rotate(state, 1, 2)
+        lua_settop(state, 2)
+        return try runPushed(shape: shape, call: call)
+    }
+
+    /// Runs the SQL text at 1 with the values above it.
+    private func runPushed(shape: ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
         let status: Int32
         switch shape {
         case .first: status = opsh_sql_fast_first(state, executor.route)
