@@ -49,11 +49,23 @@ final class RepositoryStatements {
     func spec(_ table: String, load: () throws -> TableSpec) throws -> TableSpec {
         guard let version = try schemaVersion() else { return try load() }
         let rollbacks = executor.session.schemaRollbacks
-        if let cached = specs[table], cached.version == version, cached.rollbacks == rollbacks { return cached.spec }
+        // A loop calls one table again and again: its name is the module's
+        // one string, compared before the dictionary hashes it.
+        if let last = lastSpec, last.table == table, last.version == version, last.rollbacks == rollbacks {
+            return last.spec
+        }
+        if let cached = specs[table], cached.version == version, cached.rollbacks == rollbacks {
+            lastSpec = (table, version, rollbacks, cached.spec)
+            return cached.spec
+        }
         let spec = try load()
         specs[table] = (version, rollbacks, spec)
+        lastSpec = (table, version, rollbacks, spec)
         return spec
     }
+
+    /// The entry of ``specs`` the last call used.
+    private var lastSpec: (table: String, version: Int64, rollbacks: Int, spec: TableSpec)?
 
     /// The read snapshot the last version was read in (its start and the
     /// session's write count): within one snapshot the schema cannot change.
