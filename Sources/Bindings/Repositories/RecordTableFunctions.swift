@@ -34,6 +34,10 @@ protocol RepositoryEngine {
     /// Runs a read and pushes what `db.first` (`.first`), `db.query`
     /// (`.rows`) or `db.value` (`.value`) would.
     func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32
+    /// ``run(_:_:shape:call:)`` with one value, the call's argument at
+    /// `index` as Lua holds it (checked by the caller to be the value it
+    /// binds); nil where the engine has no such path (PostgreSQL's).
+    func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32?
     /// Inserts telemetry events in one atomic call (the engine's bulk path).
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
     /// The database, as messages and syslog name it.
@@ -113,6 +117,11 @@ struct SessionRepositories: RepositoryEngine {
 
     func run(_ sql: String, _ arguments: [StoreValue], shape: ResultShape, call: LuaCall) throws -> Int32 {
         try rows.run(sql, arguments, shape: shape, call: call)
+    }
+
+    func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32? {
+        guard let writes else { return nil }
+        return try writes.run(sql, luaArgumentAt: index, shape: shape, call: call)
     }
 
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
@@ -198,6 +207,33 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         try context.run(rowByKey, [key], shape: .first, call: call)
     }
 
+    /// The row with `key`, which the call's argument `argument` gave: that
+    /// Lua value is bound where it is the same value (a string of the same
+    /// bytes, the same integer), so nothing is made from it again.
+    func pushRow(key: StoreValue, givenAt argument: Int32, call: LuaCall) throws -> Int32 {
+        if Self.luaValue(at: argument, in: call.state, is: key),
+           let results = try context.run(rowByKey, luaArgumentAt: argument, shape: .first, call: call) {
+            return results
+        }
+        return try pushRow(key: key, call: call)
+    }
+
+    private static func luaValue(at index: Int32, in state: OpaquePointer, is key: StoreValue) -> Bool {
+        switch key {
+        case let .text(text):
+            guard lua_type(state, index) == LUA_TSTRING else { return false }
+            var length = 0
+            guard let bytes = lua_tolstring(state, index, &length) else { return false }
+            var text = text
+            return text.withUTF8 { $0.count == length && ($0.isEmpty || memcmp($0.baseAddress!, bytes, length) == 0) }
+        case let .integer(number):
+            return lua_type(state, index) == LUA_TNUMBER && lua_isinteger(state, index) != 0
+                && lua_tointegerx(state, index, nil) == lua_Integer(number)
+        default:
+            return false
+        }
+    }
+
     // MARK: Functions
 
     var standard: [String: LuaHostFunction] {
@@ -214,7 +250,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
 
     func get(_ call: LuaCall) throws -> Int32 {
         let key = try context.reader(call).key(argument: 1, spec: try cachedSpec())
-        return try pushRow(key: key, call: call)
+        return try pushRow(key: key, givenAt: 1, call: call)
     }
 
     func list(_ call: LuaCall) throws -> Int32 {

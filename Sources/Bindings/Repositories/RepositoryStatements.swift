@@ -21,8 +21,11 @@ final class RepositoryStatements {
     /// pushed anew each time and its statement prepared again.
     private static let keptTexts = 512
 
-    /// Each table's columns, with the schema version they were read at.
-    private var specs: [String: (version: Int64, spec: TableSpec)] = [:]
+    /// Each table's columns, with the schema version they were read at
+    /// and the session's ``SessionDatabase/schemaRollbacks`` then: a
+    /// rolled-back schema change gives its version number back, and the
+    /// next change takes it again for another schema.
+    private var specs: [String: (version: Int64, rollbacks: Int, spec: TableSpec)] = [:]
     /// `PRAGMA schema_version`, prepared once per connection.
     private var versionStatements: [OpaquePointer: OpaquePointer] = [:]
 
@@ -45,11 +48,24 @@ final class RepositoryStatements {
     /// `PRAGMA schema_version` on the session's reading connection tells.
     func spec(_ table: String, load: () throws -> TableSpec) throws -> TableSpec {
         guard let version = try schemaVersion() else { return try load() }
-        if let cached = specs[table], cached.version == version { return cached.spec }
+        let rollbacks = executor.session.schemaRollbacks
+        // A loop calls one table again and again: its name is the module's
+        // one string, compared before the dictionary hashes it.
+        if let last = lastSpec, last.table == table, last.version == version, last.rollbacks == rollbacks {
+            return last.spec
+        }
+        if let cached = specs[table], cached.version == version, cached.rollbacks == rollbacks {
+            lastSpec = (table, version, rollbacks, cached.spec)
+            return cached.spec
+        }
         let spec = try load()
-        specs[table] = (version, spec)
+        specs[table] = (version, rollbacks, spec)
+        lastSpec = (table, version, rollbacks, spec)
         return spec
     }
+
+    /// The entry of ``specs`` the last call used.
+    private var lastSpec: (table: String, version: Int64, rollbacks: Int, spec: TableSpec)?
 
     /// The read snapshot the last version was read in (its start and the
     /// session's write count): within one snapshot the schema cannot change.
@@ -90,16 +106,22 @@ final class RepositoryStatements {
     /// transaction has read the schema, no other connection changes what
     /// it sees (SQLite's snapshot, its single writer), so a `PRAGMA
     /// schema_version` per repository call was a fixed cost of each
-    /// (issue 27). Read each time while SQLite has ended the transaction
-    /// (a trigger's `RAISE(ROLLBACK)`): then another process may write.
+    /// (issue 27). Nil while SQLite has ended the transaction (a trigger's
+    /// `RAISE(ROLLBACK)`): it took the transaction's schema changes back
+    /// before opsh could count the rollback (``SessionDatabase/schemaRollbacks``),
+    /// and another process may write; the table is read each time then.
     private func transactionVersion(on connection: OpaquePointer) throws -> Int64? {
         let epoch = executor.session.schemaEpoch
         let inTransaction = opsh_sqlite_autocommit(connection) == 0
-        if inTransaction, let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
+        guard inTransaction else {
+            transactionVersionSeen = nil
+            return nil
+        }
+        if let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
             return seen.version
         }
         let version = try readVersion(on: connection)
-        transactionVersionSeen = inTransaction ? version.map { (connection, epoch, $0) } : nil
+        transactionVersionSeen = version.map { (connection, epoch, $0) }
         return version
     }
 
@@ -120,6 +142,30 @@ final class RepositoryStatements {
         pushText(sql, state)
         _ = lua_checkstack(state, Int32(arguments.count) + 4)
         for argument in arguments { Self.push(argument, state) }
+        return try runPushed(shape: shape, call: call)
+    }
+
+    /// ``run(_:_:shape:call:)`` with one value: the call's own argument at
+    /// `index`, as Lua holds it, which the caller has checked is the value
+    /// it would bind. A `get` by a text key then binds the script's own
+    /// string, as `db.first` does, instead of a string made from it and
+    /// pushed (hashed and interned) again (issue 27: `builds.get` on its
+    /// own).
+    func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
+        _ = lua_checkstack(state, 4)
+        pushText(sql, state)
+        lua_pushvalue(state, index)
+        // The text and the value to the bottom of the stack, the call's
+        // arguments above them dropped: what the C path reads.
+        lua_rotate(state, 1, 2)
+        lua_settop(state, 2)
+        return try runPushed(shape: shape, call: call)
+    }
+
+    /// Runs the SQL text at 1 with the values above it.
+    private func runPushed(shape: ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
         let status: Int32
         switch shape {
         case .first: status = opsh_sql_fast_first(state, executor.route)

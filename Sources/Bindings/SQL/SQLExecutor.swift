@@ -98,9 +98,14 @@ final class SQLExecutor {
     private func run(on writer: SQLiteWriterConnection, call: LuaCall, shape: ResultShape) throws -> Int32 {
         let connection = writer.handle
         let entry = try statements.statement(for: call.state, at: 1, on: connection)
+        // What an `IF [NOT] EXISTS` statement does is known only now: the
+        // step prepares it again when the schema changed since it was kept,
+        // and it may then drop or make a table (the repositories read the
+        // schema again, a dropped table's rows are counted).
+        let effects = entry.effects.mayChangeSchema ? try TransactionGuard.check(entry.statement, on: connection) : entry.effects
         // A dropped table's rows are counted as deleted (no row change
         // reports them).
-        return try session.countingDroppedRows(of: entry.effects, on: connection) {
+        return try session.countingDroppedRows(of: effects, on: connection) {
             try run(entry, on: writer, call: call, shape: shape)
         }
     }

@@ -32,7 +32,9 @@ final class StatementCache {
             self.route = route
             self.effects = effects
             self.reader = reader
-            c.pointee.changes_schema = effects.changesSchema ? 1 : 0
+            // One that may change the schema once prepared again goes to
+            // Swift too, which classifies it again before it runs.
+            c.pointee.changes_schema = effects.changesSchema || effects.mayChangeSchema ? 1 : 0
         }
 
         var statement: OpaquePointer { c.pointee.statement }

@@ -7,6 +7,12 @@ import Synchronization
 public struct StatementEffects: Sendable, Equatable {
     /// It changes the schema of the database file or of TEMP.
     public var changesSchema = false
+    /// It does nothing now, but prepared again once the schema changed it
+    /// would change the schema (`CREATE … IF NOT EXISTS` of an object that
+    /// exists, `DROP … IF EXISTS` of one that does not): a statement kept
+    /// and run again is classified again then (``check(_:on:)``), since
+    /// SQLite prepares it again in its step.
+    public var mayChangeSchema = false
     /// It changes the schema of the database file.
     public var changesFileSchema = false
     /// The tables of the database file it drops: their rows are counted
@@ -55,6 +61,7 @@ public enum TransactionGuard {
         }
         var result = StatementEffects()
         result.changesSchema = effects.schema_change != 0
+        result.mayChangeSchema = effects.dormant_schema_change != 0
         result.changesFileSchema = effects.schema_change_main != 0
         if let list = effects.dropped_tables as UnsafeMutablePointer<CChar>? {
             var name = UnsafePointer(list)

@@ -83,17 +83,27 @@ public final class RecordWritePlans: @unchecked Sendable {
         names = spec.names
         layout = made
         texts.removeAll()
+        lastText = nil
         return made
     }
 
     func text(_ key: TextKey, make: () -> String) -> String {
         lock.lock()
         defer { lock.unlock() }
-        if let known = texts[key] { return known }
-        let text = make()
-        texts[key] = text
+        // A loop writes the same columns call after call: the last text
+        // is found without hashing its key.
+        if let lastText, lastText.key == key { return lastText.text }
+        let text: String
+        if let known = texts[key] {
+            text = known
+        } else {
+            text = make()
+            texts[key] = text
+        }
+        lastText = (key, text)
         return text
     }
+    private var lastText: (key: TextKey, text: String)?
 }
 
 /// One planned statement (``RecordTable/plannedInsert(_:spec:dialect:plans:)``,
@@ -168,7 +178,9 @@ extension RecordTable {
             guard references != 0 else { return head + "VALUES (\(marks))" }
             return head + "SELECT \(marks)" + Self.existing(references, layout, dialect, joinedBy: " WHERE ")
         }
-        var arguments = values.compactMap { $0 }
+        var arguments: [StoreValue] = []
+        arguments.reserveCapacity(values.count + layout.references.count)
+        for case let value? in values { arguments.append(value) }
         for reference in layout.references where references & (1 << reference.index) != 0 {
             arguments.append(values[reference.index]!)
         }
@@ -198,7 +210,9 @@ extension RecordTable {
             return "UPDATE \(dialect.quote(table)) SET \(assignments) WHERE \(dialect.quote(keyColumn)) = ?"
                 + Self.existing(references, layout, dialect, joinedBy: " AND ")
         }
-        var arguments = values.compactMap { $0 }
+        var arguments: [StoreValue] = []
+        arguments.reserveCapacity(values.count + 1 + layout.references.count)
+        for case let value? in values { arguments.append(value) }
         arguments.append(key)
         for reference in layout.references where references & (1 << reference.index) != 0 {
             arguments.append(values[reference.index]!)

@@ -70,8 +70,11 @@ public final class SessionDatabase {
         transactionCursors.append(Weak(cursor))
     }
 
-    /// Leaves the transaction: the connection is GRDB's again.
-    private func endTransaction() {
+    /// Leaves the transaction: the connection is GRDB's again. Unless it
+    /// `committed`, what it did to the schema may have been rolled back
+    /// (``schemaRollbacks``).
+    private func endTransaction(committed: Bool = false) {
+        if !committed { schemaRollbacks &+= 1 }
         LockOwner.endedWriting()
         writeCount &+= 1
         current = nil
@@ -180,6 +183,14 @@ public final class SessionDatabase {
     /// writer), so the repositories read `PRAGMA schema_version` again
     /// only when this changed (``transactionConnection``; issue 27).
     public internal(set) var schemaEpoch = 0
+    /// Changes whenever a transaction or savepoint of this session may
+    /// have been rolled back (every end of ``current`` but a known commit,
+    /// every savepoint that failed). SQLite takes `PRAGMA schema_version`
+    /// back with a rolled-back schema change, and the next change gives
+    /// the same number to another schema: what the repositories read of a
+    /// table under a number is theirs only while this stays (issue 27's
+    /// table specs; RepositorySchemaCacheTests).
+    public private(set) var schemaRollbacks = 0
     /// A dry run: nothing is kept (the batch modes' and the shell's
     /// --dry-run, also when the shell works on a private copy).
     public var isDryRun: Bool { dryRunning || markedDryRun }
@@ -238,6 +249,7 @@ public final class SessionDatabase {
             } catch {
                 if let mark { changes(of: current)?.rewind(to: mark) }
                 schemaEpoch &+= 1
+                schemaRollbacks &+= 1
                 throw error
             }
             try afterWrite()
@@ -358,6 +370,7 @@ public final class SessionDatabase {
             } catch {
                 if let mark { changes?.rewind(to: mark) }
                 schemaEpoch &+= 1
+                schemaRollbacks &+= 1
                 throw error
             }
             try afterWrite()
@@ -371,12 +384,13 @@ public final class SessionDatabase {
                 store.committedChanges.limit(ChangeBudget(limit: changeLimit, what: "the transaction", scope: changes))
             }
             current = db
+            var committed = false
             defer {
                 if changeLimit != nil {
                     counting = nil
                     store.committedChanges.limit(nil)
                 }
-                endTransaction()
+                endTransaction(committed: committed)
             }
             var result: T?
             try db.inTransaction(.immediate) {
@@ -388,6 +402,7 @@ public final class SessionDatabase {
                 try flushNotifications(db)
                 return .commit
             }
+            committed = true
             return result!
         }
     }
