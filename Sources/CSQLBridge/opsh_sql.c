@@ -422,8 +422,15 @@ typedef struct rows_state {
 // made.
 static int rows_next(lua_State *L) {
     rows_state *state = (rows_state *)lua_touserdata(L, lua_upvalueindex(2));
-    sqlite3_stmt *statement = *state->slot;
+    sqlite3_stmt *statement = state->slot[0];
     if (!statement) {
+        // Closed by the end of the transaction or the shell's chunk that
+        // opened it (slot[1]): a loop read on later says so rather than
+        // ending as if its rows were all read.
+        if (state->slot[1]) {
+            return luaL_error(L, "db.rows: this loop was closed when the transaction or chunk that opened it "
+                                 "ended (opsh keeps no read open past them); run db.rows again");
+        }
         lua_pushnil(L);
         return 1;
     }
@@ -442,7 +449,7 @@ static int rows_next(lua_State *L) {
     } else {
         if (code == SQLITE_DONE) lua_pushnil(L);
         else state->route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
-        *state->slot = NULL;
+        state->slot[0] = NULL;
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
         else sqlite3_finalize(statement);
     }

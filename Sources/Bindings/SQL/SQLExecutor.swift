@@ -272,9 +272,14 @@ final class SQLExecutor {
 
 /// An open `db.rows` statement. Finalized when the loop ends (by the C
 /// iterator), breaks or fails (the generic `for`'s to-be-closed value),
-/// when its transaction ends, or when it is collected.
+/// when its transaction or the shell's chunk ends (a loop left open at the
+/// prompt would keep the read connection's snapshot, and the WAL, for as
+/// long as the operator sits there: ARCHITECTURE.md, decision 8), or when
+/// it is collected.
 final class SQLCursor: TransactionBoundCursor {
     /// The statement, where the C iterator finds it; nil once finalized.
+    /// The second slot is set once ``closeAtItsEnd()`` closed it: the
+    /// iterator then refuses to go on rather than end the loop quietly.
     let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
@@ -290,8 +295,9 @@ final class SQLCursor: TransactionBoundCursor {
     /// without the reader's lock (`opsh_reader.h`).
     init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?, firstStep: Int32 = 0) {
         self.firstStep = firstStep
-        self.statement = .allocate(capacity: 1)
+        self.statement = .allocate(capacity: 2)
         self.statement.initialize(to: statement)
+        (self.statement + 1).initialize(to: nil)
         self.shapeSlot = shapeSlot
         self.reader = reader
         if let reader, let statement { reader.lending { _ in opsh_sql_reader_cursor_opened(reader.snapshot, statement) } }
@@ -307,8 +313,15 @@ final class SQLCursor: TransactionBoundCursor {
         }
     }
 
+    func closeAtItsEnd() {
+        guard let open = statement.pointee else { return }
+        statement[1] = open  // only compared with nil: "closed by its end"
+        close()
+    }
+
     deinit {
         close()
+        statement.deinitialize(count: 2)
         statement.deallocate()
     }
 }

@@ -79,7 +79,7 @@ final class SQLiteRows: RowRunner {
             },
             "rows": { call in
                 let cursor = try executor.openCursor(try SQLTextReader.sql(call), call: call, from: 2)
-                database.closeAtTransactionEnd(cursor)
+                database.closeAtTransactionOrChunkEnd(cursor)
                 // The to-be-closed value: a loop that breaks or fails
                 // finalizes the statement at once. It also keeps the cursor
                 // alive for the iterator.

@@ -112,8 +112,10 @@ int opsh_sql_fast_query(lua_State *L, void *route);
 /// The first column of every row, as an array (query keys' id lists).
 int opsh_sql_fast_column(lua_State *L, void *route);
 
-/// Pushes the iterator of a db.rows loop over `*statement` (the cursor
+/// Pushes the iterator of a db.rows loop over `statement[0]` (the cursor
 /// owns it; the iterator finalizes it and sets it to NULL at the end).
+/// `statement[1]` not NULL: the cursor was closed by the end of its
+/// transaction or chunk, and a further call raises an error saying so.
 /// `owner` is the stack index of the value that keeps the cursor alive.
 void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int first, int owner, opsh_sql_route *route);
 

@@ -52,8 +52,9 @@ public final class SessionDatabase {
     /// may say otherwise for itself (`allowSchemaChanges`).
     public var allowsSchemaChanges = false
 
-    /// `db.rows` cursors opened on `current`: finalized when the
-    /// transaction ends, since the connection goes back to GRDB then.
+    /// `db.rows` cursors opened on `current`, or in the shell's chunk:
+    /// finalized when the transaction ends, since the connection goes back
+    /// to GRDB then, or when the chunk ends (``closeAtTransactionOrChunkEnd(_:)``).
     private var transactionCursors: [Weak<any TransactionBoundCursor>] = []
 
     public init(store: Store) {
@@ -63,9 +64,13 @@ public final class SessionDatabase {
 
     deinit { opsh_session_route_free(route) }
 
-    /// Closes `cursor` when the open transaction ends (nothing when none is).
-    public func closeAtTransactionEnd(_ cursor: any TransactionBoundCursor) {
-        guard current != nil else { return }
+    /// Closes `cursor` when the open transaction ends, or, opened by one
+    /// of the shell's chunks on the read connection, when the chunk ends: a
+    /// loop left open at the prompt would keep the read connection's
+    /// snapshot (and the backend's WAL) for as long as the operator sits
+    /// there (ARCHITECTURE.md, decision 8). Nothing when neither is open.
+    public func closeAtTransactionOrChunkEnd(_ cursor: any TransactionBoundCursor) {
+        guard current != nil || scope?.kind == .chunk else { return }
         transactionCursors.removeAll { $0.value == nil }
         transactionCursors.append(Weak(cursor))
     }
@@ -79,7 +84,7 @@ public final class SessionDatabase {
         writeCount &+= 1
         current = nil
         changedOutsideGRDB = false
-        for cursor in transactionCursors { cursor.value?.close() }
+        for cursor in transactionCursors { cursor.value?.closeAtItsEnd() }
         transactionCursors.removeAll()
     }
 
@@ -921,9 +926,11 @@ public struct TransactionRolledBack: Error, CustomStringConvertible {
 
 /// A statement left open on the transaction's connection (a `db.rows`
 /// cursor): it must be finalized when the transaction ends, since the
-/// connection goes back to GRDB then.
+/// connection goes back to GRDB then; or on the read connection by one of
+/// the shell's chunks, finalized when the chunk ends.
 public protocol TransactionBoundCursor: AnyObject {
-    func close()
+    /// Finalizes the statement; reading on says it was closed by its end.
+    func closeAtItsEnd()
 }
 
 struct Weak<T> {
