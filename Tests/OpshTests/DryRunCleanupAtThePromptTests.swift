@@ -84,4 +84,23 @@ import Testing
         #expect(real.waitForExit(timeout: 60) == 0)
         #expect(try database.count("telemetry") == 1)
     }
+
+    /// `opsh run --dry-run --max-changes` (the batch route): a script's two
+    /// cleanups count the 500 rows once, so a cap of 600 holds; the control:
+    /// a cap of 250 refuses the dry run, naming its 500 rows.
+    @Test(arguments: Engine.allCases) func aDryRunScriptCountsTwoCleanupsOnceUnderItsCap(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try TelemetryCleanupCountingTests().seeded(engine, in: sandbox)
+        let script = try sandbox.script("twice.lua", Self.cleanup + "\n" + Self.cleanup)
+        let held = try sandbox.opsh(["run", "--dry-run", "--max-changes", "600", script], on: database)
+        #expect(held.status == 0, "\(held.stderr)")
+        #expect(held.stdout == "\(Self.old)\ttrue\n0\ttrue\n", "\(held.stdout)")
+        #expect(held.stderr.contains("telemetry: 0 inserted, 0 updated, \(Self.old) deleted"), "\(held.stderr)")
+
+        let capped = try sandbox.opsh(["run", "--dry-run", "--max-changes", "250", script], on: database)
+        #expect(capped.status == 1, "\(capped.stderr)")
+        #expect(capped.stderr.contains("the dry run changed \(Self.old) rows"), "\(capped.stderr)")
+        #expect(capped.stderr.contains("more than its limit of 250"), "\(capped.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1)
+    }
 }
