@@ -65,4 +65,47 @@ import Testing
         #expect(result.stdout == Self.expected("before", "a=A b=B c=C") + "ready\n" + Self.expected("after", "a=A c=C d=D"),
                 "\(result.stdout)")
     }
+
+    /// `SELECT *` after a transaction that changed the table's columns and
+    /// was rolled back: the rows have the columns the table has again (its
+    /// statements, kept with the rolled-back shape, are made again). The
+    /// control: the reads inside the transaction see its columns.
+    @Test(arguments: Engine.allCases) func aRolledBackSchemaChangeLeavesTheRowsNamedAsBefore(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        let run = try sandbox.opsh(["-e", Self.reads + "\n" + """
+            db.exec('CREATE TABLE t (a TEXT, b TEXT, c TEXT)')
+            db.exec("INSERT INTO t VALUES ('A', 'B', 'C')")
+            readAll('before')
+            local ok = pcall(db.transaction, function()
+              db.exec('ALTER TABLE t DROP COLUMN b'); db.exec("ALTER TABLE t ADD COLUMN d TEXT DEFAULT 'D'")
+              readAll('inside')
+              error('taken back')
+            end)
+            readAll('after')
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == Self.expected("before", "a=A b=B c=C") + Self.expected("inside", "a=A c=C d=D")
+            + Self.expected("after", "a=A b=B c=C"), "\(run.stdout)")
+    }
+
+    /// A view another process defines again (other columns, other names)
+    /// between two reads of one session: the rows are named by the view's
+    /// columns now. The control: the reads before.
+    @Test(arguments: Engine.allCases) func aViewDefinedAgainByAnotherProcessRenamesTheRows(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        try db.sql("CREATE TABLE s (a TEXT, b TEXT, c TEXT); INSERT INTO s VALUES ('A', 'B', 'C'); CREATE VIEW t AS SELECT a, b FROM s")
+        let result = try sandbox.opshPausing(Self.reads + "\n" + """
+            readAll('before') print('ready') io.stdout:flush()
+            io.read('l')
+            local past = os.clock() + 0.25 while os.clock() < past do end
+            readAll('after')
+            """, on: db, pausedAt: "ready") {
+            try db.sql("DROP VIEW t; CREATE VIEW t AS SELECT c AS a, a AS z FROM s")
+        }
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == Self.expected("before", "a=A b=B") + "ready\n" + Self.expected("after", "a=C z=A"),
+                "\(result.stdout)")
+    }
 }
