@@ -45,6 +45,12 @@ typedef struct {
     // lets run now (0: none); read and written by the hook, on that thread.
     lua_State *closing_thread;
     int closing_depth;
+    // What stops SQL statements (SQLite's progress handler, opsh_stop.h):
+    // the interrupt's reason, except while a __close handler the first
+    // interrupt lets run runs (the statement it interrupted is stopped
+    // already; the handler's own statements run, as after lua.c's first
+    // Ctrl-C), until a second interrupt.
+    atomic_int stop_statements;
 } opsh_state_info;
 
 static opsh_state_info *info_of(lua_State *L) {
@@ -445,6 +451,13 @@ static int closes_its_first_argument(lua_State *L, lua_Debug *ar) {
     return closes;
 }
 
+// The __close handler the interrupt let run has ended: statements stop
+// again while the interrupt unwinds.
+static void closed(opsh_state_info *info) {
+    info->closing_depth = 0;
+    atomic_store(&info->stop_statements, atomic_load(&info->interrupt_reason));
+}
+
 // Whether the hooked code is a script's own __close handler (or what it
 // calls) that the interrupt lets run, as lua.c's first Ctrl-C does: an
 // operator's handler releases a lease or a lock file. Only until its
@@ -457,16 +470,17 @@ static int inside_a_close_handler(lua_State *L, lua_Debug *ar) {
         int depth = stack_depth(L);
         int is_call = ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKTAILCALL;
         if (depth > info->closing_depth || (depth == info->closing_depth && !is_call)) {
-            if (depth == info->closing_depth && ar->event == LUA_HOOKRET) info->closing_depth = 0;
+            if (depth == info->closing_depth && ar->event == LUA_HOOKRET) closed(info);
             return 1;
         }
         // Below it, or another function at its depth: it has ended (by an
         // error, which has no return event).
-        info->closing_depth = 0;
+        closed(info);
     }
     if (!closes_its_first_argument(L, ar)) return 0;
     info->closing_thread = L;
     info->closing_depth = stack_depth(L);
+    atomic_store(&info->stop_statements, 0);
     return 1;
 }
 
@@ -505,6 +519,7 @@ void opsh_interrupt(lua_State *L, int reason) {
     opsh_state_info *info = info_of(L);
     atomic_fetch_add(&info->interrupts, 1);
     atomic_store(&info->interrupt_reason, reason);
+    atomic_store(&info->stop_statements, reason);
     // lua_sethook is safe to call asynchronously (lua.c does it from its
     // SIGINT handler).
     hook_for_interrupt(L);
@@ -588,11 +603,12 @@ static void guard_coroutines(lua_State *L) {
 
 int opsh_interrupt_reason(lua_State *L) { return atomic_load(&info_of(L)->interrupt_reason); }
 
-const void *opsh_interrupt_flag(lua_State *L) { return &info_of(L)->interrupt_reason; }
+const void *opsh_interrupt_flag(lua_State *L) { return &info_of(L)->stop_statements; }
 
 void opsh_clear_interrupt(lua_State *L) {
     opsh_state_info *info = info_of(L);
     atomic_store(&info->interrupt_reason, 0);
+    atomic_store(&info->stop_statements, 0);
     atomic_store(&info->interrupts, 0);
     info->closing_depth = 0;
     lua_sethook(L, NULL, 0, 0);

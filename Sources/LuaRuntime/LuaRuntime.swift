@@ -509,9 +509,12 @@ public final class LuaRuntime {
         LuaInterruptReason(rawValue: opsh_interrupt_reason(state))
     }
 
-    /// The interrupt flag (an `atomic_int`, not 0 from an interrupt until
-    /// the interrupted chunk has ended), for a check that must not miss one
-    /// (SQLite's progress handler: `opsh_stop.h`). Valid while the runtime lives.
+    /// The flag that stops statements (an `atomic_int`, not 0 from an
+    /// interrupt until the interrupted chunk has ended, except while a
+    /// script's `__close` handler the first interrupt lets run runs: its
+    /// own SQL runs, as after lua.c's first Ctrl-C, until a second
+    /// interrupt), for a check that must not miss one (SQLite's progress
+    /// handler: `opsh_stop.h`). Valid while the runtime lives.
     public var interruptFlag: UnsafeRawPointer { opsh_interrupt_flag(state) }
 
     /// Runs `handler` on each interrupt (e.g. to interrupt SQLite).

@@ -96,4 +96,100 @@ import Testing
         #expect(result.status == 124, "\(result.stderr)")
         #expect(result.stderr.contains("closing"), "\(result.stderr)")
     }
+
+    /// A statement that runs until stopped, on either engine.
+    static func endless(_ engine: Engine) -> String {
+        engine == .sqlite
+            ? "db.value('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c')"
+            : "db.value('SELECT pg_sleep(60)')"
+    }
+
+    /// SQL in a `<close>` handler after SIGINT stopped a statement: as with
+    /// lua.c and psql, the first interrupt stops the statement that runs,
+    /// and the handler's own statements run (it releases a lease row that
+    /// `opsh run` committed). The control: the script that ends on its own.
+    @Test(arguments: Engine.allCases) func aHandlerRunsSQLAfterASignalStoppedAStatement(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        try database.sql("CREATE TABLE leases (name TEXT)")
+        // The handler's count is long enough for SQLite's progress handler
+        // (every 1,000 instructions), which stopped it at the first interrupt.
+        let counted = engine == .sqlite
+            ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT count(*) FROM c"
+            : "SELECT count(*) FROM generate_series(1, 100000)"
+        let release = """
+            db.exec("INSERT INTO leases VALUES ('mine')")
+            local lease <close> = setmetatable({}, { __close = function()
+              local ok, err = pcall(db.exec, "DELETE FROM leases WHERE name = 'mine'")
+              local counted, n = pcall(db.value, "\(counted)")
+              io.stderr:write('released: ', tostring(ok), ' ', tostring(err), ' counted: ', tostring(counted), ' ', tostring(n), '\\n')
+            end })
+            io.stdout:write("started\\n") io.stdout:flush()
+            """
+        let ends = try sandbox.script("ends.lua", release + "print('done')\n")
+        let control = try sandbox.opsh(["run", ends], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stderr.contains("released: true 1 counted: true 100000"), "\(control.stderr)")
+        #expect(try database.count("leases") == 0)
+
+        let stopped = try sandbox.script("stopped.lua", release + Self.endless(engine) + "\n")
+        let child = try sandbox.start(opshExecutable, ["run", "--db", database.db, stopped])
+        let first = readFirstLine(child.standardOutput)
+        #expect(String(decoding: first, as: UTF8.self) == "started\n")
+        // Inside the statement on PostgreSQL (the server shows it running);
+        // SQLite's runs in this process, where the signal lands in it or
+        // just before it: the handler's SQL must run either way.
+        if engine == .postgresql {
+            #expect(try waitUntil(10) { try database.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'") == "1" })
+        }
+        kill(child.pid, SIGINT)
+        let result = child.finish(stdoutPrefix: first)
+        #expect(result.status == 130, "\(result.stderr)")
+        #expect(result.stderr.contains("released: true 1 counted: true 100000"), "\(result.stderr)")
+        #expect(try database.count("leases") == 0, "\(result.stderr)")
+    }
+
+    /// The same at the prompt: Ctrl-C stops the chunk's statement, and the
+    /// handler's SQL runs (in the chunk's transaction, which Ctrl-C rolls
+    /// back: what it reads is what the chunk saw). The control: the chunk
+    /// whose block ends on its own.
+    @Test(arguments: Engine.allCases) func aHandlerRunsSQLAfterCtrlCStoppedAStatementAtThePrompt(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        let terminal = try sandbox.shell(database)
+        let handler = "local h <close> = setmetatable({}, { __close = function() print('handler: ' .. tostring(select(2, pcall(db.value, 'SELECT 40 + 2')))) end })"
+        terminal.send("do \(handler) print('block ' .. 'ran') end\r")
+        terminal.expect("handler: 42")
+        terminal.expect("> ")
+        terminal.send("do \(handler) print('stat' .. 'ement') \(Self.endless(engine)) end\r")
+        terminal.expect("statement")
+        if engine == .postgresql {
+            #expect(try waitUntil(10) { try database.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'") == "1" })
+        }
+        terminal.send("\u{3}")
+        terminal.expect("interrupted")
+        terminal.expect("> ")
+        #expect(terminal.transcript.components(separatedBy: "handler: 42").count == 3, "\(terminal.transcript)")
+
+        // A handler whose own statement never ends: a second Ctrl-C stops it.
+        let endlessHandler = "local h <close> = setmetatable({}, { __close = function() print('clos' .. 'ing') \(Self.endless(engine)) end })"
+        terminal.send("do \(endlessHandler) print('stat' .. 'ement') \(Self.endless(engine)) end\r")
+        terminal.expect("statement")
+        if engine == .postgresql {
+            #expect(try waitUntil(10) { try database.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'") == "1" })
+        }
+        terminal.send("\u{3}")
+        terminal.expect("closing")
+        if engine == .postgresql {
+            #expect(try waitUntil(10) { try database.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'") == "1" })
+        }
+        terminal.send("\u{3}")
+        if !terminal.expect("interrupted", timeout: 10) { Issue.record("transcript: \(terminal.transcript)") }
+        terminal.expect("> ")
+        terminal.send("print('still' .. ' here')\r")
+        terminal.expect("still here")
+        terminal.expect("> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0, "\(terminal.transcript)")
+    }
 }

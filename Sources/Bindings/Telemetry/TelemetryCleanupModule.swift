@@ -33,10 +33,10 @@ enum TelemetryCleanupModule {
     static func cleanup(_ call: LuaCall, database: any DatabaseSession) throws -> Int32 {
         let maintenance = database.maintenance
         if let refusal = maintenance.cleanupRefusal() { throw LuaCallError.message(refusal) }
-        if let note = maintenance.cleanupNote {
-            FileHandle.standardError.write(Data("opsh: \(note)\n".utf8))
-        }
+        let note = maintenance.cleanupNote
+        if let note { FileHandle.standardError.write(Data("opsh: \(note)\n".utf8)) }
         return try cleanup(call, isDryRun: database.isDryRun, commitsEachBatch: maintenance.cleanupCommitsEachBatch,
+                           outsideTheChunk: note != nil,
                            retentionDays: { try maintenance.telemetryRetentionDays() },
                            run: { cleanup, shouldStop, progress in
                                try maintenance.cleanTelemetry(cleanup, shouldStop: shouldStop, progress: progress)
@@ -46,7 +46,11 @@ enum TelemetryCleanupModule {
     /// The engine-neutral part: the options read and checked, the progress
     /// bar, `onBatch`, the interrupt's message and the result table; `run`
     /// runs the batches on the session's engine.
-    static func cleanup(_ call: LuaCall, isDryRun: Bool, commitsEachBatch: Bool = true, retentionDays: () throws -> Int?,
+    /// `outsideTheChunk`: at the prompt, where the chunk itself changes
+    /// nothing and its "committed" note never comes, so the cleanup's note
+    /// names the rows its batches deleted.
+    static func cleanup(_ call: LuaCall, isDryRun: Bool, commitsEachBatch: Bool = true, outsideTheChunk: Bool = false,
+                        retentionDays: () throws -> Int?,
                         run: (TelemetryCleanup, () -> Bool, (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report) throws -> Int32 {
         let fields = call.isNoneOrNil(1) ? [:] : try call.table(1)
         for name in fields.keys.sorted() where !optionNames.contains(name) {
@@ -150,6 +154,9 @@ enum TelemetryCleanupModule {
             throw interrupted(report.deleted, report.batches)
         }
         if let callbackError { throw callbackError }
+        if outsideTheChunk, !isDryRun {
+            FileHandle.standardError.write(Data("opsh: telemetry.cleanup: \(report.deleted) rows deleted in \(report.batches) batches, each committed as it went (undo() cannot take them back)\n".utf8))
+        }
         if isDryRun {
             FileHandle.standardError.write(Data("opsh: telemetry.cleanup: dry run: \(report.deleted) rows would have been deleted (counted, not deleted: no write lock taken)\n".utf8))
         }

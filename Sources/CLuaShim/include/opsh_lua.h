@@ -119,7 +119,9 @@ int opsh_is_incomplete(lua_State *L, int status);
 void opsh_interrupt(lua_State *L, int reason);
 /// The reason given to opsh_interrupt, or 0.
 int opsh_interrupt_reason(lua_State *L);
-/// The interrupt flag itself (an atomic_int), for checks outside Lua.
+/// The flag that stops SQL statements (an atomic_int), for checks outside
+/// Lua: set by each interrupt, clear while a __close handler the first
+/// interrupt lets run runs (its own statements run), set again by a second.
 const void *opsh_interrupt_flag(lua_State *L);
 void opsh_clear_interrupt(lua_State *L);
 /// Lets the function at `index` start while an interrupt is pending (a

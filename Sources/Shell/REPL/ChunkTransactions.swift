@@ -90,6 +90,9 @@ public final class ChunkTransactions {
         // transaction, which is rolled back when the shell ends.
         if outcome.committed || database.isDryRun { describe?(outcome.summary) }
         if !outcome.committed, database.isDryRun, !outcome.summary.isEmpty {
+            // Only counted (telemetry.cleanup's rows on the private copy):
+            // the session's summary names them too.
+            if dryRunCopy { total.add(outcome.summary) }
             console.note("dry run: " + outcome.summary.sentence)
             return outcome.summary
         }
@@ -116,9 +119,11 @@ public final class ChunkTransactions {
     /// A chunk of a dry run on a database too large to copy.
     private func replay(_ body: () throws -> Void) throws -> ChangeSummary {
         do {
-            let outcome = try database.replayScope(carrying: carried, body)
+            let outcome = try database.replayScope(carrying: carried, changeLimit: changeLimit, body)
             carried = outcome.carried
+            // What was only counted (telemetry.cleanup) is in no changeset.
             total = carried?.summary() ?? ChangeSummary()
+            total.tables.add(database.rowsCountedInsteadOfChanged)
             guard !outcome.summary.isEmpty else { return outcome.summary }
             var note = "dry run: rolled back; it would have changed " + outcome.summary.sentence
             if let why = outcome.notCarried {
@@ -129,6 +134,7 @@ public final class ChunkTransactions {
         } catch let error as ChangedSince {
             carried = nil
             total = ChangeSummary()
+            total.tables.add(database.rowsCountedInsteadOfChanged)
             throw error
         }
     }

@@ -83,10 +83,24 @@ public struct TelemetryCleanup: Sendable {
         public var stopped = false
         /// Rows that matched when the cleanup started (the progress total).
         public var matched = 0
+        /// In a dry run: the filter the rows were counted by
+        /// (``CountedInsteadOfChanged``).
+        var countedBy: Filter?
         public init() {}
     }
 
     public let options: Options
+    /// Rows an earlier cleanup of the same dry run counted (the filters it
+    /// counted by): left out, as a real session's earlier cleanup would
+    /// have deleted them (``CountedInsteadOfChanged``).
+    private(set) var leftOut: [Filter] = []
+
+    /// This cleanup, leaving out the rows `filters` match.
+    func leavingOut(_ filters: [Filter]) -> TelemetryCleanup {
+        var cleanup = self
+        cleanup.leftOut = filters
+        return cleanup
+    }
 
     public init(_ options: Options) throws {
         if let batchSize = options.batchSize, batchSize <= 0 {
@@ -109,7 +123,7 @@ public struct TelemetryCleanup: Sendable {
     }
 
     /// The filter shared by the count and the batches (SQL both engines run).
-    struct Filter: Sendable {
+    struct Filter: Sendable, Hashable {
         var sql: String
         var values: [StoreValue]
         var arguments: StatementArguments { StatementArguments(values.map(\.databaseValue)) }
@@ -122,11 +136,15 @@ public struct TelemetryCleanup: Sendable {
     func survey(_ db: some RepositoryConnection) throws -> (matched: Int, filter: Filter) {
         var boundary: Boundary?
         if let keep = options.keep, keep > 0 {
-            var sql = "SELECT created_at, id FROM telemetry"
+            var sql = "SELECT created_at, id FROM telemetry WHERE 1 = 1"
             var values: [StoreValue] = []
             if let event = options.event {
-                sql += " WHERE event = ?"
+                sql += " AND event = ?"
                 values.append(.text(event))
+            }
+            for earlier in leftOut {
+                sql += " AND (\(earlier.sql)) IS NOT TRUE"
+                values += earlier.values
             }
             sql += " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"
             values.append(.integer(Int64(keep - 1)))
@@ -153,6 +171,11 @@ public struct TelemetryCleanup: Sendable {
         if let boundary, boundary.createdAt < options.cutoff {
             sql += " AND created_at <= ? AND (created_at < ? OR id < ?)"
             values += [.real(boundary.createdAt), .real(boundary.createdAt), .integer(boundary.id)]
+        }
+        // (IS NOT TRUE: a row an earlier filter's NULL left unmatched stays.)
+        for earlier in leftOut {
+            sql += " AND (\(earlier.sql)) IS NOT TRUE"
+            values += earlier.values
         }
         return Filter(sql: sql, values: values)
     }
@@ -346,6 +369,7 @@ public struct TelemetryCleanup: Sendable {
         report.matched = matched
         if options.dryRun || report.matched == 0 {
             report.deleted = options.dryRun ? report.matched : 0
+            if options.dryRun { report.countedBy = filter }
             report.seconds = elapsedSeconds()
             return report
         }

@@ -124,8 +124,32 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
         if !kept { connection.close() }
     }
 
-    /// `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// `body` in one transaction: committed when it returns, rolled back
+    /// when it throws. A statement the connection kept prepared that went
+    /// stale (another session's ALTER TABLE changed its result: 0A000;
+    /// DISCARD ALL: 26000) is refused by the server before it runs, which
+    /// aborts the transaction; the connection has forgotten it, so the
+    /// transaction runs again from its start, preparing it again (as the
+    /// `db` path runs its statement again under its savepoint): a backend's
+    /// migration does not fail the next `jobs.enqueue` or claim. Each stale
+    /// statement is met once (a migration of several tables: one each).
     private func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                return try transactionOnce(body)
+            } catch let error as PostgresError where (error.code == "0A000" || error.code == "26000") && attempts < Self.staleStatementAttempts {
+                continue
+            }
+        }
+    }
+
+    /// How often a transaction meets a stale statement before its error is
+    /// the caller's: more than the kept statements one transaction runs.
+    static let staleStatementAttempts = 8
+
+    private func transactionOnce<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         try connection { connection in
             if let counted { return try counted.transaction(on: connection) { try body(connection) } }
             try connection.simpleQuery("BEGIN")

@@ -222,8 +222,10 @@ struct PostgresSessionMaintenance: SessionMaintenance {
 
     func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report {
-        let report = try cleanup.run(on: database, shouldStop: shouldStop, progress: progress)
-        if database.isDryRun { database.countedInsteadOfChanged("telemetry", deleted: report.deleted) }
+        guard database.isDryRun else { return try cleanup.run(on: database, shouldStop: shouldStop, progress: progress) }
+        let report = try cleanup.leavingOut(database.countedInDryRun.telemetryFilters)
+            .run(on: database, shouldStop: shouldStop, progress: progress)
+        database.countedInDryRun.add("telemetry", deleted: report.deleted, countedBy: report.countedBy)
         return report
     }
 }

@@ -30,11 +30,13 @@ extension PostgresDatabase: DatabaseSession {
 
     /// Never reached (``dryRunSpansTheSession``): a chunk of the session's
     /// dry run, measured.
-    public func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
+    public func replayScope<T>(carrying carried: Changeset?, changeLimit: Int?, _ body: () throws -> T)
         throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?) {
-        let (result, outcome) = try scope(.chunk, records: false, changeLimit: nil, gate: nil, body)
+        let (result, outcome) = try scope(.chunk, records: false, changeLimit: changeLimit, gate: nil, body)
         return (result, nil, outcome.summary, nil)
     }
+
+    public var rowsCountedInsteadOfChanged: TableChanges { countedInDryRun.tables }
 
     public func markAsDryRun() {}
 

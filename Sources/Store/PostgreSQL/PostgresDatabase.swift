@@ -1036,23 +1036,34 @@ public final class PostgresDatabase {
         isInRunScope = kind == .run
         defer { (isInChunk, isInRunScope) = outer }
         var outcome = ScopeOutcome()
-        if depth > 0 {
-            let result = try plainTransaction {
-                let before = try readMeasure()
-                let schema = try PostgresSchemaSnapshot(connection)
-                let notChangedBefore = notChanged
-                let result = try body()
-                let after = try readMeasure()
-                let difference = try schemaDifference(since: schema, pending: after.last, always: true)
-                outcome.summary.tables = after.changed.since(before.changed)
-                outcome.summary.tables.add(difference.droppedRows)
-                outcome.summary.tables.add(notChanged.since(notChangedBefore))
-                outcome.summary.schemaChanges = difference.changes
-                return result
-            }
-            return (result, outcome)
-        }
         let what = kind == .chunk ? "the chunk" : "the run"
+        if depth > 0 {
+            // A chunk of the shell's dry run (one transaction for the
+            // session): a savepoint, capped as the real chunk would be.
+            let countedBefore = countedInDryRun
+            do {
+                let result = try plainTransaction {
+                    let before = try readMeasure()
+                    let schema = try PostgresSchemaSnapshot(connection)
+                    let result = try body()
+                    let after = try readMeasure()
+                    let difference = try schemaDifference(since: schema, pending: after.last, always: true)
+                    outcome.summary.tables = after.changed.since(before.changed)
+                    outcome.summary.tables.add(difference.droppedRows)
+                    outcome.summary.tables.add(countedInDryRun.tables.since(countedBefore.tables))
+                    outcome.summary.schemaChanges = difference.changes
+                    if let changeLimit {
+                        try TooManyChanges.check(outcome.summary, limit: changeLimit, allowSchemaChanges: allowsSchemaChanges, what: what)
+                    }
+                    return result
+                }
+                return (result, outcome)
+            } catch {
+                // Rolled back to its savepoint: what it counted goes too.
+                countedInDryRun = countedBefore
+                throw error
+            }
+        }
         if let changeLimit {
             // The cap holds for what the script commits through other
             // connections meanwhile (jobs.*) too.
@@ -1126,8 +1137,8 @@ public final class PostgresDatabase {
             endedOutermost()
             if connection.transactionStatus != .idle { _ = try? connection.simpleQuery("ROLLBACK") }
         }
+        defer { countedInDryRun = CountedInsteadOfChanged() }
         let schema = try watchSchema(true)
-        let notChangedBefore = notChanged
         let result = try body()
         try flushDeferred()
         let measured = try readMeasure()
@@ -1135,25 +1146,17 @@ public final class PostgresDatabase {
         var summary = ChangeSummary()
         summary.tables = measured.changed
         summary.tables.add(difference.droppedRows)
-        summary.tables.add(notChanged.since(notChangedBefore))
+        summary.tables.add(countedInDryRun.tables)
         summary.schemaChanges = difference.changes
         return (result, summary)
     }
 
     public var isDryRun: Bool { dryRunning }
 
-    /// Rows a dry run's operations counted instead of changing, since the
-    /// session began (the dry run's summary adds what it counted).
-    private(set) var notChanged: TableChanges = [:]
-
-    /// A dry run's operation counted `deleted` rows of `table` instead of
-    /// deleting them (telemetry.cleanup, as on SQLite, where deleting them
-    /// in the dry run's transaction would hold the write lock throughout):
-    /// the dry run's summary names them as deleted.
-    public func countedInsteadOfChanged(_ table: String, deleted: Int) {
-        guard deleted > 0 else { return }
-        notChanged.add([table: TableChangeCounts(deleted: deleted)])
-    }
+    /// What the dry run's operations counted instead of changing
+    /// (telemetry.cleanup, as on SQLite: ``CountedInsteadOfChanged``), for
+    /// its summary; forgotten as the dry run ends.
+    var countedInDryRun = CountedInsteadOfChanged()
 
     /// What makes a dry run's transaction one the server refuses to commit,
     /// whatever the script sends (`COMMIT`, `END`, in any spelling, in a

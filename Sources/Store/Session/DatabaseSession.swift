@@ -81,9 +81,15 @@ public protocol DatabaseSession: AnyObject {
     var dryRunSpansTheSession: Bool { get }
     /// A chunk of the shell's `--dry-run` a chunk at a time: it re-applies
     /// the changes `carried` from the earlier chunks, runs `body`, and is
-    /// rolled back, keeping what the session changed so far.
-    func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
+    /// rolled back, keeping what the session changed so far. Past
+    /// `changeLimit` rows it fails with ``TooManyChanges``, as the real
+    /// chunk would.
+    func replayScope<T>(carrying carried: Changeset?, changeLimit: Int?, _ body: () throws -> T)
         throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?)
+    /// What the dry run's operations counted instead of changing so far
+    /// (telemetry.cleanup's rows: ``CountedInsteadOfChanged``), which no
+    /// changeset carries: the replayed dry run's summary adds them.
+    var rowsCountedInsteadOfChanged: TableChanges { get }
     /// The session works on a throwaway copy (the shell's `--dry-run` on a
     /// private copy of an SQLite file): `opsh.dryRun()` says true.
     func markAsDryRun()

@@ -63,14 +63,18 @@ extension SessionDatabase {
     /// deleting them (telemetry.cleanup: deleting them in the dry run's one
     /// transaction would hold SQLite's write lock for the whole deletion,
     /// where the real cleanup holds it a batch at a time): the dry run's
-    /// summary names them as deleted, and its cap counts them.
-    public func countedInsteadOfChanged(_ table: String, deleted: Int) throws {
+    /// summary names them as deleted, and its cap counts them. The dry run
+    /// remembers them by `filter` (``CountedInsteadOfChanged``), so that
+    /// its later cleanups leave them out.
+    func countedInsteadOfChanged(_ table: String, deleted: Int, countedBy filter: TelemetryCleanup.Filter?) throws {
         guard deleted > 0, counting != nil else { return }
         counting?.notChanged.add([table: TableChangeCounts(deleted: deleted)])
-        guard let counting, let limit = counting.limit else { return }
-        var summary = ChangeSummary()
-        summary.tables = counting.tables
-        try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: true, what: counting.what)
+        if let counting, let limit = counting.limit {
+            var summary = ChangeSummary()
+            summary.tables = counting.tables
+            try TooManyChanges.check(summary, limit: limit, allowSchemaChanges: true, what: counting.what)
+        }
+        countedInDryRun.add(table, deleted: deleted, countedBy: filter)
     }
 
     /// Throws ``TooManyChanges`` when the counted transaction with what the

@@ -184,8 +184,10 @@ struct SQLiteMaintenance: SessionMaintenance {
 
     func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report {
-        let report = try cleanup.run(on: session, shouldStop: shouldStop, progress: progress)
-        if session.isDryRun { try session.countedInsteadOfChanged("telemetry", deleted: report.deleted) }
+        guard session.isDryRun else { return try cleanup.run(on: session, shouldStop: shouldStop, progress: progress) }
+        let report = try cleanup.leavingOut(session.countedInDryRun.telemetryFilters)
+            .run(on: session, shouldStop: shouldStop, progress: progress)
+        try session.countedInsteadOfChanged("telemetry", deleted: report.deleted, countedBy: report.countedBy)
         return report
     }
 }

@@ -17,6 +17,8 @@ extension SessionDatabase: DatabaseSession {
 
     public var undoUnavailable: String? { nil }
     public var dryRunSpansTheSession: Bool { false }
+
+    public var rowsCountedInsteadOfChanged: TableChanges { countedInDryRun.tables }
     public func markAsDryRun() { markedDryRun = true }
 
     /// Counted from the start: ``Store/committedChanges`` is a transaction

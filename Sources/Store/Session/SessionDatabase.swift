@@ -203,6 +203,10 @@ public final class SessionDatabase {
     /// The shell's --dry-run on a private copy: chunks commit into the copy,
     /// which is thrown away, and opsh.dryRun() says true.
     public var markedDryRun = false
+    /// What the dry run's operations counted instead of changing, over the
+    /// whole dry run (the shell's chunk after chunk): a later cleanup
+    /// leaves those rows out (``CountedInsteadOfChanged``).
+    var countedInDryRun = CountedInsteadOfChanged()
     /// The connection of the store's writer while a dry run holds it and
     /// it is a DatabaseQueue (GRDB's queue is not reentrant): reads before
     /// the dry run's first write run on it.
@@ -469,6 +473,7 @@ public final class SessionDatabase {
         defer {
             counting = nil
             dryRunning = false
+            countedInDryRun = CountedInsteadOfChanged()
         }
         let dryRunWriter = try writer()
         return try dryRunWriter.writeWithoutTransaction { db in
@@ -594,6 +599,7 @@ public final class SessionDatabase {
                 leaveScope(db)
             }
             var outcome = ScopeOutcome()
+            let countedBefore = countedInDryRun
             do {
                 let result = try body()
                 guard current != nil, let counting else {
@@ -617,6 +623,7 @@ public final class SessionDatabase {
                 return (result, outcome)
             } catch {
                 if db.isInsideTransaction { try? db.rollback() }
+                countedInDryRun = countedBefore
                 throw error
             }
         }
@@ -633,13 +640,16 @@ public final class SessionDatabase {
     /// - returns: the chunk's result, the changes the session carries on,
     ///   what this chunk changed, and why some of it cannot be carried
     ///   (nil when all can).
-    public func replayScope<T>(carrying carried: Changeset?, _ body: () throws -> T)
+    public func replayScope<T>(carrying carried: Changeset?, changeLimit: Int?, _ body: () throws -> T)
         throws -> (result: T, carried: Changeset?, summary: ChangeSummary, notCarried: String?) {
         guard current == nil, pending == nil else { return (try body(), carried, ChangeSummary(), nil) }
         return try scopeWriter().writeWithoutTransaction { db in
-            counting = Counting(changes: changes(of: db), limit: nil, what: "the chunk", allowSchemaChanges: true)
-            enterScope(Scope(kind: .chunk, changeLimit: nil), records: true, on: db)
+            // Capped (--max-changes) as the real chunk would be.
+            counting = Counting(changes: changes(of: db), limit: changeLimit, what: "the chunk",
+                                allowSchemaChanges: changeLimit == nil || allowsSchemaChanges)
+            enterScope(Scope(kind: .chunk, changeLimit: changeLimit), records: true, on: db)
             defer { leaveScope(db) }
+            let countedBefore = countedInDryRun
             do {
                 if let carried, !carried.isEmpty {
                     try beginPendingWrite()  // records from here: the carried changes, then the chunk's
@@ -660,12 +670,14 @@ public final class SessionDatabase {
                 }
                 try Self.requireOpenTransaction(db, of: "the dry run's chunk")
                 let summary = try self.summary(of: counting, db: db)
+                try check(counting, db: db)
                 let problem = try coverageProblem(of: summary, db: db)
                 let next = try recording?.changeset()
                 try db.rollback()
                 return (result, problem == nil ? next : carried, summary, problem)
             } catch {
                 if db.isInsideTransaction { try? db.rollback() }
+                countedInDryRun = countedBefore
                 throw error
             }
         }
