@@ -38,6 +38,8 @@ protocol RepositoryEngine {
     /// `index` as Lua holds it (checked by the caller to be the value it
     /// binds); nil where the engine has no such path (PostgreSQL's).
     func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32?
+    /// ``run(_:_:shape:call:)`` with one value, `key`.
+    func run(_ sql: String, key: StoreValue, shape: ResultShape, call: LuaCall) throws -> Int32
     /// Inserts telemetry events in one atomic call (the engine's bulk path).
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
     /// The database, as messages and syslog name it.
@@ -99,7 +101,7 @@ struct SessionRepositories: RepositoryEngine {
     /// SQLite refused: then Store runs the statement and says why.
     func writeInOpenTransaction(_ planned: PlannedWrite, call: LuaCall) throws -> StoreValue? {
         guard let writes else { return nil }
-        switch writes.write(planned.sql, planned.arguments, state: call.state) {
+        switch writes.write(planned, state: call.state) {
         case let .done(changes, rowid): return planned.key(changes: changes, rowid: rowid)
         case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
         case .failed, .declined: return nil
@@ -122,6 +124,13 @@ struct SessionRepositories: RepositoryEngine {
     func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32? {
         guard let writes else { return nil }
         return try writes.run(sql, luaArgumentAt: index, shape: shape, call: call)
+    }
+
+    /// A write's read-back, once per call: on the row path's C reads
+    /// without an array made for its one value (issue 27).
+    func run(_ sql: String, key: StoreValue, shape: ResultShape, call: LuaCall) throws -> Int32 {
+        guard let writes else { return try rows.run(sql, [key], shape: shape, call: call) }
+        return try writes.run(sql, key, shape: shape, call: call)
     }
 
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
@@ -204,7 +213,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
 
     /// The row with `key`, read back as `get` reads it.
     func pushRow(key: StoreValue, call: LuaCall) throws -> Int32 {
-        try context.run(rowByKey, [key], shape: .first, call: call)
+        try context.run(rowByKey, key: key, shape: .first, call: call)
     }
 
     /// The row with `key`, which the call's argument `argument` gave: that
