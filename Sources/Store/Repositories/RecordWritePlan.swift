@@ -150,6 +150,13 @@ public struct PlannedWrite {
         }
     }
 
+    /// Where an update's key is among ``forEachArgument(_:)``'s values
+    /// (0: the first); nil for an insert.
+    public var keyPosition: Int? {
+        guard isUpdate else { return nil }
+        return values.reduce(0) { $1 == nil ? $0 : $0 + 1 }
+    }
+
     /// At least as many values as ``forEachArgument(_:)`` gives.
     public var argumentCapacity: Int { values.count + 1 + layout.references.count }
 
