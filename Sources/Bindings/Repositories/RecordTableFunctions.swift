@@ -27,6 +27,11 @@ protocol RepositoryEngine {
     /// (``writeOneStatement(_:call:_:)`` then runs it). The call's own
     /// arguments must have been read.
     func writeInOpenTransaction(_ planned: PlannedWrite, call: LuaCall) throws -> StoreValue?
+    /// ``writeInOpenTransaction(_:call:)`` for an update whose key is the
+    /// call's argument `keyArgument` as Lua holds it (checked by the
+    /// caller); when it returns a key, that Lua value is still at
+    /// `keyArgument` (the other arguments gone) where the engine keeps it.
+    func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, call: LuaCall) throws -> StoreValue?
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -38,6 +43,8 @@ protocol RepositoryEngine {
     /// `index` as Lua holds it (checked by the caller to be the value it
     /// binds); nil where the engine has no such path (PostgreSQL's).
     func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32?
+    /// ``run(_:_:shape:call:)`` with one value, `key`.
+    func run(_ sql: String, key: StoreValue, shape: ResultShape, call: LuaCall) throws -> Int32
     /// Inserts telemetry events in one atomic call (the engine's bulk path).
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws
     /// The database, as messages and syslog name it.
@@ -98,8 +105,12 @@ struct SessionRepositories: RepositoryEngine {
     /// cost beside `db.exec` (issue 27), and run only when C declines or
     /// SQLite refused: then Store runs the statement and says why.
     func writeInOpenTransaction(_ planned: PlannedWrite, call: LuaCall) throws -> StoreValue? {
+        try writeInOpenTransaction(planned, keyArgument: nil, call: call)
+    }
+
+    func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, call: LuaCall) throws -> StoreValue? {
         guard let writes else { return nil }
-        switch writes.write(planned.sql, planned.arguments, state: call.state) {
+        switch writes.write(planned, keyArgument: keyArgument, state: call.state) {
         case let .done(changes, rowid): return planned.key(changes: changes, rowid: rowid)
         case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
         case .failed, .declined: return nil
@@ -122,6 +133,13 @@ struct SessionRepositories: RepositoryEngine {
     func run(_ sql: String, luaArgumentAt index: Int32, shape: ResultShape, call: LuaCall) throws -> Int32? {
         guard let writes else { return nil }
         return try writes.run(sql, luaArgumentAt: index, shape: shape, call: call)
+    }
+
+    /// A write's read-back, once per call: on the row path's C reads
+    /// without an array made for its one value (issue 27).
+    func run(_ sql: String, key: StoreValue, shape: ResultShape, call: LuaCall) throws -> Int32 {
+        guard let writes else { return try rows.run(sql, [key], shape: shape, call: call) }
+        return try writes.run(sql, key, shape: shape, call: call)
     }
 
     func insertTelemetry(_ events: [TelemetryRepository.Event]) throws {
@@ -204,7 +222,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
 
     /// The row with `key`, read back as `get` reads it.
     func pushRow(key: StoreValue, call: LuaCall) throws -> Int32 {
-        try context.run(rowByKey, [key], shape: .first, call: call)
+        try context.run(rowByKey, key: key, shape: .first, call: call)
     }
 
     /// The row with `key`, which the call's argument `argument` gave: that
@@ -296,7 +314,12 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let key = try reader.key(argument: 1, spec: spec)
         if let values = reader.columnValues(argument: 2, spec: spec, names: plans.utf8Names(spec)),
            let planned = table.plannedUpdate(key: key, values, spec: spec, dialect: context.dialect, plans: plans) {
-            if try context.writeInOpenTransaction(planned, call: call) != nil { return try pushRow(key: key, call: call) }
+            // The key as the script gave it, bound by both statements.
+            let keyArgument: Int32? = Self.luaValue(at: 1, in: call.state, is: key) ? 1 : nil
+            if try context.writeInOpenTransaction(planned, keyArgument: keyArgument, call: call) != nil {
+                guard let keyArgument else { return try pushRow(key: key, call: call) }
+                return try pushRow(key: key, givenAt: keyArgument, call: call)
+            }
             _ = try call.naming(argument: 2) {
                 try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
             }

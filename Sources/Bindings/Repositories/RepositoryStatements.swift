@@ -145,6 +145,17 @@ final class RepositoryStatements {
         return try runPushed(shape: shape, call: call)
     }
 
+    /// ``run(_:_:shape:call:)`` with one value (a row's key, read back
+    /// after its write), without an array made for it.
+    func run(_ sql: String, _ argument: StoreValue, shape: ResultShape, call: LuaCall) throws -> Int32 {
+        let state = call.state
+        lua_settop(state, 0)
+        pushText(sql, state)
+        _ = lua_checkstack(state, 4)
+        Self.push(argument, state)
+        return try runPushed(shape: shape, call: call)
+    }
+
     /// ``run(_:_:shape:call:)`` with one value: the call's own argument at
     /// `index`, as Lua holds it, which the caller has checked is the value
     /// it would bind. A `get` by a text key then binds the script's own
@@ -209,11 +220,56 @@ final class RepositoryStatements {
     /// prepared here so that the next call finds it. The call's own
     /// arguments must have been read: the stack is emptied.
     func write(_ sql: String, _ arguments: [StoreValue], state: OpaquePointer) -> Write {
+        write(sql, count: arguments.count, state: state) { push in arguments.forEach(push) }
+    }
+
+    /// ``write(_:_:state:)`` for a planned write, its values pushed as
+    /// they are made (``PlannedWrite/forEachArgument(_:)``), no array.
+    /// An update's key is bound from the call's argument `keyArgument`
+    /// (the caller checked it is the same value) and, when C stepped it,
+    /// is left at `keyArgument`'s index of the stack for the read-back
+    /// (``run(_:luaArgumentAt:shape:call:)``): a string made from it
+    /// and pushed again was hashed and interned twice a call (issue 27).
+    func write(_ planned: PlannedWrite, keyArgument: Int32?, state: OpaquePointer) -> Write {
+        guard let keyArgument, let keyPosition = planned.keyPosition, keyArgument >= 1, keyArgument <= lua_gettop(state) else {
+            return write(planned.sql, count: planned.argumentCapacity, state: state) { push in planned.forEachArgument(push) }
+        }
+        // The statement and its values above the call's arguments, the
+        // key one of them; then the call's arguments dropped from below.
+        let callArguments = lua_gettop(state)
+        _ = lua_checkstack(state, Int32(planned.argumentCapacity) + 4)
+        pushText(planned.sql, state)
+        var position = 0
+        planned.forEachArgument { value in
+            if position == keyPosition { lua_pushvalue(state, keyArgument) } else { Self.push(value, state) }
+            position += 1
+        }
+        lua_rotate(state, 1, -callArguments)
+        lua_settop(state, -callArguments - 1)
+        let result = step(state: state)
+        if case .done = result {
+            // The key to `keyArgument`, all else gone.
+            lua_copy(state, 2 + Int32(keyPosition), keyArgument)
+            lua_settop(state, keyArgument)
+        } else {
+            lua_settop(state, 0)
+        }
+        return result
+    }
+
+    /// `arguments` calls its argument with each value, at most `count`.
+    private func write(_ sql: String, count: Int, state: OpaquePointer,
+                       arguments: ((StoreValue) -> Void) -> Void) -> Write {
         lua_settop(state, 0)
         defer { lua_settop(state, 0) }
         pushText(sql, state)
-        _ = lua_checkstack(state, Int32(arguments.count) + 4)
-        for argument in arguments { Self.push(argument, state) }
+        _ = lua_checkstack(state, Int32(count) + 4)
+        arguments { Self.push($0, state) }
+        return step(state: state)
+    }
+
+    /// Steps the statement at 1 with the values above it (``write(_:_:state:)``).
+    private func step(state: OpaquePointer) -> Write {
         let connection = executor.session.transactionConnection?.handle
         let changesBefore = connection.map(opsh_sqlite_total_changes)
         let status = opsh_sql_fast_exec(state, executor.route)

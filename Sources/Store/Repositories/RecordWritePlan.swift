@@ -48,7 +48,10 @@ public final class RecordWritePlans: @unchecked Sendable {
         let references: UInt64
     }
 
-    struct Layout {
+    /// A class, not a struct: a call takes one reference to it, not one
+    /// to each of its arrays (their retains and releases showed in a
+    /// `db.transaction` loop's profile, issue 27).
+    final class Layout {
         let keyIndex: Int
         /// The creation dates' columns (bit `i`: column `i`).
         let dateOnInsert: UInt64
@@ -57,6 +60,16 @@ public final class RecordWritePlans: @unchecked Sendable {
         let json: [Int]
         /// Single-column foreign keys, by the column's position.
         let references: [(index: Int, table: String, key: String)]
+
+        init(keyIndex: Int, dateOnInsert: UInt64, dateOnUpdate: [Int], allowed: [(index: Int, words: [String])],
+             json: [Int], references: [(index: Int, table: String, key: String)]) {
+            self.keyIndex = keyIndex
+            self.dateOnInsert = dateOnInsert
+            self.dateOnUpdate = dateOnUpdate
+            self.allowed = allowed
+            self.json = json
+            self.references = references
+        }
     }
 
     /// The layout of `spec` for `Record`, made once per spec.
@@ -110,7 +123,6 @@ public final class RecordWritePlans: @unchecked Sendable {
 /// ``RecordTable/plannedUpdate(key:_:spec:dialect:plans:)``).
 public struct PlannedWrite {
     public let sql: String
-    public let arguments: [StoreValue]
     /// The row's key, when known before the write (nil: the rowid).
     let key: StoreValue?
     /// Written only where the rows it refers to exist (`WHERE EXISTS`).
@@ -120,6 +132,41 @@ public struct PlannedWrite {
     /// by name are made only to name a refusal (``fields``).
     let values: [StoreValue?]
     let names: [String]
+    /// The layout it was planned with, and the references it checks (bit
+    /// `i`: column `i`): the values after the columns' (``forEachArgument(_:)``).
+    let layout: RecordWritePlans.Layout
+    let references: UInt64
+
+    /// The statement's values in order: the columns written, the key of
+    /// an update, then each referenced row's key. Made from ``values``
+    /// as they are bound, not kept as an array of their own: building and
+    /// tearing down that array was a share of a repository write in a
+    /// `db.transaction` loop (issue 27).
+    public func forEachArgument(_ body: (StoreValue) -> Void) {
+        for case let value? in values { body(value) }
+        if isUpdate, let key { body(key) }
+        for reference in layout.references where references & (1 << reference.index) != 0 {
+            body(values[reference.index]!)
+        }
+    }
+
+    /// Where an update's key is among ``forEachArgument(_:)``'s values
+    /// (0: the first); nil for an insert.
+    public var keyPosition: Int? {
+        guard isUpdate else { return nil }
+        return values.reduce(0) { $1 == nil ? $0 : $0 + 1 }
+    }
+
+    /// At least as many values as ``forEachArgument(_:)`` gives.
+    public var argumentCapacity: Int { values.count + 1 + layout.references.count }
+
+    /// ``forEachArgument(_:)``'s values as an array (Store's own run).
+    public var arguments: [StoreValue] {
+        var arguments: [StoreValue] = []
+        arguments.reserveCapacity(argumentCapacity)
+        forEachArgument { arguments.append($0) }
+        return arguments
+    }
 
     /// The row's key once the caller stepped ``sql`` with ``arguments``
     /// itself (the row path's C write) and it changed `changes` rows,
@@ -142,10 +189,9 @@ public struct PlannedWrite {
 extension RecordTable {
     /// The INSERT ``insert(_:_:spec:)`` would run for `values` (by column
     /// position; nil: not given), or nil when the general path must run.
-    public func plannedInsert(_ values: [StoreValue?], spec: TableSpec, dialect: SQLDialect,
+    public func plannedInsert(_ values: consuming [StoreValue?], spec: TableSpec, dialect: SQLDialect,
                               plans: RecordWritePlans) -> PlannedWrite? {
         guard !derives, values.count == spec.columns.count, let layout = plans.layout(spec, Record.self) else { return nil }
-        var values = values
         var now: Double?
         // As ``insertedFields(_:_:spec:evaluatingDefaults:)`` fills them.
         for (index, column) in spec.columns.enumerated() where values[index] == nil {
@@ -178,22 +224,15 @@ extension RecordTable {
             guard references != 0 else { return head + "VALUES (\(marks))" }
             return head + "SELECT \(marks)" + Self.existing(references, layout, dialect, joinedBy: " WHERE ")
         }
-        var arguments: [StoreValue] = []
-        arguments.reserveCapacity(values.count + layout.references.count)
-        for case let value? in values { arguments.append(value) }
-        for reference in layout.references where references & (1 << reference.index) != 0 {
-            arguments.append(values[reference.index]!)
-        }
-        return PlannedWrite(sql: sql, arguments: arguments, key: key, checksReferences: references != 0, isUpdate: false,
-                            values: values, names: spec.names)
+        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: false,
+                            values: values, names: spec.names, layout: layout, references: references)
     }
 
     /// The UPDATE ``update(_:key:fields:spec:)`` would run for `values`,
     /// or nil when the general path must run.
-    public func plannedUpdate(key: StoreValue, _ values: [StoreValue?], spec: TableSpec, dialect: SQLDialect,
+    public func plannedUpdate(key: StoreValue, _ values: consuming [StoreValue?], spec: TableSpec, dialect: SQLDialect,
                               plans: RecordWritePlans) -> PlannedWrite? {
         guard values.count == spec.columns.count, let layout = plans.layout(spec, Record.self) else { return nil }
-        var values = values
         if let newKey = values[layout.keyIndex] {
             // Changing the key is refused by the general path.
             guard newKey == key else { return nil }
@@ -210,15 +249,8 @@ extension RecordTable {
             return "UPDATE \(dialect.quote(table)) SET \(assignments) WHERE \(dialect.quote(keyColumn)) = ?"
                 + Self.existing(references, layout, dialect, joinedBy: " AND ")
         }
-        var arguments: [StoreValue] = []
-        arguments.reserveCapacity(values.count + 1 + layout.references.count)
-        for case let value? in values { arguments.append(value) }
-        arguments.append(key)
-        for reference in layout.references where references & (1 << reference.index) != 0 {
-            arguments.append(values[reference.index]!)
-        }
-        return PlannedWrite(sql: sql, arguments: arguments, key: key, checksReferences: references != 0, isUpdate: true,
-                            values: values, names: spec.names)
+        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: true,
+                            values: values, names: spec.names, layout: layout, references: references)
     }
 
     /// Runs a planned write as the caller's one statement and returns the
