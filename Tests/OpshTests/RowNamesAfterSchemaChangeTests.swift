@@ -24,6 +24,21 @@ import Testing
         String(repeating: ["rows", "first", "query"].map { "\(tag)\t\($0)\t\(row)\n" }.joined(), count: 2)
     }
 
+    /// One `opsh run` reading every way (`before`), paused while another
+    /// process runs `sql`, then reading again (`after`) once past the read
+    /// connection's snapshot window (ReadConnection: 50 ms), without a read
+    /// that would reload its schema first.
+    static func readAllAround(on db: TestDatabase, in sandbox: Sandbox, anotherProcessRuns sql: String) throws -> TestFolder.Result {
+        try sandbox.opshPausing(reads + "\n" + """
+            readAll('before') print('ready') io.stdout:flush()
+            io.read('l')
+            local past = os.clock() + 0.25 while os.clock() < past do end
+            readAll('after')
+            """, on: db, pausedAt: "ready") {
+            try db.sql(sql)
+        }
+    }
+
     /// The script's own ALTER TABLE, outside and inside db.transaction.
     /// The control: the first reads, before any change, are named right.
     @Test(arguments: Engine.allCases) func theScriptsOwnSchemaChangeRenamesTheRows(_ engine: Engine) throws {
@@ -51,16 +66,8 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         try db.sql("CREATE TABLE t (a TEXT, b TEXT, c TEXT); INSERT INTO t VALUES ('A', 'B', 'C')")
-        let result = try sandbox.opshPausing(Self.reads + "\n" + """
-            readAll('before') print('ready') io.stdout:flush()
-            io.read('l')
-            -- Past the read connection's snapshot window (ReadConnection:
-            -- 50 ms), without a read that would reload its schema first.
-            local past = os.clock() + 0.25 while os.clock() < past do end
-            readAll('after')
-            """, on: db, pausedAt: "ready") {
-            try db.sql("ALTER TABLE t DROP COLUMN b; ALTER TABLE t ADD COLUMN d TEXT; UPDATE t SET d = 'D'")
-        }
+        let result = try Self.readAllAround(on: db, in: sandbox,
+            anotherProcessRuns: "ALTER TABLE t DROP COLUMN b; ALTER TABLE t ADD COLUMN d TEXT; UPDATE t SET d = 'D'")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == Self.expected("before", "a=A b=B c=C") + "ready\n" + Self.expected("after", "a=A c=C d=D"),
                 "\(result.stdout)")
@@ -96,14 +103,8 @@ import Testing
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
         try db.sql("CREATE TABLE s (a TEXT, b TEXT, c TEXT); INSERT INTO s VALUES ('A', 'B', 'C'); CREATE VIEW t AS SELECT a, b FROM s")
-        let result = try sandbox.opshPausing(Self.reads + "\n" + """
-            readAll('before') print('ready') io.stdout:flush()
-            io.read('l')
-            local past = os.clock() + 0.25 while os.clock() < past do end
-            readAll('after')
-            """, on: db, pausedAt: "ready") {
-            try db.sql("DROP VIEW t; CREATE VIEW t AS SELECT c AS a, a AS z FROM s")
-        }
+        let result = try Self.readAllAround(on: db, in: sandbox,
+            anotherProcessRuns: "DROP VIEW t; CREATE VIEW t AS SELECT c AS a, a AS z FROM s")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == Self.expected("before", "a=A b=B") + "ready\n" + Self.expected("after", "a=C z=A"),
                 "\(result.stdout)")
