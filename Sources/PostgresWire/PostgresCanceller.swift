@@ -12,9 +12,10 @@
 /// A canceller is a value (Sendable): take it from
 /// ``PostgresConnection/canceller`` on the connection's thread and hand it
 /// to the thread or signal-watching task that may cancel. Cancelling when
-/// no query runs does nothing. As with libpq's PQcancel, a cancel that
-/// crosses the end of one query may hit the next one on the same
-/// connection.
+/// no query runs does nothing (nothing is sent). Unlike libpq's PQcancel, a
+/// cancel that crosses the end of one query cannot hit the next one: the
+/// connection writes nothing until the server has closed the cancel
+/// connection (``CancelFence``).
 public struct PostgresCanceller: Sendable {
     let endpoint: PostgresURL.Endpoint
     let processID: Int32
@@ -23,11 +24,21 @@ public struct PostgresCanceller: Sendable {
     /// The connection's TLS when it is encrypted: the cancel request goes
     /// encrypted too (as libpq's PQcancelBlocking does), never in clear text.
     let tls: TLSSettings?
+    /// The connection's: whether a statement is in flight, and what holds
+    /// its next write until this request has been handled.
+    let fence: CancelFence
 
-    /// Sends the CancelRequest and waits (up to the connection's
-    /// connect_timeout) until the server has read it and closed the
-    /// cancel connection.
+    /// Sends the CancelRequest when the connection has a statement in
+    /// flight, and waits (up to the connection's connect_timeout) until
+    /// the server has read it and closed the cancel connection; the
+    /// connection's next write waits meanwhile.
     public func cancel() throws {
+        guard fence.raiseIfRunning() else { return }
+        defer { fence.lower() }
+        try sendRequest()
+    }
+
+    private func sendRequest() throws {
         let socket = try Socket.connect(to: endpoint, timeout: timeout)
         defer { socket.close() }
         if let tls {

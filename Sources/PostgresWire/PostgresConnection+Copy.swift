@@ -27,8 +27,9 @@ extension PostgresConnection {
     public func copyIn(_ sql: String, from source: (inout [UInt8]) throws -> Bool) throws -> PostgresResult {
         try checkUsable(sql)
         let (result, copied) = try exchange { () throws -> (PostgresResult, Bool) in
-            outbox.removeAll(keepingCapacity: true)
+            startOutbox()
             Frontend.query(sql, into: &outbox)
+            cyclesInOutbox += 1
             try send(includingCloses: false)
             var failure: [Character: String]? = nil
             var sourceFailure: Error? = nil

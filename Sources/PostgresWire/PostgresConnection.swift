@@ -89,6 +89,13 @@ public final class PostgresConnection {
     var socket: Socket?
     let inbox = Inbox()
     var outbox: [UInt8] = []
+    /// The cycles (a Sync, a simple Query) ``outbox`` starts: what
+    /// ``send(includingCloses:)`` tells ``cancelFence``.
+    var cyclesInOutbox = 0
+    /// Shared with this connection's cancellers (``canceller``): a cancel is
+    /// sent only while a cycle is unanswered, and nothing is written while
+    /// one is being sent.
+    let cancelFence = CancelFence()
     var notices: [PostgresNotice] = []
     var notifications: [PostgresNotification] = []
     private var statements: [StatementKey: PreparedStatement] = [:]
@@ -167,7 +174,8 @@ public final class PostgresConnection {
 
     /// What another thread needs to cancel this connection's running query.
     public var canceller: PostgresCanceller {
-        PostgresCanceller(endpoint: connectedHost.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout, tls: cancelTLS)
+        PostgresCanceller(endpoint: connectedHost.endpoint, processID: processID, secretKey: secretKey, timeout: url.connectTimeout, tls: cancelTLS,
+                          fence: cancelFence)
     }
 
     /// Cancels the running query: ``PostgresCanceller/cancel()`` on
@@ -186,6 +194,7 @@ public final class PostgresConnection {
         socket.close()
         self.socket = nil
         statements.removeAll()
+        cancelFence.closed()
     }
 
     /// The notices received since the last call, oldest first.
@@ -255,7 +264,7 @@ public final class PostgresConnection {
             switch type {
             case Backend.authentication:
                 let code = try reader.int32()
-                outbox.removeAll(keepingCapacity: true)
+                startOutbox()
                 switch code {
                 case 0:
                     try requireNoChannelBinding(code)
@@ -385,8 +394,9 @@ public final class PostgresConnection {
     public func simpleQuery(_ sql: String) throws -> [PostgresResult] {
         try checkUsable(sql)
         return try exchange {
-            outbox.removeAll(keepingCapacity: true)
+            startOutbox()
             Frontend.query(sql, into: &outbox)
+            cyclesInOutbox += 1
             // Queued Closes wait for the next extended cycle: they need a Sync.
             try send(includingCloses: false)
             var results: [PostgresResult] = []
@@ -465,7 +475,7 @@ public final class PostgresConnection {
             name = "opsh_\(statementCounter)"
         }
         return try exchange {
-            outbox.removeAll(keepingCapacity: true)
+            startOutbox()
             if cached { queueEviction(keeping: statementCacheCapacity - 1) }
             Frontend.parse(name: name, sql: key.sql, parameterTypes: key.parameterTypes, into: &outbox)
             Frontend.describeStatement(name, into: &outbox)
@@ -501,7 +511,7 @@ public final class PostgresConnection {
         useCounter += 1
         statement.lastUse = useCounter
         return try exchange {
-            outbox.removeAll(keepingCapacity: true)
+            startOutbox()
             Frontend.bind(statement: statement.name, parameters: parameters, resultFormats: statement.resultFormats, into: &outbox)
             Frontend.execute(into: &outbox)
             appendSync()
@@ -676,7 +686,7 @@ public final class PostgresConnection {
         var plan: [PlannedStep] = []
         plan.reserveCapacity(steps.count)
         var fresh: [StatementKey: FreshStatement] = [:]
-        outbox.removeAll(keepingCapacity: true)
+        startOutbox()
         for step in steps {
             let key = StatementKey(sql: step.sql, parameterTypes: step.parameters.map(\.parameterTypeOID))
             if caching, let statement = statements[key] {
@@ -863,8 +873,15 @@ public final class PostgresConnection {
             socket?.close()
             socket = nil
             statements.removeAll()
+            cancelFence.closed()
             throw error
         }
+    }
+
+    /// An empty outbox for a new cycle.
+    func startOutbox() {
+        outbox.removeAll(keepingCapacity: true)
+        cyclesInOutbox = 0
     }
 
     func send(includingCloses: Bool = true) throws {
@@ -874,6 +891,10 @@ public final class PostgresConnection {
             pendingCloses.removeAll()
         }
         socketWrites += 1
+        // Waits while a cancel is being sent (CancelFence: it must not
+        // reach what this write starts).
+        cancelFence.beforeWriting(cycles: cyclesInOutbox)
+        cyclesInOutbox = 0
         try socket.send(outbox)
     }
 
@@ -881,6 +902,7 @@ public final class PostgresConnection {
     /// count is the number of extended round trips.
     private func appendSync() {
         syncsSent += 1
+        cyclesInOutbox += 1
         Frontend.sync(into: &outbox)
     }
 
@@ -897,9 +919,14 @@ public final class PostgresConnection {
     private func handleCopy(_ type: UInt8, extended: Bool) throws -> Bool {
         switch type {
         case Backend.copyInResponse:
-            outbox.removeAll(keepingCapacity: true)
+            startOutbox()
             Frontend.copyFail("COPY FROM STDIN is not supported by opsh's PostgreSQL client", into: &outbox)
-            if extended { appendSync() }
+            if extended {
+                appendSync()
+                // The server ignored the Sync it received during the copy:
+                // this one ends the cycle that one began.
+                cyclesInOutbox -= 1
+            }
             try send(includingCloses: false)
             return true
         case Backend.copyOutResponse, Backend.copyData, Backend.copyDone:
@@ -921,6 +948,7 @@ public final class PostgresConnection {
         }
         transactionStatus = value
         exchangeCount += 1
+        cancelFence.answered()
         return true
     }
 

@@ -80,11 +80,6 @@ public final class PostgresDatabase {
     /// connection of the moment).
     public var canceller: PostgresCanceller { currentCanceller.withLock { $0 } }
     private let currentCanceller: Locked<PostgresCanceller>
-    /// Held while a cancel is being sent (``cancelRunning``): the next
-    /// scope waits for it, so that a cancel sent for a chunk stopped by
-    /// Ctrl-C has reached the server (its end of file) before the next
-    /// chunk's first statement, which it would cancel otherwise.
-    private let cancelInFlight = NSLock()
     /// What the connection is opened with (`--busy-timeout`'s lock_timeout).
     private let settings: [(name: String, value: String)]
     /// Told when the session connected again: a note on stderr unless the
@@ -102,10 +97,10 @@ public final class PostgresDatabase {
     public var cancelRunning: @Sendable () -> Void {
         let main = currentCanceller
         let side = sideCanceller
-        let inFlight = cancelInFlight
+        // A cancel is sent only for a statement in flight, and the
+        // connection's next statement waits until the server has handled
+        // it (PostgresWire's CancelFence).
         return {
-            inFlight.lock()
-            defer { inFlight.unlock() }
             try? main.withLock({ $0 }).cancel()
             if let other = side.withLock({ $0 }) { try? other.cancel() }
         }
@@ -1029,8 +1024,6 @@ public final class PostgresDatabase {
     /// back with it.
     public func scope<T>(_ kind: ScopeKind, records: Bool, changeLimit: Int?, gate: CommitGate?,
                          _ body: () throws -> T) throws -> (T, ScopeOutcome) {
-        cancelInFlight.lock()
-        cancelInFlight.unlock()
         let outer = (isInChunk, isInRunScope)
         isInChunk = kind == .chunk
         isInRunScope = kind == .run
