@@ -103,4 +103,28 @@ import Testing
         #expect(capped.stderr.contains("more than its limit of 250"), "\(capped.stderr)")
         #expect(try database.count("telemetry") == Self.old + 1)
     }
+
+    /// Old rows written between two cleanups of one dry run (an import of
+    /// old events): the second cleanup counts them, as a real run's second
+    /// cleanup deletes them; it left them out with the first one's rows, so
+    /// the dry run said 800 changes where the run makes 1,100, under a cap
+    /// of 1,000 the run then exceeds (27v). The control: the real run.
+    @Test(arguments: Engine.allCases) func oldRowsWrittenBetweenTwoCleanupsAreCountedByTheSecond(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try TelemetryCleanupCountingTests().seeded(engine, in: sandbox)
+        let script = try sandbox.script("import-between.lua", Self.cleanup + "\n" + """
+            for i = 1, 300 do db.exec("INSERT INTO telemetry (event, created_at) VALUES ('imported', ?)", 2000 + i) end
+            """ + "\n" + Self.cleanup)
+        let dry = try sandbox.opsh(["run", "--dry-run", "--max-changes", "1000", script], on: database)
+        #expect(dry.status == 1, "\(dry.stderr)")
+        #expect(dry.stdout == "\(Self.old)\ttrue\n300\ttrue\n", "\(dry.stdout)")
+        #expect(dry.stderr.contains("telemetry: 300 inserted, 0 updated, \(Self.old + 300) deleted"), "\(dry.stderr)")
+        #expect(dry.stderr.contains("more than its limit of 1000"), "\(dry.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1)
+
+        let real = try sandbox.opsh(["run", script], on: database)
+        #expect(real.status == 0, "\(real.stderr)")
+        #expect(real.stdout == "\(Self.old)\tfalse\n300\tfalse\n", "\(real.stdout)")
+        #expect(try database.count("telemetry") == 1)
+    }
 }

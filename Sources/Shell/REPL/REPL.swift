@@ -191,6 +191,9 @@ public final class REPL {
             }
         }
         editor.hide()
+        // Callbacks still queued (a watch's) run before the session goes,
+        // as a chunk, inside the dry run that may span the session.
+        deliverEvents()
         fflush(nil)
         publishResults()
         return status
@@ -344,25 +347,61 @@ public final class REPL {
         fflush(nil)
     }
 
+    /// The init file runs as a chunk (``runUntyped(_:onError:_:)``): what it
+    /// writes is kept by the dry run's rules and audited like a typed
+    /// chunk's, and rolled back when it fails.
     private func runInitFile(_ path: String) {
         guard access(path, F_OK) == 0 else { return }
-        do {
-            try runner.runFile(path, printResults: false)
-        } catch let error as ScriptFileError {
-            console.warning("\(error); continuing without it")
-        } catch {
+        runUntyped("-- init file \(path)", onError: { [console] error in
+            if let error = error as? ScriptFileError {
+                console.warning("\(error); continuing without it")
+                return
+            }
             console.warning("the init file \(path) failed; continuing:")
-            report(error)
+            self.report(error)
+        }) {
+            try runner.runFile(path, printResults: false)
+            return false
         }
     }
 
+    /// What the audit trail names as the code of callbacks run at the prompt.
+    static let callbacksCode = "-- callbacks run at the prompt (watch, jobs)"
+
+    /// Runs the callbacks of queued events (a watch's, a followed job's) as
+    /// a typed chunk runs (``ChunkTransactions``): one transaction, under
+    /// `--max-changes` and `.confirm`, inside the dry run, with its audit
+    /// row, its note and undo; a `db.rows` loop it leaves open is closed
+    /// with it. Run outside a chunk, a callback's write committed at once,
+    /// past every cap and without an audit row, and the shell's dry run on
+    /// a file too large to copy kept it (scripts/reliability-attacks.md, 27u).
     private func deliverEvents() {
-        do {
-            for error in try session.deliverEvents() { report(error) }
-        } catch {
-            report(error)
+        guard !session.events.isEmpty else { return }
+        runUntyped(Self.callbacksCode, onError: report) {
+            var failed = false
+            for error in try session.deliverEvents() {
+                failed = true
+                report(error)
+            }
+            return failed
         }
         fflush(nil)
+    }
+
+    /// Runs Lua the operator did not type at the prompt (callbacks, the
+    /// init file) as a chunk, audited under `code`: `body` returns whether
+    /// it failed without throwing.
+    private func runUntyped(_ code: String, onError: (any Error) -> Void, _ body: () throws -> Bool) {
+        configuration.beforeChunk?(code)
+        let startedAt = Date().timeIntervalSince1970
+        var failed = false
+        do {
+            try runChunk(code: code) { failed = try body() }
+        } catch {
+            failed = true
+            onError(error)
+        }
+        configuration.afterChunk?(code, startedAt, failed)
     }
 
     /// Whether a traceback passes through a function someone wrote (one

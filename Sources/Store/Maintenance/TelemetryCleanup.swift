@@ -154,7 +154,18 @@ public struct TelemetryCleanup: Sendable {
             }
             boundary = Boundary(createdAt: date, id: id)
         }
-        let filter = filter(boundary: boundary)
+        var filter = filter(boundary: boundary)
+        if options.dryRun {
+            // What a dry run counts is what a real cleanup would have
+            // deleted by now: the rows matching now, not rows written
+            // later that match too (an import of old rows, then a second
+            // cleanup, which a real session's deletes). Written later,
+            // they have larger ids (scripts/reliability-attacks.md, 27v).
+            if let newest = try db.value("SELECT max(id) FROM telemetry", [])?.integerValue {
+                filter.sql += " AND id <= ?"
+                filter.values.append(.integer(newest))
+            }
+        }
         let matched = try db.value("SELECT count(*) FROM telemetry WHERE \(filter.sql)", filter.values)?.integerValue ?? 0
         return (Int(matched), filter)
     }

@@ -99,7 +99,7 @@ struct BatchMode {
         let arguments = scriptArguments.map { LuaValue.string($0) }
         /// The script itself, to its end: the status it gave `os.exit`,
         /// or nil when it returned.
-        func runScript() throws -> Int32? {
+        func runChunk() throws -> Int32? {
             // `return db.query(…)` with --csv/--tsv: the rows go from the
             // statement to stdout (ReturnedRows); only while the chunk runs.
             session.writeReturnedRows(as: options.outputMode.returnedRowsFormat)
@@ -108,6 +108,17 @@ struct BatchMode {
             let progress = options.outputMode != .table && !Terminal.isTerminal(1) ? RowsBuiltProgress() : nil
             defer { progress?.stop() }
             return try runner.run(code, chunkName: chunkName, arguments: arguments)
+        }
+        /// The script, then the callbacks its events still queue (a
+        /// watch's): inside the run's dry run or `--max-changes`
+        /// transaction, before `--timeout` is let go and before the audit
+        /// row counts the run's changes. Run after them, a callback's write
+        /// landed despite `--dry-run`, past the cap, without a deadline
+        /// and missing from the audit row (scripts/reliability-attacks.md, 27u).
+        func runScript() throws -> Int32? {
+            let status = try runChunk()
+            try deliverRemainingEvents(session, console: console)
+            return status
         }
         defer { database.close() }
         do {
@@ -132,7 +143,6 @@ struct BatchMode {
                 deadline?.cancel()
                 changes = database.committedChanges
             }
-            try deliverRemainingEvents(session, console: console)
             // The run went to a file that is gone from its path: its writes
             // are lost, which the caller (cron) must learn.
             if let problem = database.writeProblem { throw Stop(.databaseUnavailable, problem) }

@@ -113,8 +113,6 @@ struct ShellMode {
             status = repl.run()
             if options.dryRun { console.raw(BatchMode.describe(repl.chunks.total)) }
         }
-        // Callbacks still queued (a watch's) run before the session goes.
-        _ = try? session.deliverEvents()
         return status
     }
 
