@@ -166,13 +166,17 @@ void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
     push_typed_value(L, value, sqlite3_value_type(value));
 }
 
-_Atomic unsigned long opsh_rows_built_counter;
+// Pushes the current row as a table of its non-NULL columns. The names
+// come from the array at `names`, except the first `named` columns':
+// db.rows's iterator holds those names as upvalues from ROWS_FIRST_NAME
+// on, and pushes each as a copy of its upvalue (a name read from an
+// upvalue's array costs a table read more, per column and row).
+#define ROWS_FIRST_NAME 5
+// Lua's limit on a C closure's upvalues is 255.
+#define ROWS_NAMED_MAX (255 - ROWS_FIRST_NAME + 1)
 
-unsigned long opsh_rows_built(void) {
-    return atomic_load_explicit(&opsh_rows_built_counter, memory_order_relaxed);
-}
-
-void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
+static inline __attribute__((always_inline)) void push_row(lua_State *L, sqlite3_stmt *statement, int column_count,
+                                                           int names, int metatable, int named) {
     opsh_count_row();
     // Sized exactly: a table made empty would be rehashed at its first
     // field (Lua's rehash counts the keys and resizes, twice the work).
@@ -181,12 +185,23 @@ void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, 
         sqlite3_value *value = sqlite3_column_value(statement, column);
         int type = sqlite3_value_type(value);
         if (type == SQLITE_NULL) continue;
-        lua_rawgeti(L, names, column + 1);
+        if (column < named) lua_pushvalue(L, lua_upvalueindex(ROWS_FIRST_NAME + column));
+        else lua_rawgeti(L, names, column + 1);
         push_typed_value(L, value, type);
         lua_rawset(L, -3);
     }
     lua_pushvalue(L, metatable);
     lua_setmetatable(L, -2);
+}
+
+_Atomic unsigned long opsh_rows_built_counter;
+
+unsigned long opsh_rows_built(void) {
+    return atomic_load_explicit(&opsh_rows_built_counter, memory_order_relaxed);
+}
+
+void opsh_sql_push_row(lua_State *L, sqlite3_stmt *statement, int column_count, int names, int metatable) {
+    push_row(L, statement, column_count, names, metatable, 0);
 }
 
 // MARK: The fast paths
@@ -400,7 +415,7 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 
 // Upvalues: 1 the cursor's owner (keeps it alive), 2 the iterator's state
 // (a userdata: the statement slot and the route), 3 the column names, 4 the
-// row metatable.
+// row metatable, and from ROWS_FIRST_NAME on the first `named` names.
 typedef struct rows_state {
     sqlite3_stmt **slot;
     opsh_sql_route *route;
@@ -412,6 +427,11 @@ typedef struct rows_state {
     /// The code of the statement's first step, taken before its shape was
     /// made (SQLITE_ROW or SQLITE_DONE), until the first call uses it.
     int first;
+    /// The statement's columns, read once: only its first step, taken
+    /// before the shape was made, can prepare it again and change them.
+    int column_count;
+    /// The names held as upvalues (see push_row).
+    int named;
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -445,7 +465,7 @@ static int rows_next(lua_State *L) {
     state->first = 0;
     if (!code) code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
-        opsh_sql_push_row(L, statement, sqlite3_column_count(statement), lua_upvalueindex(3), lua_upvalueindex(4));
+        push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
     } else {
         if (code == SQLITE_DONE) lua_pushnil(L);
         else state->route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
@@ -482,8 +502,17 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     state->in_host = opsh_host_flag(L);
     state->meter = opsh_memory_meter_of(L);
     state->first = first;
+    state->column_count = statement[0] ? sqlite3_column_count(statement[0]) : 0;
     lua_rawgeti(L, holder, 1);
+    int names = lua_gettop(L);
     lua_rawgeti(L, holder, 2);
-    lua_pushcclosure(L, rows_next, 4);
+    int named = (int)lua_rawlen(L, names);
+    if (named > state->column_count) named = state->column_count;
+    if (named > ROWS_NAMED_MAX) named = ROWS_NAMED_MAX;
+    // Without the room, every name is read from the array.
+    if (!lua_checkstack(L, named)) named = 0;
+    state->named = named;
+    for (int column = 0; column < named; column++) lua_rawgeti(L, names, column + 1);
+    lua_pushcclosure(L, rows_next, ROWS_FIRST_NAME - 1 + named);
     lua_remove(L, holder);
 }

@@ -100,7 +100,8 @@ enum SQLProfile {
         let part = { (name: String) in "`\(name)` \(perRow(whole[name]))" }
         return "Instructions per row of one scan of \(rows.formatted()) rows (callgrind, inclusive counts divided by the rows): "
             + "opsh \(perRow(whole["PROGRAM TOTALS"].map { $0 - (one["PROGRAM TOTALS"] ?? 0) })) "
-            + "(the iterator " + part("rows_next") + ": " + ["sqlite3_step", "opsh_sql_push_row"].map(part).joined(separator: ", ")
+            // The row is made inside rows_next (push_row is inlined there).
+            + "(the iterator " + part("rows_next") + ": " + part("sqlite3_step")
             + "; the row table's parts " + ["lua_createtable", "luaH_resize", "luaC_step", "lua_rawset", "lua_setmetatable"].map(part).joined(separator: ", ")
             + "; the allocator's own " + part("opsh_alloc") + "; the rest is Lua's loop), "
             + "C \(perRow(c["PROGRAM TOTALS"].map { $0 - (cOne["PROGRAM TOTALS"] ?? 0) })) ("
