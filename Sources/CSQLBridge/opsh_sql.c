@@ -248,10 +248,13 @@ static int columns_are(lua_State *L, int names, sqlite3_stmt *statement) {
 // bench's insert loop, callgrind).
 #define OPSH_SHAPED static inline __attribute__((always_inline))
 
-OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection);
+OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection, int sql_index);
 
-OPSH_SHAPED int run(lua_State *L, opsh_sql_route *route, enum result_shape shape) {
-    if (lua_type(L, 1) != LUA_TSTRING) return OPSH_DECLINE;
+// `sql_index`: the stack index of the SQL text, its values above it (1 for a
+// db function's own call; a repository write keeps its call's arguments
+// below, opsh_sql_fast_exec_at).
+OPSH_SHAPED int run(lua_State *L, opsh_sql_route *route, enum result_shape shape, int sql_index) {
+    if (lua_type(L, sql_index) != LUA_TSTRING) return OPSH_DECLINE;
     lua_Debug below;
     if (shape == SHAPE_ROWS && route->writes_returned_rows && !lua_getstack(L, 2, &below)) return OPSH_DECLINE;
     if (route->session->transaction) {
@@ -259,7 +262,7 @@ OPSH_SHAPED int run(lua_State *L, opsh_sql_route *route, enum result_shape shape
         // stepped here, the writes after it would each commit on their own.
         // Swift refuses them ("Transaction was aborted").
         if (sqlite3_get_autocommit(route->session->transaction)) return OPSH_DECLINE;
-        return run_statement(L, route, shape, route->session->transaction);
+        return run_statement(L, route, shape, route->session->transaction, sql_index);
     }
     opsh_sql_reader *reader = route->session->reader;
     if (!reader) return OPSH_DECLINE;
@@ -267,14 +270,14 @@ OPSH_SHAPED int run(lua_State *L, opsh_sql_route *route, enum result_shape shape
     // lock, against its watchdog (opsh_reader.h). Nothing here unwinds: a
     // fast path's allocations pass the memory limit (opsh_lua.h).
     opsh_sql_reader_enter(reader);
-    int results = run_statement(L, route, shape, reader->handle);
+    int results = run_statement(L, route, shape, reader->handle, sql_index);
     opsh_sql_reader_leave(reader);
     return results;
 }
 
-OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection) {
+OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_shape shape, sqlite3 *connection, int sql_index) {
     size_t length;
-    const char *sql = lua_tolstring(L, 1, &length);
+    const char *sql = lua_tolstring(L, sql_index, &length);
     opsh_sql_entry *entry = route->recent[recent_slot(sql)];
     if (!entry || !opsh_sql_entry_matches(entry, connection, sql, length)) return OPSH_DECLINE;
     sqlite3_stmt *statement = entry->statement;
@@ -291,13 +294,13 @@ OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_s
 
     // Positional values of plain types only; tables, db.NULL, db.blob and
     // wrong counts go to Swift (which explains what is wrong).
-    int given = lua_gettop(L) - 1;
+    int given = lua_gettop(L) - sql_index;
     if (given != sqlite3_bind_parameter_count(statement)) return OPSH_DECLINE;
     // Whether a bound value points into a Lua string (see the reset below).
     int points_into_lua = 0;
     for (int position = 1; position <= given; position++) {
         int code = SQLITE_OK;
-        int bound = opsh_sql_bind_plain(L, statement, position, position + 1, 0, &code);
+        int bound = opsh_sql_bind_plain(L, statement, position, position + sql_index, 0, &code);
         if (!bound || code != SQLITE_OK) {
             sqlite3_clear_bindings(statement);
             return OPSH_DECLINE;
@@ -405,11 +408,12 @@ OPSH_SHAPED int run_statement(lua_State *L, opsh_sql_route *route, enum result_s
     return results;
 }
 
-int opsh_sql_fast_exec(lua_State *L, void *route) { return run(L, route, SHAPE_CHANGES); }
-int opsh_sql_fast_first(lua_State *L, void *route) { return run(L, route, SHAPE_FIRST); }
-int opsh_sql_fast_value(lua_State *L, void *route) { return run(L, route, SHAPE_VALUE); }
-int opsh_sql_fast_query(lua_State *L, void *route) { return run(L, route, SHAPE_ROWS); }
-int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE_COLUMN); }
+int opsh_sql_fast_exec(lua_State *L, void *route) { return run(L, route, SHAPE_CHANGES, 1); }
+int opsh_sql_fast_exec_at(lua_State *L, void *route, int base) { return run(L, route, SHAPE_CHANGES, base); }
+int opsh_sql_fast_first(lua_State *L, void *route) { return run(L, route, SHAPE_FIRST, 1); }
+int opsh_sql_fast_value(lua_State *L, void *route) { return run(L, route, SHAPE_VALUE, 1); }
+int opsh_sql_fast_query(lua_State *L, void *route) { return run(L, route, SHAPE_ROWS, 1); }
+int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE_COLUMN, 1); }
 
 // MARK: db.rows
 

@@ -345,6 +345,58 @@ let aProjectSchemeAndBuild = """
         #expect(try db.sql("SELECT exitCode FROM builds") == "3")
     }
 
+    /// An update in `db.transaction` binds the script's own strings and
+    /// integers (on SQLite from the second round, in C: `PlannedWrite.given`):
+    /// it stores and refuses exactly what the same update outside a
+    /// transaction does (Store's route): text that is not ASCII, a NUL
+    /// byte on SQLite, a float with an integer value in an integer column,
+    /// a CHECK the value fails, text that is not UTF-8, a wrong type, a
+    /// word outside the allowed ones, each round alike.
+    @Test(arguments: Engine.allCases) func anUpdateInATransactionStoresAndRefusesAsOneOutside(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        // PostgreSQL's text holds no NUL byte (the server refuses one).
+        let nul = engine == .sqlite ? "\\0" : "-"
+        func run(_ wrap: String) throws -> String {
+            let run = try sandbox.opsh(["-e", """
+                local s = schemes.list()[1]
+                local b = builds.list()[1]
+                local function try(f, ...) local ok, r = pcall(f, ...); print(ok, ok and "" or r) end
+                \(wrap)(function()
+                  for i = 1, 3 do
+                    local p = projects.update("p", { displayName = "Ünï \(nul) " .. i, name = "N" .. i })
+                    print(p.displayName, #p.displayName, p.name)
+                    print(builds.update(b.id, { buildNumber = 10 + i, exitCode = i }).buildNumber)
+                    print(math.type(builds.update(b.id, { buildNumber = 2.0 * i }).buildNumber))
+                    try(builds.update, b.id, { buildNumber = 0 })
+                    try(projects.update, "p", { displayName = "bad \\xff" })
+                    try(projects.update, "p", { displayName = 5 })
+                    try(builds.update, b.id, { status = "nope", buildNumber = 7 })
+                    print(schemes.update(s.id, { order = i, name = "S" .. i }).order)
+                  end
+                end)
+                """], on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            return run.stdout
+        }
+        let setup = try sandbox.opsh(["-e", aProjectSchemeAndBuild], on: db)
+        #expect(setup.status == 0, "\(setup.stderr)")
+        let outside = try run("(function(f) f() end)")
+        let inside = try run("db.transaction")
+        #expect(inside == outside)
+        let lines = inside.split(separator: "\n").map(String.init)
+        #expect(lines.count == 24, "\(inside)")
+        #expect(lines.first == "Ünï \(engine == .sqlite ? "\0" : "-") 1\t\(engine == .sqlite ? 9 : 9)\tN1", "\(inside)")
+        #expect(lines[2] == "integer")
+        #expect(lines[3].hasPrefix("false\t") && lines[3].lowercased().contains("buildnumber"), "\(lines[3])")
+        #expect(lines[4].hasPrefix("false\t") && lines[4].contains("not valid UTF-8"), "\(lines[4])")
+        #expect(lines[5].hasPrefix("false\t") && lines[5].contains("got number"), "\(lines[5])")
+        #expect(lines[6].hasPrefix("false\t") && lines[6].contains("nope"), "\(lines[6])")
+        #expect(lines.last == "3")
+        #expect(try db.sql("SELECT buildNumber FROM builds") == "6")
+        #expect(try db.sql("SELECT name FROM projects") == "N3")
+    }
+
     @Test(arguments: Engine.allCases) func refusalsInATransactionLoopSayTheSameEveryRound(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)

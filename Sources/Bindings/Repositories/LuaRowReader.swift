@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import Foundation
 import LuaRuntime
 import Store
@@ -131,6 +132,68 @@ struct LuaRowReader {
             opsh_pop(state, 1)
         }
         return values
+    }
+
+    /// ``columnValues(argument:spec:names:)`` for a caller that binds the
+    /// script's own values (SQLite's C write, issue 27): a string for a
+    /// text column and an integer for an integer column, none of them a
+    /// column the plan reads (`layout`'s ``RecordWritePlans/Layout/inspected``),
+    /// are checked as ``value(at:column:spec:argument:prefix:)`` checks
+    /// them but not made into ``StoreValue``s: each is copied to slot
+    /// `top + 1 + i` of the stack (column `i`; `top` the stack's top
+    /// before the call, nil in the other slots) and its bit set in
+    /// `given`. Nil, the stack as it was, when any field needs the
+    /// general path.
+    func columnValues(argument: Int32, spec: TableSpec, layout: RecordWritePlans.Layout)
+        -> (values: [StoreValue?], given: UInt64)? {
+        let names = layout.utf8Names
+        guard lua_type(state, argument) == LUA_TTABLE, !markers.isNull(state, argument), names.count == spec.columns.count,
+              dialect.textKeepsAnyBytes else {
+            return nil
+        }
+        let top = lua_gettop(state)
+        guard lua_checkstack(state, Int32(names.count) + 4) != 0 else { return nil }
+        lua_settop(state, top + Int32(names.count))
+        var values = [StoreValue?](repeating: nil, count: names.count)
+        var given: UInt64 = 0
+        lua_pushnil(state)
+        while lua_next(state, argument) != 0 {
+            guard lua_type(state, -2) == LUA_TSTRING, let index = position(ofKeyAt: -2, in: names) else {
+                lua_settop(state, top)
+                return nil
+            }
+            let column = spec.columns[index]
+            if layout.inspected & (1 << index) == 0, Self.bindsAsGiven(state, -1, column.kind) {
+                lua_copy(state, -1, top + 1 + Int32(index))
+                given |= 1 << index
+            } else {
+                guard let value = try? value(at: lua_gettop(state), column: column, spec: spec, argument: argument) else {
+                    lua_settop(state, top)
+                    return nil
+                }
+                values[index] = value
+            }
+            opsh_pop(state, 1)
+        }
+        return (values, given)
+    }
+
+    /// Whether the value at `index` is one ``value(at:column:spec:argument:prefix:)``
+    /// takes for a column of `kind` as it is, and the C write binds as
+    /// Lua holds it (`opsh_sql_bind_plain`) to the same value: a UTF-8
+    /// string for text (SQLite keeps a NUL), an integer for an integer.
+    private static func bindsAsGiven(_ state: OpaquePointer, _ index: Int32, _ kind: ColumnSpec.Kind) -> Bool {
+        switch kind {
+        case .text:
+            guard lua_type(state, index) == LUA_TSTRING else { return false }
+            var length = 0
+            guard let bytes = lua_tolstring(state, index, &length) else { return false }
+            return opsh_utf8_valid(bytes, length) != 0
+        case .integer:
+            return lua_type(state, index) == LUA_TNUMBER && lua_isinteger(state, index) != 0
+        default:
+            return false
+        }
     }
 
     /// The position in `names` of the string at `index`, compared in bytes.

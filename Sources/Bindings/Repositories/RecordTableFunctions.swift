@@ -1,4 +1,5 @@
 import CLuaShim
+import CSQLBridge
 import Foundation
 import LuaRuntime
 import Store
@@ -32,6 +33,17 @@ protocol RepositoryEngine {
     /// caller); when it returns a key, that Lua value is still at
     /// `keyArgument` (the other arguments gone) where the engine keeps it.
     func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, call: LuaCall) throws -> StoreValue?
+    /// Whether ``writeInOpenTransaction(_:keyArgument:luaValuesAt:call:)``
+    /// may step a write now (SQLite's C write, a transaction open): only
+    /// then are a row table's values left as Lua holds them.
+    var bindsLuaValues: Bool { get }
+    /// ``writeInOpenTransaction(_:keyArgument:call:)`` for a plan with
+    /// values the script gave as they are (``PlannedWrite/given``), in
+    /// stack slots from `slots` (``LuaRowReader/columnValues(argument:spec:layout:)``);
+    /// the call's arguments stay below whatever happens (when it returns
+    /// a key too), the slots gone.
+    func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, luaValuesAt slots: Int32,
+                                call: LuaCall) throws -> StoreValue?
     /// Runs one call's reads (on one snapshot where the engine has them).
     func read<T>(_ table: String, _ body: (Connection) throws -> T) throws -> T
     /// The table's columns as the schema has them now (cached).
@@ -111,6 +123,22 @@ struct SessionRepositories: RepositoryEngine {
     func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, call: LuaCall) throws -> StoreValue? {
         guard let writes else { return nil }
         switch writes.write(planned, keyArgument: keyArgument, state: call.state) {
+        case let .done(changes, rowid): return planned.key(changes: changes, rowid: rowid)
+        case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
+        case .failed, .declined: return nil
+        }
+    }
+
+    /// What C's write reads first (`opsh_sql_fast_exec`); C still decides.
+    var bindsLuaValues: Bool {
+        guard let route = writes?.executor.session.route else { return false }
+        return route.pointee.transaction != nil && route.pointee.dry_run == 0
+    }
+
+    func writeInOpenTransaction(_ planned: PlannedWrite, keyArgument: Int32?, luaValuesAt slots: Int32,
+                                call: LuaCall) throws -> StoreValue? {
+        guard let writes else { return nil }
+        switch writes.write(planned, keyArgument: keyArgument, luaValuesAt: slots, state: call.state) {
         case let .done(changes, rowid): return planned.key(changes: changes, rowid: rowid)
         case let .failed(message, kept) where kept || call.host.interruptRequested != nil: throw LuaCallError.message(message)
         case .failed, .declined: return nil
@@ -290,8 +318,10 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let spec = try cachedSpec()
         let reader = context.reader(call)
         // The planned statement when Store plans one; else the general path.
-        if let values = reader.columnValues(argument: 1, spec: spec, names: plans.utf8Names(spec)),
-           let planned = table.plannedInsert(values, spec: spec, dialect: context.dialect, plans: plans) {
+        if let layout = plans.layout(spec, Record.self),
+           let values = reader.columnValues(argument: 1, spec: spec, names: layout.utf8Names),
+           let planned = plans.plannedInsert(values, given: 0, spec: spec, dialect: context.dialect, layout: layout,
+                                             derives: table.derives, generatedKey: table.generatedKey) {
             if let key = try context.writeInOpenTransaction(planned, call: call) { return try pushRow(key: key, call: call) }
             let key = try call.naming(argument: 1) {
                 try context.writeOneStatement(name, call: call) { db in try table.run(planned, db, spec: spec) }
@@ -312,11 +342,29 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let spec = try cachedSpec()
         let reader = context.reader(call)
         let key = try reader.key(argument: 1, spec: spec)
-        if let values = reader.columnValues(argument: 2, spec: spec, names: plans.utf8Names(spec)),
-           let planned = table.plannedUpdate(key: key, values, spec: spec, dialect: context.dialect, plans: plans) {
-            // The key as the script gave it, bound by both statements.
-            let keyArgument: Int32? = Self.luaValue(at: 1, in: call.state, is: key) ? 1 : nil
-            if try context.writeInOpenTransaction(planned, keyArgument: keyArgument, call: call) != nil {
+        // The key as the script gave it, bound by both statements.
+        var keyArgument: Int32? { Self.luaValue(at: 1, in: call.state, is: key) ? 1 : nil }
+        guard let layout = plans.layout(spec, Record.self) else { return try generalUpdate(key: key, spec: spec, call: call) }
+        var triedInC = false
+        if context.bindsLuaValues {
+            // The script's own values bound (stack slots above the
+            // arguments); what C does not step is read again below.
+            let slots = lua_gettop(call.state) + 1
+            if let row = reader.columnValues(argument: 2, spec: spec, layout: layout),
+               let planned = plans.plannedUpdate(key: key, row.values, given: row.given, spec: spec,
+                                                 dialect: context.dialect, layout: layout) {
+                triedInC = true
+                let givenKey = keyArgument
+                if try context.writeInOpenTransaction(planned, keyArgument: givenKey, luaValuesAt: slots, call: call) != nil {
+                    guard let givenKey else { return try pushRow(key: key, call: call) }
+                    return try pushRow(key: key, givenAt: givenKey, call: call)
+                }
+            }
+            lua_settop(call.state, slots - 1)
+        }
+        if let values = reader.columnValues(argument: 2, spec: spec, names: layout.utf8Names),
+           let planned = plans.plannedUpdate(key: key, values, given: 0, spec: spec, dialect: context.dialect, layout: layout) {
+            if !triedInC, try context.writeInOpenTransaction(planned, keyArgument: keyArgument, call: call) != nil {
                 guard let keyArgument else { return try pushRow(key: key, call: call) }
                 return try pushRow(key: key, givenAt: keyArgument, call: call)
             }
@@ -325,7 +373,12 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
             }
             return try pushRow(key: key, call: call)
         }
-        let fields = try reader.fields(argument: 2, spec: spec)
+        return try generalUpdate(key: key, spec: spec, call: call)
+    }
+
+    /// The update Store judges field by field: its refusals and messages.
+    private func generalUpdate(key: StoreValue, spec: TableSpec, call: LuaCall) throws -> Int32 {
+        let fields = try context.reader(call).fields(argument: 2, spec: spec)
         try call.naming(argument: 2) {
             try context.writeOneStatement(name, call: call) { db in try table.update(db, key: key, fields: fields, spec: spec) }
         }

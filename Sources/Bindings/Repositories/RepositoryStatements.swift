@@ -232,7 +232,9 @@ final class RepositoryStatements {
     /// and pushed again was hashed and interned twice a call (issue 27).
     func write(_ planned: PlannedWrite, keyArgument: Int32?, state: OpaquePointer) -> Write {
         guard let keyArgument, let keyPosition = planned.keyPosition, keyArgument >= 1, keyArgument <= lua_gettop(state) else {
-            return write(planned.sql, count: planned.argumentCapacity, state: state) { push in planned.forEachArgument(push) }
+            return write(planned.sql, count: planned.argumentCapacity, state: state) { push in
+                planned.forEachArgument { (value: StoreValue) in push(value) }
+            }
         }
         // The statement and its values above the call's arguments, the
         // key one of them; then the call's arguments dropped from below.
@@ -240,7 +242,7 @@ final class RepositoryStatements {
         _ = lua_checkstack(state, Int32(planned.argumentCapacity) + 4)
         pushText(planned.sql, state)
         var position = 0
-        planned.forEachArgument { value in
+        planned.forEachArgument { (value: StoreValue) in
             if position == keyPosition { lua_pushvalue(state, keyArgument) } else { Self.push(value, state) }
             position += 1
         }
@@ -257,6 +259,32 @@ final class RepositoryStatements {
         return result
     }
 
+    /// ``write(_:keyArgument:state:)`` for a plan whose ``PlannedWrite/given``
+    /// values are the script's own, in stack slots `slots + i` (column
+    /// `i`; ``LuaRowReader/columnValues(argument:spec:layout:)``), above
+    /// the call's arguments: each is bound as Lua holds it, no
+    /// ``StoreValue`` made and pushed again (issue 27). The statement
+    /// runs above the arguments, which stay whatever happens: the stack is
+    /// left at `slots - 1`, so that the caller can read the row table
+    /// again when C declined (``Write/declined``, ``Write/failed(_:kept:)``).
+    func write(_ planned: PlannedWrite, keyArgument: Int32?, luaValuesAt slots: Int32, state: OpaquePointer) -> Write {
+        defer { lua_settop(state, slots - 1) }
+        _ = lua_checkstack(state, Int32(planned.argumentCapacity) + 4)
+        pushText(planned.sql, state)
+        let base = lua_gettop(state)
+        let keyPosition = keyArgument == nil ? nil : planned.keyPosition
+        var position = 0
+        planned.forEachArgument { (argument: PlannedWrite.Argument) in
+            switch argument {
+            case let .given(column): lua_pushvalue(state, slots + Int32(column))
+            case let .value(value):
+                if position == keyPosition, let keyArgument { lua_pushvalue(state, keyArgument) } else { Self.push(value, state) }
+            }
+            position += 1
+        }
+        return step(state: state, base: base)
+    }
+
     /// `arguments` calls its argument with each value, at most `count`.
     private func write(_ sql: String, count: Int, state: OpaquePointer,
                        arguments: ((StoreValue) -> Void) -> Void) -> Write {
@@ -268,11 +296,12 @@ final class RepositoryStatements {
         return step(state: state)
     }
 
-    /// Steps the statement at 1 with the values above it (``write(_:_:state:)``).
-    private func step(state: OpaquePointer) -> Write {
-        let connection = executor.session.transactionConnection?.handle
+    /// Steps the statement at `base` with the values above it (``write(_:_:state:)``).
+    private func step(state: OpaquePointer, base: Int32 = 1) -> Write {
+        // The route's connection, not a wrapper made (and retained) for it.
+        let connection = executor.session.route.pointee.transaction
         let changesBefore = connection.map(opsh_sqlite_total_changes)
-        let status = opsh_sql_fast_exec(state, executor.route)
+        let status = base == 1 ? opsh_sql_fast_exec(state, executor.route) : opsh_sql_fast_exec_at(state, executor.route, base)
         if status == 2 {
             return .done(changes: Int(lua_tointegerx(state, -2, nil)), rowid: Int64(lua_tointegerx(state, -1, nil)))
         }
@@ -286,7 +315,7 @@ final class RepositoryStatements {
         if let current = executor.session.transactionConnection {
             // Prepared (and checked, as db.exec's are) for the C path;
             // Store runs it this time.
-            _ = try? executor.statements.statement(for: state, at: 1, on: current.handle)
+            _ = try? executor.statements.statement(for: state, at: base, on: current.handle)
         }
         return .declined
     }

@@ -106,6 +106,9 @@ int opsh_sql_push_shape(lua_State *L, int shape_ref);
 // MARK: The fast paths (see opsh_push_host_function_fast); data is the route
 
 int opsh_sql_fast_exec(lua_State *L, void *route);
+/// opsh_sql_fast_exec with the SQL text at stack index `base` (not 1),
+/// the values above it; what is below stays (a repository's arguments).
+int opsh_sql_fast_exec_at(lua_State *L, void *route, int base);
 int opsh_sql_fast_first(lua_State *L, void *route);
 int opsh_sql_fast_value(lua_State *L, void *route);
 int opsh_sql_fast_query(lua_State *L, void *route);

@@ -30,7 +30,7 @@ public struct RecordTable<Record: StoreRecord> {
     public var derive: @Sendable (inout [String: StoreValue]) -> Void = { _ in } {
         didSet { derives = true }
     }
-    /// Whether a ``derive`` was set (``plannedInsert(_:spec:dialect:plans:)``
+    /// Whether a ``derive`` was set (``RecordWritePlans/plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``
     /// leaves such a table's inserts to the general path).
     public private(set) var derives = false
 

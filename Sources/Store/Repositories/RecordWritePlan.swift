@@ -28,20 +28,6 @@ public final class RecordWritePlans: @unchecked Sendable {
 
     public init() {}
 
-    /// The spec's column names as UTF-8, for callers that match names in
-    /// bytes (a Lua table's keys) without making strings.
-    public func utf8Names(_ spec: TableSpec) -> [[UInt8]] {
-        lock.lock()
-        defer { lock.unlock() }
-        if utf8Source != spec.names {
-            utf8 = spec.names.map { Array($0.utf8) }
-            utf8Source = spec.names
-        }
-        return utf8
-    }
-    private var utf8: [[UInt8]] = []
-    private var utf8Source: [String] = []
-
     struct TextKey: Hashable {
         let isUpdate: Bool
         let columns: UInt64
@@ -51,8 +37,18 @@ public final class RecordWritePlans: @unchecked Sendable {
     /// A class, not a struct: a call takes one reference to it, not one
     /// to each of its arrays (their retains and releases showed in a
     /// `db.transaction` loop's profile, issue 27).
-    final class Layout {
+    public final class Layout {
+        let table: String
+        let keyColumn: String
         let keyIndex: Int
+        /// The columns whose values the plan reads (the key, the allowed
+        /// words', the JSON ones, the references'; bit `i`: column `i`):
+        /// a caller binding values of its own (``PlannedWrite/Argument/given(_:)``)
+        /// gives these as values.
+        public let inspected: UInt64
+        /// The columns' names in UTF-8, for callers that match names in
+        /// bytes (a Lua table's keys) without making strings.
+        public let utf8Names: [[UInt8]]
         /// The creation dates' columns (bit `i`: column `i`).
         let dateOnInsert: UInt64
         let dateOnUpdate: [Int]
@@ -61,9 +57,17 @@ public final class RecordWritePlans: @unchecked Sendable {
         /// Single-column foreign keys, by the column's position.
         let references: [(index: Int, table: String, key: String)]
 
-        init(keyIndex: Int, dateOnInsert: UInt64, dateOnUpdate: [Int], allowed: [(index: Int, words: [String])],
-             json: [Int], references: [(index: Int, table: String, key: String)]) {
+        init(names: [String], table: String, keyColumn: String, keyIndex: Int, dateOnInsert: UInt64, dateOnUpdate: [Int],
+             allowed: [(index: Int, words: [String])], json: [Int], references: [(index: Int, table: String, key: String)]) {
+            utf8Names = names.map { Array($0.utf8) }
+            self.table = table
+            self.keyColumn = keyColumn
             self.keyIndex = keyIndex
+            var inspected: UInt64 = 1 << keyIndex
+            for (index, _) in allowed { inspected |= 1 << index }
+            for index in json { inspected |= 1 << index }
+            for reference in references { inspected |= 1 << reference.index }
+            self.inspected = inspected
             self.dateOnInsert = dateOnInsert
             self.dateOnUpdate = dateOnUpdate
             self.allowed = allowed
@@ -73,7 +77,7 @@ public final class RecordWritePlans: @unchecked Sendable {
     }
 
     /// The layout of `spec` for `Record`, made once per spec.
-    func layout<Record: StoreRecord>(_ spec: TableSpec, _: Record.Type) -> Layout? {
+    public func layout<Record: StoreRecord>(_ spec: TableSpec, _: Record.Type) -> Layout? {
         lock.lock()
         defer { lock.unlock() }
         if let layout, names == spec.names { return layout }
@@ -85,6 +89,9 @@ public final class RecordWritePlans: @unchecked Sendable {
             if let position = index(column) { allowed.append((position, words)) }
         }
         let made = Layout(
+            names: spec.names,
+            table: Record.databaseTableName,
+            keyColumn: Record.primaryKeyColumns[0],
             keyIndex: keyIndex,
             dateOnInsert: spec.names.indices.reduce(0) { mask, index in
                 RecordTable<Record>.dateColumnsSetOnInsert.contains(spec.names[index]) ? mask | 1 << index : mask
@@ -119,8 +126,8 @@ public final class RecordWritePlans: @unchecked Sendable {
     private var lastText: (key: TextKey, text: String)?
 }
 
-/// One planned statement (``RecordTable/plannedInsert(_:spec:dialect:plans:)``,
-/// ``RecordTable/plannedUpdate(key:_:spec:dialect:plans:)``).
+/// One planned statement (``RecordWritePlans/plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``,
+/// ``RecordWritePlans/plannedUpdate(key:_:given:spec:dialect:layout:)``).
 public struct PlannedWrite {
     public let sql: String
     /// The row's key, when known before the write (nil: the rowid).
@@ -132,29 +139,54 @@ public struct PlannedWrite {
     /// by name are made only to name a refusal (``fields``).
     let values: [StoreValue?]
     let names: [String]
+    /// The columns written and, among them, those whose values the
+    /// caller binds itself (bit `i`: column `i`; ``Argument/given(_:)``).
+    let columns: UInt64
+    public let given: UInt64
     /// The layout it was planned with, and the references it checks (bit
     /// `i`: column `i`): the values after the columns' (``forEachArgument(_:)``).
     let layout: RecordWritePlans.Layout
     let references: UInt64
+
+    /// One of the statement's values.
+    public enum Argument {
+        case value(StoreValue)
+        /// The caller's own value of column `i`, which it checked and did
+        /// not make into a ``StoreValue`` (``RecordWritePlans/plannedUpdate(key:_:given:spec:dialect:layout:)``).
+        case given(Int)
+    }
 
     /// The statement's values in order: the columns written, the key of
     /// an update, then each referenced row's key. Made from ``values``
     /// as they are bound, not kept as an array of their own: building and
     /// tearing down that array was a share of a repository write in a
     /// `db.transaction` loop (issue 27).
-    public func forEachArgument(_ body: (StoreValue) -> Void) {
-        for case let value? in values { body(value) }
-        if isUpdate, let key { body(key) }
+    public func forEachArgument(_ body: (Argument) -> Void) {
+        var remaining = columns
+        while remaining != 0 {
+            let index = remaining.trailingZeroBitCount
+            remaining &= remaining - 1
+            if given & (1 << index) != 0 { body(.given(index)) } else { body(.value(values[index]!)) }
+        }
+        if isUpdate, let key { body(.value(key)) }
         for reference in layout.references where references & (1 << reference.index) != 0 {
-            body(values[reference.index]!)
+            body(.value(values[reference.index]!))
+        }
+    }
+
+    /// ``forEachArgument(_:)`` of a plan whose values are all made
+    /// (``given`` empty): Store's own run.
+    public func forEachArgument(_ body: (StoreValue) -> Void) {
+        precondition(given == 0, "a planned write with values the caller binds is the caller's to run")
+        forEachArgument { (argument: Argument) in
+            if case let .value(value) = argument { body(value) }
         }
     }
 
     /// Where an update's key is among ``forEachArgument(_:)``'s values
     /// (0: the first); nil for an insert.
     public var keyPosition: Int? {
-        guard isUpdate else { return nil }
-        return values.reduce(0) { $1 == nil ? $0 : $0 + 1 }
+        isUpdate ? columns.nonzeroBitCount : nil
     }
 
     /// At least as many values as ``forEachArgument(_:)`` gives.
@@ -164,7 +196,7 @@ public struct PlannedWrite {
     public var arguments: [StoreValue] {
         var arguments: [StoreValue] = []
         arguments.reserveCapacity(argumentCapacity)
-        forEachArgument { arguments.append($0) }
+        forEachArgument { (value: StoreValue) in arguments.append(value) }
         return arguments
     }
 
@@ -191,66 +223,17 @@ extension RecordTable {
     /// position; nil: not given), or nil when the general path must run.
     public func plannedInsert(_ values: consuming [StoreValue?], spec: TableSpec, dialect: SQLDialect,
                               plans: RecordWritePlans) -> PlannedWrite? {
-        guard !derives, values.count == spec.columns.count, let layout = plans.layout(spec, Record.self) else { return nil }
-        var now: Double?
-        // As ``insertedFields(_:_:spec:evaluatingDefaults:)`` fills them.
-        for (index, column) in spec.columns.enumerated() where values[index] == nil {
-            if column.isPrimaryKey {
-                if column.kind == .integer { continue }
-                if generatedKey { values[index] = .text(makeIdentifier()); continue }
-            }
-            if layout.dateOnInsert & (1 << index) != 0 {
-                if now == nil { now = Date().timeIntervalSince1970 }
-                values[index] = .real(now!)
-            } else if column.defaultSQL != nil {
-                // A key's DEFAULT is evaluated: the general path's.
-                if column.isPrimaryKey { return nil }
-            } else if column.notNull {
-                // A required field missing is named by the general path.
-                return nil
-            }
-        }
-        guard Self.acceptable(values, layout) else { return nil }
-        // The key as given (a NULL one too: the caller gets what the
-        // general path returns), nil for the rowid.
-        let key = values[layout.keyIndex]
-        let (columns, references) = Self.masks(values, layout)
-        // A reference without a known key: checked first, by the general path.
-        guard references == 0 || (key != nil && key != .null) else { return nil }
-        let sql = plans.text(.init(isUpdate: false, columns: columns, references: references)) {
-            let names = Self.names(columns, spec)
-            let head = "INSERT INTO \(dialect.quote(table)) (\(names.map(dialect.quote).joined(separator: ", "))) "
-            let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
-            guard references != 0 else { return head + "VALUES (\(marks))" }
-            return head + "SELECT \(marks)" + Self.existing(references, layout, dialect, joinedBy: " WHERE ")
-        }
-        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: false,
-                            values: values, names: spec.names, layout: layout, references: references)
+        guard let layout = plans.layout(spec, Record.self) else { return nil }
+        return plans.plannedInsert(values, given: 0, spec: spec, dialect: dialect, layout: layout,
+                                   derives: derives, generatedKey: generatedKey)
     }
 
     /// The UPDATE ``update(_:key:fields:spec:)`` would run for `values`,
     /// or nil when the general path must run.
     public func plannedUpdate(key: StoreValue, _ values: consuming [StoreValue?], spec: TableSpec, dialect: SQLDialect,
                               plans: RecordWritePlans) -> PlannedWrite? {
-        guard values.count == spec.columns.count, let layout = plans.layout(spec, Record.self) else { return nil }
-        if let newKey = values[layout.keyIndex] {
-            // Changing the key is refused by the general path.
-            guard newKey == key else { return nil }
-            values[layout.keyIndex] = nil
-        }
-        let now = Date().timeIntervalSince1970
-        for index in layout.dateOnUpdate where values[index] == nil { values[index] = .real(now) }
-        guard Self.acceptable(values, layout) else { return nil }
-        let (columns, references) = Self.masks(values, layout)
-        guard columns != 0 else { return nil }
-        let keyColumn = self.keyColumn
-        let sql = plans.text(.init(isUpdate: true, columns: columns, references: references)) {
-            let assignments = Self.names(columns, spec).map { dialect.quote($0) + " = ?" }.joined(separator: ", ")
-            return "UPDATE \(dialect.quote(table)) SET \(assignments) WHERE \(dialect.quote(keyColumn)) = ?"
-                + Self.existing(references, layout, dialect, joinedBy: " AND ")
-        }
-        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: true,
-                            values: values, names: spec.names, layout: layout, references: references)
+        guard let layout = plans.layout(spec, Record.self) else { return nil }
+        return plans.plannedUpdate(key: key, values, given: 0, spec: spec, dialect: dialect, layout: layout)
     }
 
     /// Runs a planned write as the caller's one statement and returns the
@@ -274,11 +257,92 @@ extension RecordTable {
         }
         return try insert(database, planned.fields, spec: spec)
     }
+}
+
+/// The planning itself, on the layout (``RecordWritePlans/layout(_:_:)``)
+/// and not generic over the record: a call made through ``RecordTable``'s
+/// generic methods looked its types' metadata up each time (issue 27).
+extension RecordWritePlans {
+    /// The INSERT ``RecordTable/insert(_:_:spec:)`` would run for `values`
+    /// (by column position; nil: not given, or in `given`), or nil when the
+    /// general path must run. `given`: the columns whose values the caller
+    /// binds itself, present and not NULL, none of ``Layout/inspected``.
+    public func plannedInsert(_ values: consuming [StoreValue?], given: UInt64, spec: TableSpec, dialect: SQLDialect,
+                              layout: Layout, derives: Bool, generatedKey: Bool) -> PlannedWrite? {
+        guard !derives, values.count == spec.columns.count, given & layout.inspected == 0 else { return nil }
+        var now: Double?
+        // As ``RecordTable/insertedFields(_:_:spec:evaluatingDefaults:)`` fills them.
+        for (index, column) in spec.columns.enumerated() where values[index] == nil && given & (1 << index) == 0 {
+            if column.isPrimaryKey {
+                if column.kind == .integer { continue }
+                if generatedKey { values[index] = .text(makeIdentifier()); continue }
+            }
+            if layout.dateOnInsert & (1 << index) != 0 {
+                if now == nil { now = Date().timeIntervalSince1970 }
+                values[index] = .real(now!)
+            } else if column.defaultSQL != nil {
+                // A key's DEFAULT is evaluated: the general path's.
+                if column.isPrimaryKey { return nil }
+            } else if column.notNull {
+                // A required field missing is named by the general path.
+                return nil
+            }
+        }
+        guard Self.acceptable(values, layout) else { return nil }
+        // The key as given (a NULL one too: the caller gets what the
+        // general path returns), nil for the rowid.
+        let key = values[layout.keyIndex]
+        let (columns, references) = Self.masks(values, given, layout)
+        // A reference without a known key: checked first, by the general path.
+        guard references == 0 || (key != nil && key != .null) else { return nil }
+        let table = layout.table
+        let sql = text(.init(isUpdate: false, columns: columns, references: references)) {
+            let names = Self.names(columns, spec)
+            let head = "INSERT INTO \(dialect.quote(table)) (\(names.map(dialect.quote).joined(separator: ", "))) "
+            let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
+            guard references != 0 else { return head + "VALUES (\(marks))" }
+            return head + "SELECT \(marks)" + Self.existing(references, layout, dialect, joinedBy: " WHERE ")
+        }
+        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: false,
+                            values: values, names: spec.names, columns: columns, given: given, layout: layout,
+                            references: references)
+    }
+
+    /// The UPDATE ``RecordTable/update(_:key:fields:spec:)`` would run for
+    /// `values` (`given` as for ``plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``),
+    /// or nil when the general path must run.
+    public func plannedUpdate(key: StoreValue, _ values: consuming [StoreValue?], given: UInt64, spec: TableSpec,
+                              dialect: SQLDialect, layout: Layout) -> PlannedWrite? {
+        guard values.count == spec.columns.count, given & layout.inspected == 0 else { return nil }
+        if let newKey = values[layout.keyIndex] {
+            // Changing the key is refused by the general path.
+            guard newKey == key else { return nil }
+            values[layout.keyIndex] = nil
+        }
+        if !layout.dateOnUpdate.isEmpty {
+            let now = Date().timeIntervalSince1970
+            for index in layout.dateOnUpdate where values[index] == nil && given & (1 << index) == 0 {
+                values[index] = .real(now)
+            }
+        }
+        guard Self.acceptable(values, layout) else { return nil }
+        let (columns, references) = Self.masks(values, given, layout)
+        guard columns != 0 else { return nil }
+        let table = layout.table, keyColumn = layout.keyColumn
+        let sql = text(.init(isUpdate: true, columns: columns, references: references)) {
+            let assignments = Self.names(columns, spec).map { dialect.quote($0) + " = ?" }.joined(separator: ", ")
+            return "UPDATE \(dialect.quote(table)) SET \(assignments) WHERE \(dialect.quote(keyColumn)) = ?"
+                + Self.existing(references, layout, dialect, joinedBy: " AND ")
+        }
+        return PlannedWrite(sql: sql, key: key, checksReferences: references != 0, isUpdate: true,
+                            values: values, names: spec.names, columns: columns, given: given, layout: layout,
+                            references: references)
+    }
 
     /// What ``RecordRepository/validate(_:columns:)`` and the JSON check
     /// before a write accept: each word one of its column's, no NUL in
     /// JSON text.
-    private static func acceptable(_ values: [StoreValue?], _ layout: RecordWritePlans.Layout) -> Bool {
+    private static func acceptable(_ values: [StoreValue?], _ layout: Layout) -> Bool {
         for (index, words) in layout.allowed {
             switch values[index] {
             case nil, .null?: continue
@@ -294,8 +358,8 @@ extension RecordTable {
 
     /// The columns given (bit `i`: column `i`), and the references among
     /// them that name a row.
-    private static func masks(_ values: [StoreValue?], _ layout: RecordWritePlans.Layout) -> (UInt64, UInt64) {
-        var columns: UInt64 = 0
+    private static func masks(_ values: [StoreValue?], _ given: UInt64, _ layout: Layout) -> (UInt64, UInt64) {
+        var columns = given
         for (index, value) in values.enumerated() where value != nil { columns |= 1 << index }
         var references: UInt64 = 0
         for reference in layout.references {
@@ -308,7 +372,7 @@ extension RecordTable {
         spec.names.indices.filter { mask & (1 << $0) != 0 }.map { spec.names[$0] }
     }
 
-    private static func existing(_ mask: UInt64, _ layout: RecordWritePlans.Layout, _ dialect: SQLDialect,
+    private static func existing(_ mask: UInt64, _ layout: Layout, _ dialect: SQLDialect,
                                  joinedBy lead: String) -> String {
         let terms = layout.references.filter { mask & (1 << $0.index) != 0 }.map {
             "EXISTS (SELECT 1 FROM \(dialect.quote($0.table)) WHERE \(dialect.quote($0.key)) = ?)"
