@@ -42,7 +42,7 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     if (sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return spill_failed(L, slot, route, copy, copy, NULL);
     char *create = copy_sql("PRAGMA journal_mode = OFF; PRAGMA cache_size = -512; CREATE TABLE copied(", "%sc%d", ", ", columns, "); BEGIN");
-    char *insert_sql = copy_sql("INSERT INTO copied VALUES (", "%s?%d", ", ", columns, ")");
+    char *insert_sql = copy_sql("INSERT INTO copied VALUES (", "%s?", ", ", columns, ")");
     int prepared = create && insert_sql && sqlite3_exec(copy, create, NULL, NULL, NULL) == SQLITE_OK
         && sqlite3_prepare_v2(copy, insert_sql, -1, &insert, NULL) == SQLITE_OK;
     free(create);
@@ -75,7 +75,7 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     return sqlite3_step(rows);
 }
 
-int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int *seen) {
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int seen[2]) {
     opsh_sql_reader *reader = route->session->reader;
     struct timespec spec;
     clock_gettime(CLOCK_MONOTONIC, &spec);
@@ -84,11 +84,10 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
     int mark = reader->overdue;
     int slow = mark != 0 && now - reader->overdue_at > OPSH_ROWS_SLOW_TO_ASK;
     opsh_sql_reader_leave(reader);
-    if (!slow) {
-        *seen = mark;
-        return 0;
-    }
+    seen[0] = mark;
+    seen[1] = slow ? seen[1] + 1 : 0;
+    if (seen[1] < OPSH_ROWS_SLOW_MARKS) return 0;
     *overdue = &opsh_rows_never_overdue;
-    *seen = 0;
+    seen[0] = seen[1] = 0;
     return opsh_rows_spill(L, slot, route);
 }

@@ -13,17 +13,20 @@
 extern const int opsh_rows_never_overdue;
 
 /// Called by a loop's next row when the reader's `overdue` (at `*overdue`)
-/// is not the one it saw last (`*seen`): the watchdog found the loop's
-/// snapshot older than the window. A script slow to ask for this row (more
+/// is not the one it saw last (`seen[0]`): the watchdog found the loop's
+/// snapshot older than the window. A script slow to ask for its row (more
 /// than OPSH_ROWS_SLOW_TO_ASK seconds after the watchdog's mark: its work
-/// per row is a process, a job, a wait) has its rest copied
-/// (opsh_rows_spill): `*overdue` then points to opsh_rows_never_overdue and
-/// the copy's first step is returned. A loop that asks for its rows at
-/// once keeps reading from its statement, as db.query would (a copy would
-/// only slow it): `*seen` is updated and 0 returned.
-int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int *seen);
+/// per row is a process, a job, a wait) at OPSH_ROWS_SLOW_MARKS marks in a
+/// row (`seen[1]` counts them: one late answer may be the thread waiting
+/// for a CPU on a busy machine) has its rest copied (opsh_rows_spill):
+/// `*overdue` then points to opsh_rows_never_overdue and the copy's first
+/// step is returned. A loop that asks for its rows at once keeps reading
+/// from its statement, as db.query would (a copy would only slow a scan):
+/// `seen` is updated and 0 returned.
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int seen[2]);
 
-#define OPSH_ROWS_SLOW_TO_ASK 0.001
+#define OPSH_ROWS_SLOW_TO_ASK 0.002
+#define OPSH_ROWS_SLOW_MARKS 2
 
 /// Steps `slot[0]` (a `db.rows` statement on the read connection) to its
 /// end, copying every row into a temporary database of its own (on disk,
