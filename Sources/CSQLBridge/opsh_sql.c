@@ -1,6 +1,7 @@
 #include <sqlite3.h>
 #include "opsh_sql.h"
 #include "opsh_rows_built.h"
+#include "opsh_rows_spill.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -436,6 +437,12 @@ typedef struct rows_state {
     int column_count;
     /// The names held as upvalues (see push_row).
     int named;
+    /// The read connection's `overdue` while the statement is on it, else
+    /// opsh_rows_never_overdue, and its value this loop saw last: one load
+    /// and a compare a row (opsh_rows_spill.h).
+    const int *overdue;
+    /// The mark seen last, and how many marks in a row found the script slow.
+    int overdue_seen[2];
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -467,6 +474,14 @@ static int rows_next(lua_State *L) {
     // change its columns, and only the first step can.
     int code = state->first;
     state->first = 0;
+    if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->overdue_seen[0]) {
+        code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->overdue_seen);
+        statement = state->slot[0];
+        if (code == OPSH_ROWS_SPILL_FAILED) {
+            *state->in_host = outer;
+            return opsh_raise_where(L);
+        }
+    }
     if (!code) code = sqlite3_step(statement);
     if (code == SQLITE_ROW) {
         push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
@@ -507,6 +522,12 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     state->meter = opsh_memory_meter_of(L);
     state->first = first;
     state->column_count = statement[0] ? sqlite3_column_count(statement[0]) : 0;
+    opsh_sql_reader *reader = route->session->reader;
+    state->overdue = reader && statement[0] && sqlite3_db_handle(statement[0]) == reader->handle
+        ? &reader->overdue : &opsh_rows_never_overdue;
+    // A mark made before this loop began is not about its rows.
+    state->overdue_seen[0] = __atomic_load_n(state->overdue, __ATOMIC_RELAXED);
+    state->overdue_seen[1] = 0;
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);
     lua_rawgeti(L, holder, 2);

@@ -23,6 +23,7 @@ typedef struct {
 } reader_watchdog;
 
 static int end_snapshot_locked(opsh_sql_reader *reader) {
+    if (reader->open_cursors == 0) __atomic_store_n(&reader->overdue, 0, __ATOMIC_RELEASE);
     if (reader->started == 0) return 1;
     if (sqlite3_exec(reader->handle, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return 0;
     reader->started = 0;
@@ -30,7 +31,10 @@ static int end_snapshot_locked(opsh_sql_reader *reader) {
 }
 
 // Every window, commits a snapshot older than the window, unless a
-// `db.rows` loop steps on the handle without the lock (opsh_reader.h).
+// `db.rows` loop steps on the handle without the lock (opsh_reader.h):
+// then it marks the loops overdue, and the next row of each slow one reads
+// the rest of its result into a copy and finalizes its statement
+// (opsh_rows_spill.h).
 static void *watch_snapshot(void *argument) {
     opsh_sql_reader *reader = argument;
     reader_watchdog *dog = reader->watchdog;
@@ -43,8 +47,18 @@ static void *watch_snapshot(void *argument) {
         until.tv_nsec += nanoseconds % 1000000000L;
         if (until.tv_nsec >= 1000000000L) { until.tv_sec += 1; until.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&dog->wake, &dog->lock, &until);
-        if (!dog->stop && reader->open_cursors == 0 && reader->started != 0 && monotonic_now() - reader->started >= reader->window)
-            end_snapshot_locked(reader);
+        if (dog->stop) break;
+        double now = monotonic_now();
+        if (reader->open_cursors == 0) {
+            if (reader->started != 0 && now - reader->started >= reader->window) end_snapshot_locked(reader);
+        } else {
+            double since = reader->started != 0 && reader->started < reader->cursors_since ? reader->started : reader->cursors_since;
+            if (now - since >= reader->window) {
+                reader->overdue_at = now;
+                int turn = __atomic_load_n(&reader->overdue, __ATOMIC_RELAXED) + 1;
+                __atomic_store_n(&reader->overdue, turn > 0 ? turn : 1, __ATOMIC_RELEASE);
+            }
+        }
     }
     pthread_mutex_unlock(&dog->lock);
     return NULL;
@@ -99,13 +113,17 @@ void opsh_sql_reader_leave(opsh_sql_reader *reader) {
 }
 
 void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement) {
-    if (statement && sqlite3_db_handle(statement) == reader->handle) reader->open_cursors++;
+    if (statement && sqlite3_db_handle(statement) == reader->handle && reader->open_cursors++ == 0)
+        reader->cursors_since = monotonic_now();
 }
 
 void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement) {
     opsh_sql_reader_enter(reader);
     if (statement && sqlite3_db_handle(statement) == reader->handle) reader->open_cursors--;
     sqlite3_finalize(statement);
+    // The last statement of an overdue snapshot: the snapshot ends now
+    // rather than at the watchdog's next turn.
+    if (reader->open_cursors == 0 && __atomic_load_n(&reader->overdue, __ATOMIC_RELAXED)) end_snapshot_locked(reader);
     opsh_sql_reader_leave(reader);
 }
 

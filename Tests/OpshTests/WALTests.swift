@@ -110,6 +110,147 @@ import Testing
         #expect(child.finish().status == 0)
     }
 
+    /// A table of every type SQLite stores (an integer, a float with and
+    /// without a fraction, text, a BLOB, NULL) that a `db.rows` loop reads
+    /// slowly, with text wide enough that a copy of it passes the copy's
+    /// page cache (and so has a file).
+    func createReadings(_ sandbox: Sandbox, rows: Int) throws {
+        _ = try sandbox.sqlite("""
+            CREATE TABLE readings (id INTEGER PRIMARY KEY, v, wide TEXT);
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows))
+            INSERT INTO readings (id, v, wide) SELECT x, CASE x % 6 WHEN 0 THEN x * 7 WHEN 1 THEN x + 0.5
+                WHEN 2 THEN CAST(x AS REAL) WHEN 3 THEN 'r' || x WHEN 4 THEN CAST('b' || x AS BLOB) END,
+                printf('%.500c', 'w') FROM c
+            """)
+    }
+
+    /// Lua: waits (polling) until the file at `path` exists; `released(path)`
+    /// says whether it does; `slow()` is a row's slow work (a cron script's
+    /// `os.execute`, git, a job).
+    let luaWaiting = """
+        local function released(path) local f = io.open(path) if f then f:close() return true end return false end
+        local function slow() local c = os.clock() repeat until os.clock() - c > 0.003 end
+        local function waitFor(path) local t = os.time() repeat slow() until released(path) or os.time() - t > 60 end
+        """
+
+    /// A `db.rows` loop whose work per row is slow (a cron script's
+    /// `os.execute` per row) holds a read statement open for as long as it
+    /// runs; once its snapshot is older than the reader's window it reads
+    /// the rest of its result into a private copy and ends the snapshot
+    /// (opsh_rows_spill.h), so another process's checkpoint empties the WAL
+    /// while the loop still runs. The loop yields exactly the rows of its
+    /// one snapshot: every value with its type and the row's columns, and
+    /// none of the rows the other process added meanwhile. SQLite only:
+    /// PostgreSQL's row path reads a result at once and holds no snapshot
+    /// while the script works. (Run with `OPSH_TEST_EXECUTABLE` set to a
+    /// build without the copy, the checkpoint stays blocked.)
+    @Test func aSlowRowsLoopDoesNotPinTheWALAndYieldsItsSnapshot() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try createReadings(sandbox, rows: 2000)
+        let checkpointed = sandbox.root + "/checkpointed"
+        let script = sandbox.withDatabase(["-e", luaWaiting + "\n" + """
+            local sql = "SELECT id, v FROM readings ORDER BY id"
+            local expected = db.query(sql)
+            local function same(a, b) return a == b and type(a) == type(b) and math.type(a) == math.type(b) end
+            local n, mismatches, releasedAt = 0, 0, nil
+            for row in db.rows(sql) do
+              n = n + 1
+              local e = expected[n]
+              if not e or not same(row.id, e.id) or not same(row.v, e.v)
+                 or table.concat(getmetatable(row).columns, ",") ~= "id,v" then mismatches = mismatches + 1 end
+              if n == 1 then io.stdout:write("reading\\n") io.stdout:flush() end
+              if not releasedAt then
+                slow()
+                if released("\(checkpointed)") then releasedAt = n end
+              end
+            end
+            io.stdout:write(string.format("%d %d %d %s\\n", n, #expected, mismatches, tostring(releasedAt)))
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "reading\n")
+        // Another process writes (rows the loop must not yield), then
+        // checkpoints the whole WAL away while the loop still runs.
+        _ = try sandbox.sqlite("INSERT INTO readings (v) VALUES ('added'), ('added')")
+        let checkpoint = try checkpointEmptiesTheWAL(sandbox, within: 5)
+        _ = FileManager.default.createFile(atPath: checkpointed, contents: Data())
+        #expect(checkpoint.emptied, "the checkpoint was blocked by the db.rows loop's snapshot (\(checkpoint.said))")
+        let result = child.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        let fields = result.stdout.split(separator: " ").map(String.init)
+        #expect(fields.count == 4, "\(result.stdout)")
+        guard fields.count == 4 else { return }
+        #expect(fields[0] == "2000" && fields[1] == "2000", "rows yielded and rows of the snapshot: \(result.stdout)")
+        #expect(fields[2] == "0", "rows unlike the snapshot's: \(result.stdout)")
+        // The loop still ran when the checkpoint completed.
+        #expect(Int(fields[3].trimmingCharacters(in: .whitespacesAndNewlines)).map { $0 < 2000 } == true, "\(result.stdout)")
+    }
+
+    /// The copy's temporary files that process `pid` holds open (SQLite
+    /// names them etilqs_…, deleted as they open).
+    func copyFiles(of pid: pid_t) -> Int {
+        let folder = "/proc/\(pid)/fd"
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return descriptors.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + $0)) ?? "").contains("etilqs_") }.count
+    }
+
+    /// Every way out of a loop that reads from its copy closes the copy
+    /// (its file goes): the end of its rows, `break` (the generic `for`'s
+    /// to-be-closed value), `cursor:close()`, an error.
+    @Test(arguments: [
+        "for row in db.rows(sql) do if released(copied) then break end slow() end",
+        "local done = false for row in db.rows(sql) do if not done then done = released(copied) slow() end end",
+        "local next, shape, _, cursor = db.rows(sql) while next(shape) and not released(copied) do slow() end cursor:close()",
+        "pcall(function() for row in db.rows(sql) do if released(copied) then error('stop') end slow() end end)",
+    ])
+    func leavingARowsLoopClosesItsCopy(_ leaving: String) throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try createReadings(sandbox, rows: 3000)
+        let copied = sandbox.root + "/copied", looked = sandbox.root + "/looked"
+        let script = sandbox.withDatabase(["-e", luaWaiting + "\n" + """
+            local sql, copied = "SELECT * FROM readings ORDER BY id", "\(copied)"
+            \(leaving)
+            io.stdout:write("left\\n") io.stdout:flush()
+            waitFor("\(looked)")
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        defer { _ = FileManager.default.createFile(atPath: looked, contents: Data()) }
+        // The loop's snapshot grows old while it works: its rows are copied.
+        #expect(try waitUntil(10) { copyFiles(of: child.pid) > 0 }, "\(leaving): no copy")
+        _ = FileManager.default.createFile(atPath: copied, contents: Data())
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "left\n", "\(leaving)")
+        #expect(try waitUntil(5) { copyFiles(of: child.pid) == 0 }, "\(leaving): the copy is still open")
+        _ = FileManager.default.createFile(atPath: looked, contents: Data())
+        #expect(child.finish().status == 0, "\(leaving)")
+    }
+
+    /// A loop one of the shell's chunks left open after its rows were
+    /// copied is closed as the chunk ends (`closeAtTransactionOrChunkEnd`):
+    /// its copy goes too, and reading on says the loop was closed.
+    @Test func aChunksLoopLeftOpenClosesItsCopyAtTheChunksEnd() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try createReadings(sandbox, rows: 3000)
+        let copied = sandbox.root + "/copied"
+        let terminal = try PseudoTerminal(arguments: ["--db", sandbox.database, "--no-init"], environment: sandbox.environment)
+        terminal.expect("opsh> ")
+        let helpers = luaWaiting.replacingOccurrences(of: "local function ", with: "function ").replacingOccurrences(of: "\n", with: " ")
+        terminal.send(helpers + "\r")
+        terminal.expect("opsh> ")
+        terminal.send("it = db.rows('SELECT * FROM readings ORDER BY id') n = 0 while not released('\(copied)') do it() n = n + 1 slow() end print('left' .. ' open', n > 0)\r")
+        #expect(try waitUntil(10) { copyFiles(of: terminal.pid) > 0 }, "no copy")
+        _ = FileManager.default.createFile(atPath: copied, contents: Data())
+        terminal.expect("left open\ttrue")
+        terminal.expect("opsh> ")
+        #expect(try waitUntil(5) { copyFiles(of: terminal.pid) == 0 }, "the copy is still open at the prompt")
+        terminal.send("print('read on', pcall(it))\r")
+        terminal.expect("this loop was closed when the transaction or chunk that opened it ended")
+        terminal.expect("opsh> ")
+        terminal.send("\u{4}")
+        #expect(terminal.waitForExit(timeout: 60) == 0)
+    }
+
     /// A shell idle at its prompt after key reads (`query(key…)`, a route
     /// of their own since issue 27) and repository reads holds no
     /// snapshot: another process's writes are checkpointed whole, again and

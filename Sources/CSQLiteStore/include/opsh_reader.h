@@ -9,9 +9,12 @@ typedef struct sqlite3_stmt sqlite3_stmt;
 /// burst of reads shares one read transaction for up to `window` seconds,
 /// ended early by this session's writes and when Lua goes idle, and ended
 /// by time: a watchdog thread commits a snapshot older than the window, so
-/// opsh never pins the WAL while it does something else (a `db.rows` loop
-/// still reading keeps its snapshot: SQLite ends the read transaction only
-/// once its statements are done).
+/// opsh never pins the WAL while it does something else. A `db.rows` loop
+/// still reading keeps its snapshot (SQLite ends the read transaction only
+/// once its statements are done) until the watchdog marks it `overdue`: a
+/// loop whose script is slow to ask for its next row then reads the rest of
+/// its result into a private copy and finalizes its statement
+/// (opsh_rows_spill.h), and the snapshot ends.
 ///
 /// The connection is opened SQLITE_OPEN_NOMUTEX: SQLite's own mutex would
 /// be taken by every sqlite3_column_* call of every row (a db.rows scan
@@ -36,6 +39,17 @@ typedef struct opsh_sql_reader {
     long write_count;
     /// `db.rows` statements open on the handle (under the lock).
     int open_cursors;
+    /// Monotonic seconds when open_cursors last went from 0 to 1: an open
+    /// statement's snapshot is at least that old, whatever `started` says
+    /// (a write's new snapshot does not end a read statement's).
+    double cursors_since;
+    /// Set by the watchdog at each of its turns while `db.rows` statements
+    /// hold a snapshot older than the window: a new nonzero number each
+    /// time, 0 once none is open. A loop reads it once per row
+    /// (__atomic_load_n, relaxed) and looks closer when it changed.
+    int overdue;
+    /// Monotonic seconds when `overdue` last changed (under the lock).
+    double overdue_at;
     /// Opaque: the lock over `started` and the watchdog thread's state.
     void *watchdog;
 } opsh_sql_reader;
@@ -57,7 +71,8 @@ void opsh_sql_reader_leave(opsh_sql_reader *reader);
 /// reader's handle keeps the watchdog off the handle until
 /// opsh_sql_reader_finalize_cursor.
 void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement);
-/// Finalizes a `db.rows` statement (under the lock, taken here).
+/// Finalizes a `db.rows` statement (under the lock, taken here); the last
+/// one of an overdue snapshot ends it at once.
 void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement);
 
 /// Keeps the current snapshot while it is fresh, else starts a new one.

@@ -1,0 +1,93 @@
+#include <sqlite3.h>
+#include "opsh_rows_spill.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const int opsh_rows_never_overdue = 0;
+
+// The copy's SQL: its columns have no declared type (no affinity), so
+// every value is stored and read back as the type it was read with.
+static char *copy_sql(const char *format, const char *column_format, const char *separator, int columns, const char *end) {
+    size_t capacity = strlen(format) + (size_t)columns * 16 + strlen(end) + 1;
+    char *sql = malloc(capacity);
+    if (!sql) return NULL;
+    size_t length = (size_t)snprintf(sql, capacity, "%s", format);
+    for (int column = 0; column < columns; column++)
+        length += (size_t)snprintf(sql + length, capacity - length, column_format, column ? separator : "", column);
+    snprintf(sql + length, capacity - length, "%s", end);
+    return sql;
+}
+
+static int spill_failed(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, sqlite3 *failing, sqlite3 *copy, sqlite3_stmt *insert) {
+    sqlite3_stmt *source = slot[0];
+    route->failure_text(L, failing ? sqlite3_errmsg(failing) : "out of memory", sqlite3_sql(source));
+    sqlite3_finalize(insert);
+    sqlite3_close_v2(copy);
+    slot[0] = NULL;
+    opsh_sql_reader_finalize_cursor(route->session->reader, source);
+    return OPSH_ROWS_SPILL_FAILED;
+}
+
+int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
+    sqlite3_stmt *source = slot[0];
+    int columns = sqlite3_column_count(source);
+    sqlite3 *copy = NULL;
+    sqlite3_stmt *insert = NULL;
+    sqlite3_stmt *rows = NULL;
+    // "": a temporary database on disk, deleted when it closes; nothing of
+    // the user's file, no path at all. Its pages beyond a small cache go to
+    // that file, so a long result costs disk, not memory.
+    if (sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        return spill_failed(L, slot, route, copy, copy, NULL);
+    char *create = copy_sql("PRAGMA journal_mode = OFF; PRAGMA cache_size = -512; CREATE TABLE copied(", "%sc%d", ", ", columns, "); BEGIN");
+    char *insert_sql = copy_sql("INSERT INTO copied VALUES (", "%s?", ", ", columns, ")");
+    int prepared = create && insert_sql && sqlite3_exec(copy, create, NULL, NULL, NULL) == SQLITE_OK
+        && sqlite3_prepare_v2(copy, insert_sql, -1, &insert, NULL) == SQLITE_OK;
+    free(create);
+    free(insert_sql);
+    if (!prepared) return spill_failed(L, slot, route, create && insert_sql ? copy : NULL, copy, insert);
+
+    // Stepped without the reader's lock, like every row of the loop (the
+    // watchdog leaves the handle alone while it is open); Ctrl-C and
+    // --timeout interrupt the read connection, so this step too.
+    int code;
+    while ((code = sqlite3_step(source)) == SQLITE_ROW) {
+        for (int column = 0; column < columns; column++)
+            sqlite3_bind_value(insert, column + 1, sqlite3_column_value(source, column));
+        if (sqlite3_step(insert) != SQLITE_DONE) return spill_failed(L, slot, route, copy, copy, insert);
+        sqlite3_reset(insert);
+    }
+    if (code != SQLITE_DONE) return spill_failed(L, slot, route, sqlite3_db_handle(source), copy, insert);
+    sqlite3_finalize(insert);
+    insert = NULL;
+    if (sqlite3_exec(copy, "COMMIT", NULL, NULL, NULL) != SQLITE_OK
+        || sqlite3_prepare_v2(copy, "SELECT * FROM copied ORDER BY rowid", -1, &rows, NULL) != SQLITE_OK)
+        return spill_failed(L, slot, route, copy, copy, NULL);
+    // The copy's connection closes once `rows` is finalized (whoever does:
+    // the loop's end, break, <close>, the chunk's end), and its file goes.
+    sqlite3_close_v2(copy);
+
+    // The snapshot ends with the loop's statement (opsh_reader.c).
+    slot[0] = rows;
+    opsh_sql_reader_finalize_cursor(route->session->reader, source);
+    return sqlite3_step(rows);
+}
+
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int seen[2]) {
+    opsh_sql_reader *reader = route->session->reader;
+    struct timespec spec;
+    clock_gettime(CLOCK_MONOTONIC, &spec);
+    double now = (double)spec.tv_sec + (double)spec.tv_nsec / 1e9;
+    opsh_sql_reader_enter(reader);
+    int mark = reader->overdue;
+    int slow = mark != 0 && now - reader->overdue_at > OPSH_ROWS_SLOW_TO_ASK;
+    opsh_sql_reader_leave(reader);
+    seen[0] = mark;
+    seen[1] = slow ? seen[1] + 1 : 0;
+    if (seen[1] < OPSH_ROWS_SLOW_MARKS) return 0;
+    *overdue = &opsh_rows_never_overdue;
+    seen[0] = seen[1] = 0;
+    return opsh_rows_spill(L, slot, route);
+}

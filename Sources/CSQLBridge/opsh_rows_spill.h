@@ -1,0 +1,39 @@
+// Private to CSQLBridge's C files: a `db.rows` loop on the read connection
+// whose snapshot is overdue (opsh_reader.h) reads the rest of its result
+// into a private copy and finalizes its statement, so that a script's slow
+// work per row does not pin the WAL (ARCHITECTURE.md, "The row path").
+#pragma once
+#include "opsh_sql.h"
+
+/// What opsh_rows_spill returns when it failed (no SQLite code is negative).
+#define OPSH_ROWS_SPILL_FAILED (-1)
+
+/// The loop's flag when its statement can never be overdue (not on the
+/// read connection, or already a copy).
+extern const int opsh_rows_never_overdue;
+
+/// Called by a loop's next row when the reader's `overdue` (at `*overdue`)
+/// is not the one it saw last (`seen[0]`): the watchdog found the loop's
+/// snapshot older than the window. A script slow to ask for its row (more
+/// than OPSH_ROWS_SLOW_TO_ASK seconds after the watchdog's mark: its work
+/// per row is a process, a job, a wait) at OPSH_ROWS_SLOW_MARKS marks in a
+/// row (`seen[1]` counts them: one late answer may be the thread waiting
+/// for a CPU on a busy machine) has its rest copied (opsh_rows_spill):
+/// `*overdue` then points to opsh_rows_never_overdue and the copy's first
+/// step is returned. A loop that asks for its rows at once keeps reading
+/// from its statement, as db.query would (a copy would only slow a scan):
+/// `seen` is updated and 0 returned.
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int seen[2]);
+
+#define OPSH_ROWS_SLOW_TO_ASK 0.002
+#define OPSH_ROWS_SLOW_MARKS 2
+
+/// Steps `slot[0]` (a `db.rows` statement on the read connection) to its
+/// end, copying every row into a temporary database of its own (on disk,
+/// gone once closed: bounded memory), finalizes it, which ends the overdue
+/// snapshot, and puts in `slot[0]` a statement over the copy that yields the
+/// same columns and values, in the same order. Returns that statement's
+/// first step (SQLITE_ROW, SQLITE_DONE, or SQLite's error), or
+/// OPSH_ROWS_SPILL_FAILED with the failure text (the loop's SQL and its
+/// error) pushed and the loop closed (`slot[0]` NULL).
+int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);
