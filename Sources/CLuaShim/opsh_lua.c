@@ -195,11 +195,11 @@ void opsh_set_memory_limit(lua_State *L, size_t limit) { info_of(L)->meter.limit
 
 int opsh_memory_exceeded(lua_State *L) {
     opsh_state_info *info = info_of(L);
-    if (!info->meter.limit || info->meter.used <= info->meter.limit) return 0;
+    if (!opsh_memory_may_exceed(&info->meter)) return 0;
     // Garbage counts until it is collected: only what is still held after
-    // a full collection passes the limit.
+    // a full collection passes the limit (less the VM's headroom).
     lua_gc(L, LUA_GCCOLLECT);
-    return info->meter.used > info->meter.limit;
+    return opsh_memory_may_exceed(&info->meter);
 }
 
 void opsh_push_memory_refusal(lua_State *L, const char *what) {

@@ -24,9 +24,9 @@ void opsh_close(lua_State *L);
 size_t opsh_memory_used(lua_State *L);
 void opsh_set_memory_limit(lua_State *L, size_t limit);
 /// Inside a host function or a fast path (where allocations past the
-/// limit succeed), whether the state holds more than its limit even after
-/// a full collection. The loops that make a result's rows ask after each
-/// row, so a result larger than the limit is refused while it is made,
+/// limit succeed), whether the state holds more than its limit, less
+/// OPSH_MEMORY_HEADROOM, even after a full collection. The loops that make
+/// a result's rows ask after each row, so a result larger than the limit is refused while it is made,
 /// not once it is whole (ARCHITECTURE.md, decision 9; docs/operations.md's
 /// bound of the process's own size plus twice the limit). 0 without a limit.
 int opsh_memory_exceeded(lua_State *L);
@@ -39,8 +39,15 @@ typedef struct {
     size_t limit;  // 0: none
 } opsh_memory_meter;
 const opsh_memory_meter *opsh_memory_meter_of(lua_State *L);
+/// The room a check of the limit leaves below it: Lua's own bookkeeping
+/// between two host calls (a CallInfo, the stack grown again after a
+/// collection shrank both) is allocated outside any host frame, where the
+/// limit refuses with Lua's bare "not enough memory". A loop that stopped
+/// just under the limit let that allocation fail instead of saying the
+/// limit's words (RowsLoopMemoryLimitTests).
+#define OPSH_MEMORY_HEADROOM ((size_t)64 * 1024)
 static inline int opsh_memory_may_exceed(const opsh_memory_meter *meter) {
-    return meter->limit && meter->used > meter->limit;
+    return meter->limit && meter->used + OPSH_MEMORY_HEADROOM > meter->limit;
 }
 /// Pushes "not enough memory (the memory limit is N bytes): " followed by
 /// `what`: the words every refusal of the limit uses.
