@@ -178,27 +178,29 @@ import Testing
     /// file's (so the hook tells the two apart row by row, by schema, not
     /// by table name), is not the file's. SQLite only: the counts are its
     /// preupdate hook's (CSQLiteStore/opsh_changes.c), which names the
-    /// schema of each row.
+    /// schema of each row. The table is the script's own (`notes`): a TEMP
+    /// table may not take the name of one of opsh's tables (27x).
     @Test func aTempTableOfTheSameNameIsNotCountedAsTheFiles() throws {
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(.sqlite)
         let script = """
             local scratch
+            db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, event TEXT, created_at INTEGER)")
             db.transaction(function()
-              db.exec("CREATE TEMP TABLE telemetry (id INTEGER PRIMARY KEY, event TEXT, created_at INTEGER)")
+              db.exec("CREATE TEMP TABLE notes (id INTEGER PRIMARY KEY, event TEXT, created_at INTEGER)")
               for i = 1, 10 do
-                db.exec("INSERT INTO temp.telemetry (id, event, created_at) VALUES (?, 'scratch', ?)", i, i)
-                if i <= 3 then db.exec("INSERT INTO main.telemetry (id, event, created_at) VALUES (?, 'e', ?)", i, i) end
+                db.exec("INSERT INTO temp.notes (id, event, created_at) VALUES (?, 'scratch', ?)", i, i)
+                if i <= 3 then db.exec("INSERT INTO main.notes (id, event, created_at) VALUES (?, 'e', ?)", i, i) end
               end
-              scratch = db.value("SELECT count(*) FROM temp.telemetry")
+              scratch = db.value("SELECT count(*) FROM temp.notes")
             end)
             return scratch
             """
         let run = try sandbox.opsh(["-e", script], on: database)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10", "\(run.stdout)")
-        #expect(try database.count("telemetry") == 3)
+        #expect(try database.count("notes") == 3)
         let audit = try Self.lastAudit(sandbox, database)
-        #expect(audit["telemetry"]?["inserted"] == 3, "\(audit)")
+        #expect(audit["notes"]?["inserted"] == 3, "\(audit)")
     }
 }

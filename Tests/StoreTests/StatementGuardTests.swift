@@ -90,4 +90,89 @@ import Testing
             #expect(refused == nil, "\(sql) was refused in the sandbox: \(refused ?? "")")
         }
     }
+
+    static let temporaryObjects = [
+        "CREATE TEMP TABLE projects AS SELECT * FROM t", "CREATE TEMPORARY TABLE \"PROJECTS\" (a)", "CREATE TABLE temp.Schemes (a)",
+        "CREATE TEMP VIEW opsh_audit AS SELECT 1", "CREATE TEMP TABLE IF NOT EXISTS builds (a)", "CREATE VIRTUAL TABLE temp.projects USING rtree(id, a, b)",
+        // Not refused: other names, TEMP triggers and indexes, main's tables.
+        "CREATE TEMP TABLE staging (a)", "CREATE TEMP TABLE 'project''s' (a)", "CREATE TEMP VIEW projects_copy AS SELECT 1",
+        "CREATE TEMP TRIGGER projects AFTER UPDATE ON main.t BEGIN SELECT 1; END", "CREATE INDEX temp.projects ON tt (x)",
+        "CREATE TABLE n (a)", "ALTER TABLE tt ADD COLUMN y", "ALTER TABLE tt RENAME COLUMN x TO y", "ALTER TABLE t RENAME TO n",
+    ]
+
+    /// A TEMP table or view is refused on every connection when SQLite's
+    /// authorizer names it as one of opsh's tables (case aside), and not
+    /// otherwise; a TEMP table's rename is refused (27x).
+    @Test(arguments: temporaryObjects)
+    func aTempTableMayNotTakeTheNameOfOpshsTables(_ sql: String) throws {
+        var connection: OpaquePointer?
+        #expect(sqlite3_open(":memory:", &connection) == SQLITE_OK)
+        defer { sqlite3_close(connection) }
+        #expect(sqlite3_exec(connection, "CREATE TABLE t (a, b); CREATE TEMP TABLE tt (x);", nil, nil, nil) == SQLITE_OK)
+        final class Created { var names: [String] = [] }
+        let created = Created()
+        sqlite3_set_authorizer(connection, { context, action, first, _, database, _ in
+            let created = Unmanaged<Created>.fromOpaque(context!).takeUnretainedValue()
+            // `CREATE TABLE temp.x` is reported as CREATE_TABLE of database
+            // temp, a virtual table as CREATE_VTABLE.
+            let inTemp = database.map { String(cString: $0) == "temp" } ?? false
+            let temporary = action == SQLITE_CREATE_TEMP_TABLE || action == SQLITE_CREATE_TEMP_VIEW
+                || ((action == SQLITE_CREATE_TABLE || action == SQLITE_CREATE_VTABLE) && inTemp)
+            if temporary, let first {
+                created.names.append(String(cString: first))
+            }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(created).toOpaque())
+        var statement: OpaquePointer?
+        let prepared = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
+        sqlite3_set_authorizer(connection, nil, nil)
+        defer { sqlite3_finalize(statement) }
+        guard prepared == SQLITE_OK, let statement, let connection else {
+            // rtree may be missing from this SQLite.
+            #expect(sql.contains("VIRTUAL"), "\(String(cString: sqlite3_errmsg(connection)))")
+            return
+        }
+        var refused: String?
+        do {
+            try TransactionGuard.check(statement, on: connection)
+        } catch let failure as SQLFailure {
+            refused = failure.message
+        }
+        let shadowing = created.names.compactMap { name in
+            StoreMigrations.builtInTables.first { $0.lowercased() == name.lowercased() }
+        }.first
+        if let shadowing {
+            #expect(refused == TransactionGuard.shadowRefusal(shadowing), "\(sql)")
+        } else if sql.hasPrefix("ALTER TABLE tt RENAME TO") {
+            #expect(refused == TransactionGuard.temporaryRenameRefusal, "\(sql)")
+        } else {
+            #expect(refused == nil, "\(sql) was refused: \(refused ?? "")")
+        }
+        if sql.hasPrefix("CREATE TEMP TABLE IF NOT EXISTS") || sql.contains("VIRTUAL") {
+            #expect(shadowing != nil, "the authorizer named no table of opsh's in \(sql)")
+        }
+    }
+
+    /// Renaming a TEMP table is refused whatever the new name (SQLite's
+    /// authorizer does not give it); renaming a table of the file is not.
+    @Test func renamingATempTableIsRefused() throws {
+        var connection: OpaquePointer?
+        #expect(sqlite3_open(":memory:", &connection) == SQLITE_OK)
+        defer { sqlite3_close(connection) }
+        #expect(sqlite3_exec(connection, "CREATE TABLE t (a, b); CREATE TEMP TABLE tt (x);", nil, nil, nil) == SQLITE_OK)
+        for (sql, refusal) in [("ALTER TABLE tt RENAME TO projects", TransactionGuard.temporaryRenameRefusal),
+                               ("ALTER TABLE temp.tt RENAME TO staging", TransactionGuard.temporaryRenameRefusal),
+                               ("ALTER TABLE t RENAME TO n", nil)] as [(String, String?)] {
+            var statement: OpaquePointer?
+            #expect(sqlite3_prepare_v2(connection, sql, -1, &statement, nil) == SQLITE_OK)
+            defer { sqlite3_finalize(statement) }
+            var refused: String?
+            do {
+                try TransactionGuard.check(statement!, on: connection!)
+            } catch let failure as SQLFailure {
+                refused = failure.message
+            }
+            #expect(refused == refusal, "\(sql)")
+        }
+    }
 }

@@ -27,7 +27,15 @@
 //   the schema, so the sandbox refuses it too;
 // - DROP TABLE names the table it drops in DropTable's P4 (P1 the
 //   database) and destroys its b-tree (Destroy; a view has none): its rows
-//   are counted as deleted.
+//   are counted as deleted;
+// - CREATE TEMP TABLE and CREATE TEMP VIEW have SQLite read the new
+//   object into the temp schema (ParseSchema with P1 = 1 and P4, written by
+//   SQLite, `tbl_name='<name, quotes doubled>' AND type!='trigger'`); a
+//   virtual TEMP table is made by VCreate (P1 = 1, P2 the register SQLite
+//   loaded its name into);
+// - ALTER TABLE … RENAME TO of a TEMP table calls sqlite_rename_table and
+//   reads again the temp schema only (ParseSchema P1 = 1, no P4), where a
+//   table of the file reads main's too (ParseSchema P1 = 0).
 #pragma once
 
 typedef struct sqlite3 sqlite3;
@@ -47,6 +55,11 @@ typedef struct opsh_sql_effects {
     /// ending with an empty name; NULL when none (free with
     /// opsh_sql_effects_free).
     char *dropped_tables;
+    /// The TEMP tables and views it creates, as dropped_tables (free with
+    /// opsh_sql_effects_free).
+    char *temp_tables_created;
+    /// Renames a TEMP table (its new name is not in the program).
+    int renames_temp_table;
 } opsh_sql_effects;
 
 /// Classifies `statement` (prepared on `connection`): 0 when it did, -1

@@ -26,7 +26,10 @@ public struct StatementEffects: Sendable, Equatable {
 /// or savepoint: opsh owns them (`db.transaction`, dry runs, each write's
 /// own transaction), and a `COMMIT` slipped into a dry run would keep its
 /// writes (ARCHITECTURE.md, decision 5). On a sandboxed connection it
-/// refuses every schema change too (decision 9).
+/// refuses every schema change too (decision 9). On every connection it
+/// refuses a TEMP table or view named as one of opsh's tables, and renaming
+/// a TEMP table: found first by an unqualified name, it would take opsh's
+/// own statements (27x).
 ///
 /// SQLite decides, not the statement's words: every statement opsh
 /// prepares from a script's SQL (`db.*`, `db.rows`, scripts of several
@@ -59,19 +62,53 @@ public enum TransactionGuard {
         if (effects.schema_change != 0 || effects.dormant_schema_change != 0) && isProtected(connection) {
             throw SQLFailure(message: sandboxSchemaRefusal, sql: sql(of: statement))
         }
+        if effects.renames_temp_table != 0 {
+            throw SQLFailure(message: temporaryRenameRefusal, sql: sql(of: statement))
+        }
+        for created in names(effects.temp_tables_created) {
+            if let table = StoreMigrations.builtInTables.first(where: { sameName($0, created) }) {
+                throw SQLFailure(message: shadowRefusal(table), sql: sql(of: statement))
+            }
+        }
         var result = StatementEffects()
         result.changesSchema = effects.schema_change != 0
         result.mayChangeSchema = effects.dormant_schema_change != 0
         result.changesFileSchema = effects.schema_change_main != 0
-        if let list = effects.dropped_tables as UnsafeMutablePointer<CChar>? {
-            var name = UnsafePointer(list)
-            while name.pointee != 0 {
-                let table = String(cString: name)
-                result.droppedTables.append(table)
-                name += table.utf8.count + 1
-            }
-        }
+        result.droppedTables = names(effects.dropped_tables)
         return result
+    }
+
+    /// Why a TEMP table or view named as one of opsh's tables is refused:
+    /// the unqualified name in the repositories' statements would find it
+    /// first (scripts/reliability-attacks.md, 27x).
+    public static func shadowRefusal(_ table: String) -> String {
+        "a TEMP table named \(table) would stand in for opsh's \(table) table (opsh's own statements would read and write it instead): name it otherwise"
+    }
+
+    /// Why renaming a TEMP table is refused: SQLite does not tell its new
+    /// name before it runs, and it could be one of opsh's tables.
+    public static let temporaryRenameRefusal = "renaming a TEMP table is refused: under a name of opsh's tables it would stand in for that table in opsh's own statements; create it under the name it is to have"
+
+    /// SQLite compares names ignoring the case of ASCII letters.
+    private static func sameName(_ left: String, _ right: String) -> Bool {
+        left.utf8.count == right.utf8.count && zip(left.utf8, right.utf8).allSatisfy { asciiLower($0) == asciiLower($1) }
+    }
+
+    private static func asciiLower(_ byte: UInt8) -> UInt8 {
+        (65...90).contains(byte) ? byte + 32 : byte
+    }
+
+    /// A list of NUL-terminated names ending with an empty name.
+    private static func names(_ list: UnsafeMutablePointer<CChar>?) -> [String] {
+        guard let list else { return [] }
+        var names: [String] = []
+        var name = UnsafePointer(list)
+        while name.pointee != 0 {
+            let table = String(cString: name)
+            names.append(table)
+            name += table.utf8.count + 1
+        }
+        return names
     }
 
     /// The sandbox's connections: statements that change the schema are

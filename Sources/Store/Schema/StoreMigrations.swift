@@ -20,6 +20,14 @@ public enum StoreMigrations {
         Migration007RunnerRegistry.migration,
     ]
 
+    /// The tables the built-in migrations make (a TEMP table may not take
+    /// their names: ``TransactionGuard``).
+    public static let builtInTables: [String] = builtIn.flatMap { migration in
+        migration.steps.compactMap { step -> String? in
+            if case let .createTable(table) = step { table.name } else { nil }
+        }
+    }
+
     /// Identifiers of the built-in migrations, oldest first.
     public static let builtInIdentifiers = builtIn.map(\.identifier)
 
