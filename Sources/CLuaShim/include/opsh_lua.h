@@ -26,8 +26,8 @@ void opsh_set_memory_limit(lua_State *L, size_t limit);
 /// Inside a host function or a fast path (where allocations past the
 /// limit succeed), whether the state holds more than its limit, less
 /// OPSH_MEMORY_HEADROOM, even after a full collection. The loops that make
-/// a result's rows ask after each row, so a result larger than the limit is refused while it is made,
-/// not once it is whole (ARCHITECTURE.md, decision 9; docs/operations.md's
+/// a result's rows ask after each row, so a result larger than the limit
+/// is refused while it is made, not once it is whole (ARCHITECTURE.md, decision 9; docs/operations.md's
 /// bound of the process's own size plus twice the limit). 0 without a limit.
 int opsh_memory_exceeded(lua_State *L);
 /// The allocator's count and limit, for a loop that checks the limit once
