@@ -443,6 +443,9 @@ typedef struct rows_state {
     const int *overdue;
     /// The mark seen last, and how many marks in a row found the script slow.
     int overdue_seen[2];
+    /// The statement failed after the rows copied: the failure's words
+    /// (the state's user value) are raised once the copy's rows are read.
+    int fails_after_copy;
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -481,12 +484,31 @@ static int rows_next(lua_State *L) {
             *state->in_host = outer;
             return opsh_raise_where(L);
         }
+        if (code & OPSH_ROWS_COPY_THEN_FAIL) {
+            code &= ~OPSH_ROWS_COPY_THEN_FAIL;
+            lua_setiuservalue(L, lua_upvalueindex(2), 1);
+            state->fails_after_copy = 1;
+        }
     }
     if (!code) code = sqlite3_step(statement);
+    if (code == SQLITE_DONE && state->slot[2]) {
+        // The copy held the first OPSH_ROWS_COPY_MOST_BYTES of the rest:
+        // the loop reads on from its statement, still open.
+        opsh_sql_reader_finalize_cursor(reader, statement);
+        statement = state->slot[0] = state->slot[2];
+        state->slot[2] = NULL;
+        code = sqlite3_step(statement);
+    }
     if (code == SQLITE_ROW) {
         push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
     } else {
-        if (code == SQLITE_DONE) lua_pushnil(L);
+        if (code == SQLITE_DONE && state->fails_after_copy) {
+            // Where the loop meets the failure its statement met while
+            // copied: after the rows before it (opsh_rows_spill.h).
+            state->fails_after_copy = 0;
+            lua_getiuservalue(L, lua_upvalueindex(2), 1);
+            code = SQLITE_ERROR;
+        } else if (code == SQLITE_DONE) lua_pushnil(L);
         else state->route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
         state->slot[0] = NULL;
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
@@ -515,7 +537,8 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
-    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 0);
+    // Its user value: the words of a failure met while copying.
+    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 1);
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
@@ -528,6 +551,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     // A mark made before this loop began is not about its rows.
     state->overdue_seen[0] = __atomic_load_n(state->overdue, __ATOMIC_RELAXED);
     state->overdue_seen[1] = 0;
+    state->fails_after_copy = 0;
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);
     lua_rawgeti(L, holder, 2);
