@@ -194,4 +194,27 @@ import Testing
         #expect(terminal.waitForExit() == 3, "\(terminal.transcript)")
         #expect(try database.count("telemetry", where: "created_at < 1301") == 0, "the callback's deletions were rolled back")
     }
+
+    /// The init file's `os.exit(4)` ends the shell with status 4, its write
+    /// kept as a typed chunk's is; it was ignored and the prompt came (28a).
+    /// The control: the same init file without `os.exit` leaves the prompt.
+    @Test(arguments: Engine.allCases) func theInitFilesExitEndsTheShell(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/config/opsh", withIntermediateDirectories: true)
+        let initFile = sandbox.root + "/config/opsh/init.lua"
+        let write = "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('init', 1)\") print('init ' .. 'ran')"
+        try (write + "\n").write(toFile: initFile, atomically: true, encoding: .utf8)
+        let control = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
+        control.expect("init ran")
+        control.expect("> ")
+        control.send("\u{4}")
+        #expect(control.waitForExit() == 0, "\(control.transcript)")
+
+        try (write + " os.exit(4)\n").write(toFile: initFile, atomically: true, encoding: .utf8)
+        let exits = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
+        exits.expect("init ran")
+        #expect(exits.waitForExit() == 4, "\(exits.transcript)")
+        #expect(try database.count("telemetry", where: "event = 'init'") == 2)
+    }
 }
