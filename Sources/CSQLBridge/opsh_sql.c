@@ -491,7 +491,8 @@ static int rows_next(lua_State *L) {
         }
     }
     if (!code) code = sqlite3_step(statement);
-    if (code == SQLITE_DONE && state->slot[2]) {
+    // (A row's path compares once, as before: ROW first.)
+    if (__builtin_expect(code != SQLITE_ROW, 0) && code == SQLITE_DONE && state->slot[2]) {
         // The copy held the first OPSH_ROWS_COPY_MOST_BYTES of the rest:
         // the loop reads on from its statement, still open.
         opsh_sql_reader_finalize_cursor(reader, statement);
