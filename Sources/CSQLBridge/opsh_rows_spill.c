@@ -99,19 +99,25 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     return fails_later ? first | OPSH_ROWS_COPY_THEN_FAIL : first;
 }
 
-int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, int seen[2]) {
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, opsh_rows_pace *pace) {
     opsh_sql_reader *reader = route->session->reader;
     struct timespec spec;
     clock_gettime(CLOCK_MONOTONIC, &spec);
     double now = (double)spec.tv_sec + (double)spec.tv_nsec / 1e9;
     opsh_sql_reader_enter(reader);
     int mark = reader->overdue;
-    int slow = mark != 0 && now - reader->overdue_at > OPSH_ROWS_SLOW_TO_ASK;
+    int late = mark != 0 && now - reader->overdue_at > OPSH_ROWS_SLOW_TO_ASK;
+    double window = reader->window;
     opsh_sql_reader_leave(reader);
-    seen[0] = mark;
-    seen[1] = slow ? seen[1] + 1 : 0;
-    if (seen[1] < OPSH_ROWS_SLOW_MARKS) return 0;
+    // The watchdog numbers its marks one a window; marks the loop slept
+    // through count as windows it asked for nothing in.
+    int windows = mark - pace->mark > 0 ? mark - pace->mark : 1;
+    int unhurried = (double)(pace->rows - pace->rows_at_mark) < OPSH_ROWS_SLOW_PACE * window * windows;
+    pace->mark = mark;
+    pace->rows_at_mark = pace->rows;
+    pace->slow_marks = mark != 0 && (late || unhurried) ? pace->slow_marks + 1 : 0;
+    if (pace->slow_marks < OPSH_ROWS_SLOW_MARKS) return 0;
     *overdue = &opsh_rows_never_overdue;
-    seen[0] = seen[1] = 0;
+    pace->slow_marks = 0;
     return opsh_rows_spill(L, slot, route);
 }

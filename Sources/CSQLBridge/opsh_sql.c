@@ -441,8 +441,8 @@ typedef struct rows_state {
     /// opsh_rows_never_overdue, and its value this loop saw last: one load
     /// and a compare a row (opsh_rows_spill.h).
     const int *overdue;
-    /// The mark seen last, and how many marks in a row found the script slow.
-    int overdue_seen[2];
+    /// What the loop saw of the watchdog's marks, and its rows.
+    opsh_rows_pace pace;
     /// The statement failed after the rows copied: the failure's words
     /// (the state's user value) are raised once the copy's rows are read.
     int fails_after_copy;
@@ -477,8 +477,9 @@ static int rows_next(lua_State *L) {
     // change its columns, and only the first step can.
     int code = state->first;
     state->first = 0;
-    if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->overdue_seen[0]) {
-        code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->overdue_seen);
+    state->pace.rows++;
+    if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->pace.mark) {
+        code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace);
         statement = state->slot[0];
         if (code == OPSH_ROWS_SPILL_FAILED) {
             *state->in_host = outer;
@@ -550,8 +551,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     state->overdue = reader && statement[0] && sqlite3_db_handle(statement[0]) == reader->handle
         ? &reader->overdue : &opsh_rows_never_overdue;
     // A mark made before this loop began is not about its rows.
-    state->overdue_seen[0] = __atomic_load_n(state->overdue, __ATOMIC_RELAXED);
-    state->overdue_seen[1] = 0;
+    state->pace = (opsh_rows_pace){ .mark = __atomic_load_n(state->overdue, __ATOMIC_RELAXED) };
     state->fails_after_copy = 0;
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);
