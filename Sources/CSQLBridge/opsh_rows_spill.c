@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 const int opsh_rows_never_overdue = 0;
@@ -18,6 +19,19 @@ static char *copy_sql(const char *format, const char *column_format, const char 
         length += (size_t)snprintf(sql + length, capacity - length, column_format, column ? separator : "", column);
     snprintf(sql + length, capacity - length, "%s", end);
     return sql;
+}
+
+static size_t file_size(const char *path) {
+    struct stat status;
+    return path && *path && stat(path, &status) == 0 ? (size_t)status.st_size : 0;
+}
+
+// Twice the database the statement reads (its file and WAL), at least
+// OPSH_ROWS_COPY_LEAST_MOST (opsh_rows_spill.h).
+static size_t copy_most(sqlite3 *reading) {
+    sqlite3_filename file = sqlite3_db_filename(reading, "main");
+    size_t database = file ? file_size(file) + file_size(sqlite3_filename_wal(file)) : 0;
+    return 2 * database > OPSH_ROWS_COPY_LEAST_MOST ? 2 * database : OPSH_ROWS_COPY_LEAST_MOST;
 }
 
 static int spill_failed(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, sqlite3 *failing, sqlite3 *copy, sqlite3_stmt *insert) {
@@ -52,11 +66,11 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     // Stepped without the reader's lock, like every row of the loop (the
     // watchdog leaves the handle alone while it is open); Ctrl-C and
     // --timeout interrupt the read connection, so this step too. At most
-    // OPSH_ROWS_COPY_MOST_BYTES: a rest without end (a recursive CTE the
-    // loop leaves by `break`) was copied until the disk was full.
+    // `most`: a rest without end (a recursive CTE the loop leaves by
+    // `break`) was copied until the disk was full.
     int code = SQLITE_ROW;
-    size_t copied = 0;
-    while (copied < OPSH_ROWS_COPY_MOST_BYTES && (code = sqlite3_step(source)) == SQLITE_ROW) {
+    size_t copied = 0, most = copy_most(sqlite3_db_handle(source));
+    while (copied < most && (code = sqlite3_step(source)) == SQLITE_ROW) {
         for (int column = 0; column < columns; column++) {
             int type = sqlite3_column_type(source, column);
             copied += type == SQLITE_TEXT || type == SQLITE_BLOB ? (size_t)sqlite3_column_bytes(source, column) : 8;
@@ -89,7 +103,7 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     if (code == SQLITE_ROW) {
         // Copied up to the bound: the loop reads the rest from its
         // statement after the copy's rows, holding the snapshot as any
-        // long scan does (opsh_rows_after_copy).
+        // long scan does (rows_next, opsh_sql.c).
         slot[2] = source;
     } else {
         // The snapshot ends with the loop's statement (opsh_reader.c).

@@ -13,14 +13,15 @@
 /// are pushed, for the loop to raise once it has read the copy's rows.
 #define OPSH_ROWS_COPY_THEN_FAIL (1 << 24)
 
-/// The most a copy holds: its values' bytes (8 for a number) and
-/// OPSH_ROWS_COPY_ROW_BYTES a row, so at most a million rows, a second or
-/// two of copying. The rest of a longer result stays with the loop's
-/// statement, read after the copy's rows (`slot[2]`): a result without end
-/// (a recursive CTE the loop leaves by `break`) was copied until the disk
-/// was full, and the loop never left.
-#define OPSH_ROWS_COPY_MOST_BYTES ((size_t)64 << 20)
-#define OPSH_ROWS_COPY_ROW_BYTES 64
+/// The most a copy holds, counted as its values' bytes (8 for a number) and
+/// OPSH_ROWS_COPY_ROW_BYTES a row: twice the database (its file and its
+/// WAL), and at least OPSH_ROWS_COPY_LEAST_MOST. A scan of the file's
+/// tables fits (the backend bench's million demo rows); the rest of a
+/// longer result stays with the loop's statement, read after the copy's
+/// rows (`slot[2]`): a result without end (a recursive CTE the loop leaves
+/// by `break`) was copied until the disk was full, and the loop never left.
+#define OPSH_ROWS_COPY_LEAST_MOST ((size_t)64 << 20)
+#define OPSH_ROWS_COPY_ROW_BYTES 16
 
 /// The loop's flag when its statement can never be overdue (not on the
 /// read connection, or already a copy).
@@ -70,6 +71,6 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
 /// --timeout stop it so. A failure of the statement after some rows
 /// (another kind) is the loop's only after them: the copy's first step
 /// with OPSH_ROWS_COPY_THEN_FAIL set, its words pushed. A rest longer than
-/// OPSH_ROWS_COPY_MOST_BYTES is copied up to it and the statement, still
-/// open, goes to `slot[2]` (`slot` holds three).
+/// the copy's most (see OPSH_ROWS_COPY_LEAST_MOST) is copied up to it and
+/// the statement, still open, goes to `slot[2]` (`slot` holds three).
 int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);
