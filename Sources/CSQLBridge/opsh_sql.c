@@ -480,6 +480,12 @@ static int rows_next(lua_State *L) {
     state->pace.rows++;
     if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->pace.mark) {
         code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace);
+        // Copied: the loop's flag is opsh_rows_never_overdue now, and the
+        // mark it saw must be that flag's, or every row after the copy
+        // asks again while another cursor keeps the reader's mark up (an
+        // outer loop), and every second one copied the copy's rest again
+        // (28d).
+        if (state->overdue == &opsh_rows_never_overdue) state->pace.mark = opsh_rows_never_overdue;
         statement = state->slot[0];
         if (code == OPSH_ROWS_SPILL_FAILED) {
             *state->in_host = outer;
@@ -494,8 +500,8 @@ static int rows_next(lua_State *L) {
     if (!code) code = sqlite3_step(statement);
     // (A row's path compares once, as before: ROW first.)
     if (__builtin_expect(code != SQLITE_ROW, 0) && code == SQLITE_DONE && state->slot[2]) {
-        // The copy held the first OPSH_ROWS_COPY_MOST_BYTES of the rest:
-        // the loop reads on from its statement, still open.
+        // The copy held only the first part of the rest (its most,
+        // opsh_rows_spill.h): the loop reads on from its statement, still open.
         opsh_sql_reader_finalize_cursor(reader, statement);
         statement = state->slot[0] = state->slot[2];
         state->slot[2] = NULL;

@@ -261,8 +261,9 @@ import Testing
     }
 
     /// A slow loop over a result without end (a recursive CTE the script
-    /// leaves by `break`) copies at most OPSH_ROWS_COPY_MOST_BYTES of its
-    /// rest, then reads on from its statement: it leaves at its 20,000th
+    /// leaves by `break`) copies at most twice the database of its rest
+    /// (here the least, OPSH_ROWS_COPY_LEAST_MOST: 64 MiB), then reads on
+    /// from its statement: it leaves at its 20,000th
     /// row, every row once and in order. The copy read on until the disk
     /// was full, and the loop never left (27z). The control: the loop's
     /// first rows are slow, so its rest is copied (a file).
@@ -291,6 +292,33 @@ import Testing
         let result = child.finish()
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "20000\t200010000\ttrue\n", "\(result.stdout)")
+    }
+
+    /// A slow loop inside another loop (the outer one's open statement
+    /// keeps the read connection's snapshot, and the watchdog's marks,
+    /// going) is copied once, and its rows after the copy come as fast as
+    /// they are asked for: every second row after the copy asked the pace
+    /// rule again and copied the copy's rest again, 61 s of CPU for 12,000
+    /// rows where one copy takes 0.3 s, and `--timeout 60` stopped it (28d).
+    /// The control: the same loop with no loop around it.
+    @Test func aSlowLoopInsideALoopIsCopiedOnce() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try createReadings(sandbox, rows: 12000)
+        let result = try sandbox.opsh(["--timeout", "60", "-e", luaWaiting + "\n" + """
+            for _, nested in ipairs({ false, true }) do
+              local outer = nested and db.rows("SELECT id FROM readings ORDER BY id") or nil
+              if outer then outer() end
+              local n = 0
+              for row in db.rows("SELECT id, wide FROM readings ORDER BY id") do
+                n = n + 1
+                if n <= 100 then slow() end
+              end
+              print(nested and "nested" or "alone", n)
+            end
+            """])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "alone\t12000\nnested\t12000\n", "\(result.stdout)")
     }
 
     /// A loop one of the shell's chunks left open after its rows were
