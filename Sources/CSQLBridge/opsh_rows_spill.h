@@ -8,6 +8,21 @@
 /// What opsh_rows_spill returns when it failed (no SQLite code is negative).
 #define OPSH_ROWS_SPILL_FAILED (-1)
 
+/// Set in what opsh_rows_spill returns when the statement failed after the
+/// rows it copied (no SQLite code reaches this bit): the failure's words
+/// are pushed, for the loop to raise once it has read the copy's rows.
+#define OPSH_ROWS_COPY_THEN_FAIL (1 << 24)
+
+/// The most a copy holds, counted as its values' bytes (8 for a number) and
+/// OPSH_ROWS_COPY_ROW_BYTES a row: twice the database (its file and its
+/// WAL), and at least OPSH_ROWS_COPY_LEAST_MOST. A scan of the file's
+/// tables fits (the backend bench's million demo rows); the rest of a
+/// longer result stays with the loop's statement, read after the copy's
+/// rows (`slot[2]`): a result without end (a recursive CTE the loop leaves
+/// by `break`) was copied until the disk was full, and the loop never left.
+#define OPSH_ROWS_COPY_LEAST_MOST ((size_t)64 << 20)
+#define OPSH_ROWS_COPY_ROW_BYTES 16
+
 /// The loop's flag when its statement can never be overdue (not on the
 /// read connection, or already a copy).
 extern const int opsh_rows_never_overdue;
@@ -52,5 +67,10 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
 /// same columns and values, in the same order. Returns that statement's
 /// first step (SQLITE_ROW, SQLITE_DONE, or SQLite's error), or
 /// OPSH_ROWS_SPILL_FAILED with the failure text (the loop's SQL and its
-/// error) pushed and the loop closed (`slot[0]` NULL).
+/// error) pushed and the loop closed (`slot[0]` NULL); Ctrl-C and
+/// --timeout stop it so. A failure of the statement after some rows
+/// (another kind) is the loop's only after them: the copy's first step
+/// with OPSH_ROWS_COPY_THEN_FAIL set, its words pushed. A rest longer than
+/// the copy's most (see OPSH_ROWS_COPY_LEAST_MOST) is copied up to it and
+/// the statement, still open, goes to `slot[2]` (`slot` holds three).
 int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);

@@ -443,6 +443,9 @@ typedef struct rows_state {
     const int *overdue;
     /// What the loop saw of the watchdog's marks, and its rows.
     opsh_rows_pace pace;
+    /// The statement failed after the rows copied: the failure's words
+    /// (the state's user value) are raised once the copy's rows are read.
+    int fails_after_copy;
 } rows_state;
 
 // The statement may be on the read connection (NOMUTEX): while it is open
@@ -477,17 +480,43 @@ static int rows_next(lua_State *L) {
     state->pace.rows++;
     if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->pace.mark) {
         code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace);
+        // Copied: the loop's flag is opsh_rows_never_overdue now, and the
+        // mark it saw must be that flag's, or every row after the copy
+        // asks again while another cursor keeps the reader's mark up (an
+        // outer loop), and every second one copied the copy's rest again
+        // (28d).
+        if (state->overdue == &opsh_rows_never_overdue) state->pace.mark = opsh_rows_never_overdue;
         statement = state->slot[0];
         if (code == OPSH_ROWS_SPILL_FAILED) {
             *state->in_host = outer;
             return opsh_raise_where(L);
         }
+        if (code & OPSH_ROWS_COPY_THEN_FAIL) {
+            code &= ~OPSH_ROWS_COPY_THEN_FAIL;
+            lua_setiuservalue(L, lua_upvalueindex(2), 1);
+            state->fails_after_copy = 1;
+        }
     }
     if (!code) code = sqlite3_step(statement);
+    // (A row's path compares once, as before: ROW first.)
+    if (__builtin_expect(code != SQLITE_ROW, 0) && code == SQLITE_DONE && state->slot[2]) {
+        // The copy held only the first part of the rest (its most,
+        // opsh_rows_spill.h): the loop reads on from its statement, still open.
+        opsh_sql_reader_finalize_cursor(reader, statement);
+        statement = state->slot[0] = state->slot[2];
+        state->slot[2] = NULL;
+        code = sqlite3_step(statement);
+    }
     if (code == SQLITE_ROW) {
         push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
     } else {
-        if (code == SQLITE_DONE) lua_pushnil(L);
+        if (code == SQLITE_DONE && state->fails_after_copy) {
+            // Where the loop meets the failure its statement met while
+            // copied: after the rows before it (opsh_rows_spill.h).
+            state->fails_after_copy = 0;
+            lua_getiuservalue(L, lua_upvalueindex(2), 1);
+            code = SQLITE_ERROR;
+        } else if (code == SQLITE_DONE) lua_pushnil(L);
         else state->route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(statement)), sqlite3_sql(statement));
         state->slot[0] = NULL;
         if (reader) opsh_sql_reader_finalize_cursor(reader, statement);
@@ -516,7 +545,8 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
-    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 0);
+    // Its user value: the words of a failure met while copying.
+    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 1);
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
@@ -528,6 +558,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
         ? &reader->overdue : &opsh_rows_never_overdue;
     // A mark made before this loop began is not about its rows.
     state->pace = (opsh_rows_pace){ .mark = __atomic_load_n(state->overdue, __ATOMIC_RELAXED) };
+    state->fails_after_copy = 0;
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);
     lua_rawgeti(L, holder, 2);

@@ -146,4 +146,75 @@ import Testing
             #expect(terminal.waitForExit() == 0, "\(terminal.transcript)")
         }
     }
+
+    /// A callback's `os.exit(3)` ends the run as the script's own does: the
+    /// status 3, the run's writes kept by the mode's rule (committed under
+    /// `--max-changes`), its audit row. After a batch script it was a script
+    /// error (exit 1, "os.exit(3)" as the message) that rolled the run back;
+    /// at the prompt the shell said "os.exit(3)", rolled the callback's chunk
+    /// back and went on (28a). The control: the same `os.exit(3)` at the
+    /// script's own end.
+    @Test(arguments: Engine.allCases) func aCallbacksExitEndsTheRunAsTheScriptsOwnDoes(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try TelemetryCleanupCountingTests().seeded(engine, in: sandbox)
+        let deleteThenExit = "db.exec('DELETE FROM telemetry WHERE created_at < 1101') os.exit(3)"
+        let control = try sandbox.opsh(["run", "--max-changes", "1000", try sandbox.script("exits.lua", deleteThenExit)], on: database)
+        #expect(control.status == 3, "\(control.stderr)")
+        #expect(try database.count("telemetry") == Self.old + 1 - 100)
+
+        let watchThatExits = Self.watchThatDeletes.replacingOccurrences(of: "1301') end)", with: "1301') os.exit(3) end)")
+        #expect(watchThatExits != Self.watchThatDeletes)
+        let script = try sandbox.script("callback-exits.lua", watchThatExits + """
+
+            print('ready') io.stdout:flush()
+            io.read()
+            repeat until db.value("SELECT count(*) FROM telemetry WHERE event = 'go'") == 1
+            local started = os.clock()
+            while os.clock() - started < 1 do end
+            """)
+        let child = try sandbox.start(opshExecutable, ["run", "--db", database.db, "--max-changes", "1000", script], keepingStdinOpen: true)
+        let ready = readFirstLine(child.standardOutput)
+        try database.sql(Self.go)
+        child.write("go on\n")
+        child.closeInput()
+        let batch = child.finish(stdoutPrefix: ready)
+        #expect(batch.stdout.contains("callback ran"), "\(batch.stdout)")
+        #expect(batch.status == 3, "\(batch.stderr)")
+        #expect(try database.count("telemetry", where: "created_at < 1301") == 0, "the callback's deletions were rolled back")
+        #expect(try database.count("opsh_audit", where: "status = 3 AND changes LIKE '%200%'") == 1)
+
+        try database.sql("DELETE FROM telemetry WHERE event = 'go'")
+        try database.sql("INSERT INTO telemetry (event, created_at) SELECT 'old', created_at - 200 FROM telemetry WHERE created_at BETWEEN 1301 AND 1500")
+        let terminal = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
+        terminal.expect("> ")
+        terminal.send(watchThatExits + "\r")
+        terminal.expect("> ")
+        try database.sql(Self.go)
+        terminal.expect("callback ran")
+        #expect(terminal.waitForExit() == 3, "\(terminal.transcript)")
+        #expect(try database.count("telemetry", where: "created_at < 1301") == 0, "the callback's deletions were rolled back")
+    }
+
+    /// The init file's `os.exit(4)` ends the shell with status 4, its write
+    /// kept as a typed chunk's is; it was ignored and the prompt came (28a).
+    /// The control: the same init file without `os.exit` leaves the prompt.
+    @Test(arguments: Engine.allCases) func theInitFilesExitEndsTheShell(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(engine)
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/config/opsh", withIntermediateDirectories: true)
+        let initFile = sandbox.root + "/config/opsh/init.lua"
+        let write = "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('init', 1)\") print('init ' .. 'ran')"
+        try (write + "\n").write(toFile: initFile, atomically: true, encoding: .utf8)
+        let control = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
+        control.expect("init ran")
+        control.expect("> ")
+        control.send("\u{4}")
+        #expect(control.waitForExit() == 0, "\(control.transcript)")
+
+        try (write + " os.exit(4)\n").write(toFile: initFile, atomically: true, encoding: .utf8)
+        let exits = try PseudoTerminal(arguments: ["--db", database.db], environment: sandbox.environment)
+        exits.expect("init ran")
+        #expect(exits.waitForExit() == 4, "\(exits.transcript)")
+        #expect(try database.count("telemetry", where: "event = 'init'") == 2)
+    }
 }

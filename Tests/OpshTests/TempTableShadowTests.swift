@@ -60,4 +60,38 @@ import Testing
         #expect(view.status != 0)
         #expect(view.stderr.contains("a TEMP table named projects would stand in for opsh's projects table"), "\(view.stderr)")
     }
+
+    /// A TEMP table named as the migrations' records is refused too:
+    /// `migrate.up` names `opsh_lua_migrations` (and GRDB's
+    /// `grdb_migrations`) unqualified, and a TEMP one took the migration's
+    /// checksum, which went with the session: the next `migrate.up` failed,
+    /// "applied but has no recorded checksum" (28b). The control: the same
+    /// run with a TEMP table of another name records the checksum, and the
+    /// next run finds nothing to apply. SQLite only: PostgreSQL's TEMP
+    /// tables are 27x's other half.
+    @Test func aTempTableNamedAsTheMigrationsRecordsIsRefusedOnSQLite() throws {
+        func migrate(after temporaryTable: String) throws -> (first: Sandbox.Result, second: Sandbox.Result, recorded: String) {
+            let sandbox = try Sandbox()
+            let folder = sandbox.root + "/migrations"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try #"return { id = "010_owner", up = function(db) db.exec("ALTER TABLE projects ADD COLUMN owner TEXT") end }"#
+                .write(toFile: folder + "/010_owner.lua", atomically: true, encoding: .utf8)
+            let database = try sandbox.createdDatabase(.sqlite)
+            let create = "CREATE TEMP TABLE \(temporaryTable) (identifier TEXT NOT NULL PRIMARY KEY, checksum TEXT NOT NULL, applied_at REAL NOT NULL)"
+            let first = try sandbox.opsh(["-e", "print(pcall(db.exec, '\(create)')) print(#migrate.up{ folder = '\(folder)' })"], on: database)
+            let second = try sandbox.opsh(["-e", "print(#migrate.up{ folder = '\(folder)' })"], on: database)
+            return (first, second, try database.sql("SELECT count(*) FROM opsh_lua_migrations"))
+        }
+        let control = try migrate(after: "staging")
+        #expect(control.first.status == 0 && control.first.stdout == "true\t0\t0\n1\n", "\(control.first.stdout)\(control.first.stderr)")
+        #expect(control.second.status == 0 && control.second.stdout == "0\n", "\(control.second.stdout)\(control.second.stderr)")
+        #expect(control.recorded == "1")
+
+        let shadowed = try migrate(after: "opsh_lua_migrations")
+        #expect(shadowed.first.stdout.hasPrefix("false\t"), "\(shadowed.first.stdout)")
+        #expect(shadowed.first.stdout.contains("a TEMP table named opsh_lua_migrations would stand in for opsh's opsh_lua_migrations table"),
+                "\(shadowed.first.stdout)")
+        #expect(shadowed.second.status == 0 && shadowed.second.stdout == "0\n", "\(shadowed.second.stdout)\(shadowed.second.stderr)")
+        #expect(shadowed.recorded == "1", "the checksum went with the session's TEMP table")
+    }
 }

@@ -225,6 +225,102 @@ import Testing
         #expect(child.finish().status == 0, "\(leaving)")
     }
 
+    /// A slow loop whose statement fails at a later row (malformed JSON at
+    /// row 600) meets the failure after the 599 rows before it, as a fast
+    /// loop does: the copy met it while copying and the loop failed at once,
+    /// hundreds of rows early, their work per row never done (27y). Ctrl-C
+    /// and --timeout still stop a copy at once (CloseOnInterruptTests). The
+    /// control: the same loop, fast (no copy). SQLite only: PostgreSQL's
+    /// row path reads a result at once, failing before its first row.
+    @Test func aSlowLoopMeetsALaterRowsFailureAfterTheRowsBeforeIt() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let script = sandbox.withDatabase(["-e", luaWaiting + "\n" + """
+            local sql = [[WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 800)
+              SELECT x, CASE WHEN x = 600 THEN json('{bad') ELSE printf('%.2000c', 'w') END AS wide FROM c]]
+            for _, slowly in ipairs({ false, true }) do
+              local n, sum = 0, 0
+              local ok, failure = pcall(function()
+                for row in db.rows(sql) do
+                  n = n + 1 sum = sum + row.x
+                  if slowly then slow() end
+                end
+              end)
+              print(slowly and "slow" or "fast", n, sum, ok, failure:match("malformed JSON") ~= nil)
+              io.stdout:flush()
+            end
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        let fast = String(decoding: readFirstLine(child.standardOutput), as: UTF8.self)
+        #expect(fast == "fast\t599\t179700\tfalse\ttrue\n")
+        // The slow loop's rest (1.6 MB) passes the copy's page cache: a file.
+        #expect(try waitUntil(10) { copyFiles(of: child.pid) > 0 }, "no copy")
+        let result = child.finish(stdoutPrefix: Array(fast.utf8))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == fast + "slow\t599\t179700\tfalse\ttrue\n", "\(result.stdout)")
+    }
+
+    /// A slow loop over a result without end (a recursive CTE the script
+    /// leaves by `break`) copies at most twice the database of its rest
+    /// (here the least, OPSH_ROWS_COPY_LEAST_MOST: 64 MiB), then reads on
+    /// from its statement: it leaves at its 20,000th
+    /// row, every row once and in order. The copy read on until the disk
+    /// was full, and the loop never left (27z). The control: the loop's
+    /// first rows are slow, so its rest is copied (a file).
+    @Test func aSlowLoopOverAResultWithoutEndLeavesWhereItBreaks() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        let copied = sandbox.root + "/copied"
+        let script = sandbox.withDatabase(["--timeout", "60", "-e", luaWaiting + "\n" + """
+            local sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, printf('%.8000c', 'w') AS wide FROM c"
+            local n, sum, copiedAt = 0, 0, nil
+            for row in db.rows(sql) do
+              n = n + 1 sum = sum + row.x
+              if n == 1 then io.stdout:write("reading\\n") io.stdout:flush() end
+              if not copiedAt then
+                slow()
+                if released("\(copied)") then copiedAt = n end
+              end
+              if n == 20000 then break end
+            end
+            print(n, sum, copiedAt ~= nil and copiedAt < 20000)
+            """])
+        let child = try sandbox.start(opshExecutable, script)
+        #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "reading\n")
+        #expect(try waitUntil(30) { copyFiles(of: child.pid) > 0 }, "no copy")
+        _ = FileManager.default.createFile(atPath: copied, contents: Data())
+        let result = child.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "20000\t200010000\ttrue\n", "\(result.stdout)")
+    }
+
+    /// A slow loop inside another loop (the outer one's open statement
+    /// keeps the read connection's snapshot, and the watchdog's marks,
+    /// going) is copied once, and its rows after the copy come as fast as
+    /// they are asked for: every second row after the copy asked the pace
+    /// rule again and copied the copy's rest again, 61 s of CPU for 12,000
+    /// rows where one copy takes 0.3 s, and `--timeout 60` stopped it (28d).
+    /// The control: the same loop with no loop around it.
+    @Test func aSlowLoopInsideALoopIsCopiedOnce() throws {
+        let sandbox = try Sandbox()
+        try sandbox.createDatabase()
+        try createReadings(sandbox, rows: 12000)
+        let result = try sandbox.opsh(["--timeout", "60", "-e", luaWaiting + "\n" + """
+            for _, nested in ipairs({ false, true }) do
+              local outer = nested and db.rows("SELECT id FROM readings ORDER BY id") or nil
+              if outer then outer() end
+              local n = 0
+              for row in db.rows("SELECT id, wide FROM readings ORDER BY id") do
+                n = n + 1
+                if n <= 100 then slow() end
+              end
+              print(nested and "nested" or "alone", n)
+            end
+            """])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "alone\t12000\nnested\t12000\n", "\(result.stdout)")
+    }
+
     /// A loop one of the shell's chunks left open after its rows were
     /// copied is closed as the chunk ends (`closeAtTransactionOrChunkEnd`):
     /// its copy goes too, and reading on says the loop was closed.

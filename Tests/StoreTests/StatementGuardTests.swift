@@ -94,6 +94,8 @@ import Testing
     static let temporaryObjects = [
         "CREATE TEMP TABLE projects AS SELECT * FROM t", "CREATE TEMPORARY TABLE \"PROJECTS\" (a)", "CREATE TABLE temp.Schemes (a)",
         "CREATE TEMP VIEW opsh_audit AS SELECT 1", "CREATE TEMP TABLE IF NOT EXISTS builds (a)", "CREATE VIRTUAL TABLE temp.projects USING rtree(id, a, b)",
+        // The migrations' records, which opsh's statements name unqualified too (28b).
+        "CREATE TEMP TABLE opsh_lua_migrations (identifier, checksum, applied_at)", "CREATE TEMP TABLE GRDB_Migrations (identifier)",
         // Not refused: other names, TEMP triggers and indexes, main's tables.
         "CREATE TEMP TABLE staging (a)", "CREATE TEMP TABLE 'project''s' (a)", "CREATE TEMP VIEW projects_copy AS SELECT 1",
         "CREATE TEMP TRIGGER projects AFTER UPDATE ON main.t BEGIN SELECT 1; END", "CREATE INDEX temp.projects ON tt (x)",
@@ -101,7 +103,8 @@ import Testing
     ]
 
     /// A TEMP table or view is refused on every connection when SQLite's
-    /// authorizer names it as one of opsh's tables (case aside), and not
+    /// authorizer names it as one of opsh's tables (case aside: a built-in
+    /// table or the migrations' records, 27x and 28b), and not
     /// otherwise; a TEMP table's rename is refused (27x).
     @Test(arguments: temporaryObjects)
     func aTempTableMayNotTakeTheNameOfOpshsTables(_ sql: String) throws {
@@ -139,7 +142,7 @@ import Testing
             refused = failure.message
         }
         let shadowing = created.names.compactMap { name in
-            StoreMigrations.builtInTables.first { $0.lowercased() == name.lowercased() }
+            StoreMigrations.opshTables.first { $0.lowercased() == name.lowercased() }
         }.first
         if let shadowing {
             #expect(refused == TransactionGuard.shadowRefusal(shadowing), "\(sql)")

@@ -139,12 +139,13 @@ public final class REPL {
 
         if let banner = configuration.banner { print(banner) }
         if let initPath = configuration.initPath { runInitFile(initPath) }
-        deliverEvents()
+        if exitStatus == nil { deliverEvents() }
 
         var status: Int32 = 0
         let resizes = WindowResizes()
-        editor.show(prompt: configuration.prompt)
-        loop: while true {
+        if exitStatus == nil { editor.show(prompt: configuration.prompt) }
+        // (The init file or a callback may have called os.exit already.)
+        loop: while exitStatus == nil {
             var descriptors = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0),
                                pollfd(fd: session.events.wakeDescriptor, events: Int16(POLLIN), revents: 0),
                                pollfd(fd: idleSignals.read, events: Int16(POLLIN), revents: 0),
@@ -171,6 +172,7 @@ public final class REPL {
             }
             if descriptors[1].revents != 0 {
                 editor.printAbove { deliverEvents() }
+                if exitStatus != nil { break loop }
             }
             if descriptors[0].revents != 0 {
                 editor.readInput()
@@ -194,6 +196,8 @@ public final class REPL {
         // Callbacks still queued (a watch's) run before the session goes,
         // as a chunk, inside the dry run that may span the session.
         deliverEvents()
+        // os.exit from the init file or a callback: its status, as a typed one's.
+        if let exitStatus { status = exitStatus }
         fflush(nil)
         publishResults()
         return status
@@ -360,7 +364,7 @@ public final class REPL {
             console.warning("the init file \(path) failed; continuing:")
             self.report(error)
         }) {
-            try runner.runFile(path, printResults: false)
+            exitStatus = try runner.runFile(path, printResults: false)
             return false
         }
     }
@@ -379,9 +383,15 @@ public final class REPL {
         guard !session.events.isEmpty else { return }
         runUntyped(Self.callbacksCode, onError: report) {
             var failed = false
-            for error in try session.deliverEvents() {
-                failed = true
-                report(error)
+            do {
+                for error in try session.deliverEvents() {
+                    failed = true
+                    report(error)
+                }
+            } catch let error as LuaError where error.exitStatus != nil {
+                // Ends the shell as a typed os.exit does: the chunk is
+                // kept by the mode's rule, then the status (28a).
+                exitStatus = error.exitStatus
             }
             return failed
         }

@@ -66,7 +66,7 @@ public enum TransactionGuard {
             throw SQLFailure(message: temporaryRenameRefusal, sql: sql(of: statement))
         }
         for created in names(effects.temp_tables_created) {
-            if let table = StoreMigrations.builtInTables.first(where: { sameName($0, created) }) {
+            if let table = StoreMigrations.opshTables.first(where: { sameName($0, created) }) {
                 throw SQLFailure(message: shadowRefusal(table), sql: sql(of: statement))
             }
         }

@@ -20,13 +20,20 @@ public enum StoreMigrations {
         Migration007RunnerRegistry.migration,
     ]
 
-    /// The tables the built-in migrations make (a TEMP table may not take
-    /// their names: ``TransactionGuard``).
+    /// The tables the built-in migrations make.
     public static let builtInTables: [String] = builtIn.flatMap { migration in
         migration.steps.compactMap { step -> String? in
             if case let .createTable(table) = step { table.name } else { nil }
         }
     }
+
+    /// Every table opsh's own statements name unqualified on SQLite: the
+    /// built-in ones and the migrations' records (GRDB's, and the Lua
+    /// migrations' checksums). A TEMP table may not take their names
+    /// (``TransactionGuard``): a TEMP `opsh_lua_migrations` took
+    /// `migrate.up`'s checksum row, and the next `migrate.up` failed
+    /// (scripts/reliability-attacks.md, 28b).
+    public static let opshTables: [String] = builtInTables + ["grdb_migrations", ExternalMigrations.checksumTable]
 
     /// Identifiers of the built-in migrations, oldest first.
     public static let builtInIdentifiers = builtIn.map(\.identifier)

@@ -115,9 +115,16 @@ struct BatchMode {
         /// row counts the run's changes. Run after them, a callback's write
         /// landed despite `--dry-run`, past the cap, without a deadline
         /// and missing from the audit row (scripts/reliability-attacks.md, 27u).
+        /// A callback's `os.exit(n)` ends the run as the script's own does
+        /// (committed by the mode's rule, status n), not as an error that
+        /// rolled the run back (28a).
         func runScript() throws -> Int32? {
             let status = try runChunk()
-            try deliverRemainingEvents(session, console: console)
+            do {
+                try deliverRemainingEvents(session, console: console)
+            } catch let error as LuaError where error.exitStatus != nil {
+                return error.exitStatus
+            }
             return status
         }
         defer { database.close() }
