@@ -98,6 +98,40 @@ import Testing
         }
     }
 
+    /// PostgreSQL only: a write `db.send` deferred (a batch the server
+    /// runs later) moves the search_path by the function it calls; the
+    /// check after the batch refuses it and keeps none of it, and the
+    /// update after it lands in opsh's table. The control: the same write
+    /// while its condition is false moves nothing and is kept.
+    @Test func aDeferredWriteCannotMoveTheSearchPath() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.x.app', 'X', 'X', 'u', 0)")
+        try database.sql("CREATE SCHEMA s; CREATE TABLE s.projects (LIKE public.projects INCLUDING ALL); INSERT INTO s.projects SELECT * FROM public.projects")
+        let run = try sandbox.opsh(["-e", """
+            local move = "INSERT INTO telemetry (event, created_at) SELECT set_config('search_path', 's, public', false), 1 WHERE EXISTS (SELECT 1 FROM telemetry WHERE event = 'go')"
+            db.transaction(function()
+              db.send(move)
+              db.send(move)
+              print(pcall(db.value, 'SELECT count(*) FROM telemetry'))
+              db.exec("INSERT INTO telemetry (event, created_at) VALUES ('go', 1)")
+              db.send(move)
+              print(pcall(db.value, 'SELECT count(*) FROM telemetry'))
+              print(projects.update('com.x.app', { name = 'renamed' }).name)
+            end)
+            """], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(run.stdout)")
+        #expect(lines.first == "true\t0", "\(run.stdout)")
+        #expect(lines.dropFirst().first?.hasPrefix("false") == true
+                && lines.dropFirst().first?.contains("s.projects would stand in for opsh's projects table") == true, "\(run.stdout)")
+        #expect(lines.last == "renamed", "\(run.stdout)")
+        #expect(try database.sql("SELECT name FROM public.projects") == "renamed")
+        #expect(try database.sql("SELECT name FROM s.projects") == "X")
+        #expect(try database.sql("SELECT count(*) FROM public.telemetry") == "1")
+    }
+
     /// Renaming a TEMP table is refused (SQLite does not tell its new name
     /// before it runs), as a TEMP view named as an opsh table is; the
     /// controls (a TEMP view of another name, a TEMP table kept under its
