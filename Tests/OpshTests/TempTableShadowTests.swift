@@ -4,9 +4,12 @@ import Testing
 /// A TEMP table named as one of opsh's tables (a repair script's staging
 /// copy: `CREATE TEMP TABLE projects AS SELECT * FROM projects`) would be
 /// found first by an unqualified name, on SQLite and on PostgreSQL (pg_temp
-/// comes first on the search path): the repositories' statements name their
+/// comes first on the search path), and on PostgreSQL so would a schema a
+/// script put first on the `search_path`: opsh's own statements name their
 /// tables unqualified (scripts/reliability-attacks.md, 27x). SQLite's
-/// statement guard refuses it; PostgreSQL is not fixed yet.
+/// statement guard refuses the TEMP table; PostgreSQL's session checks,
+/// after each of the script's statements, where the names lead
+/// (`PostgresHomeTables`).
 @Suite struct TempTableShadowTests {
     static let update = "db.transaction(function() print(projects.update('com.x.app', { name = 'renamed' }).name) end)"
 
@@ -31,11 +34,102 @@ import Testing
         try database.sql("UPDATE projects SET name = 'X'")
         let shadowed = try sandbox.opsh(["-e", "print(pcall(db.exec, 'CREATE TEMP TABLE projects AS SELECT * FROM projects')) " + Self.update],
                                         on: database)
-        let name = try database.sql("SELECT name FROM projects")
-        withKnownIssue("27x, not fixed on PostgreSQL: the TEMP table takes projects.update's write") {
-            #expect(shadowed.stdout.contains("a TEMP table named projects would stand in for opsh's projects table"), "\(shadowed.stdout)")
-            #expect(name == "renamed", "update said: \(shadowed.stdout)")
-        } when: { engine == .postgresql }
+        #expect(shadowed.status == 0, "\(shadowed.stderr)")
+        #expect(shadowed.stdout.contains("a TEMP table named projects would stand in for opsh's projects table"), "\(shadowed.stdout)")
+        #expect(try database.sql("SELECT name FROM projects") == "renamed", "update said: \(shadowed.stdout)")
+
+        // Inside the transaction too, and as a view.
+        try database.sql("UPDATE projects SET name = 'X'")
+        let inTransaction = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              print(pcall(db.exec, 'CREATE TEMP VIEW projects AS SELECT * FROM projects'))
+              print(projects.update('com.x.app', { name = 'renamed' }).name)
+            end)
+            """], on: database)
+        #expect(inTransaction.status == 0, "\(inTransaction.stderr)")
+        #expect(inTransaction.stdout.contains("a TEMP table named projects would stand in for opsh's projects table"), "\(inTransaction.stdout)")
+        #expect(inTransaction.stdout.hasSuffix("renamed\n"), "\(inTransaction.stdout)")
+        #expect(try database.sql("SELECT name FROM projects") == "renamed")
+    }
+
+    /// PostgreSQL only (SQLite has no search_path): a schema of the
+    /// script's own put first on the path, by `SET`, by `set_config` in a
+    /// query, or by a function that sets it for the session, is refused
+    /// with the reason and rolled back; the update after it lands in
+    /// opsh's table. The control: the same schema last on the path takes
+    /// nothing.
+    @Test func aSchemaFirstOnTheSearchPathDoesNotTakeTheRepositoriesWrites() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.x.app', 'X', 'X', 'u', 0)")
+        try database.sql("""
+            CREATE SCHEMA s; CREATE TABLE s.projects (LIKE public.projects INCLUDING ALL);
+            INSERT INTO s.projects SELECT * FROM public.projects;
+            CREATE FUNCTION s.take() RETURNS integer LANGUAGE plpgsql SET search_path = s AS $$
+              BEGIN PERFORM pg_catalog.set_config('search_path', 's, public', false); RETURN 1; END $$;
+            """)
+        let control = try sandbox.opsh(["-e", "db.exec('SET search_path = public, s') " + Self.update], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "renamed\n", "\(control.stdout)")
+        #expect(try database.sql("SELECT name FROM public.projects") == "renamed")
+
+        let refusal = "s.projects would stand in for opsh's projects table"
+        for attack in ["db.exec('SET search_path = s, public')",
+                       "db.value(\"SELECT set_config('search_path', 's, public', false)\")",
+                       "db.value('SELECT s.take()')"] {
+            try database.sql("UPDATE public.projects SET name = 'X'")
+            let moved = try sandbox.opsh(["-e", """
+                db.transaction(function()
+                  print(pcall(function() return \(attack) end))
+                  print(projects.update('com.x.app', { name = 'renamed' }).name)
+                end)
+                print(pcall(function() return \(attack) end))
+                \(Self.update)
+                """], on: database)
+            #expect(moved.status == 0, "\(attack): \(moved.stderr)")
+            let lines = moved.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 4, "\(attack): \(moved.stdout)")
+            for refused in lines.enumerated() where refused.offset % 2 == 0 {
+                #expect(refused.element.hasPrefix("false") && refused.element.contains(refusal), "\(attack): \(moved.stdout)")
+            }
+            #expect(lines.enumerated().filter { $0.offset % 2 == 1 }.map(\.element) == ["renamed", "renamed"], "\(attack): \(moved.stdout)")
+            #expect(try database.sql("SELECT name FROM public.projects") == "renamed", "\(attack): \(moved.stdout)")
+            #expect(try database.sql("SELECT name FROM s.projects") == "X", "\(attack): \(moved.stdout)")
+        }
+    }
+
+    /// PostgreSQL only: a write `db.send` deferred (a batch the server
+    /// runs later) moves the search_path by the function it calls; the
+    /// check after the batch refuses it and keeps none of it, and the
+    /// update after it lands in opsh's table. The control: the same write
+    /// while its condition is false moves nothing and is kept.
+    @Test func aDeferredWriteCannotMoveTheSearchPath() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.x.app', 'X', 'X', 'u', 0)")
+        try database.sql("CREATE SCHEMA s; CREATE TABLE s.projects (LIKE public.projects INCLUDING ALL); INSERT INTO s.projects SELECT * FROM public.projects")
+        let run = try sandbox.opsh(["-e", """
+            local move = "INSERT INTO telemetry (event, created_at) SELECT set_config('search_path', 's, public', false), 1 WHERE EXISTS (SELECT 1 FROM telemetry WHERE event = 'go')"
+            db.transaction(function()
+              db.send(move)
+              db.send(move)
+              print(pcall(db.value, 'SELECT count(*) FROM telemetry'))
+              db.exec("INSERT INTO telemetry (event, created_at) VALUES ('go', 1)")
+              db.send(move)
+              print(pcall(db.value, 'SELECT count(*) FROM telemetry'))
+              print(projects.update('com.x.app', { name = 'renamed' }).name)
+            end)
+            """], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(run.stdout)")
+        #expect(lines.first == "true\t0", "\(run.stdout)")
+        #expect(lines.dropFirst().first?.hasPrefix("false") == true
+                && lines.dropFirst().first?.contains("s.projects would stand in for opsh's projects table") == true, "\(run.stdout)")
+        #expect(lines.last == "renamed", "\(run.stdout)")
+        #expect(try database.sql("SELECT name FROM public.projects") == "renamed")
+        #expect(try database.sql("SELECT name FROM s.projects") == "X")
+        #expect(try database.sql("SELECT count(*) FROM public.telemetry") == "1")
     }
 
     /// Renaming a TEMP table is refused (SQLite does not tell its new name

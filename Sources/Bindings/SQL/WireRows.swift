@@ -109,7 +109,7 @@ final class WireRows: RowRunner {
         let state = call.state
         lua_settop(state, 0)
         let execute = { [statements] (eachRow: (RowSource) throws -> Void) throws -> StatementOutcome in
-            try statements.run(sql, .positional(arguments), rows: eachRow)
+            try statements.runOwn(sql, .positional(arguments), rows: eachRow)
         }
         switch shape {
         case .rows: return try pushRows(state, execute)

@@ -132,7 +132,7 @@ extension PostgresDatabase {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let layout = try BatchLayout(batch, readsAfter: dryRunning || countsFailedStatementsExactly,
-                                     relations: measure != nil ? tallyRelations() : nil)
+                                     relations: measure != nil ? tallyRelations() : nil, check: homeTables?.step(against: homeBaseline))
         let sent = BatchInFlight(writes: batch, layout: layout, pipeline: try connection.sendPipeline(layout.steps))
         let previous = batchInFlight
         batchInFlight = sent
@@ -165,7 +165,7 @@ extension PostgresDatabase {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let layout = try BatchLayout(writes, readsAfter: dryRunning || countsFailedStatementsExactly,
-                                     relations: measure != nil ? tallyRelations() : nil)
+                                     relations: measure != nil ? tallyRelations() : nil, check: homeTables?.step(against: homeBaseline))
         var readings = BatchReadings()
         let results: [PostgresResult]
         do {
@@ -193,6 +193,7 @@ extension PostgresDatabase {
             }
             measure = current
         }
+        if layout.check != nil { homeBaseline = PostgresHomeTables.baseline(from: readings.checked) }
     }
 
     /// A batch that failed: rolled back to its savepoint (what it changed
@@ -218,7 +219,13 @@ extension PostgresDatabase {
         } else {
             try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
         }
-        guard (layout.first..<layout.release).contains(step) else {
+        if step == layout.check, let reason = homeTables?.refusal(in: error), let first = writes.first {
+            // The check after the batch (PostgresHomeTables): which write
+            // made a name lead elsewhere is not known, so none is kept.
+            throw PostgresStoreError.deferredWriteFailed(origin: first.origin,
+                                                         failure: "\(PostgresStoreError.homeTableRefused(reason, sql: first.sql))")
+        }
+        guard (layout.first..<layout.writesEnd).contains(step) else {
             throw TransactionControl.reported(error, layout.steps[step].sql)
         }
         let failed = writes.index(writes.startIndex, offsetBy: step - layout.first)
@@ -239,23 +246,34 @@ extension PostgresDatabase {
 }
 
 /// One batch's steps: `SAVEPOINT opsh_statement`, the counters (in a
-/// measured transaction), the writes, `RELEASE`, the counters again when
-/// they are kept current statement by statement.
+/// measured transaction), the writes, the check of opsh's tables' names
+/// (``PostgresHomeTables``: a write's trigger or function may move them),
+/// `RELEASE`, the counters again when they are kept current statement by
+/// statement.
 struct BatchLayout {
     var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", [])]
     /// The first write's step, and RELEASE's.
     var first = 0
     var release = 0
+    /// The check's step.
+    var check: Int?
+    /// The step after the last write.
+    var writesEnd: Int { check ?? release }
     let relations: CommitTally.Relations?
     let readsAfter: Bool
 
-    init<Writes: Collection<DeferredWrite>>(_ writes: Writes, readsAfter: Bool, relations: CommitTally.Relations?) throws {
+    init<Writes: Collection<DeferredWrite>>(_ writes: Writes, readsAfter: Bool, relations: CommitTally.Relations?,
+                                            check homeCheck: (sql: String, parameters: [PostgresValue])?) throws {
         self.relations = relations
         self.readsAfter = relations != nil && readsAfter
-        steps.reserveCapacity(writes.count + 4)
+        steps.reserveCapacity(writes.count + 5)
         if let relations { steps.append(CommitTally.step(relations)) }
         first = steps.count
         for write in writes { steps.append((write.sql, write.parameters)) }
+        if let homeCheck {
+            check = steps.count
+            steps.append(homeCheck)
+        }
         release = steps.count
         steps.append(("RELEASE SAVEPOINT opsh_statement", []))
         if let relations, self.readsAfter { steps.append(CommitTally.stepOnceWritten(relations)) }
@@ -273,9 +291,12 @@ struct BatchInFlight {
 struct BatchReadings {
     var before: [[PostgresValue]] = []
     var after: [[PostgresValue]] = []
+    /// The check's row.
+    var checked: [PostgresValue] = []
 
     mutating func take(_ step: Int, _ row: PostgresDataRow, _ layout: BatchLayout) throws {
         if layout.relations != nil, step == 1 { before.append(try row.values()) }
         else if layout.readsAfter, step == layout.release + 1 { after.append(try row.values()) }
+        else if step == layout.check { checked = try row.values() }
     }
 }

@@ -10,19 +10,22 @@ import PostgresWire
 extension PostgresDatabase: RepositoryConnection {
     public var dialect: SQLDialect { .postgresql }
 
+    // Store's own statements (fixed texts): not checked as a script's
+    // are (``ownStatements(_:)``).
+
     public func fetch(_ sql: String, _ arguments: [StoreValue]) throws -> (columns: [String], rows: [[StoreValue]]) {
-        let result = try execute(sql, .positional(arguments))
+        let result = try ownStatements { try execute(sql, .positional(arguments)) }
         return (result.columns, result.rows)
     }
 
     public func execute(_ sql: String, _ arguments: [StoreValue]) throws -> Int {
-        try execute(sql, .positional(arguments)).changes ?? 0
+        try ownStatements { try execute(sql, .positional(arguments)).changes ?? 0 }
     }
 
     /// The INSERT with `RETURNING` the key: the identity column's value
     /// where the table has one (`telemetry.id`), as SQLite's rowid.
     public func insert(_ sql: String, _ arguments: [StoreValue], keyColumn: String) throws -> Int64? {
-        let result = try execute(sql + " RETURNING " + dialect.quote(keyColumn), .positional(arguments))
+        let result = try ownStatements { try execute(sql + " RETURNING " + dialect.quote(keyColumn), .positional(arguments)) }
         if case let .integer(key)? = result.rows.first?.first { return key }
         return nil
     }
@@ -35,6 +38,10 @@ extension PostgresDatabase: RepositoryConnection {
     /// (``forgetTableSpecs()`` after a schema change).
     public func tableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
         if let known = tableSpecs[table] { return known }
+        return try ownStatements { try readTableSpec(table, primaryKey: primaryKey, jsonColumns: jsonColumns, booleans: booleans) }
+    }
+
+    private func readTableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
         let relation = table.lowercased()
         let columns = try execute("""
             SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid)
@@ -70,7 +77,7 @@ extension PostgresDatabase: RepositoryConnection {
 
     /// What `opsh_json_valid`, the JSON columns' CHECK, says of `text`.
     public func isValidJSON(_ text: String) throws -> Bool {
-        try execute("SELECT opsh_json_valid(?)", .positional([.text(text)])).rows.first?.first == .integer(1)
+        try ownStatements { try execute("SELECT opsh_json_valid(?)", .positional([.text(text)])).rows.first?.first == .integer(1) }
     }
 
     /// SQLSTATE class 23, integrity constraint violation.

@@ -70,6 +70,10 @@ extension PostgresDatabase: WireStatements {
         return StatementOutcome(columns: result.columns, changes: result.changes)
     }
 
+    public func runOwn(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome {
+        try ownStatements { try run(sql, arguments, rows: rows) }
+    }
+
     public func runScript(_ sql: String) throws -> Int {
         try executeScript(sql).changes ?? 0
     }

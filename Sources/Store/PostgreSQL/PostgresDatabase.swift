@@ -176,6 +176,14 @@ public final class PostgresDatabase {
     /// read in the open transaction (and after a statement failed, which
     /// may have moved them).
     var sandboxBaseline: PostgresSandbox.Baseline?
+    /// The check after each of the script's statements that opsh's tables'
+    /// names still lead to them (``PostgresHomeTables``, 27x); found as the
+    /// session opens, nil while the database has no opsh schema.
+    var homeTables: PostgresHomeTables?
+    /// What the last check of them that passed saw.
+    var homeBaseline: PostgresHomeTables.Baseline?
+    /// Above 0 while opsh runs its own statements (``ownStatements(_:)``).
+    var ownStatementDepth = 0
 
     /// Connects and checks the schema: an empty database gets opsh's
     /// schema with ``Options/create``; a database with tables but no opsh
@@ -280,6 +288,9 @@ public final class PostgresDatabase {
         if options.create && !options.readOnly && appliedMigrations.isEmpty {
             appliedAtOpening = try migrate()
         }
+        // Before any statement of a script: the schema the migrations made
+        // the tables in.
+        homeTables = try PostgresHomeTables(on: connection)
     }
 
     /// Lua migrations' names carry this prefix, as on SQLite.
@@ -324,6 +335,7 @@ public final class PostgresDatabase {
         appliedMigrations = try readApplied()
         knownTallyRelations = nil
         knownTimeColumns = nil
+        if homeTables == nil { homeTables = try PostgresHomeTables(on: connection) }
         return applied
     }
 
@@ -473,11 +485,14 @@ public final class PostgresDatabase {
     private func autocommit(_ sql: String, _ parameters: [PostgresValue],
                             eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         let result: PostgresResult
+        let homeCheck = homeTablesStep()
         do {
             if options.readOnly {
                 result = try readOnly(sql, parameters, eachRow: eachRow)
             } else if countsCommits {
-                result = try counted(sql, parameters, eachRow: eachRow)
+                result = try counted(sql, parameters, checking: homeCheck, eachRow: eachRow)
+            } else if let homeCheck {
+                result = try checked(sql, parameters, homeCheck, eachRow: eachRow)
             } else {
                 result = try connection.query(sql, parameters, eachRow: eachRow)
             }
@@ -522,7 +537,12 @@ public final class PostgresDatabase {
         // A statement ended opsh's transaction: nothing more runs in it.
         if connection.transactionStatus == .idle { throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded }
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters)]
+        // A script's statement: opsh's tables' names still lead to them
+        // (PostgresHomeTables), checked before the savepoint is released.
+        let homeCheck = homeTablesStep()
+        if let homeCheck { steps.append(homeCheck.step(against: homeBaseline)) }
         // --sandbox: the check before the savepoint is released (PostgresSandbox).
+        let sandboxIndex = steps.count
         let sandboxCheck = try sandboxStep()
         if let sandboxCheck { steps.append(sandboxCheck) }
         let release = steps.count
@@ -532,6 +552,7 @@ public final class PostgresDatabase {
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
         var checked: [PostgresValue] = []
+        var homeRow: [PostgresValue] = []
         var handedRows = false
         do {
             var readings: [[PostgresValue]] = []
@@ -540,15 +561,22 @@ public final class PostgresDatabase {
                     handedRows = true
                     try eachRow(row)
                 } else if step == reading { readings.append(try row.values()) }
-                else if step == 2, sandboxCheck != nil { checked = try row.values() }
+                else if step == sandboxIndex, sandboxCheck != nil { checked = try row.values() }
+                else if step == 2, homeCheck != nil { homeRow = try row.values() }
             }
             if results.count > reading { results[reading].rows = readings }
         } catch let error as PostgresError {
             // A statement that failed may have written the catalog first.
             sandboxBaseline = nil
-            let refusal = sandboxCheck != nil && error.step == 2 ? PostgresSandbox.refusal(in: error) : nil
-            // (Any other failure of the check is rolled back too, below.)
+            let refusal = sandboxCheck != nil && error.step == sandboxIndex ? PostgresSandbox.refusal(in: error) : nil
+            let homeRefusal = error.step == 2 ? homeCheck?.refusal(in: error) : nil
+            // (Any other failure of the checks is rolled back too, below.)
             switch connection.transactionStatus {
+            case .failed where homeRefusal != nil:
+                // The statement made a name of opsh's tables lead elsewhere:
+                // rolled back to its savepoint, the transaction goes on.
+                try rollBackStatement(relations)
+                throw PostgresStoreError.homeTableRefused(homeRefusal!, sql: sql)
             case .failed where refusal != nil:
                 // The check refused the statement: rolled back to its
                 // savepoint (what it changed set aside), the transaction goes on.
@@ -567,13 +595,7 @@ public final class PostgresDatabase {
                 _ = try? connection.simpleQuery("ROLLBACK")
                 throw PostgresStoreError.transactionControlRolledBack(sql, reason: nil)
             case .failed:
-                if let relations, error.step == 1 {
-                    let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
-                                                         ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
-                    measure?.rolledBack(to: CommitTally.counts(after[2], relations))
-                } else {
-                    try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
-                }
+                try rollBackStatement(error.step == 1 ? relations : nil)
                 if error.step == 1, error.code == "0A000" || error.code == "26000", !handedRows, !preparedAgain {
                     return try underSavepoint(sql, parameters, preparedAgain: true, eachRow: eachRow)
                 }
@@ -618,8 +640,37 @@ public final class PostgresDatabase {
             measure = current
         }
         if let baseline = sandboxBaseline, sandboxCheck != nil { sandboxBaseline = PostgresSandbox.advanced(baseline, by: checked) }
+        if homeCheck != nil { homeBaseline = PostgresHomeTables.baseline(from: homeRow) }
         try afterStatement(sql, results[1].commandTag)
         return results[1]
+    }
+
+    /// Rolls back to the statement's savepoint; with `relations`, reads the
+    /// counters in the same round trip and sets aside what it did.
+    private func rollBackStatement(_ relations: CommitTally.Relations?) throws {
+        if let relations {
+            let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
+                                                 ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
+            measure?.rolledBack(to: CommitTally.counts(after[2], relations))
+        } else {
+            try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
+        }
+    }
+
+    /// The check after a script's statement (``PostgresHomeTables``); nil
+    /// for opsh's own statements and before the schema exists.
+    func homeTablesStep() -> PostgresHomeTables? {
+        ownStatementDepth == 0 ? homeTables : nil
+    }
+
+    /// Runs `body`, whose statements are opsh's own fixed texts (the
+    /// repositories', a key's, a read-back): they are not checked as a
+    /// script's are (``PostgresHomeTables``), for nothing in them can make
+    /// a name lead elsewhere.
+    func ownStatements<T>(_ body: () throws -> T) rethrows -> T {
+        ownStatementDepth += 1
+        defer { ownStatementDepth -= 1 }
+        return try body()
     }
 
     /// What a statement that ran inside opsh's transaction leaves to do,
@@ -957,7 +1008,7 @@ public final class PostgresDatabase {
     /// trip). A statement PostgreSQL runs only outside a transaction block
     /// (VACUUM, CREATE INDEX CONCURRENTLY: SQLSTATE 25001, refused before
     /// it does anything) runs alone, uncounted: it changes no rows.
-    private func counted(_ sql: String, _ parameters: [PostgresValue],
+    private func counted(_ sql: String, _ parameters: [PostgresValue], checking homeCheck: PostgresHomeTables?,
                          eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         var attempts = 0
         var handedRows = false
@@ -967,7 +1018,8 @@ public final class PostgresDatabase {
                 let relations = try tallyRelations()
                 let (result, changed) = try CommitTally.around(
                     sql, parameters, on: connection, relations: relations, flushes: serverFlushesStatistics,
-                    nothingPending: flushedAtExchange == connection.exchangeCount
+                    nothingPending: flushedAtExchange == connection.exchangeCount,
+                    check: homeCheck?.step(against: homeBaseline), checkRow: { [unowned self] in homeBaseline = PostgresHomeTables.baseline(from: $0) }
                 ) {
                     handedRows = true
                     try eachRow($0)
@@ -975,6 +1027,9 @@ public final class PostgresDatabase {
                 if serverFlushesStatistics { flushedAtExchange = connection.exchangeCount }
                 if connection.transactionStatus == .idle { committed.add(changed) }
                 return result
+            } catch let error as PostgresError where error.step == 2 && homeCheck?.refusal(in: error) != nil {
+                // Rolled back with its implicit transaction: nothing of it counted.
+                throw PostgresStoreError.homeTableRefused(homeCheck!.refusal(in: error)!, sql: sql)
             } catch let error as PostgresError where error.step == 1 {
                 if error.code == "25001", !handedRows { return try connection.query(sql, parameters, eachRow: eachRow) }
                 // Again only when no row was handed out: the caller would see them twice.
@@ -989,6 +1044,36 @@ public final class PostgresDatabase {
                 // pipeline's last step): the statement alone, uncounted.
                 return try connection.query(sql, parameters)
             }
+        }
+    }
+
+    /// A script's statement outside a transaction, uncounted, with the
+    /// check of opsh's tables' names after it in its implicit transaction
+    /// (one round trip): a refusal rolls the statement back with it. A
+    /// statement PostgreSQL runs only outside a transaction block, and a
+    /// COPY (only a pipeline's last step), run alone, unchecked: neither
+    /// makes a name lead elsewhere.
+    func checked(_ sql: String, _ parameters: [PostgresValue], _ homeCheck: PostgresHomeTables,
+                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
+        var handedRows = false
+        do {
+            var checkedRow: [PostgresValue] = []
+            let result = try connection.pipeline([(sql, parameters), homeCheck.step(against: homeBaseline)]) { step, row in
+                if step == 0 {
+                    handedRows = true
+                    try eachRow(row)
+                } else {
+                    checkedRow = try row.values()
+                }
+            }[0]
+            homeBaseline = PostgresHomeTables.baseline(from: checkedRow)
+            return result
+        } catch let error as PostgresError where error.step == 1 && homeCheck.refusal(in: error) != nil {
+            throw PostgresStoreError.homeTableRefused(homeCheck.refusal(in: error)!, sql: sql)
+        } catch let error as PostgresError where error.step == 0 && error.code == "25001" && !handedRows {
+            return try connection.query(sql, parameters, eachRow: eachRow)
+        } catch PostgresClientError.unsupported {
+            return try connection.query(sql, parameters, eachRow: eachRow)
         }
     }
 
@@ -1305,6 +1390,10 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     /// `--sandbox`: the statement wrote the catalog or a scheme's build
     /// command; rolled back (``PostgresSandbox``). The reason, and the SQL.
     case sandboxRefused(String, sql: String)
+    /// The statement made the name of one of opsh's tables lead to another
+    /// relation (a TEMP table, a schema first on the `search_path`); rolled
+    /// back (``PostgresHomeTables``). The reason, and the SQL.
+    case homeTableRefused(String, sql: String)
     /// A write ``PostgresDatabase/send(_:_:origin:)`` deferred failed when
     /// it ran: where the script sent it (`file:line:`), and the server's
     /// error with its SQL. It and every write sent after it were dropped.
@@ -1355,6 +1444,8 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case .dryRunEnded:
             "--dry-run: the dry run's transaction was rolled back when a statement tried to commit it; nothing more runs in it (start again with --dry-run)"
         case let .sandboxRefused(reason, sql):
+            "\(reason); the statement was rolled back: \(sql)"
+        case let .homeTableRefused(reason, sql):
             "\(reason); the statement was rolled back: \(sql)"
         case let .deferredWriteFailed(origin, failure):
             "the write sent at \(origin ?? "an earlier call") failed: \(failure); it and the writes sent after it were not kept"

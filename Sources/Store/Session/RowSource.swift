@@ -58,6 +58,10 @@ public struct StatementOutcome: Sendable {
 public protocol WireStatements: AnyObject {
     /// Runs one statement with the session's rules; each row to `rows`, in place.
     func run(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome
+    /// Runs one of Store's own statements (a fixed text: a repository's
+    /// read-back, a key's) as ``run(_:_:rows:)`` does, without the check a
+    /// script's statement gets after it (PostgreSQL's `PostgresHomeTables`).
+    func runOwn(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome
     /// Runs a script of several statements given without values, all or
     /// nothing; the rows the last one changed.
     func runScript(_ sql: String) throws -> Int
