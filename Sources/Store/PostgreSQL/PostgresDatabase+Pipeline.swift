@@ -212,13 +212,7 @@ extension PostgresDatabase {
             _ = try? connection.simpleQuery("ROLLBACK")
             throw PostgresStoreError.transactionControlRolledBack(layout.steps[layout.first].sql, reason: error.message)
         }
-        if let relations = layout.relations, measure != nil {
-            let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
-                                                 ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
-            measure?.rolledBack(to: CommitTally.counts(after[2], relations))
-        } else {
-            try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
-        }
+        try rollBackStatement(measure != nil ? layout.relations : nil)
         if step == layout.check, let reason = homeTables?.refusal(in: error), let first = writes.first {
             // The check after the batch (PostgresHomeTables): which write
             // made a name lead elsewhere is not known, so none is kept.

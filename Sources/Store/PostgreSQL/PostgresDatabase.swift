@@ -580,13 +580,7 @@ public final class PostgresDatabase {
             case .failed where refusal != nil:
                 // The check refused the statement: rolled back to its
                 // savepoint (what it changed set aside), the transaction goes on.
-                if let relations {
-                    let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
-                                                         ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
-                    measure?.rolledBack(to: CommitTally.counts(after[2], relations))
-                } else {
-                    try connection.simpleQuery("ROLLBACK TO SAVEPOINT opsh_statement; RELEASE SAVEPOINT opsh_statement")
-                }
+                try rollBackStatement(relations)
                 throw PostgresStoreError.sandboxRefused(PostgresSandbox.message(refusal!), sql: sql)
             case .failed where error.step == release:
                 // The statement released opsh's savepoint, or rolled back
@@ -647,7 +641,7 @@ public final class PostgresDatabase {
 
     /// Rolls back to the statement's savepoint; with `relations`, reads the
     /// counters in the same round trip and sets aside what it did.
-    private func rollBackStatement(_ relations: CommitTally.Relations?) throws {
+    func rollBackStatement(_ relations: CommitTally.Relations?) throws {
         if let relations {
             let after = try connection.pipeline([("ROLLBACK TO SAVEPOINT opsh_statement", []),
                                                  ("RELEASE SAVEPOINT opsh_statement", []), CommitTally.step(relations)])
