@@ -131,7 +131,12 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
     pace->rows_at_mark = pace->rows;
     pace->slow_marks = mark != 0 && (late || unhurried) ? pace->slow_marks + 1 : 0;
     if (pace->slow_marks < OPSH_ROWS_SLOW_MARKS) return 0;
+    // Copied: the loop's flag is opsh_rows_never_overdue now, and the mark
+    // it saw must be that flag's, or every row after the copy asks again
+    // while another cursor keeps the reader's mark up (an outer loop), and
+    // every second one copied the copy's rest again (28d).
     *overdue = &opsh_rows_never_overdue;
+    pace->mark = opsh_rows_never_overdue;
     pace->slow_marks = 0;
     return opsh_rows_spill(L, slot, route);
 }

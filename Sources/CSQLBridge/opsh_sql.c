@@ -480,12 +480,6 @@ static int rows_next(lua_State *L) {
     state->pace.rows++;
     if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->pace.mark) {
         code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace);
-        // Copied: the loop's flag is opsh_rows_never_overdue now, and the
-        // mark it saw must be that flag's, or every row after the copy
-        // asks again while another cursor keeps the reader's mark up (an
-        // outer loop), and every second one copied the copy's rest again
-        // (28d).
-        if (state->overdue == &opsh_rows_never_overdue) state->pace.mark = opsh_rows_never_overdue;
         statement = state->slot[0];
         if (code == OPSH_ROWS_SPILL_FAILED) {
             *state->in_host = outer;
