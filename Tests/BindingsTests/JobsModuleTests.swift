@@ -128,6 +128,9 @@ import Store
 
     @Test func waitIsInterruptibleAndLeavesTheBuildRunning() throws {
         try fixture.run("b = jobs.start{ scheme = 'sleeper', version = '1.0.0' }")
+        // jobs.start hands the build to the manager's thread, which marks it
+        // running; on a busy machine the interrupt could otherwise come first.
+        #expect(try fixture.eventually("(jobs.logs(b.id, { tail = 1 })[1] or {}).content == 'started'"))
         interruptOnArrival(fixture.test.session.runtime)
         let started = Date()
         let error = #expect(throws: LuaError.self) { try fixture.run("arrived() jobs.wait(b.id)") }
