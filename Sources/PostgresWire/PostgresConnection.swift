@@ -448,8 +448,8 @@ public final class PostgresConnection {
     /// Whether `text` holds a NUL byte: `memchr` over the string's own
     /// UTF-8 when it is contiguous (a native string is). `utf8.contains`
     /// goes byte by byte, and was a quarter of a `db.exec` loop's time on
-    /// the client once each script statement carried the 1.5 KB check of
-    /// opsh's tables' names (PostgresHomeTables).
+    /// the client when each script statement carried a 1.5 KB check text
+    /// in its round trip.
     static func containsNUL(_ text: String) -> Bool {
         if let found = text.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
             guard let base = bytes.baseAddress else { return false }

@@ -10,27 +10,42 @@ import Testing
 @Suite struct AuditIntegrityTests {
     // MARK: Hiding from the trail (item 5)
 
-    /// A TEMP table named `opsh_audit` would shadow the trail on the
-    /// script's connection (pg_temp comes first on PostgreSQL's search
-    /// path): both engines refuse it with the reason (27x;
-    /// TempTableShadowTests), and the run is recorded in the database's
-    /// trail. The control: a TEMP copy under another name is made, and the
-    /// run is recorded too.
+    /// A TEMP table named `opsh_audit` shadows the trail on the script's
+    /// connection; the row is written through a connection of opsh's own,
+    /// addressed to the database's trail, so it lands there anyway.
+    /// PostgreSQL only: SQLite's statement guard refuses the TEMP table
+    /// (27x; TempTableShadowTests), and the run is recorded.
     @Test(arguments: Engine.allCases) func aShadowTableDoesNotHideTheRun(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)
-        let copy = "db.exec('CREATE TEMP TABLE %@ AS SELECT * FROM opsh_audit WHERE 1 = 0') "
-            + "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('hidden', 1)\")"
-        let control = try sandbox.opsh(["-e", copy.replacingOccurrences(of: "%@", with: "opsh_audit_copy")], on: db)
-        #expect(control.status == 0, "\(control.stderr)")
+        if engine == .sqlite {
+            let refused = try sandbox.opsh(["-e", "db.exec('CREATE TEMP TABLE opsh_audit AS SELECT * FROM opsh_audit WHERE 1 = 0')"], on: db)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("a TEMP table named opsh_audit would stand in for opsh's opsh_audit table"), "\(refused.stderr)")
+            #expect(try db.count("opsh_audit") == 1)
+            return
+        }
+        // In db.transaction, so that every statement runs on the
+        // connection holding the TEMP table (SQLite reads outside one from
+        // the pool's other connections).
+        let run = try sandbox.opsh(["-e", """
+            db.exec("CREATE TEMP TABLE opsh_audit AS SELECT * FROM opsh_audit WHERE 1 = 0")
+            db.exec("INSERT INTO telemetry (event, created_at) VALUES ('hidden', 1)")
+            -- Control: the shadow is real: what this connection writes to
+            -- the unqualified name never reaches the database's trail.
+            local shadowed
+            db.transaction(function()
+              db.exec("INSERT INTO opsh_audit (startedAt, endedAt, \\"user\\", host, pid, version, mode, status) VALUES (1, 1, 'u', 'h', 1, 'v', 'run', 0)")
+              shadowed = db.value("SELECT count(*) FROM opsh_audit")
+            end)
+            return shadowed
+            """], on: db)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "1\n")
+        #expect(!run.stderr.contains("could not record"), "\(run.stderr)")
         #expect(try db.count("opsh_audit") == 1)
-
-        let refused = try sandbox.opsh(["-e", copy.replacingOccurrences(of: "%@", with: "opsh_audit")], on: db)
-        #expect(refused.status != 0)
-        #expect(refused.stderr.contains("a TEMP table named opsh_audit would stand in for opsh's opsh_audit table"), "\(refused.stderr)")
-        #expect(!refused.stderr.contains("could not record"), "\(refused.stderr)")
-        #expect(try db.count("opsh_audit") == 2)
-        #expect(try db.sql("SELECT status FROM opsh_audit ORDER BY id DESC LIMIT 1") != "0")
+        #expect(try db.sql("SELECT mode FROM opsh_audit") == "eval")
+        #expect(try db.sql("SELECT code FROM opsh_audit").contains("'hidden'"))
     }
 
     /// SQLite only (PostgreSQL has no temporary triggers; its way of
@@ -103,8 +118,7 @@ import Testing
     }
 
     /// PostgreSQL only (SQLite has no search_path): the row goes to the
-    /// schema opsh's tables live in, whatever the script set; a path that
-    /// puts a schema with a trail of its own first is refused (27x).
+    /// schema opsh's tables live in, whatever the script set.
     @Test func searchPathDoesNotMoveTheRow() throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(.postgresql)
@@ -121,13 +135,14 @@ import Testing
         // A schema of the script's own, with a trail of its own.
         try db.sql("CREATE SCHEMA evil; CREATE TABLE evil.opsh_audit (LIKE public.opsh_audit INCLUDING ALL)")
         let redirected = try sandbox.opsh(["-e", """
-            print(pcall(db.exec, "SET search_path = evil, public"))
+            db.exec("SET search_path = evil, public")
             db.exec("INSERT INTO telemetry (event, created_at) VALUES ('evil', 1)")
+            -- Control: the redirection is real for what the script writes.
+            db.exec("INSERT INTO opsh_audit (startedAt, endedAt, \\"user\\", host, pid, version, mode, status) VALUES (1, 1, 'u', 'h', 1, 'v', 'run', 0)")
             """], on: db)
         #expect(redirected.status == 0, "\(redirected.stderr)")
-        #expect(redirected.stdout.contains("evil.opsh_audit would stand in for opsh's opsh_audit table"), "\(redirected.stdout)")
         #expect(try db.count("public.opsh_audit") == 2)
-        #expect(try db.count("evil.opsh_audit") == 0)
+        #expect(try db.count("evil.opsh_audit") == 1)
         #expect(try db.sql("SELECT code FROM public.opsh_audit ORDER BY id DESC LIMIT 1").contains("'evil'"))
     }
 
@@ -161,24 +176,14 @@ import Testing
     /// schema, never a TEMP one): the delete trigger's function looked for
     /// the prune permit through the caller's `search_path`, where a TEMP
     /// table comes first, so a script's own permit opened the whole trail.
-    /// A TEMP permit made by a statement of its own is refused (27x), so
-    /// the attack makes it, uses it and drops it in one statement, which
-    /// the check after each statement cannot see.
     @Test func aTemporaryPermitDoesNotOpenTheTrail() throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(.postgresql)
         #expect(try sandbox.opsh(["-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")"], on: db).status == 0)
-        let alone = try sandbox.opsh(["-e", "db.exec('CREATE TEMP TABLE opsh_audit_prune (before double precision)')"], on: db)
-        #expect(alone.status == 1)
-        #expect(alone.stderr.contains("a TEMP table named opsh_audit_prune would stand in for opsh's opsh_audit_prune table"), "\(alone.stderr)")
         let attack = ["-e", """
-            db.exec([[DO $$ BEGIN
-              CREATE TEMP TABLE opsh_audit_prune (before double precision);
-              INSERT INTO pg_temp.opsh_audit_prune VALUES (1e300);
-              DELETE FROM opsh_audit;
-              DROP TABLE pg_temp.opsh_audit_prune;
-            END $$]])
-            return db.value("SELECT count(*) FROM opsh_audit")
+            db.exec("CREATE TEMP TABLE opsh_audit_prune (before double precision)")
+            db.exec("INSERT INTO opsh_audit_prune VALUES (1e300)")
+            return (db.exec("DELETE FROM opsh_audit"))
             """]
         let refused = try sandbox.opsh(attack, on: db)
         #expect(refused.status == 1)
@@ -188,7 +193,7 @@ import Testing
         try db.sql("ALTER FUNCTION opsh_audit_refuse_delete() RESET search_path")
         let opened = try sandbox.opsh(attack, on: db)
         #expect(opened.status == 0, "\(opened.stderr)")
-        #expect(opened.stdout == "0\n", "\(opened.stdout)")
+        #expect(opened.stdout != "0\n")
     }
 
     // MARK: The chain (items 6, 25)

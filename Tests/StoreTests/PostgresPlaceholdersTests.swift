@@ -126,4 +126,33 @@ import Testing
             #expect(result.sources.isEmpty)
         }
     }
+    /// opsh's own statements name opsh's tables and functions in their
+    /// schema (PostgresHomeSchema): where a table is named, and a
+    /// function before its `(`; never a column's table (`builds.id`), a
+    /// column of the same name as a table (opsh_runners' `schemes`), nor
+    /// inside a literal, a comment or a dollar quote.
+    @Test func opshsOwnStatementsNameOpshsTablesInTheirSchema() throws {
+        let qualifier = PostgresPlaceholders.Qualifier(schema: "\"my home\"", tables: ["builds", "buildLogs", "schemes", "opsh_runners"],
+                                                       functions: ["opsh_json_valid"])
+        let cases: [(String, String)] = [
+            ("SELECT builds.id, b.x FROM builds JOIN schemes s ON s.id = builds.schemeId WHERE id = ?",
+             "SELECT builds.id, b.x FROM \"my home\".builds JOIN \"my home\".schemes s ON s.id = builds.schemeId WHERE id = $1"),
+            ("INSERT INTO opsh_runners (id, schemes) VALUES (?, ?)", "INSERT INTO \"my home\".opsh_runners (id, schemes) VALUES ($1, $2)"),
+            ("UPDATE opsh_runners SET schemes = ? WHERE id = ?", "UPDATE \"my home\".opsh_runners SET schemes = $1 WHERE id = $2"),
+            ("DELETE FROM \"buildlogs\" WHERE buildId IN (SELECT id FROM builds)",
+             "DELETE FROM \"my home\".\"buildlogs\" WHERE buildId IN (SELECT id FROM \"my home\".builds)"),
+            ("SELECT count(*) FROM buildLogs -- FROM builds\n WHERE x = 'FROM builds'",
+             "SELECT count(*) FROM \"my home\".buildLogs -- FROM builds\n WHERE x = 'FROM builds'"),
+            ("SELECT opsh_json_valid(?), other.opsh_json_valid(1), $$ FROM builds $$",
+             "SELECT \"my home\".opsh_json_valid($1), other.opsh_json_valid(1), $$ FROM builds $$"),
+            ("CREATE TABLE IF NOT EXISTS builds (id text REFERENCES schemes(id))",
+             "CREATE TABLE IF NOT EXISTS \"my home\".builds (id text REFERENCES \"my home\".schemes(id))"),
+            ("SELECT * FROM public.builds, projects", "SELECT * FROM public.builds, projects"),
+        ]
+        for (sql, expected) in cases {
+            #expect(try PostgresPlaceholders(rewriting: sql, qualifying: qualifier).sql == expected)
+            // A script's statement is run as written.
+            #expect(try PostgresPlaceholders(rewriting: sql).sql.contains("my home") == false)
+        }
+    }
 }

@@ -82,7 +82,9 @@ enum CopyFunction {
             throw call.typeError(2, expected: "table of rows or a file's path")
         }
         do {
-            return try CopyRequest(table: table, columns: columns, source: source)
+            var request = try CopyRequest(table: table, columns: columns, source: source)
+            request.namedByScript = true
+            return request
         } catch let failure as CopyFailure {
             throw call.argumentError(failure.description.contains("column") ? 3 : 1, failure.description)
         }

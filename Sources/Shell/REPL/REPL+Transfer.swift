@@ -25,7 +25,8 @@ extension REPL {
                 try runChunk(code: code) {
                     let count: Int
                     do {
-                        let (request, clearProgress) = try CopyRequest.file(path, into: table).showingProgress()
+                        var (request, clearProgress) = try CopyRequest.file(path, into: table).showingProgress()
+                        request.namedByScript = true
                         defer { clearProgress() }
                         count = try session.databaseSession.copy(request)
                     } catch let failure as CopyFailure {

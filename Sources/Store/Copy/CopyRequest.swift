@@ -25,6 +25,11 @@ public struct CopyRequest: Sendable {
     public var delimiter: UInt8 = UInt8(ascii: ",")
     /// Told how far a file's copy has come (a progress bar).
     public var progress: CopyProgress?
+    /// The table was named by a script (`db.copy`, the shell's `.import`):
+    /// its name means what the script's SQL would mean by it. Otherwise
+    /// the copy is opsh's own, into one of opsh's tables where it names
+    /// one (PostgreSQL: ``PostgresHomeSchema``).
+    public var namedByScript = false
 
     /// Refuses a table or column name that is not a plain SQL identifier:
     /// the names go into the statement as written, so they mean on each

@@ -31,9 +31,15 @@ extension PostgresDatabase {
     /// are plain identifiers (``CopyRequest``), quoted as the server folds
     /// them unquoted (lower case), so that a column named by a keyword
     /// (schemes' `order`, which an import copies) is a name.
-    static func copyStatement(_ request: CopyRequest) -> String {
+    ///
+    /// With `home`, one of opsh's tables named unqualified is named in its
+    /// schema (opsh's own copies: an import's, `telemetry.insertMany`'s,
+    /// a restore's; ``PostgresHomeSchema``); a script's `db.copy` names
+    /// its table as its SQL would.
+    static func copyStatement(_ request: CopyRequest, home: PostgresHomeSchema? = nil) -> String {
         let columns = request.columns.isEmpty ? "" : " (\(request.columns.map(SQLDialect.postgresql.quote).joined(separator: ", ")))"
-        let table = request.table.split(separator: ".").map { SQLDialect.postgresql.quote(String($0)) }.joined(separator: ".")
+        var table = request.table.split(separator: ".").map { SQLDialect.postgresql.quote(String($0)) }.joined(separator: ".")
+        if let home, !request.table.contains(".") { table = home.qualified(request.table) }
         var header = false
         if case let .csv(_, hasHeader) = request.source { header = hasHeader }
         let tab = request.delimiter == UInt8(ascii: "\t") ? ", DELIMITER E'\\t'" : ""
@@ -44,7 +50,7 @@ extension PostgresDatabase {
         guard connection.transactionStatus == .inTransaction else {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
-        let sql = Self.copyStatement(request)
+        let sql = Self.copyStatement(request, home: request.namedByScript ? nil : homeSchema)
         let sandboxCheck = try sandboxStep()
         let relations = measure != nil ? try tallyRelations() : nil
         // The counters before it, with its savepoint (the queued writes go first).

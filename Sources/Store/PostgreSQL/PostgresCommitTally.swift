@@ -165,19 +165,14 @@ enum CommitTally {
     /// from nothing and the reading before the statement is left out, and
     /// the one after it is ``readingOnceWrittenThenFlush``. A statement that does
     /// not write (a query) then costs the server no reading at all.
-    /// `check` runs right after the statement (its failure, step 2 as the
-    /// caller knows it, rolls the statement back with the implicit
-    /// transaction: ``PostgresHomeTables``).
     static func around(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection,
                        relations: Relations, flushes: Bool, nothingPending: Bool,
-                       check: (sql: String, parameters: [PostgresValue])? = nil, checkRow: ([PostgresValue]) -> Void = { _ in },
                        eachRow: (PostgresDataRow) throws -> Void) throws -> (PostgresResult, TableChanges) {
         let readsBefore = !(flushes && nothingPending)
         var steps: [(sql: String, parameters: [PostgresValue])] = []
         if readsBefore { steps.append(step(relations)) }
         let statement = steps.count
         steps.append((sql, parameters))
-        if let check { steps.append(check) }
         let readingAfter = steps.count
         steps.append(flushes ? (readingOnceWrittenThenFlush, [.text(relations.oids)]) : step(relations))
         var before: [[PostgresValue]] = []
@@ -187,7 +182,6 @@ enum CommitTally {
             results = try connection.pipeline(steps) { step, row in
                 if step == statement { try eachRow(row) } else if step < statement { before.append(try row.values()) }
                 else if step == readingAfter { after.append(try row.values()) }
-                else if step == statement + 1 { checkRow(try row.values()) }
             }
         } catch var error as PostgresError {
             // Callers know the statement as step 1 (a reading before it).

@@ -63,6 +63,10 @@ extension PostgresDatabase {
     /// be (see the extension's documentation), else run at once as
     /// ``execute(_:_:)``. `origin` is where the script sent it.
     public func send(_ sql: String, _ arguments: Arguments = .positional([]), origin: String?) throws {
+        try scriptStatements { try sendScripts(sql, arguments, origin: origin) }
+    }
+
+    private func sendScripts(_ sql: String, _ arguments: Arguments, origin: String?) throws {
         // A loop sends one statement again and again: the last one is kept.
         let statement: PostgresPlaceholders
         let deferrable: Bool
@@ -132,7 +136,7 @@ extension PostgresDatabase {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let layout = try BatchLayout(batch, readsAfter: dryRunning || countsFailedStatementsExactly,
-                                     relations: measure != nil ? tallyRelations() : nil, check: homeTables?.step(against: homeBaseline))
+                                     relations: measure != nil ? tallyRelations() : nil)
         let sent = BatchInFlight(writes: batch, layout: layout, pipeline: try connection.sendPipeline(layout.steps))
         let previous = batchInFlight
         batchInFlight = sent
@@ -165,7 +169,7 @@ extension PostgresDatabase {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded
         }
         let layout = try BatchLayout(writes, readsAfter: dryRunning || countsFailedStatementsExactly,
-                                     relations: measure != nil ? tallyRelations() : nil, check: homeTables?.step(against: homeBaseline))
+                                     relations: measure != nil ? tallyRelations() : nil)
         var readings = BatchReadings()
         let results: [PostgresResult]
         do {
@@ -193,7 +197,6 @@ extension PostgresDatabase {
             }
             measure = current
         }
-        if layout.check != nil { homeBaseline = PostgresHomeTables.baseline(from: readings.checked) }
     }
 
     /// A batch that failed: rolled back to its savepoint (what it changed
@@ -213,13 +216,7 @@ extension PostgresDatabase {
             throw PostgresStoreError.transactionControlRolledBack(layout.steps[layout.first].sql, reason: error.message)
         }
         try rollBackStatement(measure != nil ? layout.relations : nil)
-        if step == layout.check, let reason = homeTables?.refusal(in: error), let first = writes.first {
-            // The check after the batch (PostgresHomeTables): which write
-            // made a name lead elsewhere is not known, so none is kept.
-            throw PostgresStoreError.deferredWriteFailed(origin: first.origin,
-                                                         failure: "\(PostgresStoreError.homeTableRefused(reason, sql: first.sql))")
-        }
-        guard (layout.first..<layout.writesEnd).contains(step) else {
+        guard (layout.first..<layout.release).contains(step) else {
             throw TransactionControl.reported(error, layout.steps[step].sql)
         }
         let failed = writes.index(writes.startIndex, offsetBy: step - layout.first)
@@ -240,34 +237,23 @@ extension PostgresDatabase {
 }
 
 /// One batch's steps: `SAVEPOINT opsh_statement`, the counters (in a
-/// measured transaction), the writes, the check of opsh's tables' names
-/// (``PostgresHomeTables``: a write's trigger or function may move them),
-/// `RELEASE`, the counters again when they are kept current statement by
-/// statement.
+/// measured transaction), the writes, `RELEASE`, the counters again when
+/// they are kept current statement by statement.
 struct BatchLayout {
     var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", [])]
     /// The first write's step, and RELEASE's.
     var first = 0
     var release = 0
-    /// The check's step.
-    var check: Int?
-    /// The step after the last write.
-    var writesEnd: Int { check ?? release }
     let relations: CommitTally.Relations?
     let readsAfter: Bool
 
-    init<Writes: Collection<DeferredWrite>>(_ writes: Writes, readsAfter: Bool, relations: CommitTally.Relations?,
-                                            check homeCheck: (sql: String, parameters: [PostgresValue])?) throws {
+    init<Writes: Collection<DeferredWrite>>(_ writes: Writes, readsAfter: Bool, relations: CommitTally.Relations?) throws {
         self.relations = relations
         self.readsAfter = relations != nil && readsAfter
-        steps.reserveCapacity(writes.count + 5)
+        steps.reserveCapacity(writes.count + 4)
         if let relations { steps.append(CommitTally.step(relations)) }
         first = steps.count
         for write in writes { steps.append((write.sql, write.parameters)) }
-        if let homeCheck {
-            check = steps.count
-            steps.append(homeCheck)
-        }
         release = steps.count
         steps.append(("RELEASE SAVEPOINT opsh_statement", []))
         if let relations, self.readsAfter { steps.append(CommitTally.stepOnceWritten(relations)) }
@@ -285,12 +271,9 @@ struct BatchInFlight {
 struct BatchReadings {
     var before: [[PostgresValue]] = []
     var after: [[PostgresValue]] = []
-    /// The check's row.
-    var checked: [PostgresValue] = []
 
     mutating func take(_ step: Int, _ row: PostgresDataRow, _ layout: BatchLayout) throws {
         if layout.relations != nil, step == 1 { before.append(try row.values()) }
         else if layout.readsAfter, step == layout.release + 1 { after.append(try row.values()) }
-        else if step == layout.check { checked = try row.values() }
     }
 }

@@ -49,18 +49,8 @@ extension PostgresDatabase {
         if wrote { throw PostgresStoreError.readOnlyWrote(sql) }
         if tag == "NOTIFY" { throw PostgresStoreError.readOnlyNotify(sql) }
         if TransactionControl.isControl(tag) { throw PostgresStoreError.transactionControl(sql, server: nil) }
-        if tag == "SET" || tag == "RESET" { try runSetting(sql, parameters) }
+        if tag == "SET" || tag == "RESET" { try connection.query(sql, parameters) }
         return results[3]
-    }
-
-    /// A SET or RESET run again for the session, checked as a script's
-    /// statement is (``PostgresHomeTables``).
-    private func runSetting(_ sql: String, _ parameters: [PostgresValue]) throws {
-        if let homeCheck = homeTablesStep() {
-            _ = try checked(sql, parameters, homeCheck) { _ in }
-        } else {
-            try connection.query(sql, parameters)
-        }
     }
 
     /// A statement that ran in a read-only transaction of opsh's: a NOTIFY
@@ -86,7 +76,7 @@ extension PostgresDatabase {
             throw error
         }
         if results[steps.count].rows.first?.first == .bool(true) { throw PostgresStoreError.readOnlyTransactionWrote }
-        for setting in settings { try runSetting(setting.sql, []) }
+        for setting in settings { try connection.query(setting.sql) }
         return Array(results.prefix(steps.count))
     }
 }

@@ -6,7 +6,7 @@ extension PostgresDatabase {
     /// the values bound: nothing runs), keyed by the schema's spelling; a
     /// statement that would write is refused (`watch` observes queries).
     public func tablesRead(by sql: String, _ arguments: Arguments) throws -> Set<String> {
-        let plan = try execute("EXPLAIN (FORMAT JSON, VERBOSE false, COSTS false) " + sql, arguments)
+        let plan = try scriptStatements { try execute("EXPLAIN (FORMAT JSON, VERBOSE false, COSTS false) " + sql, arguments) }
         guard case let .text(json)? = plan.rows.first?.first, let document = try? JSON.parse(json) else {
             throw PostgresStoreError.statement("cannot read the server's plan of: \(sql)")
         }

@@ -42,7 +42,9 @@ extension PostgresDatabase: RepositoryConnection {
     }
 
     private func readTableSpec(_ table: String, primaryKey: String, jsonColumns: [String], booleans: Set<String>) throws -> TableSpec {
-        let relation = table.lowercased()
+        // opsh's tables by their schema's name: a TEMP table of the name
+        // is not theirs (PostgresHomeSchema).
+        let relation = homeSchema.map { $0.qualified(table.lowercased()) } ?? table.lowercased()
         let columns = try execute("""
             SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid)
             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum

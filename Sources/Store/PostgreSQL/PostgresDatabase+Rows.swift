@@ -65,16 +65,18 @@ extension PostgresDatabase {
 }
 
 extension PostgresDatabase: WireStatements {
+    /// A script's statement (``scriptStatements(_:)``): run as written.
     public func run(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome {
-        let result = try execute(sql, arguments, rows: rows)
+        let result = try scriptStatements { try execute(sql, arguments, rows: rows) }
         return StatementOutcome(columns: result.columns, changes: result.changes)
     }
 
     public func runOwn(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome {
-        try ownStatements { try run(sql, arguments, rows: rows) }
+        let result = try ownStatements { try execute(sql, arguments, rows: rows) }
+        return StatementOutcome(columns: result.columns, changes: result.changes)
     }
 
     public func runScript(_ sql: String) throws -> Int {
-        try executeScript(sql).changes ?? 0
+        try scriptStatements { try executeScript(sql).changes ?? 0 }
     }
 }

@@ -176,14 +176,15 @@ public final class PostgresDatabase {
     /// read in the open transaction (and after a statement failed, which
     /// may have moved them).
     var sandboxBaseline: PostgresSandbox.Baseline?
-    /// The check after each of the script's statements that opsh's tables'
-    /// names still lead to them (``PostgresHomeTables``, 27x); found as the
-    /// session opens, nil while the database has no opsh schema.
-    var homeTables: PostgresHomeTables?
-    /// What the last check of them that passed saw.
-    var homeBaseline: PostgresHomeTables.Baseline?
-    /// Above 0 while opsh runs its own statements (``ownStatements(_:)``).
-    var ownStatementDepth = 0
+    /// The schema opsh's own statements name its tables in
+    /// (``PostgresHomeSchema``, 27x); found as the session opens, nil
+    /// while the database has no opsh schema.
+    var homeSchema: PostgresHomeSchema?
+    /// True while a script's statement runs (``scriptStatements(_:)``):
+    /// its text is run as written; every other statement is opsh's own.
+    var runsScript = false
+    /// Texts of opsh's own statements, rewritten and qualified.
+    var rewrittenOwn: [String: PostgresPlaceholders] = [:]
 
     /// Connects and checks the schema: an empty database gets opsh's
     /// schema with ``Options/create``; a database with tables but no opsh
@@ -290,7 +291,7 @@ public final class PostgresDatabase {
         }
         // Before any statement of a script: the schema the migrations made
         // the tables in.
-        homeTables = try PostgresHomeTables(on: connection)
+        homeSchema = try PostgresHomeSchema(on: connection)
     }
 
     /// Lua migrations' names carry this prefix, as on SQLite.
@@ -301,7 +302,7 @@ public final class PostgresDatabase {
     }
 
     func readApplied() throws -> [String] {
-        try connection.query("SELECT identifier FROM opsh_migrations ORDER BY identifier").rows.compactMap {
+        try connection.query(ownText("SELECT identifier FROM opsh_migrations ORDER BY identifier")).rows.compactMap {
             if case let .text(name) = $0[0] { return name }
             return nil
         }
@@ -319,11 +320,11 @@ public final class PostgresDatabase {
             try connection.simpleQuery("BEGIN")
             do {
                 _ = try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
-                try connection.simpleQuery(PostgresMigrations.bookkeeping)
-                let done = try connection.query("SELECT 1 FROM opsh_migrations WHERE identifier = $1", [.text(name)])
+                try connection.simpleQuery(ownText(PostgresMigrations.bookkeeping))
+                let done = try connection.query(ownText("SELECT 1 FROM opsh_migrations WHERE identifier = $1"), [.text(name)])
                 if done.rows.isEmpty {
                     try connection.simpleQuery(sql)
-                    _ = try connection.query("INSERT INTO opsh_migrations (identifier) VALUES ($1)", [.text(name)])
+                    _ = try connection.query(ownText("INSERT INTO opsh_migrations (identifier) VALUES ($1)"), [.text(name)])
                     applied.append(name)
                 }
                 try connection.simpleQuery("COMMIT")
@@ -335,7 +336,7 @@ public final class PostgresDatabase {
         appliedMigrations = try readApplied()
         knownTallyRelations = nil
         knownTimeColumns = nil
-        if homeTables == nil { homeTables = try PostgresHomeTables(on: connection) }
+        if homeSchema == nil { homeSchema = try PostgresHomeSchema(on: connection) }
         return applied
     }
 
@@ -460,16 +461,30 @@ public final class PostgresDatabase {
         }
     }
 
+    /// The statement with PostgreSQL's placeholders; opsh's own statements
+    /// also with their names of opsh's tables qualified (``PostgresHomeSchema``).
     func rewrite(_ sql: String) throws -> PostgresPlaceholders {
-        if let known = rewritten[sql] { return known }
+        let qualifier = runsScript ? nil : homeSchema?.qualifier
+        if let known = qualifier == nil ? rewritten[sql] : rewrittenOwn[sql] { return known }
         let statement: PostgresPlaceholders
         do {
-            statement = try PostgresPlaceholders(rewriting: sql)
+            statement = try PostgresPlaceholders(rewriting: sql, qualifying: qualifier)
         } catch let failure as PostgresPlaceholders.Failure {
             throw PostgresStoreError.statement(failure.description)
         }
-        if rewritten.count < 1024 { rewritten[sql] = statement }
+        if qualifier == nil {
+            if rewritten.count < 1024 { rewritten[sql] = statement }
+        } else if rewrittenOwn.count < 1024 {
+            rewrittenOwn[sql] = statement
+        }
         return statement
+    }
+
+    /// An own statement's text sent to the connection directly (native
+    /// `$n` placeholders), qualified as ``rewrite(_:)`` qualifies.
+    func ownText(_ sql: String) -> String {
+        guard let qualifier = homeSchema?.qualifier else { return sql }
+        return (try? PostgresPlaceholders(rewriting: sql, qualifying: qualifier).sql) ?? sql
     }
 
     private func bind(_ statement: PostgresPlaceholders, _ arguments: Arguments, sql: String) throws -> [PostgresValue] {
@@ -485,14 +500,11 @@ public final class PostgresDatabase {
     private func autocommit(_ sql: String, _ parameters: [PostgresValue],
                             eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         let result: PostgresResult
-        let homeCheck = homeTablesStep()
         do {
             if options.readOnly {
                 result = try readOnly(sql, parameters, eachRow: eachRow)
             } else if countsCommits {
-                result = try counted(sql, parameters, checking: homeCheck, eachRow: eachRow)
-            } else if let homeCheck {
-                result = try checked(sql, parameters, homeCheck, eachRow: eachRow)
+                result = try counted(sql, parameters, eachRow: eachRow)
             } else {
                 result = try connection.query(sql, parameters, eachRow: eachRow)
             }
@@ -537,10 +549,6 @@ public final class PostgresDatabase {
         // A statement ended opsh's transaction: nothing more runs in it.
         if connection.transactionStatus == .idle { throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded }
         var steps: [(sql: String, parameters: [PostgresValue])] = [("SAVEPOINT opsh_statement", []), (sql, parameters)]
-        // A script's statement: opsh's tables' names still lead to them
-        // (PostgresHomeTables), checked before the savepoint is released.
-        let homeCheck = homeTablesStep()
-        if let homeCheck { steps.append(homeCheck.step(against: homeBaseline)) }
         // --sandbox: the check before the savepoint is released (PostgresSandbox).
         let sandboxIndex = steps.count
         let sandboxCheck = try sandboxStep()
@@ -552,7 +560,6 @@ public final class PostgresDatabase {
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
         var results: [PostgresResult]
         var checked: [PostgresValue] = []
-        var homeRow: [PostgresValue] = []
         var handedRows = false
         do {
             var readings: [[PostgresValue]] = []
@@ -562,21 +569,14 @@ public final class PostgresDatabase {
                     try eachRow(row)
                 } else if step == reading { readings.append(try row.values()) }
                 else if step == sandboxIndex, sandboxCheck != nil { checked = try row.values() }
-                else if step == 2, homeCheck != nil { homeRow = try row.values() }
             }
             if results.count > reading { results[reading].rows = readings }
         } catch let error as PostgresError {
             // A statement that failed may have written the catalog first.
             sandboxBaseline = nil
             let refusal = sandboxCheck != nil && error.step == sandboxIndex ? PostgresSandbox.refusal(in: error) : nil
-            let homeRefusal = error.step == 2 ? homeCheck?.refusal(in: error) : nil
-            // (Any other failure of the checks is rolled back too, below.)
+            // (Any other failure of the check is rolled back too, below.)
             switch connection.transactionStatus {
-            case .failed where homeRefusal != nil:
-                // The statement made a name of opsh's tables lead elsewhere:
-                // rolled back to its savepoint, the transaction goes on.
-                try rollBackStatement(relations)
-                throw PostgresStoreError.homeTableRefused(homeRefusal!, sql: sql)
             case .failed where refusal != nil:
                 // The check refused the statement: rolled back to its
                 // savepoint (what it changed set aside), the transaction goes on.
@@ -634,7 +634,6 @@ public final class PostgresDatabase {
             measure = current
         }
         if let baseline = sandboxBaseline, sandboxCheck != nil { sandboxBaseline = PostgresSandbox.advanced(baseline, by: checked) }
-        if homeCheck != nil { homeBaseline = PostgresHomeTables.baseline(from: homeRow) }
         try afterStatement(sql, results[1].commandTag)
         return results[1]
     }
@@ -651,19 +650,23 @@ public final class PostgresDatabase {
         }
     }
 
-    /// The check after a script's statement (``PostgresHomeTables``); nil
-    /// for opsh's own statements and before the schema exists.
-    func homeTablesStep() -> PostgresHomeTables? {
-        ownStatementDepth == 0 ? homeTables : nil
+    /// Runs `body`, whose statements are a script's (the `db` module's
+    /// SQL, a watch's query, `db.copy`'s table): run as written, their
+    /// names looked up as the session's `search_path` says.
+    func scriptStatements<T>(_ body: () throws -> T) rethrows -> T {
+        let outer = runsScript
+        runsScript = true
+        defer { runsScript = outer }
+        return try body()
     }
 
     /// Runs `body`, whose statements are opsh's own fixed texts (the
-    /// repositories', a key's, a read-back): they are not checked as a
-    /// script's are (``PostgresHomeTables``), for nothing in them can make
-    /// a name lead elsewhere.
+    /// repositories', a key's, a read-back), even inside a script's call:
+    /// their names of opsh's tables are qualified (``PostgresHomeSchema``).
     func ownStatements<T>(_ body: () throws -> T) rethrows -> T {
-        ownStatementDepth += 1
-        defer { ownStatementDepth -= 1 }
+        let outer = runsScript
+        runsScript = false
+        defer { runsScript = outer }
         return try body()
     }
 
@@ -1002,7 +1005,7 @@ public final class PostgresDatabase {
     /// trip). A statement PostgreSQL runs only outside a transaction block
     /// (VACUUM, CREATE INDEX CONCURRENTLY: SQLSTATE 25001, refused before
     /// it does anything) runs alone, uncounted: it changes no rows.
-    private func counted(_ sql: String, _ parameters: [PostgresValue], checking homeCheck: PostgresHomeTables?,
+    private func counted(_ sql: String, _ parameters: [PostgresValue],
                          eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
         var attempts = 0
         var handedRows = false
@@ -1012,8 +1015,7 @@ public final class PostgresDatabase {
                 let relations = try tallyRelations()
                 let (result, changed) = try CommitTally.around(
                     sql, parameters, on: connection, relations: relations, flushes: serverFlushesStatistics,
-                    nothingPending: flushedAtExchange == connection.exchangeCount,
-                    check: homeCheck?.step(against: homeBaseline), checkRow: { [unowned self] in homeBaseline = PostgresHomeTables.baseline(from: $0) }
+                    nothingPending: flushedAtExchange == connection.exchangeCount
                 ) {
                     handedRows = true
                     try eachRow($0)
@@ -1021,9 +1023,6 @@ public final class PostgresDatabase {
                 if serverFlushesStatistics { flushedAtExchange = connection.exchangeCount }
                 if connection.transactionStatus == .idle { committed.add(changed) }
                 return result
-            } catch let error as PostgresError where error.step == 2 && homeCheck?.refusal(in: error) != nil {
-                // Rolled back with its implicit transaction: nothing of it counted.
-                throw PostgresStoreError.homeTableRefused(homeCheck!.refusal(in: error)!, sql: sql)
             } catch let error as PostgresError where error.step == 1 {
                 if error.code == "25001", !handedRows { return try connection.query(sql, parameters, eachRow: eachRow) }
                 // Again only when no row was handed out: the caller would see them twice.
@@ -1038,36 +1037,6 @@ public final class PostgresDatabase {
                 // pipeline's last step): the statement alone, uncounted.
                 return try connection.query(sql, parameters)
             }
-        }
-    }
-
-    /// A script's statement outside a transaction, uncounted, with the
-    /// check of opsh's tables' names after it in its implicit transaction
-    /// (one round trip): a refusal rolls the statement back with it. A
-    /// statement PostgreSQL runs only outside a transaction block, and a
-    /// COPY (only a pipeline's last step), run alone, unchecked: neither
-    /// makes a name lead elsewhere.
-    func checked(_ sql: String, _ parameters: [PostgresValue], _ homeCheck: PostgresHomeTables,
-                 eachRow: (PostgresDataRow) throws -> Void) throws -> PostgresResult {
-        var handedRows = false
-        do {
-            var checkedRow: [PostgresValue] = []
-            let result = try connection.pipeline([(sql, parameters), homeCheck.step(against: homeBaseline)]) { step, row in
-                if step == 0 {
-                    handedRows = true
-                    try eachRow(row)
-                } else {
-                    checkedRow = try row.values()
-                }
-            }[0]
-            homeBaseline = PostgresHomeTables.baseline(from: checkedRow)
-            return result
-        } catch let error as PostgresError where error.step == 1 && homeCheck.refusal(in: error) != nil {
-            throw PostgresStoreError.homeTableRefused(homeCheck.refusal(in: error)!, sql: sql)
-        } catch let error as PostgresError where error.step == 0 && error.code == "25001" && !handedRows {
-            return try connection.query(sql, parameters, eachRow: eachRow)
-        } catch PostgresClientError.unsupported {
-            return try connection.query(sql, parameters, eachRow: eachRow)
         }
     }
 
@@ -1384,10 +1353,6 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     /// `--sandbox`: the statement wrote the catalog or a scheme's build
     /// command; rolled back (``PostgresSandbox``). The reason, and the SQL.
     case sandboxRefused(String, sql: String)
-    /// The statement made the name of one of opsh's tables lead to another
-    /// relation (a TEMP table, a schema first on the `search_path`); rolled
-    /// back (``PostgresHomeTables``). The reason, and the SQL.
-    case homeTableRefused(String, sql: String)
     /// A write ``PostgresDatabase/send(_:_:origin:)`` deferred failed when
     /// it ran: where the script sent it (`file:line:`), and the server's
     /// error with its SQL. It and every write sent after it were dropped.
@@ -1438,8 +1403,6 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         case .dryRunEnded:
             "--dry-run: the dry run's transaction was rolled back when a statement tried to commit it; nothing more runs in it (start again with --dry-run)"
         case let .sandboxRefused(reason, sql):
-            "\(reason); the statement was rolled back: \(sql)"
-        case let .homeTableRefused(reason, sql):
             "\(reason); the statement was rolled back: \(sql)"
         case let .deferredWriteFailed(origin, failure):
             "the write sent at \(origin ?? "an earlier call") failed: \(failure); it and the writes sent after it were not kept"

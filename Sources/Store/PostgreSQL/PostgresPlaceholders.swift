@@ -71,9 +71,31 @@ public struct PostgresPlaceholders: Sendable, Equatable {
     /// PostgreSQL's limit on a statement's parameters.
     static let maximum = 65_535
 
-    /// Rewrites `sql`; a statement without placeholders comes back as it is.
-    public init(rewriting sql: String) throws {
+    /// Names of opsh's schema to write schema-qualified in opsh's own
+    /// statements (``PostgresHomeSchema``): a table's name where a table
+    /// is named (after `FROM`, `JOIN`, `INTO`, `UPDATE`, `TABLE`, `ON`,
+    /// `REFERENCES`, `EXISTS`, `TRUNCATE`, `LOCK`), a function's before
+    /// its `(`; never a name after or before a `.` (a column's table, or a
+    /// name qualified already), nor one inside a literal, quoted text or
+    /// comment. Plain or quoted, as the schema folds it (lower case).
+    public struct Qualifier: Sendable, Equatable {
+        /// The schema, quoted, and its `.`.
+        let prefix: [UInt8]
+        let tables: Set<String>
+        let functions: Set<String>
+
+        public init(schema quoted: String, tables: [String], functions: [String]) {
+            prefix = Array((quoted + ".").utf8)
+            self.tables = Set(tables.map { $0.lowercased() })
+            self.functions = Set(functions.map { $0.lowercased() })
+        }
+    }
+
+    /// Rewrites `sql`; a statement without placeholders comes back as it
+    /// is. With `qualifier`, its names of opsh's schema are qualified too.
+    public init(rewriting sql: String, qualifying qualifier: Qualifier? = nil) throws {
         var scanner = Scanner(Array(sql.utf8))
+        scanner.qualifier = qualifier
         let (rewritten, sources) = try scanner.rewrite(original: sql)
         self.sql = rewritten
         self.sources = sources
@@ -128,6 +150,12 @@ private struct Scanner {
     var codeSinceEnd = false
     /// The first placeholder out of range, thrown once the scan is done.
     var failure: PostgresPlaceholders.Failure?
+    var qualifier: PostgresPlaceholders.Qualifier?
+    /// The word just before, upper-cased, when nothing but space came
+    /// after it: a table's name is qualified only after a keyword that
+    /// names a table.
+    var previousWord: String?
+    static let beforeTable: Set<String> = ["FROM", "JOIN", "INTO", "UPDATE", "TABLE", "ON", "REFERENCES", "EXISTS", "TRUNCATE", "LOCK"]
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
@@ -160,6 +188,8 @@ private struct Scanner {
             let startsComment = (byte == UInt8(ascii: "-") && peek(1) == UInt8(ascii: "-"))
                 || (byte == UInt8(ascii: "/") && peek(1) == UInt8(ascii: "*"))
             if !startsComment, !Self.isSpace(byte), byte != UInt8(ascii: ";") { codeSinceEnd = true }
+            let wordBefore = previousWord
+            if !startsComment, !Self.isSpace(byte), !Self.isNameStart(byte) { previousWord = nil }
             switch byte {
             case UInt8(ascii: "'"):
                 // E'…' (or e'…') allows backslash escapes; the prefix letter
@@ -168,7 +198,12 @@ private struct Scanner {
                     && (index < 2 || !Self.isNamePart(bytes[index - 2]))
                 copy(through: endOfQuoted(from: index, quote: byte, backslashEscapes: escapes))
             case UInt8(ascii: "\""):
-                copy(through: endOfQuoted(from: index, quote: byte, backslashEscapes: false))
+                let end = endOfQuoted(from: index, quote: byte, backslashEscapes: false)
+                if let qualifier, end - index >= 2, bytes[end - 1] == byte {
+                    let name = String(decoding: bytes[(index + 1)..<(end - 1)], as: UTF8.self).replacingOccurrences(of: "\"\"", with: "\"")
+                    qualify(name, qualifier, end: end, wordBefore: wordBefore, folded: false)
+                }
+                copy(through: end)
             case UInt8(ascii: "-") where peek(1) == UInt8(ascii: "-"):
                 copy(through: endOfLineComment(from: index))
             case UInt8(ascii: "/") where peek(1) == UInt8(ascii: "*"):
@@ -190,7 +225,10 @@ private struct Scanner {
                     // A whole word: a `$` or quote inside it belongs to it.
                     var end = index + 1
                     while end < bytes.count, Self.isNamePart(bytes[end]) { end += 1 }
+                    let word = String(decoding: bytes[index..<end], as: UTF8.self)
+                    if let qualifier { qualify(word, qualifier, end: end, wordBefore: wordBefore, folded: true) }
                     copy(through: end)
+                    previousWord = word.uppercased()
                 } else {
                     output.append(byte)
                     index += 1
@@ -200,6 +238,20 @@ private struct Scanner {
         if let failure { throw failure }
         if sawNative && !sources.isEmpty { throw PostgresPlaceholders.Failure.mixed(sql: original) }
         return (String(decoding: output, as: UTF8.self), sources)
+    }
+
+    /// Writes the schema before the name at `index` (ending at `end`)
+    /// when it names one of opsh's tables or functions (``PostgresPlaceholders/Qualifier``).
+    mutating func qualify(_ name: String, _ qualifier: PostgresPlaceholders.Qualifier, end: Int, wordBefore: String?, folded: Bool) {
+        let key = folded ? name.lowercased() : name
+        if let last = output.last(where: { !Self.isSpace($0) }), last == UInt8(ascii: ".") { return }
+        var next = end
+        while next < bytes.count, Self.isSpace(bytes[next]) { next += 1 }
+        let following = next < bytes.count ? bytes[next] : nil
+        if following == UInt8(ascii: ".") { return }
+        let isTable = qualifier.tables.contains(key) && wordBefore.map(Self.beforeTable.contains) == true
+        let isFunction = qualifier.functions.contains(key) && following == UInt8(ascii: "(")
+        if isTable || isFunction { output.append(contentsOf: qualifier.prefix) }
     }
 
     /// One past the closing quote (the end of the text when unclosed: the

@@ -59,8 +59,9 @@ public protocol WireStatements: AnyObject {
     /// Runs one statement with the session's rules; each row to `rows`, in place.
     func run(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome
     /// Runs one of Store's own statements (a fixed text: a repository's
-    /// read-back, a key's) as ``run(_:_:rows:)`` does, without the check a
-    /// script's statement gets after it (PostgreSQL's `PostgresHomeTables`).
+    /// read-back, a key's) as ``run(_:_:rows:)`` does, naming opsh's tables
+    /// in their schema, where a script's statement is run as written
+    /// (PostgreSQL's `PostgresHomeSchema`).
     func runOwn(_ sql: String, _ arguments: SQLArguments, rows: (RowSource) throws -> Void) throws -> StatementOutcome
     /// Runs a script of several statements given without values, all or
     /// nothing; the rows the last one changed.

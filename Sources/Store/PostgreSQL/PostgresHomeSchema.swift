@@ -1,0 +1,63 @@
+import PostgresWire
+
+/// Where opsh's tables are, so that opsh's own statements reach them
+/// whatever the script does to its session.
+///
+/// On PostgreSQL an unqualified name is looked up along the session's
+/// `search_path`, and the session's TEMP schema comes first: a repair
+/// script's staging copy (`CREATE TEMP TABLE projects AS SELECT * FROM
+/// projects`), a `SET search_path` (or `set_config` in a query, a function
+/// that sets it, `SET ROLE` with a `"$user"` schema) would otherwise stand
+/// in for opsh's tables in `projects.update`, a key, a cleanup, a
+/// migration's bookkeeping (scripts/reliability-attacks.md, 27x).
+///
+/// **How.** opsh's own statements (every statement the session runs but a
+/// script's: ``PostgresDatabase/scriptStatements(_:)``) are written with
+/// this schema before the names of opsh's tables and functions, once per
+/// text as its placeholders are rewritten (``PostgresPlaceholders/Qualifier``).
+/// The server's own lookup then has nothing to choose: a TEMP table or a
+/// schema first on the path takes none of opsh's reads or writes. A
+/// script's statements are run as written, so its names mean what the
+/// session's path says, as in psql (its TEMP copy is its own).
+///
+/// The schema is the one `opsh_migrations` is in when the session opens,
+/// before any statement of a script (or right after the migrations made
+/// it). It costs nothing per statement: the check after each script
+/// statement that this replaced cost about 22 µs (BENCHMARKS.md).
+struct PostgresHomeSchema {
+    /// The schema's name, as the server quotes it.
+    let quotedName: String
+    let qualifier: PostgresPlaceholders.Qualifier
+
+    /// The built-in migrations' tables and the bookkeeping of both kinds
+    /// of migrations.
+    static var tables: [String] {
+        StoreMigrations.builtInTables + ["opsh_migrations", ExternalMigrations.checksumTable]
+    }
+
+    /// Where `opsh_migrations` is found now (a TEMP one left out); nil
+    /// when the database has none.
+    init?(on connection: PostgresConnection) throws {
+        let found = try connection.query("""
+            SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text),
+                   (SELECT pg_catalog.array_agg(p.proname::pg_catalog.text) FROM pg_catalog.pg_proc p
+                    WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid AND p.proname::pg_catalog.text LIKE 'opsh\\_%')
+            FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+            WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('opsh_migrations')
+              AND c.relnamespace OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
+            """).rows.first
+        guard let found, case let .text(name) = found[0] else { return nil }
+        quotedName = name
+        var functions: [String] = []
+        if case let .text(array) = found[1] {
+            functions = array.trimmingPrefix("{").dropLast().split(separator: ",").map(String.init)
+        }
+        qualifier = PostgresPlaceholders.Qualifier(schema: name, tables: Self.tables, functions: functions)
+    }
+
+    /// `table` qualified with the schema when it is one of opsh's tables
+    /// (a name for `to_regclass` or a COPY); any other name as it is.
+    func qualified(_ table: String) -> String {
+        qualifier.tables.contains(table.lowercased()) ? "\(quotedName).\(SQLDialect.postgresql.quote(table))" : table
+    }
+}
