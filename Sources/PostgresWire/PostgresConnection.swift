@@ -638,7 +638,10 @@ public final class PostgresConnection {
             guard step.parameters.count <= 65_535 else {
                 throw PostgresClientError.unsupported("\(step.parameters.count) parameters: the protocol carries at most 65,535 per statement")
             }
-            if index < steps.count - 1, step.sql.drop(while: \.isWhitespace).prefix(4).lowercased() == "copy" {
+            // (The first byte first: a statement that starts with neither
+            // space nor c is no COPY, and this runs for every step.)
+            if index < steps.count - 1, step.sql.utf8.first.map({ $0 == UInt8(ascii: "c") || $0 == UInt8(ascii: "C") || $0 <= 32 }) == true,
+               step.sql.drop(while: \.isWhitespace).prefix(4).lowercased() == "copy" {
                 // A COPY FROM STDIN would read the next step's Bind as its
                 // data: the server ends the session (FATAL 08P01).
                 throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")

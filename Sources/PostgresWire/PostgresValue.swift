@@ -108,8 +108,11 @@ public struct PostgresResult: Sendable, Equatable {
     /// fetched or copied: the tag's last number (nil for a tag without one,
     /// such as `CREATE TABLE`).
     public var affectedRows: Int? {
-        guard let last = commandTag.split(separator: " ").last, commandTag.contains(" ") else { return nil }
-        return Int(last)
+        // By bytes: read after each statement (String's contains(_:) is
+        // Foundation's locale-aware search).
+        let bytes = commandTag.utf8
+        guard let space = bytes.lastIndex(of: UInt8(ascii: " ")) else { return nil }
+        return Int(Substring(bytes[bytes.index(after: space)...]))
     }
 
     /// The first row's first value: for `SELECT count(*) …` and the like.
