@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+/// PostgreSQL only (SQLite has no search_path): opsh's tables named in
+/// their schema (27x) leave the rest of an own statement — its operators,
+/// functions, types — to the session's `search_path`, and pg_catalog is
+/// searched first only when the path does not name it. A script's `SET
+/// search_path = evil, pg_catalog, public` put its own `=` and its own
+/// server counters before the built-in ones (scripts/reliability-attacks.md,
+/// 28e, 28f).
+@Suite struct OwnSearchPathTests {
+    static let insertTwo = """
+        INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+        VALUES ('com.a', 'A', 'A', 'u', 0), ('com.b', 'B', 'B', 'u', 0)
+        """
+    static let path = "db.exec('SET search_path = evil, pg_catalog, public')"
+
+    /// An operator `evil.=` that holds for every pair of texts: the
+    /// script's own query reads it (the control: the shadow is real, its
+    /// count of a name nobody has is every row), and `projects.delete`
+    /// after it deletes its one project, outside and inside a transaction;
+    /// the script's path is its own again after each.
+    @Test func anOperatorFirstOnTheSearchPathDoesNotSteerTheRepositories() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("""
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+            """)
+        let run = try sandbox.opsh(["-e", """
+            \(Self.path)
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            print(projects.delete('com.a'))
+            print(db.value('SHOW search_path'))
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            """], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "2\ntrue\nevil, pg_catalog, public\n1\n", "\(run.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
+
+        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        let inTransaction = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              \(Self.path)
+              print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+              print(projects.delete('com.a'))
+              db.send("UPDATE projects SET name = 'sent' WHERE bundleIdentifier = 'nobody'")
+              print(projects.get('com.b').name)
+            end)
+            """], on: database)
+        #expect(inTransaction.status == 0, "\(inTransaction.stderr)")
+        // The script's db.send ran with its own path (its `=` held for both rows left).
+        #expect(inTransaction.stdout == "3\ntrue\nsent\n", "\(inTransaction.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier || ':' || name FROM public.projects ORDER BY 1") == "com.b:sent\ncom.c:sent")
+    }
+}
