@@ -55,4 +55,40 @@ import Testing
         #expect(inTransaction.stdout == "3\ntrue\nsent\n", "\(inTransaction.stdout)")
         #expect(try database.sql("SELECT bundleIdentifier || ':' || name FROM public.projects ORDER BY 1") == "com.b:sent\ncom.c:sent")
     }
+
+    /// Functions `evil.pg_stat_get_xact_tuples_*` that count nothing: the
+    /// script's own read of the counter is 0 (the control: the shadow is
+    /// real), and its DELETE of 20 rows is still refused by `--max-changes
+    /// 5` and reported by `--dry-run`; without the cap it deletes them.
+    @Test func countersFirstOnTheSearchPathDoNotHideARunsChanges() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+            SELECT 'com.' || g, 'A', 'A', 'u', 0 FROM generate_series(1, 20) g;
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_inserted(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_updated(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_deleted(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            """)
+        let delete = """
+            \(Self.path)
+            db.exec('DELETE FROM projects')
+            print('read', db.value("SELECT pg_stat_get_xact_tuples_deleted('public.projects'::regclass)"))
+            """
+        let capped = try sandbox.opsh(["--max-changes", "5", "-e", delete], on: database)
+        #expect(capped.status == 1, "\(capped.stdout)")
+        #expect(capped.stdout == "read\t0\n", "the script reads its own counter: \(capped.stdout)")
+        #expect(capped.stderr.contains("the run changed 20 rows (projects: 20 deleted), more than its limit of 5"), "\(capped.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        let dry = try sandbox.opsh(["--dry-run", "-e", delete], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("projects: 0 inserted, 0 updated, 20 deleted"), "\(dry.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        let control = try sandbox.opsh(["--max-changes", "20", "-e", delete], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(try database.count("public.projects") == 0)
+    }
 }

@@ -1274,7 +1274,7 @@ public final class PostgresDatabase {
     /// transaction id, which it does at the first write or row lock).
     public func transactionHasWritten() throws -> Bool {
         guard depth > 0 else { return false }
-        return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
+        return try connection.query("SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
     }
 
     /// Whether a shell chunk is open and has not written yet (not in a dry
