@@ -91,4 +91,33 @@ import Testing
         #expect(control.status == 0, "\(control.stderr)")
         #expect(try database.count("public.projects") == 0)
     }
+
+    /// A schema named as the role (the default path's `"$user"`, first on
+    /// every new connection's path) made by an earlier script, with a
+    /// `builds` table of its own: a new connection's unqualified `builds`
+    /// is that table (the control: the shadow is real), and `jobs.enqueue`,
+    /// whose queue runs on connections of its own, still queues the build
+    /// in opsh's table, where `builds.get` finds it.
+    @Test func aSchemaNamedAsTheRoleDoesNotTakeTheJobManagersWrites() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.a', 'A', 'A', 'u', 0);
+            INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand) VALUES ('s1', 'com.a', 'S', 'true')
+            """)
+        let role = try database.sql("SELECT current_user")
+        let made = try sandbox.opsh(["-e", """
+            db.exec('CREATE SCHEMA "\(role)"')
+            db.exec('CREATE TABLE "\(role)".builds (LIKE public.builds INCLUDING ALL)')
+            """], on: database)
+        #expect(made.status == 0, "\(made.stderr)")
+        let found = try database.sql("SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass('builds')")
+        #expect(found == role || found == "\"\(role)\"", "a new connection's builds: \(found)")
+
+        let queued = try sandbox.opsh(["-e", "local b = jobs.enqueue{ scheme = 's1', version = 'v1' } print(builds.get(b.id).status)"], on: database)
+        #expect(queued.status == 0, "\(queued.stderr)")
+        #expect(queued.stdout == "queued\n", "\(queued.stdout)")
+        #expect(try database.count("public.builds") == 1)
+        #expect(try database.count("\"\(role)\".builds") == 0)
+    }
 }
