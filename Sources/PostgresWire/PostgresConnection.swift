@@ -377,7 +377,14 @@ public final class PostgresConnection {
             throw PostgresClientError.unsupported("\(parameters.count) parameters: the protocol carries at most 65,535 per statement")
         }
         if let first = askPrelude() {
-            return try pipeline([(sql, parameters)], prelude: first) { _, row in try eachRow(row) }[0]
+            do {
+                return try pipeline([(sql, parameters)], prelude: first) { _, row in try eachRow(row) }[0]
+            } catch let error as PostgresError where error.code == "25001" && transactionStatus == .idle {
+                // A statement that runs only alone (VACUUM, CREATE INDEX
+                // CONCURRENTLY), refused before it ran, and the step with it:
+                // the step alone, then the statement alone.
+                _ = try pipeline([first], prelude: nil) { _, _ in }
+            }
         }
         let key = StatementKey(sql: sql, parameterTypes: parameters.map(\.parameterTypeOID))
         if let statement = statements[key] {
