@@ -2,8 +2,10 @@
 /// results are not read yet.
 public struct PipelineInFlight {
     let plan: [PostgresConnection.PlannedStep]
+    /// The ``PostgresConnection/prelude``'s steps first in it.
+    let hidden: Int
     /// Its steps.
-    public var count: Int { plan.count }
+    public var count: Int { plan.count - hidden }
 }
 
 /// Pipelines whose results are read later: the caller writes the next
@@ -37,7 +39,8 @@ extension PostgresConnection {
                 throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")
             }
         }
-        return PipelineInFlight(plan: try writePipeline(steps))
+        let first = askPrelude()
+        return PipelineInFlight(plan: try writePipeline(first.map { [$0] + steps } ?? steps), hidden: first == nil ? 0 : 1)
     }
 
     /// Reads the results of the oldest pipeline sent with
@@ -48,7 +51,7 @@ extension PostgresConnection {
     public func receivePipeline(_ inFlight: PipelineInFlight,
                                 eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
         do {
-            return try readPipeline(inFlight.plan, eachRow: eachRow)
+            return try readPipeline(inFlight.plan, hidden: inFlight.hidden, eachRow: eachRow)
         } catch let stale as StaleFirstStep {
             throw stale.error
         }

@@ -212,6 +212,22 @@ public final class PostgresConnection {
     /// Its error is the call's.
     public var beforeNextCall: (() throws -> Void)?
 
+    /// Asked as each pipeline or extended-protocol statement is about to
+    /// be written (``query(_:_:)``, ``pipeline(_:)``, ``sendPipeline(_:)``;
+    /// after ``beforeNextCall``): a step to run first in the same exchange,
+    /// or nil. The step is hidden from the caller: its rows and result are
+    /// dropped, and step numbers (`eachRow`'s, ``PostgresError/step``) are
+    /// the caller's own. opsh's session pins its `search_path` this way
+    /// for its own statements (PostgresOwnPath).
+    public var prelude: (() -> (sql: String, parameters: [PostgresValue])?)?
+
+    /// How many times the server may have rolled back on this connection:
+    /// each `ROLLBACK` command tag (a ROLLBACK, ROLLBACK TO SAVEPOINT, a
+    /// COMMIT of a failed transaction) and each error. A setting made in a
+    /// transaction is undone when it rolls back: a caller that keeps track
+    /// of what it set compares this count.
+    public internal(set) var rollbackCount = 0
+
     /// How many statements are prepared on the server now.
     public var preparedStatementCount: Int { statements.count }
 
@@ -359,6 +375,16 @@ public final class PostgresConnection {
         try checkUsable(sql)
         guard parameters.count <= 65_535 else {
             throw PostgresClientError.unsupported("\(parameters.count) parameters: the protocol carries at most 65,535 per statement")
+        }
+        if let first = askPrelude() {
+            do {
+                return try pipeline([(sql, parameters)], prelude: first) { _, row in try eachRow(row) }[0]
+            } catch let error as PostgresError where error.code == "25001" && transactionStatus == .idle {
+                // A statement that runs only alone (VACUUM, CREATE INDEX
+                // CONCURRENTLY), refused before it ran, and the step with it:
+                // the step alone, then the statement alone.
+                _ = try pipeline([first], prelude: nil) { _, _ in }
+            }
         }
         let key = StatementKey(sql: sql, parameterTypes: parameters.map(\.parameterTypeOID))
         if let statement = statements[key] {
@@ -647,9 +673,23 @@ public final class PostgresConnection {
                 throw PostgresClientError.unsupported("COPY in a pipeline: only as its last step (step \(index) of \(steps.count))")
             }
         }
+        return try pipeline(steps, prelude: askPrelude(), eachRow: eachRow)
+    }
+
+    /// The ``prelude``'s step, unless the transaction has failed: then only
+    /// a rollback runs, and the step waits for the next call.
+    func askPrelude() -> (sql: String, parameters: [PostgresValue])? {
+        transactionStatus == .failed ? nil : prelude?()
+    }
+
+    /// ``pipeline(_:eachRow:)`` with `first` (the ``prelude``'s step, hidden) before `steps`.
+    private func pipeline(_ steps: [(sql: String, parameters: [PostgresValue])], prelude first: (sql: String, parameters: [PostgresValue])?,
+                          eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+        let all = first.map { [$0] + steps } ?? steps
+        let hidden = first == nil ? 0 : 1
         var delivered = false
         do {
-            return try runPipeline(steps) { step, row in
+            return try runPipeline(all, hidden: hidden) { step, row in
                 delivered = true
                 try eachRow(step, row)
             }
@@ -657,7 +697,7 @@ public final class PostgresConnection {
             // Forgotten already; nothing ran: prepare it again in a new run.
             // (Rows handed out before the failure cannot be taken back.)
             guard !delivered else { throw stale.error }
-            return try runPipeline(steps, eachRow: eachRow)
+            return try runPipeline(all, hidden: hidden, eachRow: eachRow)
         }
     }
 
@@ -693,10 +733,10 @@ public final class PostgresConnection {
         let fresh: FreshStatement?
     }
 
-    private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])],
+    private func runPipeline(_ steps: [(sql: String, parameters: [PostgresValue])], hidden: Int,
                              eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
         let plan = try writePipeline(steps)
-        return try readPipeline(plan, eachRow: eachRow)
+        return try readPipeline(plan, hidden: hidden, eachRow: eachRow)
     }
 
     /// Writes a pipeline's messages and its Sync: its plan, to read its
@@ -740,8 +780,10 @@ public final class PostgresConnection {
         return plan
     }
 
-    /// Reads the results of a pipeline ``writePipeline(_:)`` sent.
-    func readPipeline(_ plan: [PlannedStep], eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
+    /// Reads the results of a pipeline ``writePipeline(_:)`` sent; its
+    /// first `hidden` steps (a ``prelude``'s) are left out of what the
+    /// caller sees.
+    func readPipeline(_ plan: [PlannedStep], hidden: Int = 0, eachRow: (Int, PostgresDataRow) throws -> Void) throws -> [PostgresResult] {
         let caching = statementCacheCapacity > 0
         return try exchange {
             var results: [PostgresResult] = []
@@ -779,9 +821,9 @@ public final class PostgresConnection {
                         throw PostgresClientError.protocolViolation("a row for a statement that returns none")
                     }
                     try PostgresDataRow.check(body, layout: layout)
-                    guard rowFailure == nil else { continue readLoop }
+                    guard rowFailure == nil, index >= hidden else { continue readLoop }
                     do {
-                        try eachRow(index, PostgresDataRow(layout: layout, body: body))
+                        try eachRow(index - hidden, PostgresDataRow(layout: layout, body: body))
                     } catch {
                         rowFailure = error
                     }
@@ -824,14 +866,18 @@ public final class PostgresConnection {
             evictStatements(keeping: statementCacheCapacity)
 
             if let rowFailure { throw rowFailure }
-            guard let failure else { return results }
+            let shown = Array(results.dropFirst(min(hidden, results.count)))
+            guard let failure else { return shown }
             var error = PostgresError(fields: failure.fields, sql: plan[failure.step].sql)
-            error.step = failure.step
-            error.completedCommandTags = results.prefix(failure.step).map(\.commandTag)
+            error.step = max(failure.step - hidden, 0)
+            error.completedCommandTags = shown.prefix(max(failure.step - hidden, 0)).map(\.commandTag)
             let failed = plan[failure.step]
             if let statement = failed.cached, error.code == "0A000" || error.code == "26000" {
                 if statements[failed.key] === statement { forgetStale(failed.key, code: error.code) }
-                if failure.step == 0, transactionStatus == .idle { throw StaleFirstStep(error: error) }
+                // Stale at the first step (or the hidden one before it) outside a
+                // transaction block: nothing ran (the hidden step's setting was
+                // rolled back with the implicit transaction).
+                if failure.step <= hidden, transactionStatus == .idle { throw StaleFirstStep(error: error) }
                 if error.hint == nil {
                     error.hint = "The statement is prepared again when it next runs; roll back (to the savepoint) first."
                 }
@@ -975,10 +1021,16 @@ public final class PostgresConnection {
     /// The next message that is not a notice, a notification or a parameter
     /// change (those are kept as they pass). Its body is valid until the
     /// next call.
+    /// A command tag that starts with `ROLLBACK`.
+    static func isRollbackTag(_ body: UnsafeRawBufferPointer) -> Bool {
+        body.count >= 8 && body.prefix(8).elementsEqual("ROLLBACK".utf8)
+    }
+
     func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
         while true {
             guard let (type, body) = try readFrame(deadline: nil) else { continue }
             if try handleAsynchronous(type, body) { continue }
+            if type == Backend.errorResponse || (type == Backend.commandComplete && Self.isRollbackTag(body)) { rollbackCount &+= 1 }
             return (type, body)
         }
     }

@@ -21,6 +21,11 @@ extension PostgresDatabase {
     /// Lua table or a file. The copy is rolled back to its savepoint
     /// either way: the transaction goes on.
     func copy(_ request: CopyRequest, reportingServerErrors: Bool) throws -> Int {
+        // A script's copy with its search_path, opsh's own with the pinned one (PostgresOwnPath).
+        try sending(request.namedByScript ? .script : .own) { try copyWithPath(request, reportingServerErrors: reportingServerErrors) }
+    }
+
+    private func copyWithPath(_ request: CopyRequest, reportingServerErrors: Bool) throws -> Int {
         try reconnectIfLost()
         statementCount += 1
         if depth > 0 { return try copyUnderSavepoint(request, reportingServerErrors) }

@@ -63,12 +63,20 @@ public final class PostgresBuildQueue: BuildStore, @unchecked Sendable {
     ///   row locked, and a take-back skips a locked row, for as long as it
     ///   stays stopped. The queue's own transactions are a few statements
     ///   with nothing waited on between them.
-    public init(url: PostgresURL, counted: PostgresWritesElsewhere? = nil, idleInTransactionLimit: Double? = nil) throws {
+    ///
+    /// - parameter searchPath: a session's pinned path (``PostgresOwnPath``):
+    ///   the queue's statements name opsh's tables unqualified, and a new
+    ///   connection's path is the role's and database's, which a script may
+    ///   have given a schema of its own first (a schema named as the role,
+    ///   `"$user"`; `ALTER ROLE … SET search_path`): `jobs.enqueue` wrote
+    ///   such a schema's `builds` (scripts/reliability-attacks.md, 28g).
+    public init(url: PostgresURL, counted: PostgresWritesElsewhere? = nil, idleInTransactionLimit: Double? = nil,
+                searchPath: String? = nil) throws {
         self.url = url
         self.counted = counted
-        settings = idleInTransactionLimit.map {
+        settings = (idleInTransactionLimit.map {
             [(name: "idle_in_transaction_session_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")]
-        } ?? []
+        } ?? []) + (searchPath.map { [(name: "search_path", value: $0)] } ?? [])
         idle.append(try PostgresConnection(url: url, settings: settings))
     }
 

@@ -29,9 +29,11 @@ enum CommitTally {
     /// them), so nothing of them is kept to count.
     static func relations(on connection: PostgresConnection) throws -> Relations {
         let result = try connection.query("""
-            SELECT c.oid::bigint, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-              AND n.nspname !~ '^pg_toast' AND n.nspname !~ '^pg_temp_'
+            SELECT c.oid::pg_catalog.int8, c.relname::pg_catalog.text
+            FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+            WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,m}'::pg_catalog."char"[])
+              AND n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema}'::pg_catalog.name[])
+              AND n.nspname OPERATOR(pg_catalog.!~) '^pg_toast' AND n.nspname OPERATOR(pg_catalog.!~) '^pg_temp_'
             """)
         var names: [Int64: String] = [:]
         for row in result.rows {
@@ -49,17 +51,27 @@ enum CommitTally {
     /// rows just before it is emptied in the transaction's own setting
     /// `opsh.truncated` ("oid:rows,…"), which the server undoes with the
     /// transaction or savepoint that set it: those rows read as deleted.
+    ///
+    /// Every name in it is qualified (functions, operators, types): it runs
+    /// right after a script's statement, with the search_path the script
+    /// left, where a function `s.pg_stat_get_xact_tuples_deleted` first on
+    /// the path would otherwise count nothing (28f).
     private static func counters(where condition: String = "true") -> String {
         """
-          SELECT o::bigint, pg_stat_get_xact_tuples_inserted(o) AS i, pg_stat_get_xact_tuples_updated(o) AS u,
-                 pg_stat_get_xact_tuples_deleted(o) AS d
-          FROM unnest($1::text::oid[]) o WHERE \(condition)
+          SELECT o::pg_catalog.int8, pg_catalog.pg_stat_get_xact_tuples_inserted(o) AS i,
+                 pg_catalog.pg_stat_get_xact_tuples_updated(o) AS u, pg_catalog.pg_stat_get_xact_tuples_deleted(o) AS d
+          FROM pg_catalog.unnest($1::pg_catalog.text::pg_catalog.oid[]) o WHERE \(condition)
           UNION ALL
-          SELECT split_part(note, ':', 1)::bigint, 0, 0, split_part(note, ':', 2)::bigint
-          FROM unnest(string_to_array(current_setting('opsh.truncated', true), ',')) note
-          WHERE note <> '' AND \(condition)
+          SELECT pg_catalog.split_part(note, ':', 1)::pg_catalog.int8, 0, 0, pg_catalog.split_part(note, ':', 2)::pg_catalog.int8
+          FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.current_setting('opsh.truncated', true), ',')) note
+          WHERE note OPERATOR(pg_catalog.<>) '' AND \(condition)
         """
     }
+
+    /// `i + u + d > 0`, qualified.
+    static let counted = "((i OPERATOR(pg_catalog.+) u) OPERATOR(pg_catalog.+) d) OPERATOR(pg_catalog.>) 0"
+    /// The transaction has written (it has an id), qualified.
+    static let written = "pg_catalog.txid_current_if_assigned() IS NOT NULL"
 
     /// The trigger function that notes a table's rows before TRUNCATE
     /// empties it (see ``counters(where:)``), and its trigger on each of
@@ -82,7 +94,7 @@ enum CommitTally {
     }
 
     /// Only tables with counts come back (most have none).
-    static let reading = "SELECT * FROM (\(counters())) counts WHERE i + u + d > 0"
+    static let reading = "SELECT * FROM (\(counters())) counts WHERE \(counted)"
 
     static func step(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
         (reading, [.text(relations.oids)])
@@ -94,7 +106,7 @@ enum CommitTally {
     /// per table. An empty result then means "as at the transaction's
     /// start".
     static let readingOnceWritten =
-        "SELECT * FROM (\(counters(where: "txid_current_if_assigned() IS NOT NULL"))) counts WHERE i + u + d > 0"
+        "SELECT * FROM (\(counters(where: written))) counts WHERE \(counted)"
 
     static func stepOnceWritten(_ relations: Relations) -> (sql: String, parameters: [PostgresValue]) {
         (readingOnceWritten, [.text(relations.oids)])
@@ -111,9 +123,9 @@ enum CommitTally {
     /// statement, so a query costs one step more, not two.
     static let readingOnceWrittenThenFlush = """
         WITH written AS MATERIALIZED (
-          SELECT pg_stat_force_next_flush() WHERE txid_current_if_assigned() IS NOT NULL)
-        SELECT counts.* FROM written, (\(counters(where: "txid_current_if_assigned() IS NOT NULL"))) counts
-        WHERE i + u + d > 0
+          SELECT pg_catalog.pg_stat_force_next_flush() WHERE \(written))
+        SELECT counts.* FROM written, (\(counters(where: written))) counts
+        WHERE \(counted)
         """
 
     /// A reading's counts, tables with none left out.

@@ -128,6 +128,11 @@ extension PostgresDatabase {
     /// reads the batch sent before it, which the server has run meanwhile
     /// (or is running: the client made this batch while it did).
     private func sendBatch() throws {
+        // A script's writes: its search_path (PostgresOwnPath).
+        try sending(.script) { try sendBatchOfScript() }
+    }
+
+    private func sendBatchOfScript() throws {
         let batch = deferredWrites
         deferredWrites.removeAll(keepingCapacity: true)
         guard connection.transactionStatus == .inTransaction || batchInFlight != nil else {
@@ -164,6 +169,10 @@ extension PostgresDatabase {
     /// Writes again, at once, in one round trip (what came before a
     /// failed write in its batch).
     private func runDeferred(_ writes: ArraySlice<DeferredWrite>) throws {
+        try sending(.script) { try runDeferredOfScript(writes) }
+    }
+
+    private func runDeferredOfScript(_ writes: ArraySlice<DeferredWrite>) throws {
         guard !writes.isEmpty else { return }
         guard connection.transactionStatus == .inTransaction else {
             throw dryRunning ? PostgresStoreError.dryRunEnded : PostgresStoreError.transactionEnded

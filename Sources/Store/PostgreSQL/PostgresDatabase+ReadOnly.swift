@@ -20,7 +20,7 @@ import PostgresWire
 extension PostgresDatabase {
     /// Whether the transaction has written: the server gives it an id at
     /// its first write.
-    static let wroteCheck = "SELECT txid_current_if_assigned() IS NOT NULL"
+    static let wroteCheck = "SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL"
 
     /// `--read-only` outside a transaction: the statement in a read-only
     /// transaction, with the commit guard and under a savepoint (inside a

@@ -44,7 +44,7 @@ extension PostgresDatabase {
     /// `opsh runner` has: the job manager's threads never share the
     /// session's connection.
     public func makeBuildStore() throws -> any BuildStore {
-        try PostgresBuildQueue(url: url, counted: writesElsewhere)
+        try PostgresBuildQueue(url: url, counted: writesElsewhere, searchPath: ownPath?.pinnedPath)
     }
 
     /// No database file to put them beside: opsh's data folder of the

@@ -148,7 +148,9 @@ struct PostgresCatalog: DatabaseCatalog {
     var connection: PostgresConnection { database.connection }
 
     private func texts(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [[String]] {
-        try connection.query(sql, parameters).rows.map { row in
+        // What the script's SQL would name: read with its search_path
+        // (PostgresOwnPath).
+        try database.sending(.script) { try connection.query(sql, parameters) }.rows.map { row in
             row.map { value in
                 switch value {
                 case .null: ""

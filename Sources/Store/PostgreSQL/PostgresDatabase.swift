@@ -179,7 +179,14 @@ public final class PostgresDatabase {
     /// The schema opsh's own statements name its tables in
     /// (``PostgresHomeSchema``, 27x); found as the session opens, nil
     /// while the database has no opsh schema.
-    var homeSchema: PostgresHomeSchema?
+    var homeSchema: PostgresHomeSchema? {
+        didSet { ownPath = homeSchema.map { PostgresOwnPath(home: $0) } }
+    }
+    /// The search_path opsh's own statements run with (``PostgresOwnPath``, 28e).
+    var ownPath: PostgresOwnPath?
+    /// What the statements being sent need of the search_path; the
+    /// connection's ``PostgresConnection/prelude`` asks.
+    var pathNeed: PostgresOwnPath.Need = .none
     /// True while a script's statement runs (``scriptStatements(_:)``):
     /// its text is run as written; every other statement is opsh's own.
     var runsScript = false
@@ -205,7 +212,25 @@ public final class PostgresDatabase {
         currentCanceller = Locked(connection.canceller)
         if options.lockTimeout != nil { lockWitness = LockWitness(url: url) }
         watchLocks()
+        askForPath()
         try prepareSchema()
+    }
+
+    /// The connection asks, as it writes each statement, for the step
+    /// that sets the search_path its kind needs (``PostgresOwnPath``).
+    private func askForPath() {
+        let connection = connection
+        connection.prelude = { [unowned self, unowned connection] in
+            self.ownPath?.step(for: self.pathNeed, on: connection)
+        }
+    }
+
+    /// Runs `body` sending statements of kind `need` (``PostgresOwnPath``).
+    func sending<T>(_ need: PostgresOwnPath.Need, _ body: () throws -> T) rethrows -> T {
+        let outer = pathNeed
+        pathNeed = need
+        defer { pathNeed = outer }
+        return try body()
     }
 
     private static func connect(_ url: PostgresURL, _ options: Options,
@@ -250,6 +275,7 @@ public final class PostgresDatabase {
         connection = fresh
         currentCanceller.withLock { $0 = fresh.canceller }
         watchLocks()
+        askForPath()
         sandboxBaseline = nil
         onReconnect?("the connection to \(label) was lost (the server restarted or ended the session); connected again (server process \(fresh.processID))")
     }
@@ -409,6 +435,11 @@ public final class PostgresDatabase {
         statementCount += 1
         lockWitness?.reset()
         let result: PostgresResult
+        // opsh's own statement with the search_path pinned, a script's with
+        // its own (PostgresOwnPath).
+        let outerNeed = pathNeed
+        pathNeed = runsScript ? .script : .own
+        defer { pathNeed = outerNeed }
         do {
             if depth > 0 {
                 result = try underSavepoint(statement.sql, parameters, eachRow: eachRow)
@@ -1243,7 +1274,7 @@ public final class PostgresDatabase {
     /// transaction id, which it does at the first write or row lock).
     public func transactionHasWritten() throws -> Bool {
         guard depth > 0 else { return false }
-        return try connection.query("SELECT txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
+        return try connection.query("SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL").scalar == .bool(true)
     }
 
     /// Whether a shell chunk is open and has not written yet (not in a dry

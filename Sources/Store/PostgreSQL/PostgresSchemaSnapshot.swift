@@ -28,33 +28,44 @@ struct PostgresSchemaSnapshot {
     /// (``catalogWrites(on:)``) when the snapshot was taken.
     let catalogWrites: Int64
 
+    /// Every name qualified (functions, operators, types): the snapshot is
+    /// read after a script's statements, with the search_path they left
+    /// (28f).
     static let query = """
-        SELECT c.oid::bigint, c.relkind::text, c.relname::text, coalesce(owner.relname, c.relname)::text,
-               md5(concat_ws('|', c.relname, c.relnamespace, c.reltype, c.relowner, c.relam, c.relacl, c.reloptions,
+        SELECT c.oid::pg_catalog.int8, c.relkind::pg_catalog.text, c.relname::pg_catalog.text,
+               COALESCE(owner.relname, c.relname)::pg_catalog.text,
+               pg_catalog.md5(pg_catalog.concat_ws('|', c.relname, c.relnamespace, c.reltype, c.relowner, c.relam, c.relacl, c.reloptions,
                              c.relpersistence, c.relnatts, c.relchecks, c.relhasrules, c.relhastriggers, c.relrowsecurity,
                              c.relforcerowsecurity, c.relispartition, c.relreplident,
-                             (SELECT string_agg(concat_ws(':', a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
-                                                          a.attisdropped, a.atthasdef, a.attidentity, a.attgenerated), ','
+                             (SELECT pg_catalog.string_agg(pg_catalog.concat_ws(':', a.attnum, a.attname, a.atttypid, a.atttypmod,
+                                                          a.attnotnull, a.attisdropped, a.atthasdef, a.attidentity, a.attgenerated), ','
                                                 ORDER BY a.attnum)
-                              FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)))
-        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-        LEFT JOIN pg_catalog.pg_index x ON x.indexrelid = c.oid
-        LEFT JOIN pg_catalog.pg_class owner ON owner.oid = x.indrelid
-        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'i', 'f')
-          AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast' AND n.nspname !~ '^pg_temp_'
+                              FROM pg_catalog.pg_attribute a
+                              WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum OPERATOR(pg_catalog.>) 0)))
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+        LEFT JOIN pg_catalog.pg_index x ON x.indexrelid OPERATOR(pg_catalog.=) c.oid
+        LEFT JOIN pg_catalog.pg_class owner ON owner.oid OPERATOR(pg_catalog.=) x.indrelid
+        WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,i,f}'::pg_catalog."char"[])
+          AND \(userSchema("n.nspname")) AND n.nspname OPERATOR(pg_catalog.!~) '^pg_toast'
         UNION ALL
-        SELECT -t.oid::bigint, 'T', t.tgname::text, c.relname::text, t.xmin::text
-        FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
-        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-        WHERE NOT t.tgisinternal
-          AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_temp_'
+        SELECT (OPERATOR(pg_catalog.-) t.oid::pg_catalog.int8), 'T', t.tgname::pg_catalog.text, c.relname::pg_catalog.text,
+               t.xmin::pg_catalog.text
+        FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+        JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+        WHERE NOT t.tgisinternal AND \(userSchema("n.nspname"))
         UNION ALL
-        SELECT -(p.oid::bigint + 4294967296), 'F' || p.prokind::text, p.proname::text, p.proname::text, p.xmin::text
-        FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_temp_'
+        SELECT (OPERATOR(pg_catalog.-) (p.oid::pg_catalog.int8 OPERATOR(pg_catalog.+) 4294967296)),
+               pg_catalog.concat('F', p.prokind), p.proname::pg_catalog.text, p.proname::pg_catalog.text, p.xmin::pg_catalog.text
+        FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+        WHERE \(userSchema("n.nspname"))
         UNION ALL
-        SELECT 0, 'C', '', '', (\(catalogWritesQuery))::text
+        SELECT 0, 'C', '', '', (\(catalogWritesQuery))::pg_catalog.text
         """
+
+    /// `schema` is not a system schema nor a session's temporary one.
+    private static func userSchema(_ schema: String) -> String {
+        "\(schema) OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema}'::pg_catalog.name[]) AND \(schema) OPERATOR(pg_catalog.!~) '^pg_temp_'"
+    }
 
     /// The rows this backend's open transaction (and its earlier ones not
     /// yet flushed to the shared statistics) wrote in the server's catalog:
@@ -62,9 +73,11 @@ struct PostgresSchemaSnapshot {
     /// transaction, so two readings in one differ exactly when it wrote
     /// the catalog in between.
     static let catalogWritesQuery = """
-        SELECT coalesce(sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) + pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-                            + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::bigint
-        FROM pg_catalog.pg_class c WHERE c.relnamespace = 'pg_catalog'::pg_catalog.regnamespace AND c.relkind = 'r'
+        SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid)
+                                       OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+                                       OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::pg_catalog.int8
+        FROM pg_catalog.pg_class c
+        WHERE c.relnamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace AND c.relkind OPERATOR(pg_catalog.=) 'r'
         """
 
     static func catalogWrites(on connection: PostgresConnection) throws -> Int64 {

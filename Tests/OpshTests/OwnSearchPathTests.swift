@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+
+/// PostgreSQL only (SQLite has no search_path): opsh's tables named in
+/// their schema (27x) leave the rest of an own statement — its operators,
+/// functions, types — to the session's `search_path`, and pg_catalog is
+/// searched first only when the path does not name it. A script's `SET
+/// search_path = evil, pg_catalog, public` put its own `=` and its own
+/// server counters before the built-in ones (scripts/reliability-attacks.md,
+/// 28e, 28f).
+@Suite struct OwnSearchPathTests {
+    static let insertTwo = """
+        INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+        VALUES ('com.a', 'A', 'A', 'u', 0), ('com.b', 'B', 'B', 'u', 0)
+        """
+    static let path = "db.exec('SET search_path = evil, pg_catalog, public')"
+
+    /// An operator `evil.=` that holds for every pair of texts: the
+    /// script's own query reads it (the control: the shadow is real, its
+    /// count of a name nobody has is every row), and `projects.delete`
+    /// after it deletes its one project, outside and inside a transaction;
+    /// the script's path is its own again after each.
+    @Test func anOperatorFirstOnTheSearchPathDoesNotSteerTheRepositories() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("""
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+            """)
+        let run = try sandbox.opsh(["-e", """
+            \(Self.path)
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            print(projects.delete('com.a'))
+            print(db.value('SHOW search_path'))
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            """], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "2\ntrue\nevil, pg_catalog, public\n1\n", "\(run.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
+
+        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        let inTransaction = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              \(Self.path)
+              print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+              print(projects.delete('com.a'))
+              db.send("UPDATE projects SET name = 'sent' WHERE bundleIdentifier = 'nobody'")
+              print(projects.get('com.b').name)
+            end)
+            """], on: database)
+        #expect(inTransaction.status == 0, "\(inTransaction.stderr)")
+        // The script's db.send ran with its own path (its `=` held for both rows left).
+        #expect(inTransaction.stdout == "3\ntrue\nsent\n", "\(inTransaction.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier || ':' || name FROM public.projects ORDER BY 1") == "com.b:sent\ncom.c:sent")
+    }
+
+    /// Functions `evil.pg_stat_get_xact_tuples_*` that count nothing: the
+    /// script's own read of the counter is 0 (the control: the shadow is
+    /// real), and its DELETE of 20 rows is still refused by `--max-changes
+    /// 5` and reported by `--dry-run`; without the cap it deletes them.
+    @Test func countersFirstOnTheSearchPathDoNotHideARunsChanges() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+            SELECT 'com.' || g, 'A', 'A', 'u', 0 FROM generate_series(1, 20) g;
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_inserted(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_updated(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            CREATE FUNCTION evil.pg_stat_get_xact_tuples_deleted(oid) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            """)
+        let delete = """
+            \(Self.path)
+            db.exec('DELETE FROM projects')
+            print('read', db.value("SELECT pg_stat_get_xact_tuples_deleted('public.projects'::regclass)"))
+            """
+        let capped = try sandbox.opsh(["--max-changes", "5", "-e", delete], on: database)
+        #expect(capped.status == 1, "\(capped.stdout)")
+        #expect(capped.stdout == "read\t0\n", "the script reads its own counter: \(capped.stdout)")
+        #expect(capped.stderr.contains("the run changed 20 rows (projects: 20 deleted), more than its limit of 5"), "\(capped.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        let dry = try sandbox.opsh(["--dry-run", "-e", delete], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("projects: 0 inserted, 0 updated, 20 deleted"), "\(dry.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        let control = try sandbox.opsh(["--max-changes", "20", "-e", delete], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(try database.count("public.projects") == 0)
+    }
+
+    /// A schema named as the role (the default path's `"$user"`, first on
+    /// every new connection's path) made by an earlier script, with a
+    /// `builds` table of its own: a new connection's unqualified `builds`
+    /// is that table (the control: the shadow is real), and `jobs.enqueue`,
+    /// whose queue runs on connections of its own, still queues the build
+    /// in opsh's table, where `builds.get` finds it.
+    @Test func aSchemaNamedAsTheRoleDoesNotTakeTheJobManagersWrites() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt) VALUES ('com.a', 'A', 'A', 'u', 0);
+            INSERT INTO schemes (id, projectBundleIdentifier, name, buildCommand) VALUES ('s1', 'com.a', 'S', 'true')
+            """)
+        let role = try database.sql("SELECT current_user")
+        let made = try sandbox.opsh(["-e", """
+            db.exec('CREATE SCHEMA "\(role)"')
+            db.exec('CREATE TABLE "\(role)".builds (LIKE public.builds INCLUDING ALL)')
+            """], on: database)
+        #expect(made.status == 0, "\(made.stderr)")
+        let found = try database.sql("SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass('builds')")
+        #expect(found == role || found == "\"\(role)\"", "a new connection's builds: \(found)")
+
+        let queued = try sandbox.opsh(["-e", "local b = jobs.enqueue{ scheme = 's1', version = 'v1' } print(builds.get(b.id).status)"], on: database)
+        #expect(queued.status == 0, "\(queued.stderr)")
+        #expect(queued.stdout == "queued\n", "\(queued.stdout)")
+        #expect(try database.count("public.builds") == 1)
+        #expect(try database.count("\"\(role)\".builds") == 0)
+    }
+}
