@@ -52,40 +52,51 @@ typedef struct {
     size_t length, capacity;
 } held_rows;
 
-static int hold(held_rows *held, const void *data, size_t size) {
-    if (held->capacity - held->length < size) {
+// Room for `size` more held bytes (NULL when memory ran out): one check a
+// value, the copy's loop being the hot part of a slow loop's copy.
+static inline unsigned char *held_room(held_rows *held, size_t size) {
+    if (__builtin_expect(held->capacity - held->length < size, 0)) {
         size_t capacity = held->capacity ? held->capacity : 64 << 10;
         while (capacity - held->length < size) capacity *= 2;
         unsigned char *grown = realloc(held->bytes, capacity);
-        if (!grown) return 0;
+        if (!grown) return NULL;
         held->bytes = grown;
         held->capacity = capacity;
     }
-    if (size) memcpy(held->bytes + held->length, data, size);
-    held->length += size;
-    return 1;
+    return held->bytes + held->length;
 }
 
 // Holds the value of `column` (of `type`) and returns the bytes the copy
 // counts for it (its text's or BLOB's, 8 for a number), or 0 when memory
 // ran out.
-static size_t hold_value(held_rows *held, sqlite3_stmt *source, int column, int type) {
-    unsigned char kind = (unsigned char)type;
-    if (!hold(held, &kind, 1)) return 0;
-    if (type == SQLITE_INTEGER) {
-        sqlite3_int64 integer = sqlite3_column_int64(source, column);
-        return hold(held, &integer, sizeof integer) ? 8 : 0;
-    }
-    if (type == SQLITE_FLOAT) {
-        double real = sqlite3_column_double(source, column);
-        return hold(held, &real, sizeof real) ? 8 : 0;
+static inline size_t hold_value(held_rows *held, sqlite3_stmt *source, int column, int type) {
+    unsigned char *at;
+    if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
+        if (!(at = held_room(held, 9))) return 0;
+        if (type == SQLITE_INTEGER) {
+            sqlite3_int64 integer = sqlite3_column_int64(source, column);
+            memcpy(at + 1, &integer, 8);
+        } else {
+            double real = sqlite3_column_double(source, column);
+            memcpy(at + 1, &real, 8);
+        }
+        at[0] = (unsigned char)type;
+        held->length += 9;
+        return 8;
     }
     if (type == SQLITE_TEXT || type == SQLITE_BLOB) {
         const void *data = type == SQLITE_TEXT ? (const void *)sqlite3_column_text(source, column) : sqlite3_column_blob(source, column);
         size_t size = (size_t)sqlite3_column_bytes(source, column);
-        if ((!data && size) || !hold(held, &size, sizeof size) || !hold(held, data, size)) return 0;
+        if ((!data && size) || !(at = held_room(held, 1 + sizeof size + size))) return 0;
+        at[0] = (unsigned char)type;
+        memcpy(at + 1, &size, sizeof size);
+        if (size) memcpy(at + 1 + sizeof size, data, size);
+        held->length += 1 + sizeof size + size;
         return size ? size : 8;
     }
+    if (!(at = held_room(held, 1))) return 0;
+    at[0] = SQLITE_NULL;
+    held->length += 1;
     return 8;
 }
 

@@ -82,6 +82,8 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
 /// abandoned without a word: the loop reads the rows it committed, then
 /// the rows of the batch whose write failed (held in memory, see
 /// OPSH_ROWS_COPY_BATCH_BYTES), then the rest from its statement, still
-/// open on its snapshot (28c). What follows `slot[0]`, in order, waits in
-/// `slot[2]` and `slot[3]` (`slot` holds four; `slot[1]` is the cursor's).
+/// open on its snapshot (28c); a copy that cannot even begin returns 0,
+/// and the loop steps its statement as before. What follows `slot[0]`, in
+/// order, waits in `slot[2]` and `slot[3]` (`slot` holds four; `slot[1]`
+/// is the cursor's).
 int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);
