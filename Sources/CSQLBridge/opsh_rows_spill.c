@@ -66,18 +66,21 @@ static inline unsigned char *held_room(held_rows *held, size_t size) {
     return held->bytes + held->length;
 }
 
-// Holds the value of `column` (of `type`) and returns the bytes the copy
-// counts for it (its text's or BLOB's, 8 for a number), or 0 when memory
-// ran out.
-static inline size_t hold_value(held_rows *held, sqlite3_stmt *source, int column, int type) {
+// Holds `value` (of `type`, already bound to the copy's insert, which
+// copied it) and returns the bytes the copy counts for it (its text's or
+// BLOB's, 8 for a number), or 0 when memory ran out. Read through the
+// value, not the statement's column calls: a text's bytes come as they
+// are, in UTF-8 (its length asked first, sqlite3_value_bytes converts),
+// without the copy sqlite3_value_text makes to end them with a NUL.
+static inline size_t hold_value(held_rows *held, sqlite3_value *value, int type) {
     unsigned char *at;
     if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
         if (!(at = held_room(held, 9))) return 0;
         if (type == SQLITE_INTEGER) {
-            sqlite3_int64 integer = sqlite3_column_int64(source, column);
+            sqlite3_int64 integer = sqlite3_value_int64(value);
             memcpy(at + 1, &integer, 8);
         } else {
-            double real = sqlite3_column_double(source, column);
+            double real = sqlite3_value_double(value);
             memcpy(at + 1, &real, 8);
         }
         at[0] = (unsigned char)type;
@@ -85,8 +88,8 @@ static inline size_t hold_value(held_rows *held, sqlite3_stmt *source, int colum
         return 8;
     }
     if (type == SQLITE_TEXT || type == SQLITE_BLOB) {
-        const void *data = type == SQLITE_TEXT ? (const void *)sqlite3_column_text(source, column) : sqlite3_column_blob(source, column);
-        size_t size = (size_t)sqlite3_column_bytes(source, column);
+        size_t size = (size_t)sqlite3_value_bytes(value);
+        const void *data = sqlite3_value_blob(value);
         if ((!data && size) || !(at = held_room(held, 1 + sizeof size + size))) return 0;
         at[0] = (unsigned char)type;
         memcpy(at + 1, &size, sizeof size);
@@ -209,13 +212,15 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     sqlite3_int64 committed = 0, rows_copied = 0;
     while (copied < most && (code = sqlite3_step(source)) == SQLITE_ROW) {
         for (int column = 0; column < columns; column++) {
-            size_t counted = hold_value(&held, source, column, sqlite3_column_type(source, column));
+            sqlite3_value *value = sqlite3_column_value(source, column);
+            int type = sqlite3_value_type(value);
+            sqlite3_bind_value(insert, column + 1, value);
+            size_t counted = hold_value(&held, value, type);
             if (!counted) {
                 free(held.bytes);
                 return spill_failed(L, slot, route, NULL, copy, insert);
             }
             copied += counted;
-            sqlite3_bind_value(insert, column + 1, sqlite3_column_value(source, column));
         }
         copied += OPSH_ROWS_COPY_ROW_BYTES;
         rows_copied++;
