@@ -23,6 +23,11 @@
 #define OPSH_ROWS_COPY_LEAST_MOST ((size_t)64 << 20)
 #define OPSH_ROWS_COPY_ROW_BYTES 16
 
+/// The copy commits a batch at a time, counted as its most is: the rows of
+/// a batch are held in memory (this much, and one row more) until their
+/// commit, so that a write that fails gives them back (28c).
+#define OPSH_ROWS_COPY_BATCH_BYTES ((size_t)1 << 20)
+
 /// The loop's flag when its statement can never be overdue (not on the
 /// read connection, or already a copy).
 extern const int opsh_rows_never_overdue;
@@ -72,5 +77,13 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
 /// (another kind) is the loop's only after them: the copy's first step
 /// with OPSH_ROWS_COPY_THEN_FAIL set, its words pushed. A rest longer than
 /// the copy's most (see OPSH_ROWS_COPY_LEAST_MOST) is copied up to it and
-/// the statement, still open, goes to `slot[2]` (`slot` holds three).
+/// the statement, still open, is read after the copy. A copy that cannot
+/// be written (the temporary directory full, a file-size limit) is
+/// abandoned without a word: the loop reads the rows it committed, then
+/// the rows of the batch whose write failed (held in memory, see
+/// OPSH_ROWS_COPY_BATCH_BYTES), then the rest from its statement, still
+/// open on its snapshot (28c); a copy that cannot even begin returns 0,
+/// and the loop steps its statement as before. What follows `slot[0]`, in
+/// order, waits in `slot[2]` and `slot[3]` (`slot` holds four; `slot[1]`
+/// is the cursor's).
 int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);

@@ -493,12 +493,14 @@ static int rows_next(lua_State *L) {
     }
     if (!code) code = sqlite3_step(statement);
     // (A row's path compares once, as before: ROW first.)
-    if (__builtin_expect(code != SQLITE_ROW, 0) && code == SQLITE_DONE && state->slot[2]) {
-        // The copy held only the first part of the rest (its most,
-        // opsh_rows_spill.h): the loop reads on from its statement, still open.
+    while (__builtin_expect(code != SQLITE_ROW, 0) && code == SQLITE_DONE && state->slot[2]) {
+        // The copy held only the first part of the rest (its most, or a
+        // write failed: opsh_rows_spill.h): the loop reads on from the next
+        // part, at last from its statement, still open.
         opsh_sql_reader_finalize_cursor(reader, statement);
         statement = state->slot[0] = state->slot[2];
-        state->slot[2] = NULL;
+        state->slot[2] = state->slot[3];
+        state->slot[3] = NULL;
         code = sqlite3_step(statement);
     }
     if (code == SQLITE_ROW) {

@@ -280,8 +280,10 @@ final class SQLCursor: TransactionBoundCursor {
     /// The statement, where the C iterator finds it; nil once finalized.
     /// The second slot is set once ``closeAtItsEnd()`` closed it: the
     /// iterator then refuses to go on rather than end the loop quietly.
-    /// The third holds the loop's own statement, still open, while the
-    /// first is a copy of part of its rest (`opsh_rows_spill.h`).
+    /// The third and fourth hold what the loop reads after the first, in
+    /// order, while the first is a copy of part of its rest: the rows a
+    /// failed copy held, the loop's own statement, still open
+    /// (`opsh_rows_spill.h`).
     let statement: UnsafeMutablePointer<OpaquePointer?>
     /// Registry slot of the rows' shape (owned by ``RowShapes``).
     let shapeSlot: Int32
@@ -297,19 +299,22 @@ final class SQLCursor: TransactionBoundCursor {
     /// without the reader's lock (`opsh_reader.h`).
     init(statement: OpaquePointer?, shapeSlot: Int32, reader: ReadConnection?, firstStep: Int32 = 0) {
         self.firstStep = firstStep
-        self.statement = .allocate(capacity: 3)
+        self.statement = .allocate(capacity: 4)
         self.statement.initialize(to: statement)
         (self.statement + 1).initialize(to: nil)
         (self.statement + 2).initialize(to: nil)
+        (self.statement + 3).initialize(to: nil)
         self.shapeSlot = shapeSlot
         self.reader = reader
         if let reader, let statement { reader.lending { _ in opsh_sql_reader_cursor_opened(reader.snapshot, statement) } }
     }
 
     func close() {
-        if let rest = statement[2], let reader {
-            statement[2] = nil
-            opsh_sql_reader_finalize_cursor(reader.snapshot, rest)
+        for part in 2...3 {
+            if let rest = statement[part], let reader {
+                statement[part] = nil
+                opsh_sql_reader_finalize_cursor(reader.snapshot, rest)
+            }
         }
         guard let open = statement.pointee else { return }
         statement.pointee = nil
@@ -328,7 +333,7 @@ final class SQLCursor: TransactionBoundCursor {
 
     deinit {
         close()
-        statement.deinitialize(count: 3)
+        statement.deinitialize(count: 4)
         statement.deallocate()
     }
 }
