@@ -21,6 +21,26 @@ static char *copy_sql(const char *format, const char *column_format, const char 
     return sql;
 }
 
+// Opens `filename` (":memory:", or "" for a temporary file), runs
+// `setup` then `CREATE TABLE <table>(c0, c1, …)<end>`, and prepares the
+// INSERT of one row into it. 0 (with *db and *insert left for the caller
+// to close) when any step fails.
+static int open_copy_table(const char *filename, const char *setup, const char *table, int columns, const char *end,
+                           sqlite3 **db, sqlite3_stmt **insert) {
+    char head[96], into[96];
+    snprintf(head, sizeof head, "%sCREATE TABLE %s(", setup, table);
+    snprintf(into, sizeof into, "INSERT INTO %s VALUES (", table);
+    char *create = copy_sql(head, "%sc%d", ", ", columns, end);
+    char *insert_sql = copy_sql(into, "%s?", ", ", columns, ")");
+    int ok = create && insert_sql
+        && sqlite3_open_v2(filename, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK
+        && sqlite3_exec(*db, create, NULL, NULL, NULL) == SQLITE_OK
+        && sqlite3_prepare_v2(*db, insert_sql, -1, insert, NULL) == SQLITE_OK;
+    free(create);
+    free(insert_sql);
+    return ok;
+}
+
 static size_t file_size(const char *path) {
     struct stat status;
     return path && *path && stat(path, &status) == 0 ? (size_t)status.st_size : 0;
@@ -109,12 +129,7 @@ static inline size_t hold_value(held_rows *held, sqlite3_value *value, int type)
 static sqlite3_stmt *held_rows_statement(const held_rows *held, int columns) {
     sqlite3 *memory = NULL;
     sqlite3_stmt *insert = NULL, *rows = NULL;
-    char *create = copy_sql("CREATE TABLE held(", "%sc%d", ", ", columns, "); BEGIN");
-    char *insert_sql = copy_sql("INSERT INTO held VALUES (", "%s?", ", ", columns, ")");
-    int ok = create && insert_sql
-        && sqlite3_open_v2(":memory:", &memory, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK
-        && sqlite3_exec(memory, create, NULL, NULL, NULL) == SQLITE_OK
-        && sqlite3_prepare_v2(memory, insert_sql, -1, &insert, NULL) == SQLITE_OK;
+    int ok = open_copy_table(":memory:", "", "held", columns, "); BEGIN", &memory, &insert);
     for (size_t at = 0; ok && at < held->length;) {
         for (int column = 1; column <= columns; column++) {
             unsigned char type = held->bytes[at++];
@@ -144,8 +159,6 @@ static sqlite3_stmt *held_rows_statement(const held_rows *held, int columns) {
     }
     ok = ok && sqlite3_exec(memory, "COMMIT", NULL, NULL, NULL) == SQLITE_OK
         && sqlite3_prepare_v2(memory, "SELECT * FROM held ORDER BY rowid", -1, &rows, NULL) == SQLITE_OK;
-    free(create);
-    free(insert_sql);
     sqlite3_finalize(insert);
     if (!ok) {
         sqlite3_finalize(rows);
@@ -181,14 +194,8 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     // that file, so a long result costs disk, not memory. Its journal is
     // in memory: a batch whose write fails is rolled back without the
     // disk, to the copy as it was at its last commit.
-    char *create = copy_sql("PRAGMA journal_mode = MEMORY; PRAGMA cache_size = -512; BEGIN; CREATE TABLE copied(", "%sc%d", ", ", columns, ")");
-    char *insert_sql = copy_sql("INSERT INTO copied VALUES (", "%s?", ", ", columns, ")");
-    int prepared = create && insert_sql
-        && sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK
-        && sqlite3_exec(copy, create, NULL, NULL, NULL) == SQLITE_OK
-        && sqlite3_prepare_v2(copy, insert_sql, -1, &insert, NULL) == SQLITE_OK;
-    free(create);
-    free(insert_sql);
+    int prepared = open_copy_table("", "PRAGMA journal_mode = MEMORY; PRAGMA cache_size = -512; BEGIN; ", "copied", columns, ")",
+                                   &copy, &insert);
     if (!prepared) {
         // No row was taken from the statement: the loop reads on from it,
         // holding its snapshot as any long scan does.
