@@ -267,7 +267,7 @@ import Testing
                 DROP FUNCTION opsh_audit_refuse_truncate(); DROP FUNCTION opsh_audit_cut_refuse_change(); DROP FUNCTION opsh_audit_cut_needs_permit();
                 ALTER TABLE opsh_audit DROP COLUMN hash; ALTER TABLE opsh_audit DROP COLUMN previousHash;
                 ALTER TABLE schemes DROP COLUMN passEnvironment; DROP TABLE opsh_runners;
-                DELETE FROM opsh_migrations WHERE identifier IN ('005_auditChain', '006_schemeEnvironment', '007_runnerRegistry');
+                DELETE FROM opsh_migrations WHERE identifier IN ('005_auditChain', '006_schemeEnvironment', '007_runnerRegistry', '008_pinnedFunctions');
                 """)
         }
         let write = ["-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")"]

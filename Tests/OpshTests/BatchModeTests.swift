@@ -655,7 +655,7 @@ import Testing
         let migrate = try sandbox.opsh(["migrate", "--create"], on: db)
         #expect(migrate.status == 0, "\(migrate.stderr)")
         #expect(migrate.stderr.contains(engine == .sqlite ? "nothing to migrate"
-                : "applied 001_initialSchema, 002_indexes, 003_audit, 004_runners, 005_auditChain, 006_schemeEnvironment, 007_runnerRegistry"), "\(migrate.stderr)")
+                : "applied 001_initialSchema, 002_indexes, 003_audit, 004_runners, 005_auditChain, 006_schemeEnvironment, 007_runnerRegistry, 008_pinnedFunctions"), "\(migrate.stderr)")
         #expect(try db.sql("SELECT count(*) FROM projects") == "0")
         let again = try sandbox.opsh(["migrate"], on: db)
         #expect(again.status == 0, "\(again.stderr)")
@@ -681,7 +681,7 @@ import Testing
         let created = try sandbox.opsh(["--create", "-e", "return db.value('SELECT count(*) FROM opsh_migrations')"], on: db)
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try db.sql("SELECT string_agg(identifier, ',' ORDER BY identifier) FROM opsh_migrations")
-                == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry")
+                == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,008_pinnedFunctions")
         // The same tables as on SQLite (names folded), and the bookkeeping.
         let sqlite = try sandbox.createdDatabase(.sqlite)
         let onSQLite = try sqlite.sql("""

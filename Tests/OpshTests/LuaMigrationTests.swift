@@ -39,7 +39,7 @@ import Testing
         let run = try sandbox.opsh(["run", script], on: db)
         #expect(run.status == 0, "\(run.stderr)")
         let builtIn = "001_initialSchema:builtin:applied 002_indexes:builtin:applied 003_audit:builtin:applied 004_runners:builtin:applied "
-            + "005_auditChain:builtin:applied 006_schemeEnvironment:builtin:applied 007_runnerRegistry:builtin:applied"
+            + "005_auditChain:builtin:applied 006_schemeEnvironment:builtin:applied 007_runnerRegistry:builtin:applied 008_pinnedFunctions:builtin:applied"
         // The failed migration's table went with it; each engine words the missing table its own way.
         let missingTable = engine == .sqlite
             ? "SQL error: no such table: half_done (in: SELECT count(*) FROM half_done)"

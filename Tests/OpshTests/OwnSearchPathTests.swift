@@ -120,4 +120,100 @@ import Testing
         #expect(try database.count("public.builds") == 1)
         #expect(try database.count("\"\(role)\".builds") == 0)
     }
+
+    // MARK: opsh's functions inside a script's statement (migration 008)
+
+    /// `evil.clock_timestamp()` a thousand years ahead: the permit trigger,
+    /// which fires inside the script's INSERT and so under its path, took
+    /// a permit dated now for one a day old, and the script's DELETE then
+    /// emptied the trail. The control is the function as migration 003
+    /// made it.
+    @Test func aClockFirstOnTheSearchPathDoesNotForgeAPrunePermit() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        #expect(try sandbox.opsh(["-e", "db.exec(\"INSERT INTO telemetry (event, created_at) VALUES ('w', 1)\")"], on: database).status == 0)
+        try database.sql("""
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS $$ SELECT '3000-01-01'::pg_catalog.timestamptz $$;
+            """)
+        let attack = ["-e", """
+            \(Self.path)
+            db.exec('INSERT INTO opsh_audit_prune VALUES (extract(epoch FROM now()) + 60)')
+            return (db.exec('DELETE FROM opsh_audit'))
+            """]
+        let refused = try sandbox.opsh(attack, on: database)
+        #expect(refused.status == 1, "\(refused.stdout)")
+        #expect(refused.stderr.contains("an audit prune permit must be at least a day in the past"), "\(refused.stderr)")
+        #expect(try database.count("public.opsh_audit_prune") == 0)
+        #expect(try database.count("public.opsh_audit") >= 1)
+
+        try database.sql("ALTER FUNCTION opsh_audit_refuse_recent_permit() RESET search_path")
+        let forged = try sandbox.opsh(attack, on: database)
+        #expect(forged.status == 0, "\(forged.stderr)")
+        #expect(forged.stdout != "0\n", "\(forged.stdout)")
+    }
+
+    /// An aggregate `evil.count(*)` that counts nothing: the TRUNCATE
+    /// trigger counted the table's rows under the script's path, so 20
+    /// rows went past `--max-changes 5` and `--dry-run` called them none.
+    /// The control is the function without its own path.
+    @Test func aCountFirstOnTheSearchPathDoesNotHideATruncate() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("""
+            INSERT INTO projects (bundleIdentifier, name, displayName, gitRepositoryURL, createdAt)
+            SELECT 'com.' || g, 'A', 'A', 'u', 0 FROM generate_series(1, 20) g;
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.nothing(bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+            CREATE AGGREGATE evil.count(*) (SFUNC = evil.nothing, STYPE = bigint, INITCOND = '0');
+            """)
+        let truncate = """
+            \(Self.path)
+            print('read', db.value('SELECT count(*) FROM projects'))
+            db.exec('TRUNCATE projects CASCADE')
+            """
+        let capped = try sandbox.opsh(["--max-changes", "5", "-e", truncate], on: database)
+        #expect(capped.status == 1, "\(capped.stdout)")
+        #expect(capped.stdout == "read\t0\n", "the script reads its own count: \(capped.stdout)")
+        #expect(capped.stderr.contains("more than its limit of 5"), "\(capped.stderr)")
+        #expect(capped.stderr.contains("projects: 20 deleted"), "\(capped.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        let dry = try sandbox.opsh(["--dry-run", "-e", truncate], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("projects: 0 inserted, 0 updated, 20 deleted"), "\(dry.stderr)")
+        #expect(try database.count("public.projects") == 20)
+
+        try database.sql("ALTER FUNCTION opsh_note_truncate() RESET search_path")
+        let unseen = try sandbox.opsh(["--max-changes", "5", "-e", truncate], on: database)
+        #expect(unseen.status == 0, "\(unseen.stderr)")
+        #expect(try database.count("public.projects") == 0)
+    }
+
+    /// A domain `evil.json` over text: the JSON check, evaluated for the
+    /// script's INSERT under its path, cast to it and let any text pass.
+    /// The control is the check function as migration 001 made it.
+    @Test func aJSONTypeFirstOnTheSearchPathDoesNotPassInvalidJSON() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql("CREATE SCHEMA evil; CREATE DOMAIN evil.json AS text;")
+        let insert = ["-e", """
+            \(Self.path)
+            print(db.value("SELECT '{not json'::json::text"))
+            db.exec("INSERT INTO telemetry (event, properties, created_at) VALUES ('e', '{not json', 1)")
+            """]
+        let refused = try sandbox.opsh(insert, on: database)
+        #expect(refused.status == 1, "\(refused.stdout)")
+        #expect(refused.stdout == "{not json\n", "the script's own cast is to its type: \(refused.stdout)")
+        #expect(refused.stderr.contains("properties_is_json"), "\(refused.stderr)")
+        #expect(try database.count("public.telemetry") == 0)
+
+        try database.sql("""
+            CREATE OR REPLACE FUNCTION opsh_json_valid(document text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+            BEGIN PERFORM document::json; RETURN true; EXCEPTION WHEN others THEN RETURN false; END $$;
+            """)
+        let passed = try sandbox.opsh(insert, on: database)
+        #expect(passed.status == 0, "\(passed.stderr)")
+        #expect(try database.count("public.telemetry") == 1)
+    }
 }

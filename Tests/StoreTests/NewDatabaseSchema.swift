@@ -83,6 +83,7 @@ enum NewDatabaseSchema {
         #"migration 005_auditChain"#,
         #"migration 006_schemeEnvironment"#,
         #"migration 007_runnerRegistry"#,
+        #"migration 008_pinnedFunctions"#,
         #"row opsh_audit_cut 1 0 0000000000000000000000000000000000000000000000000000000000000000"#,
     ]
 
@@ -358,14 +359,14 @@ enum NewDatabaseSchema {
         #"CREATE TRIGGER opsh_note_truncate BEFORE TRUNCATE ON public.telemetry FOR EACH STATEMENT EXECUTE FUNCTION opsh_note_truncate()"#,
         #"CREATE TRIGGER telemetry_notify AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.telemetry FOR EACH STATEMENT EXECUTE FUNCTION opsh_notify_change()"#,
         #"function opsh_audit_cut_needs_permit() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=public, pg_temp: BEGIN IF NOT EXISTS (SELECT 1 FROM opsh_audit_prune) THEN RAISE EXCEPTION 'opsh_audit_cut is append-only and written only by audit.prune'; END IF; RETURN NEW; END"#,
-        #"function opsh_audit_cut_refuse_change() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN RAISE EXCEPTION 'opsh_audit_cut is append-only and written only by audit.prune'; END"#,
+        #"function opsh_audit_cut_refuse_change() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=pg_catalog, pg_temp: BEGIN RAISE EXCEPTION 'opsh_audit_cut is append-only and written only by audit.prune'; END"#,
         #"function opsh_audit_refuse_delete() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=public, pg_temp: BEGIN IF NOT EXISTS (SELECT 1 FROM opsh_audit_prune WHERE OLD.startedAt < before) THEN RAISE EXCEPTION 'opsh_audit rows leave only through audit.prune{ olderThan = "90d" }'; END IF; RETURN OLD; END"#,
-        #"function opsh_audit_refuse_recent_permit() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN IF TG_OP = 'UPDATE' OR NEW.before > extract(epoch FROM clock_timestamp()) - 86400 THEN RAISE EXCEPTION 'an audit prune permit must be at least a day in the past: the last day of the audit trail is never pruned'; END IF; RETURN NEW; END"#,
-        #"function opsh_audit_refuse_truncate() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN RAISE EXCEPTION 'opsh_audit rows leave only through audit.prune{ olderThan = "90d" }'; END"#,
-        #"function opsh_audit_refuse_update() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN RAISE EXCEPTION 'opsh_audit is append-only: audit rows cannot be changed'; END"#,
-        #"function opsh_json_valid(document text) RETURNS boolean LANGUAGE plpgsql volatility i settings -: BEGIN PERFORM document::json; RETURN true; EXCEPTION WHEN others THEN RETURN false; END"#,
-        #"function opsh_note_truncate() RETURNS trigger LANGUAGE plpgsql volatility v settings -: DECLARE n bigint; BEGIN EXECUTE format('SELECT count(*) FROM %I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME) INTO n; PERFORM pg_catalog.set_config('opsh.truncated', COALESCE(pg_catalog.current_setting('opsh.truncated', true), '') || TG_RELID::bigint || ':' || n || ',', true); RETURN NULL; END"#,
-        #"function opsh_notify_change() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN PERFORM pg_notify('opsh_changes', TG_TABLE_NAME); RETURN NULL; END"#,
+        #"function opsh_audit_refuse_recent_permit() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=pg_catalog, pg_temp: BEGIN IF TG_OP = 'UPDATE' OR NEW.before > extract(epoch FROM clock_timestamp()) - 86400 THEN RAISE EXCEPTION 'an audit prune permit must be at least a day in the past: the last day of the audit trail is never pruned'; END IF; RETURN NEW; END"#,
+        #"function opsh_audit_refuse_truncate() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=pg_catalog, pg_temp: BEGIN RAISE EXCEPTION 'opsh_audit rows leave only through audit.prune{ olderThan = "90d" }'; END"#,
+        #"function opsh_audit_refuse_update() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=pg_catalog, pg_temp: BEGIN RAISE EXCEPTION 'opsh_audit is append-only: audit rows cannot be changed'; END"#,
+        #"function opsh_json_valid(document text) RETURNS boolean LANGUAGE plpgsql volatility i settings -: BEGIN PERFORM document::pg_catalog.json; RETURN true; EXCEPTION WHEN others THEN RETURN false; END"#,
+        #"function opsh_note_truncate() RETURNS trigger LANGUAGE plpgsql volatility v settings search_path=pg_catalog, pg_temp: DECLARE n bigint; BEGIN EXECUTE format('SELECT count(*) FROM %I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME) INTO n; PERFORM pg_catalog.set_config('opsh.truncated', COALESCE(pg_catalog.current_setting('opsh.truncated', true), '') || TG_RELID::bigint || ':' || n || ',', true); RETURN NULL; END"#,
+        #"function opsh_notify_change() RETURNS trigger LANGUAGE plpgsql volatility v settings -: BEGIN PERFORM pg_catalog.pg_notify('opsh_changes', TG_TABLE_NAME); RETURN NULL; END"#,
         #"sequence model_usage_stats_id_seq"#,
         #"sequence opsh_audit_cut_id_seq"#,
         #"sequence opsh_audit_id_seq"#,
@@ -377,6 +378,7 @@ enum NewDatabaseSchema {
         #"migration 005_auditChain"#,
         #"migration 006_schemeEnvironment"#,
         #"migration 007_runnerRegistry"#,
+        #"migration 008_pinnedFunctions"#,
         #"row opsh_audit_cut 1 0 0000000000000000000000000000000000000000000000000000000000000000"#,
     ]
 }

@@ -9,7 +9,7 @@ import GRDB
 /// layer, into the same `grdb_migrations` table.
 public enum StoreMigrations {
     /// The migrations, oldest first. A new one is a file of its own
-    /// (`Migration008….swift`) and a line here.
+    /// (`Migration009….swift`) and a line here.
     static let builtIn: [BuiltInMigration] = [
         Migration001InitialSchema.migration,
         Migration002Indexes.migration,
@@ -18,6 +18,7 @@ public enum StoreMigrations {
         Migration005AuditChain.migration,
         Migration006SchemeEnvironment.migration,
         Migration007RunnerRegistry.migration,
+        Migration008PinnedFunctions.migration,
     ]
 
     /// The tables the built-in migrations make.
