@@ -121,6 +121,33 @@ import Testing
         #expect(try database.count("\"\(role)\".builds") == 0)
     }
 
+    /// The same schema, made by a script, with an empty `builds`: `opsh
+    /// runner` (its queue on connections of its own, no session) looked
+    /// for work there with the role's path, and never ran the build queued
+    /// in opsh's table.
+    @Test func aSchemaNamedAsTheRoleDoesNotTakeTheRunnersQueue() throws {
+        let fixture = try RunnerSandbox(.postgresql)
+        let scheme = try fixture.scheme("Append", "echo \"$OPSH_BUILD_ID\" >> '\(fixture.ranFile)'")
+        let role = try fixture.sql("SELECT current_user")
+        let made = try fixture.sandbox.opsh(["-e", """
+            db.exec('CREATE SCHEMA "\(role)"')
+            db.exec('CREATE TABLE "\(role)".builds (LIKE public.builds INCLUDING ALL)')
+            """], on: fixture.database)
+        #expect(made.status == 0, "\(made.stderr)")
+        let found = try fixture.sql("SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass('builds')")
+        #expect(found == role || found == "\"\(role)\"", "a new connection's builds: \(found)")
+
+        let build = try fixture.enqueue(scheme)[0]
+        let runner = try fixture.startRunner(["--heartbeat", "0.3"])
+        let ran = try waitUntil(60) { try fixture.sql("SELECT status FROM public.builds WHERE id = '\(build)'") == "succeeded" }
+        kill(runner.pid, SIGTERM)
+        let stopped = runner.finish()
+        #expect(ran, "\(stopped.stderr)")
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(fixture.ranIds() == [build])
+        #expect(try fixture.sql("SELECT count(*) FROM \"\(role)\".builds") == "0")
+    }
+
     // MARK: opsh's functions inside a script's statement (migration 008)
 
     /// `evil.clock_timestamp()` a thousand years ahead: the permit trigger,

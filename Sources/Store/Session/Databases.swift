@@ -128,7 +128,11 @@ public enum Databases {
             if schema.pendingMigrations.contains("004_runners") {
                 throw PostgresStoreError.statement("this database lacks migration 004_runners, which opsh runner needs (a heartbeat per build): run `opsh migrate` first")
             }
-            return (try PostgresBuildQueue(url: try PostgresURL(url), idleInTransactionLimit: leaseLength), {})
+            // The queue's statements name opsh's tables unqualified: with
+            // the role's path a `"$user"` schema a script made would be the
+            // queue (scripts/reliability-attacks.md, 28g).
+            return (try PostgresBuildQueue(url: try PostgresURL(url), idleInTransactionLimit: leaseLength,
+                                           searchPath: schema.ownPath?.pinnedPath), {})
         case .sqlite:
             var storeOptions = StoreOptions(readOnly: false, busyTimeout: options.busyTimeout)
             storeOptions.createIfMissing = false
