@@ -148,6 +148,30 @@ import Testing
         #expect(try fixture.sql("SELECT count(*) FROM \"\(role)\".builds") == "0")
     }
 
+    /// The same schema with a table of its own: `vacuum()`, on a
+    /// connection of its own, vacuumed the tables of that connection's
+    /// `current_schema()`, the role's schema, and none of opsh's.
+    @Test func aSchemaNamedAsTheRoleDoesNotTakeVacuum() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        let role = try database.sql("SELECT current_user")
+        let made = try sandbox.opsh(["-e", """
+            db.exec('CREATE SCHEMA "\(role)"')
+            db.exec('CREATE TABLE "\(role)".decoy (x int)')
+            """], on: database)
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try database.sql("SELECT current_schema()") == role, "a new connection's schema is the role's")
+
+        let vacuumed = try sandbox.opsh(["-e", """
+            local listed = {}
+            for _, name in ipairs(vacuum().tables) do listed[name] = true end
+            print(listed.telemetry, listed.projects, listed.decoy)
+            """], on: database)
+        #expect(vacuumed.status == 0, "\(vacuumed.stderr)")
+        #expect(vacuumed.stdout == "true\ttrue\tnil\n", "\(vacuumed.stdout)")
+        #expect(try database.sql("SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname = 'telemetry'") == "t")
+    }
+
     // MARK: opsh's functions inside a script's statement (migration 008)
 
     /// `evil.clock_timestamp()` a thousand years ahead: the permit trigger,

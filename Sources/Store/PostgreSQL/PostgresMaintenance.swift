@@ -192,7 +192,9 @@ extension PostgresDatabase {
     /// Ctrl-C and `--timeout` cancel it as they cancel the session's
     /// statements (``cancelRunning``).
     func onConnectionOfItsOwn<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        let other = try PostgresConnection(url: url)
+        // The pinned path, not the role's: `current_schema()` is then opsh's
+        // schema, not a `"$user"` one a script made (scripts/reliability-attacks.md, 28j).
+        let other = try PostgresConnection(url: url, settings: ownPath.map { [(name: "search_path", value: $0.pinnedPath)] } ?? [])
         defer { other.close() }
         sideCanceller.withLock { $0 = other.canceller }
         defer { sideCanceller.withLock { $0 = nil } }
