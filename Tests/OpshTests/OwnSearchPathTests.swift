@@ -172,6 +172,31 @@ import Testing
         #expect(try database.sql("SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname = 'telemetry'") == "t")
     }
 
+    /// A schema named as the role holding a copy of opsh's tables, made
+    /// by a script: every later session found its `opsh_migrations` first
+    /// and read and wrote the copies. Now opening refuses, naming both
+    /// schemas; the control names one in `PGOPTIONS` and reads opsh's.
+    @Test func aSecondSchemaOfOpshsTablesOnThePathIsRefusedAtOpening() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        let role = try database.sql("SELECT current_user")
+        let copies = ["opsh_migrations", "projects"].map { "db.exec('CREATE TABLE \"\(role)\".\($0) (LIKE public.\($0) INCLUDING ALL)')" }
+        let made = try sandbox.opsh(["-e", "db.exec('CREATE SCHEMA \"\(role)\"') " + copies.joined(separator: " ")
+                                     + " db.exec('INSERT INTO \"\(role)\".opsh_migrations SELECT * FROM public.opsh_migrations')"], on: database)
+        #expect(made.status == 0, "\(made.stderr)")
+
+        let refused = try sandbox.opsh(["-e", "return projects.count()"], on: database)
+        #expect(refused.status == 3, "\(refused.stdout)")
+        #expect(refused.stderr.contains("opsh's tables are in 2 schemas on the session's search_path (\(role), public)"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("PGOPTIONS ('-c search_path=public')"), "\(refused.stderr)")
+
+        let named = try sandbox.opsh(["-e", "return projects.count()"], on: database,
+                                     environment: ["PGOPTIONS": "-c search_path=public"])
+        #expect(named.status == 0, "\(named.stderr)")
+        #expect(named.stdout == "2\n", "\(named.stdout)")
+    }
+
     // MARK: opsh's functions inside a script's statement (migration 008)
 
     /// `evil.clock_timestamp()` a thousand years ahead: the permit trigger,

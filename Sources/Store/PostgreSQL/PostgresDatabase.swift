@@ -317,7 +317,7 @@ public final class PostgresDatabase {
         }
         // Before any statement of a script: the schema the migrations made
         // the tables in.
-        homeSchema = try PostgresHomeSchema(on: connection)
+        homeSchema = try PostgresHomeSchema(on: connection, label: label)
     }
 
     /// Lua migrations' names carry this prefix, as on SQLite.
@@ -362,7 +362,7 @@ public final class PostgresDatabase {
         appliedMigrations = try readApplied()
         knownTallyRelations = nil
         knownTimeColumns = nil
-        if homeSchema == nil { homeSchema = try PostgresHomeSchema(on: connection) }
+        if homeSchema == nil { homeSchema = try PostgresHomeSchema(on: connection, label: label) }
         return applied
     }
 
@@ -1335,6 +1335,8 @@ public final class PostgresDatabase {
 public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Sendable {
     case notOpsh(String, tables: Int)
     case empty(String)
+    /// More than one schema on the session's path holds opsh's tables.
+    case ambiguousSchema(String, schemas: [String])
     case newerSchema(String, unknown: [String])
     case inTransaction(String)
     case statement(String)
@@ -1393,6 +1395,8 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
         switch self {
         case let .notOpsh(label, tables):
             "\(label) has \(tables) table(s) but no opsh schema (no opsh_migrations table); opsh creates its schema only in an empty database; nothing was changed"
+        case let .ambiguousSchema(label, schemas):
+            "\(label): opsh's tables are in \(schemas.count) schemas on the session's search_path (\(schemas.joined(separator: ", "))); the first would be used, whoever made it: name the one to use in the connection string (options=-csearch_path%3D\(schemas.last!)) or in PGOPTIONS ('-c search_path=\(schemas.last!)'); nothing was changed"
         case let .empty(label):
             "\(label) has no opsh schema: pass --create to create it in this (empty) database; a read-only open never creates one"
         case let .newerSchema(label, unknown):

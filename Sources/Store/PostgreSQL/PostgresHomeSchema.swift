@@ -37,7 +37,25 @@ struct PostgresHomeSchema {
 
     /// Where `opsh_migrations` is found now (a TEMP one left out); nil
     /// when the database has none.
-    init?(on connection: PostgresConnection) throws {
+    ///
+    /// - throws: ``PostgresStoreError/ambiguousSchema(_:schemas:)`` when
+    ///   more than one schema on the session's path holds opsh's tables:
+    ///   the first would win, and a schema a script made (one named as the
+    ///   role, the default path's `"$user"`, comes before `public`) would
+    ///   take every later session's reads and writes
+    ///   (scripts/reliability-attacks.md, 28k). The operator names one.
+    init?(on connection: PostgresConnection, label: String) throws {
+        let holders = try connection.query("""
+            SELECT pg_catalog.quote_ident(s.name::pg_catalog.text)
+            FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) WITH ORDINALITY AS s(name, position)
+            WHERE pg_catalog.to_regclass(pg_catalog.concat(pg_catalog.quote_ident(s.name::pg_catalog.text), '.opsh_migrations')) IS NOT NULL
+              AND pg_catalog.to_regnamespace(pg_catalog.quote_ident(s.name::pg_catalog.text)) OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
+            ORDER BY s.position
+            """).rows.compactMap { row -> String? in
+            if case let .text(name)? = row.first { return name }
+            return nil
+        }
+        if holders.count > 1 { throw PostgresStoreError.ambiguousSchema(label, schemas: holders) }
         let found = try connection.query("""
             SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text),
                    (SELECT pg_catalog.array_agg(p.proname::pg_catalog.text) FROM pg_catalog.pg_proc p
