@@ -65,12 +65,12 @@ import Store
     }
 
     @Test func statusOfAFreshDatabase() throws {
-        #expect(try status() == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied")
+        #expect(try status() == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied; 008_pinnedFunctions builtin applied")
         #expect(try test.run("return getmetatable(migrate.status()).__name, migrate.up()") == ["opsh.rows", .table([:])])
         // With a folder: its migrations are pending.
         try writeOwnerMigrations()
         #expect(try status("{ folder = '\(folder)' }")
-            == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied; 001_owner lua pending; 002_fill lua pending")
+            == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied; 008_pinnedFunctions builtin applied; 001_owner lua pending; 002_fill lua pending")
     }
 
     @Test func luaMigrationsApplyInOrderAndAreRecorded() throws {
@@ -80,11 +80,11 @@ import Store
         try write("notes.txt", "not a migration")
         #expect(try test.run("return migrate.up{ folder = '\(folder)' }") == [["001_first", "002_second"]])
         #expect(try test.sqlite3("SELECT group_concat(step) FROM log") == "first,second")
-        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,lua:001_first,lua:002_second")
+        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,008_pinnedFunctions,lua:001_first,lua:002_second")
         let checksum = ExternalMigrations.checksum([UInt8](try Data(contentsOf: URL(fileURLWithPath: path("a.lua")))))
         #expect(try test.sqlite3("SELECT checksum FROM opsh_lua_migrations WHERE identifier = 'lua:002_second'") == checksum)
         #expect(try status("{ folder = '\(folder)' }")
-            == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied; 001_first lua applied; 002_second lua applied")
+            == "001_initialSchema builtin applied; 002_indexes builtin applied; 003_audit builtin applied; 004_runners builtin applied; 005_auditChain builtin applied; 006_schemeEnvironment builtin applied; 007_runnerRegistry builtin applied; 008_pinnedFunctions builtin applied; 001_first lua applied; 002_second lua applied")
         // The built-in migrations first, then the folder's in id order:
         // 001_first (in b.lua), then 002_second (in a.lua).
         #expect(try test.run("local s = migrate.status{ folder = '\(folder)' } return s[#s - 1].file") == [.string(path("b.lua"))])
@@ -101,7 +101,7 @@ import Store
         try writeOwnerMigrations()
         try test.run("migrate.folder('\(folder)')")
         #expect(try test.run("return migrate.up('001_owner')") == [["001_owner"]])
-        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,lua:001_owner")
+        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,008_pinnedFunctions,lua:001_owner")
         #expect(try test.run("return migrate.up('lua:001_owner')") == [.table([:])])
         #expect(test.failure("migrate.up('002_indexes')")
             == "test:1: migration '002_indexes' is older than '001_owner', which is applied: migrations only go up")
@@ -124,7 +124,7 @@ import Store
             """)
         #expect(message == "test:2: migration '003_bad' failed and was rolled back: \(short(path("003_bad.lua"))):3: cannot go on")
         // The ones before it stay applied, it and the ones after are not.
-        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,lua:001_owner,lua:002_fill")
+        #expect(try applied() == "001_initialSchema,002_indexes,003_audit,004_runners,005_auditChain,006_schemeEnvironment,007_runnerRegistry,008_pinnedFunctions,lua:001_owner,lua:002_fill")
         #expect(try test.sqlite3("SELECT count(*) FROM sqlite_master WHERE name IN ('half_done', 'after')") == "0")
         #expect(try status("{ folder = '\(folder)' }").hasSuffix("003_bad lua pending; 004_after lua pending"))
         // An SQL error inside a migration, with the line of the db.exec.
@@ -199,7 +199,7 @@ import Store
         try test.run("migrate.up{ folder = '\(folder)' }")
         let cases: [(files: [String: String], code: String, message: String)] = [
             ([:], "migrate.up{ folder = '\(folder)', target = '999_nope' }",
-             "test:1: unknown migration '999_nope' (known: 001_initialSchema, 002_indexes, 003_audit, 004_runners, 005_auditChain, 006_schemeEnvironment, 007_runnerRegistry, 001_owner, 002_fill)"),
+             "test:1: unknown migration '999_nope' (known: 001_initialSchema, 002_indexes, 003_audit, 004_runners, 005_auditChain, 006_schemeEnvironment, 007_runnerRegistry, 008_pinnedFunctions, 001_owner, 002_fill)"),
             ([:], "migrate.up{ folder = '\(folder)', target = '001_owner' }",
              "test:1: migration '001_owner' is older than '002_fill', which is applied: migrations only go up"),
             ([:], "migrate.up{ folder = '\(folder)', target = '001_initialSchema' }",

@@ -83,7 +83,7 @@ import Glibc
     @Test(arguments: Engine.allCases) func withoutTheMigrationRunnersSaysToRunOpshMigrateAndARunnerStillRuns(_ engine: Engine) throws {
         let fixture = try RunnerSandbox(engine)
         let migrations = engine == .sqlite ? "grdb_migrations" : "opsh_migrations"
-        _ = try fixture.sql("DELETE FROM \(migrations) WHERE identifier = '007_runnerRegistry'; DROP TABLE opsh_runners;")
+        _ = try fixture.sql("DELETE FROM \(migrations) WHERE identifier IN ('007_runnerRegistry', '008_pinnedFunctions'); DROP TABLE opsh_runners;")
         let refused = try fixture.sandbox.opsh(["runners"], on: fixture.database)
         #expect(refused.status == 3, "\(refused.stderr)")
         #expect(refused.stderr.contains("this database does not record its runners yet (migration 007_runnerRegistry is pending): run `opsh migrate`"), "\(refused.stderr)")

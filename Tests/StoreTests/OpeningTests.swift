@@ -30,7 +30,7 @@ import Testing
         let store = try Store.open(path: path)
         #expect(FileManager.default.fileExists(atPath: path))
         let stats = try store.statistics()
-        #expect(stats.migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
+        #expect(stats.migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry", "008_pinnedFunctions"])
         #expect(stats.rowCounts.map(\.table).contains("telemetry"))
     }
 
@@ -137,7 +137,7 @@ import Testing
         let path = directory.file("new/opsh.sqlite")
         let store = try Store.prepare(path: path)
         #expect(store.isConnected)
-        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "7")
+        #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "8")
     }
 
     @Test func readOnlyOpenRefusesWritesThroughSQLite() throws {
@@ -199,7 +199,7 @@ import Testing
 
         let store = try Store.open(path: path)
         // Not on its own: opening reports what is pending.
-        #expect(store.pendingMigrations == ["002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
+        #expect(store.pendingMigrations == ["002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry", "008_pinnedFunctions"])
         #expect(try sqlite3CLI(path, "SELECT count(*) FROM grdb_migrations") == "1")
         try store.migratePending()
         let (migrations, indexes, rows) = try store.client.read { db in
@@ -207,7 +207,7 @@ import Testing
              try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'telemetry_on_created'"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM telemetry"))
         }
-        #expect(migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry"])
+        #expect(migrations == ["001_initialSchema", "002_indexes", "003_audit", "004_runners", "005_auditChain", "006_schemeEnvironment", "007_runnerRegistry", "008_pinnedFunctions"])
         #expect(indexes == ["telemetry_on_created"])
         #expect(rows == 1)
     }
