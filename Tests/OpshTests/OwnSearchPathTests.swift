@@ -120,4 +120,48 @@ import Testing
         #expect(try database.count("public.builds") == 1)
         #expect(try database.count("\"\(role)\".builds") == 0)
     }
+
+    /// A deferred trigger of the script's own table that moves the
+    /// session's path (`set_config('search_path', …, false)`) fires at the
+    /// COMMIT opsh sends for `db.transaction`, after an own statement
+    /// pinned the path in it: the script's next read finds its `=` (the
+    /// control: the trigger moves the path, and the `projects.delete` after
+    /// a transaction without an own statement deletes one project), and
+    /// the `projects.delete` right after the transaction with one deletes
+    /// one project too, not every one.
+    @Test func aDeferredTriggerThatMovesThePathAtCommitDoesNotSteerTheNextOwnStatement() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("""
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+            CREATE TABLE public.flip (x int);
+            CREATE FUNCTION public.flip_path() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN PERFORM pg_catalog.set_config('search_path', 'evil, pg_catalog, public', false); RETURN NULL; END $$;
+            CREATE CONSTRAINT TRIGGER flip AFTER INSERT ON public.flip DEFERRABLE INITIALLY DEFERRED
+              FOR EACH ROW EXECUTE FUNCTION public.flip_path();
+            """)
+        let control = try sandbox.opsh(["-e", """
+            db.transaction(function() db.exec('INSERT INTO flip VALUES (1)') end)
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            print(projects.delete('com.a'))
+            """], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "2\ntrue\n", "the trigger moves the path: \(control.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
+
+        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        let attack = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              db.exec('INSERT INTO flip VALUES (1)')
+              print(projects.get('com.b').name)
+            end)
+            print(projects.delete('com.a'))
+            """], on: database)
+        #expect(attack.status == 0, "\(attack.stderr)")
+        #expect(attack.stdout == "B\ntrue\n", "\(attack.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects ORDER BY 1") == "com.b\ncom.c")
+    }
 }

@@ -25,10 +25,13 @@ import PostgresWire
 /// small step per switch.
 ///
 /// A setting made inside a transaction is undone when it, or a savepoint
-/// before the setting, rolls back: what the session believes it set holds
-/// only while the connection's ``PostgresConnection/rollbackCount`` is the
-/// same; after any rollback (or error) the next statement of either kind
-/// sends its step again.
+/// before the setting, rolls back, and a COMMIT runs the transaction's
+/// deferred triggers, one of which (a script's, on its own table) may set
+/// the path for the session (28h): what the session believes it set holds
+/// only while the connection's ``PostgresConnection/rollbackCount`` and
+/// ``PostgresConnection/commitCount`` are the same; after any rollback
+/// (or error) or COMMIT the next statement of either kind sends its step
+/// again.
 struct PostgresOwnPath {
     /// Which kind of statement is being sent (``PostgresDatabase/pathNeed``).
     enum Need {
@@ -44,6 +47,7 @@ struct PostgresOwnPath {
     struct Mark: Equatable {
         let connection: ObjectIdentifier
         let rollbacks: Int
+        let commits: Int
     }
 
     /// `$1` is the pinned path.
@@ -87,7 +91,8 @@ struct PostgresOwnPath {
     /// The step to send first for a statement of kind `need` on
     /// `connection`, if any; marks it as sent.
     mutating func step(for need: Need, on connection: PostgresConnection) -> (sql: String, parameters: [PostgresValue])? {
-        let here = Mark(connection: ObjectIdentifier(connection), rollbacks: connection.rollbackCount)
+        let here = Mark(connection: ObjectIdentifier(connection), rollbacks: connection.rollbackCount,
+                        commits: connection.commitCount)
         switch need {
         case .none:
             return nil
