@@ -164,4 +164,49 @@ import Testing
         #expect(attack.stdout == "B\ntrue\n", "\(attack.stdout)")
         #expect(try database.sql("SELECT bundleIdentifier FROM public.projects ORDER BY 1") == "com.b\ncom.c")
     }
+
+    /// `SET LOCAL search_path` in `db.transaction` lasts for the
+    /// transaction only, as in psql: the control (no own statement in the
+    /// transaction) finds the path as it was after it; with an own
+    /// statement between the script's (which pins the path, then puts the
+    /// script's back) it is the same, where the step made `staging` the
+    /// session's path and the script's next `DELETE FROM t` would have
+    /// emptied `staging.t` (28i).
+    @Test func aLocalPathEndsWithItsTransactionAroundAnOwnStatement() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("CREATE SCHEMA staging; CREATE TABLE staging.t (x int); CREATE TABLE public.t (x int)")
+        func run(_ own: String) throws -> String {
+            let run = try sandbox.opsh(["-e", """
+                db.transaction(function()
+                  db.exec('SET LOCAL search_path = staging')
+                  \(own)
+                  db.exec('INSERT INTO t VALUES (1)')
+                end)
+                print(db.value('SHOW search_path'))
+                """], on: database)
+            #expect(run.status == 0, "\(run.stderr)")
+            return run.stdout
+        }
+        let before = try run("")
+        #expect(before == "\"$user\", public\n", "\(before)")
+        let around = try run("projects.get('com.a')")
+        #expect(around == before, "\(around)")
+        #expect(try database.count("staging.t") == 2)
+
+        // A session's `SET` in the transaction outlasts it, with own
+        // statements before, in and after it.
+        let session = try sandbox.opsh(["-e", """
+            projects.get('com.a')
+            db.transaction(function()
+              db.exec('SET search_path = staging')
+              projects.get('com.a')
+            end)
+            projects.get('com.a')
+            print(db.value('SHOW search_path'))
+            """], on: database)
+        #expect(session.status == 0, "\(session.stderr)")
+        #expect(session.stdout == "staging\n", "\(session.stdout)")
+    }
 }
