@@ -228,6 +228,12 @@ public final class PostgresConnection {
     /// of what it set compares this count.
     public internal(set) var rollbackCount = 0
 
+    /// How many `COMMIT` command tags (a COMMIT, an END) this connection
+    /// has read. A COMMIT runs the deferred triggers of the transaction,
+    /// and one of them may move a session setting (`set_config(…, false)`):
+    /// a caller that keeps track of what it set compares this count too.
+    public internal(set) var commitCount = 0
+
     /// How many statements are prepared on the server now.
     public var preparedStatementCount: Int { statements.count }
 
@@ -1026,11 +1032,17 @@ public final class PostgresConnection {
         body.count >= 8 && body.prefix(8).elementsEqual("ROLLBACK".utf8)
     }
 
+    /// A command tag that starts with `COMMIT`.
+    static func isCommitTag(_ body: UnsafeRawBufferPointer) -> Bool {
+        body.count >= 6 && body.prefix(6).elementsEqual("COMMIT".utf8)
+    }
+
     func nextMessage() throws -> (UInt8, UnsafeRawBufferPointer) {
         while true {
             guard let (type, body) = try readFrame(deadline: nil) else { continue }
             if try handleAsynchronous(type, body) { continue }
             if type == Backend.errorResponse || (type == Backend.commandComplete && Self.isRollbackTag(body)) { rollbackCount &+= 1 }
+            else if type == Backend.commandComplete && Self.isCommitTag(body) { commitCount &+= 1 }
             return (type, body)
         }
     }

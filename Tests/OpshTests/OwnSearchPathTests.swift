@@ -292,4 +292,93 @@ import Testing
         #expect(passed.status == 0, "\(passed.stderr)")
         #expect(try database.count("public.telemetry") == 1)
     }
+
+    /// A deferred trigger of the script's own table that moves the
+    /// session's path (`set_config('search_path', …, false)`) fires at the
+    /// COMMIT opsh sends for `db.transaction`, after an own statement
+    /// pinned the path in it: the script's next read finds its `=` (the
+    /// control: the trigger moves the path, and the `projects.delete` after
+    /// a transaction without an own statement deletes one project), and
+    /// the `projects.delete` right after the transaction with one deletes
+    /// one project too, not every one.
+    @Test func aDeferredTriggerThatMovesThePathAtCommitDoesNotSteerTheNextOwnStatement() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("""
+            CREATE SCHEMA evil;
+            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+            CREATE TABLE public.flip (x int);
+            CREATE FUNCTION public.flip_path() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN PERFORM pg_catalog.set_config('search_path', 'evil, pg_catalog, public', false); RETURN NULL; END $$;
+            CREATE CONSTRAINT TRIGGER flip AFTER INSERT ON public.flip DEFERRABLE INITIALLY DEFERRED
+              FOR EACH ROW EXECUTE FUNCTION public.flip_path();
+            """)
+        let control = try sandbox.opsh(["-e", """
+            db.transaction(function() db.exec('INSERT INTO flip VALUES (1)') end)
+            print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
+            print(projects.delete('com.a'))
+            """], on: database)
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "2\ntrue\n", "the trigger moves the path: \(control.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
+
+        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        let attack = try sandbox.opsh(["-e", """
+            db.transaction(function()
+              db.exec('INSERT INTO flip VALUES (1)')
+              print(projects.get('com.b').name)
+            end)
+            print(projects.delete('com.a'))
+            """], on: database)
+        #expect(attack.status == 0, "\(attack.stderr)")
+        #expect(attack.stdout == "B\ntrue\n", "\(attack.stdout)")
+        #expect(try database.sql("SELECT bundleIdentifier FROM public.projects ORDER BY 1") == "com.b\ncom.c")
+    }
+
+    /// `SET LOCAL search_path` in `db.transaction` lasts for the
+    /// transaction only, as in psql: the control (no own statement in the
+    /// transaction) finds the path as it was after it; with an own
+    /// statement between the script's (which pins the path, then puts the
+    /// script's back) it is the same, where the step made `staging` the
+    /// session's path and the script's next `DELETE FROM t` would have
+    /// emptied `staging.t` (28m).
+    @Test func aLocalPathEndsWithItsTransactionAroundAnOwnStatement() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        try database.sql("CREATE SCHEMA staging; CREATE TABLE staging.t (x int); CREATE TABLE public.t (x int)")
+        func run(_ own: String) throws -> String {
+            let run = try sandbox.opsh(["-e", """
+                db.transaction(function()
+                  db.exec('SET LOCAL search_path = staging')
+                  \(own)
+                  db.exec('INSERT INTO t VALUES (1)')
+                end)
+                print(db.value('SHOW search_path'))
+                """], on: database)
+            #expect(run.status == 0, "\(run.stderr)")
+            return run.stdout
+        }
+        let before = try run("")
+        #expect(before == "\"$user\", public\n", "\(before)")
+        let around = try run("projects.get('com.a')")
+        #expect(around == before, "\(around)")
+        #expect(try database.count("staging.t") == 2)
+
+        // A session's `SET` in the transaction outlasts it, with own
+        // statements before, in and after it.
+        let session = try sandbox.opsh(["-e", """
+            projects.get('com.a')
+            db.transaction(function()
+              db.exec('SET search_path = staging')
+              projects.get('com.a')
+            end)
+            projects.get('com.a')
+            print(db.value('SHOW search_path'))
+            """], on: database)
+        #expect(session.status == 0, "\(session.stderr)")
+        #expect(session.stdout == "staging\n", "\(session.stdout)")
+    }
 }
