@@ -173,8 +173,7 @@ void opsh_sql_push_column(lua_State *L, sqlite3_stmt *statement, int column) {
 // db.rows's iterator holds those names as upvalues from ROWS_FIRST_NAME
 // on, and pushes each as a copy of its upvalue (a name read from an
 // upvalue's array costs a table read more, per column and row).
-#define ROWS_TEMPLATE 5
-#define ROWS_FIRST_NAME 6
+#define ROWS_FIRST_NAME 5
 // Lua's limit on a C closure's upvalues is 255.
 #define ROWS_NAMED_MAX (255 - ROWS_FIRST_NAME + 1)
 
@@ -422,8 +421,7 @@ int opsh_sql_fast_column(lua_State *L, void *route) { return run(L, route, SHAPE
 
 // Upvalues: 1 the cursor's owner (keeps it alive), 2 the iterator's state
 // (a userdata: the statement slot and the route), 3 the column names, 4 the
-// row metatable, 5 the template row (or nil: see "A row as a copy"), and
-// from ROWS_FIRST_NAME on the first `named` names.
+// row metatable, and from ROWS_FIRST_NAME on the first `named` names.
 typedef struct rows_state {
     sqlite3_stmt **slot;
     opsh_sql_route *route;
@@ -450,8 +448,9 @@ typedef struct rows_state {
     /// (the state's user value) are raised once the copy's rows are read.
     int fails_after_copy;
 #ifdef OPSH_LUA_TABLE_LAYOUT
-    /// The template row (upvalue ROWS_TEMPLATE), its size when checked,
-    /// and each column's node in it; NULL: rows are made field by field.
+    /// The template row (the state's second user value, which keeps it as
+    /// long as the state), its size when checked, and each column's node in
+    /// it; NULL: rows are made field by field.
     const opsh_lua_table *template;
     unsigned char template_log_node_count;
     unsigned char template_node_of[];
@@ -547,9 +546,11 @@ static inline __attribute__((always_inline)) int push_row_copy(lua_State *L, sql
         return 0;
     }
     sqlite3_value *values[ROWS_TEMPLATE_MOST];
+    int types[ROWS_TEMPLATE_MOST];
     for (int column = 0; column < column_count; column++) {
         values[column] = sqlite3_column_value(statement, column);
-        if (sqlite3_value_type(values[column]) == SQLITE_NULL) return 0;
+        types[column] = sqlite3_value_type(values[column]);
+        if (types[column] == SQLITE_NULL) return 0;
     }
     lua_createtable(L, 0, column_count);
     opsh_lua_table *row = (opsh_lua_table *)lua_topointer(L, -1);
@@ -562,13 +563,14 @@ static inline __attribute__((always_inline)) int push_row_copy(lua_State *L, sql
     memcpy(row->node, template->node, node_count * sizeof *row->node);
     row->last_free = row->node + (template->last_free - template->node);
     row->flags = 0;  // as lua_rawset leaves it
-    // A new table is not yet old nor black (its keys and the metatable are
-    // held by the template anyway): no barrier.
+    // No barrier: the keys and the metatable are held by the template and
+    // the iterator, whatever the collector's step in lua_createtable made of
+    // the new row (text, new, goes through lua_rawset and its barrier).
     row->metatable = template->metatable;
     for (int column = 0; column < column_count; column++) {
         sqlite3_value *value = values[column];
         opsh_lua_node *node = &row->node[state->template_node_of[column]];
-        switch (sqlite3_value_type(value)) {
+        switch (types[column]) {
         case SQLITE_INTEGER:
             node->u.value.i = sqlite3_value_int64(value);
             node->u.value_tag = OPSH_LUA_TAG_INTEGER;
@@ -580,7 +582,7 @@ static inline __attribute__((always_inline)) int push_row_copy(lua_State *L, sql
         default:
             if (column < state->named) lua_pushvalue(L, lua_upvalueindex(ROWS_FIRST_NAME + column));
             else lua_rawgeti(L, lua_upvalueindex(3), column + 1);
-            push_typed_value(L, value, sqlite3_value_type(value));
+            push_typed_value(L, value, types[column]);
             lua_rawset(L, -3);
         }
     }
@@ -684,13 +686,14 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
-    // Its user value: the words of a failure met while copying.
+    // Its user values: the words of a failure met while copying, and the
+    // template row.
     int column_count = statement[0] ? sqlite3_column_count(statement[0]) : 0;
     size_t size = sizeof(rows_state);
 #ifdef OPSH_LUA_TABLE_LAYOUT
     size += column_count <= ROWS_TEMPLATE_MOST ? (size_t)column_count : 0;
 #endif
-    rows_state *state = (rows_state *)lua_newuserdatauv(L, size, 1);
+    rows_state *state = (rows_state *)lua_newuserdatauv(L, size, 2);
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
@@ -708,8 +711,7 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     lua_rawgeti(L, holder, 2);
 #ifdef OPSH_LUA_TABLE_LAYOUT
     push_rows_template(L, state, names, names + 1);
-#else
-    lua_pushnil(L);
+    lua_setiuservalue(L, names - 1, 2);
 #endif
     int named = (int)lua_rawlen(L, names);
     if (named > state->column_count) named = state->column_count;
