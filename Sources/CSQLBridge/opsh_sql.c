@@ -2,6 +2,7 @@
 #include "opsh_sql.h"
 #include "opsh_rows_built.h"
 #include "opsh_rows_spill.h"
+#include "opsh_lua_table.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -446,7 +447,148 @@ typedef struct rows_state {
     /// The statement failed after the rows copied: the failure's words
     /// (the state's user value) are raised once the copy's rows are read.
     int fails_after_copy;
+#ifdef OPSH_LUA_TABLE_LAYOUT
+    /// The template row (the state's second user value, which keeps it as
+    /// long as the state), its size when checked, and each column's node in
+    /// it; NULL: rows are made field by field.
+    const opsh_lua_table *template;
+    unsigned char template_log_node_count;
+    unsigned char template_node_of[];
+#endif
 } rows_state;
+
+// MARK: A row as a copy
+//
+// Most of a row's cost was its table built field by field: a key looked up,
+// not found and inserted per column, then the metatable set (about 220
+// instructions a row of the bench's one-column scan, callgrind; BENCHMARKS.md,
+// "Lua: SQL from scripts, side by side"). A loop whose columns fit makes,
+// once, a template: a table sized and filled as push_row fills a row (the
+// same names in the same order, each `true`) with the row metatable. Each
+// row without a NULL is then Lua's table of the same size (lua_createtable,
+// which allocates and counts it against --memory-limit) whose nodes are a
+// copy of the template's: the same keys in the same places, so the same table
+// push_row makes, bit for bit. Numbers are written in place; text and blobs
+// are set through lua_rawset (the key found), which keeps the collector's
+// barrier for the new string. A row with a NULL (no field, where the
+// template has one) and a metatable that may hold __gc (whose rows Lua must
+// mark for finalization in lua_setmetatable) take push_row's way.
+#ifdef OPSH_LUA_TABLE_LAYOUT
+// The most columns a template serves (their values are read before the row
+// is made, into an array on the C stack).
+#define ROWS_TEMPLATE_MOST 64
+
+// Makes the template of a loop whose names are the array at `names` (one
+// per column, `column_count` of them) and whose rows' metatable is at
+// `metatable`, and checks it against opsh_lua_table's layout, reading each
+// column's node. Pushes the template, or nil when it does not serve.
+static void push_rows_template(lua_State *L, rows_state *state, int names, int metatable) {
+    int column_count = state->column_count;
+    state->template = NULL;
+    if (column_count < 1 || column_count > ROWS_TEMPLATE_MOST || (lua_Integer)lua_rawlen(L, names) != column_count
+        || !lua_checkstack(L, 4)) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, 0, column_count);
+    int template = lua_gettop(L);
+    for (int column = 0; column < column_count; column++) {
+        if (lua_rawgeti(L, names, column + 1) != LUA_TSTRING) {
+            lua_settop(L, template - 1);
+            lua_pushnil(L);
+            return;
+        }
+        lua_pushboolean(L, 1);
+        lua_rawset(L, template);
+    }
+    lua_pushvalue(L, metatable);
+    lua_setmetatable(L, template);
+    const opsh_lua_table *table = (const opsh_lua_table *)lua_topointer(L, template);
+    size_t node_count = (size_t)1 << table->log_node_count;
+    int fits = table->array_limit == 0 && table->array == NULL && table->node != NULL && table->flags == 0
+        && table->metatable == (const opsh_lua_table *)lua_topointer(L, metatable)
+        && node_count >= (size_t)column_count && node_count <= 2 * ROWS_TEMPLATE_MOST
+        && table->last_free >= table->node && table->last_free <= table->node + node_count;
+    for (int column = 0; fits && column < column_count; column++) {
+        lua_rawgeti(L, names, column + 1);
+        const void *name = lua_topointer(L, -1);
+        lua_pop(L, 1);
+        int found = -1;
+        for (size_t index = 0; index < node_count; index++) {
+            const opsh_lua_node *node = &table->node[index];
+            if (node->u.key.gc == name) {
+                fits = found < 0 && node->u.value_tag == OPSH_LUA_TAG_TRUE
+                    && (node->u.key_tag == OPSH_LUA_TAG_SHORT_KEY || node->u.key_tag == OPSH_LUA_TAG_LONG_KEY);
+                found = (int)index;
+            }
+        }
+        fits = fits && found >= 0;
+        if (fits) state->template_node_of[column] = (unsigned char)found;
+    }
+    if (!fits) {
+        lua_settop(L, template - 1);
+        lua_pushnil(L);
+        return;
+    }
+    state->template = table;
+    state->template_log_node_count = table->log_node_count;
+}
+
+// Pushes the current row as a copy of the template; 0 (nothing pushed) when
+// the row takes push_row's way.
+static inline __attribute__((always_inline)) int push_row_copy(lua_State *L, sqlite3_stmt *statement, const rows_state *state) {
+    const opsh_lua_table *template = state->template;
+    int column_count = state->column_count;
+    // The template is the iterator's own, but a script with the debug
+    // library could reach it: copied, it must still be the size it was.
+    if (template->log_node_count != state->template_log_node_count
+        || !(template->metatable->flags & OPSH_LUA_FLAG_NO_GC)) {
+        return 0;
+    }
+    sqlite3_value *values[ROWS_TEMPLATE_MOST];
+    int types[ROWS_TEMPLATE_MOST];
+    for (int column = 0; column < column_count; column++) {
+        values[column] = sqlite3_column_value(statement, column);
+        types[column] = sqlite3_value_type(values[column]);
+        if (types[column] == SQLITE_NULL) return 0;
+    }
+    lua_createtable(L, 0, column_count);
+    opsh_lua_table *row = (opsh_lua_table *)lua_topointer(L, -1);
+    if (row->log_node_count != template->log_node_count) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    opsh_count_row();
+    size_t node_count = (size_t)1 << template->log_node_count;
+    memcpy(row->node, template->node, node_count * sizeof *row->node);
+    row->last_free = row->node + (template->last_free - template->node);
+    row->flags = 0;  // as lua_rawset leaves it
+    // No barrier: the keys and the metatable are held by the template and
+    // the iterator, whatever the collector's step in lua_createtable made of
+    // the new row (text, new, goes through lua_rawset and its barrier).
+    row->metatable = template->metatable;
+    for (int column = 0; column < column_count; column++) {
+        sqlite3_value *value = values[column];
+        opsh_lua_node *node = &row->node[state->template_node_of[column]];
+        switch (types[column]) {
+        case SQLITE_INTEGER:
+            node->u.value.i = sqlite3_value_int64(value);
+            node->u.value_tag = OPSH_LUA_TAG_INTEGER;
+            break;
+        case SQLITE_FLOAT:
+            node->u.value.n = sqlite3_value_double(value);
+            node->u.value_tag = OPSH_LUA_TAG_FLOAT;
+            break;
+        default:
+            if (column < state->named) lua_pushvalue(L, lua_upvalueindex(ROWS_FIRST_NAME + column));
+            else lua_rawgeti(L, lua_upvalueindex(3), column + 1);
+            push_typed_value(L, value, types[column]);
+            lua_rawset(L, -3);
+        }
+    }
+    return 1;
+}
+#endif
 
 // The statement may be on the read connection (NOMUTEX): while it is open
 // the watchdog leaves that connection alone (opsh_reader.h), so a row is
@@ -504,7 +646,10 @@ static int rows_next(lua_State *L) {
         code = sqlite3_step(statement);
     }
     if (code == SQLITE_ROW) {
-        push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
+#ifdef OPSH_LUA_TABLE_LAYOUT
+        if (!state->template || !push_row_copy(L, statement, state))
+#endif
+            push_row(L, statement, state->column_count, lua_upvalueindex(3), lua_upvalueindex(4), state->named);
     } else {
         if (code == SQLITE_DONE && state->fails_after_copy) {
             // Where the loop meets the failure its statement met while
@@ -541,14 +686,20 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     // The shape holder is on top of the stack.
     int holder = lua_gettop(L);
     lua_pushvalue(L, owner);
-    // Its user value: the words of a failure met while copying.
-    rows_state *state = (rows_state *)lua_newuserdatauv(L, sizeof *state, 1);
+    // Its user values: the words of a failure met while copying, and the
+    // template row.
+    int column_count = statement[0] ? sqlite3_column_count(statement[0]) : 0;
+    size_t size = sizeof(rows_state);
+#ifdef OPSH_LUA_TABLE_LAYOUT
+    size += column_count <= ROWS_TEMPLATE_MOST ? (size_t)column_count : 0;
+#endif
+    rows_state *state = (rows_state *)lua_newuserdatauv(L, size, 2);
     state->slot = statement;
     state->route = route;
     state->in_host = opsh_host_flag(L);
     state->meter = opsh_memory_meter_of(L);
     state->first = first;
-    state->column_count = statement[0] ? sqlite3_column_count(statement[0]) : 0;
+    state->column_count = column_count;
     opsh_sql_reader *reader = route->session->reader;
     state->overdue = reader && statement[0] && sqlite3_db_handle(statement[0]) == reader->handle
         ? &reader->overdue : &opsh_rows_never_overdue;
@@ -558,6 +709,10 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);
     lua_rawgeti(L, holder, 2);
+#ifdef OPSH_LUA_TABLE_LAYOUT
+    push_rows_template(L, state, names, names + 1);
+    lua_setiuservalue(L, names - 1, 2);
+#endif
     int named = (int)lua_rawlen(L, names);
     if (named > state->column_count) named = state->column_count;
     if (named > ROWS_NAMED_MAX) named = ROWS_NAMED_MAX;

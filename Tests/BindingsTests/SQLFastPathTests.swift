@@ -140,6 +140,54 @@ import Store
         #expect(try test.sqlite3("SELECT count(*) FROM items") == "0")
     }
 
+    /// db.rows makes a row without a NULL as a copy of its loop's template
+    /// (opsh_sql.c, "A row as a copy") and a row with one field by field:
+    /// both are the table a script has always seen.
+    @Test func aLoopsRowsAreTheSameTablesWithOrWithoutNulls() throws {
+        try test.run("""
+            db.exec("INSERT INTO items (name, price, qty, flag, data) VALUES ('a', 0.5, 1, 1, x'00ff')")
+            db.exec("INSERT INTO items (name, price, qty, flag, data) VALUES (NULL, NULL, 2, 0, NULL)")
+            db.exec("INSERT INTO items (name, price, qty, flag, data) VALUES ('c', 2.5, 3, 1, x'01')")
+            """)
+        let result = try test.run("""
+            local shown, metatables = {}, {}
+            -- `qty` twice: the later column's value, where it is not NULL.
+            for row in db.rows('SELECT id, name, qty, data, price AS qty, name AS again FROM items ORDER BY id') do
+              local fields = {}
+              for key, value in pairs(row) do
+                local text = type(value) == 'string' and #value .. ' bytes ' .. value:byte(1) or tostring(value)
+                fields[#fields + 1] = key .. '=' .. (math.type(value) or type(value)) .. ' ' .. text
+              end
+              table.sort(fields)
+              row.extra = #row
+              row.name = row.name or 'set later'
+              shown[#shown + 1] = table.concat(fields, ',') .. ';' .. row.extra .. ' ' .. row.name
+              metatables[getmetatable(row)] = true
+            end
+            local count = 0
+            for _ in pairs(metatables) do count = count + 1 end
+            return shown, count
+            """)
+        #expect(result[0] == .array([
+            .string("again=string 1 bytes 97,data=string 2 bytes 0,id=integer 1,name=string 1 bytes 97,qty=float 0.5;0 a"),
+            .string("id=integer 2,qty=integer 2;0 set later"),
+            .string("again=string 1 bytes 99,data=string 1 bytes 1,id=integer 3,name=string 1 bytes 99,qty=float 2.5;0 c"),
+        ]))
+        #expect(result[1] == 1)
+        // A finalizer given to the rows' metatable (after the first row was
+        // made, as Lua has it) runs for the rows made after it.
+        #expect(try test.run("""
+            local finalized = 0
+            for row in db.rows('SELECT id FROM items') do
+              getmetatable(row).__gc = function() finalized = finalized + 1 end
+            end
+            collectgarbage() collectgarbage()
+            return finalized
+            """) == [2])
+        #expect(test.failure("for row in db.rows('SELECT id, qty FROM items') do local _ = row.nope end")
+            == "test:1: no column 'nope' in this row (columns: id, qty)")
+    }
+
     @Test func rowsStreamFromTheCIterator() throws {
         try test.run("db.transaction(function() for i = 1, 1000 do db.exec('INSERT INTO items (qty) VALUES (?)', i) end end)")
         let result = try test.run("""
