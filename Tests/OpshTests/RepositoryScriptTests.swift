@@ -407,7 +407,7 @@ let aProjectSchemeAndBuild = """
         let db = try sandbox.createdDatabase(engine)
         func run(_ wrap: String) throws -> String {
             let run = try sandbox.opsh(["-e", """
-                models.update("m1", { updated_at = 5 })
+                models.update("m1", { updated_at = 5 });
                 \(wrap)(function()
                   for i = 1, 3 do
                     local m = models.update("m1", { name = "M" .. i, size_bytes = i })
