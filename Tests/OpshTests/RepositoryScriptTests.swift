@@ -397,6 +397,40 @@ let aProjectSchemeAndBuild = """
         #expect(try db.sql("SELECT name FROM projects") == "N3")
     }
 
+    /// An update in `db.transaction` whose fields are all the script's
+    /// own values (on SQLite bound in C, no value made in Swift) still
+    /// sets the table's `updated_at` as the same update outside a
+    /// transaction does, every round, and writes the given fields; a
+    /// field Store reads (a date as a number) beside them is written too.
+    @Test(arguments: Engine.allCases) func anUpdateOfGivenFieldsInATransactionMovesUpdatedAt(_ engine: Engine) throws {
+        let sandbox = try Sandbox()
+        let db = try sandbox.createdDatabase(engine)
+        func run(_ wrap: String) throws -> String {
+            let run = try sandbox.opsh(["-e", """
+                models.update("m1", { updated_at = 5 });
+                \(wrap)(function()
+                  for i = 1, 3 do
+                    local m = models.update("m1", { name = "M" .. i, size_bytes = i })
+                    print(m.name, m.size_bytes, os.time() - m.updated_at < 60)
+                    models.update("m1", { updated_at = 5 })
+                    m = models.update("m1", { quantization = "q" .. i, updated_at = 7 + i })
+                    print(m.quantization, string.format("%g", m.updated_at))
+                  end
+                end)
+                """], on: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            return run.stdout
+        }
+        let setup = try sandbox.opsh(["-e", "models.insert{ id = 'm1', name = 'M', format = 'gguf', framework = 'f' }"], on: db)
+        #expect(setup.status == 0, "\(setup.stderr)")
+        let outside = try run("(function(f) f() end)")
+        let inside = try run("db.transaction")
+        #expect(inside == outside)
+        #expect(inside.split(separator: "\n").map(String.init) == (1...3).flatMap { ["M\($0)\t\($0)\ttrue", "q\($0)\t\(7 + $0)"] },
+                "\(inside)")
+        #expect(try db.sql("SELECT name, size_bytes FROM model_metadata") == "M3|3")
+    }
+
     @Test(arguments: Engine.allCases) func refusalsInATransactionLoopSayTheSameEveryRound(_ engine: Engine) throws {
         let sandbox = try Sandbox()
         let db = try sandbox.createdDatabase(engine)

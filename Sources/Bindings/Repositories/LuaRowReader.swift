@@ -142,8 +142,8 @@ struct LuaRowReader {
     /// them but not made into ``StoreValue``s: each is copied to slot
     /// `top + 1 + i` of the stack (column `i`; `top` the stack's top
     /// before the call, nil in the other slots) and its bit set in
-    /// `given`. Nil, the stack as it was, when any field needs the
-    /// general path.
+    /// `given`; `values` is empty when every field is given. Nil, the
+    /// stack as it was, when any field needs the general path.
     func columnValues(argument: Int32, spec: TableSpec, layout: RecordWritePlans.Layout)
         -> (values: [StoreValue?], given: UInt64)? {
         let names = layout.utf8Names
@@ -154,7 +154,10 @@ struct LuaRowReader {
         let top = lua_gettop(state)
         guard lua_checkstack(state, Int32(names.count) + 4) != 0 else { return nil }
         lua_settop(state, top + Int32(names.count))
-        var values = [StoreValue?](repeating: nil, count: names.count)
+        // Made only when a field is not given: a row table of given
+        // values (the loop's usual one) makes no array to fill and tear
+        // down (``RecordWritePlans``: empty, every value nil).
+        var values: [StoreValue?] = []
         var given: UInt64 = 0
         lua_pushnil(state)
         while lua_next(state, argument) != 0 {
@@ -162,15 +165,15 @@ struct LuaRowReader {
                 lua_settop(state, top)
                 return nil
             }
-            let column = spec.columns[index]
-            if layout.inspected & (1 << index) == 0, Self.bindsAsGiven(state, -1, column.kind) {
+            if layout.inspected & (1 << index) == 0, Self.bindsAsGiven(state, -1, spec.columns[index].kind) {
                 lua_copy(state, -1, top + 1 + Int32(index))
                 given |= 1 << index
             } else {
-                guard let value = try? value(at: lua_gettop(state), column: column, spec: spec, argument: argument) else {
+                guard let value = try? value(at: lua_gettop(state), column: spec.columns[index], spec: spec, argument: argument) else {
                     lua_settop(state, top)
                     return nil
                 }
+                if values.isEmpty { values = [StoreValue?](repeating: nil, count: names.count) }
                 values[index] = value
             }
             opsh_pop(state, 1)
@@ -280,10 +283,15 @@ struct LuaRowReader {
         if column?.kind == .integer {
             return .integer(try call.integer(argument))
         }
-        guard lua_type(state, argument) == LUA_TSTRING || lua_type(state, argument) == LUA_TNUMBER else {
+        let type = lua_type(state, argument)
+        guard type == LUA_TSTRING || type == LUA_TNUMBER else {
             throw call.typeError(argument, expected: "string")
         }
-        let key = try call.string(argument)
+        // A string read as ``LuaCall/string(_:)`` reads it, without the
+        // call's own checks again (a share of a repository call, issue 27).
+        let key = type == LUA_TSTRING
+            ? try call.stack.text(at: argument) { throw call.argumentError(argument, "string is not valid UTF-8 (\($0))") }
+            : try call.string(argument)
         if let reason = dialect.refusal(ofText: key) { throw call.argumentError(argument, "key \(reason)") }
         return .text(key)
     }

@@ -264,6 +264,23 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         return try pushRow(key: key, call: call)
     }
 
+    /// ``pushRow(key:givenAt:call:)`` where the caller has checked that
+    /// argument `argument` is `key` as Lua holds it.
+    func pushRow(key: StoreValue, checkedAt argument: Int32, call: LuaCall) throws -> Int32 {
+        if let results = try context.run(rowByKey, luaArgumentAt: argument, shape: .first, call: call) { return results }
+        return try pushRow(key: key, call: call)
+    }
+
+    /// Whether `key`, which ``LuaRowReader/key(argument:spec:)`` read
+    /// from the value at `index`, is that Lua value itself.
+    private static func keyIsLuaValue(at index: Int32, in state: OpaquePointer, _ key: StoreValue) -> Bool {
+        switch key {
+        case .text: return lua_type(state, index) == LUA_TSTRING
+        case .integer: return lua_type(state, index) == LUA_TNUMBER && lua_isinteger(state, index) != 0
+        default: return false
+        }
+    }
+
     private static func luaValue(at index: Int32, in state: OpaquePointer, is key: StoreValue) -> Bool {
         switch key {
         case let .text(text):
@@ -342,8 +359,12 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
         let spec = try cachedSpec()
         let reader = context.reader(call)
         let key = try reader.key(argument: 1, spec: spec)
-        // The key as the script gave it, bound by both statements.
-        var keyArgument: Int32? { Self.luaValue(at: 1, in: call.state, is: key) ? 1 : nil }
+        // The key as the script gave it, bound by both statements: what
+        // ``LuaRowReader/key(argument:spec:)`` made of a string is its
+        // every byte, of an integer the integer (a float or a number for
+        // a text key became another value), so the type tells, where
+        // comparing the bytes again was a share of the call (issue 27).
+        let keyArgument: Int32? = Self.keyIsLuaValue(at: 1, in: call.state, key) ? 1 : nil
         guard let layout = plans.layout(spec, Record.self) else { return try generalUpdate(key: key, spec: spec, call: call) }
         var triedInC = false
         if context.bindsLuaValues {
@@ -357,7 +378,7 @@ struct RecordTableFunctions<Record: StoreRecord, Engine: RepositoryEngine> {
                 let givenKey = keyArgument
                 if try context.writeInOpenTransaction(planned, keyArgument: givenKey, luaValuesAt: slots, call: call) != nil {
                     guard let givenKey else { return try pushRow(key: key, call: call) }
-                    return try pushRow(key: key, givenAt: givenKey, call: call)
+                    return try pushRow(key: key, checkedAt: givenKey, call: call)
                 }
             }
             lua_settop(call.state, slots - 1)

@@ -29,11 +29,34 @@ final class RepositoryStatements {
     /// `PRAGMA schema_version`, prepared once per connection.
     private var versionStatements: [OpaquePointer: OpaquePointer] = [:]
 
+    /// What every repository call reads and writes (the last spec, the
+    /// transaction's version, the recent texts), in memory of its own:
+    /// as the class's stored properties each access was checked for
+    /// exclusivity at run time, a few times a call (issue 27). Only this
+    /// class touches it, on the session's thread.
+    private struct Hot {
+        var lastSpec: LastSpec?
+        var transactionVersionSeen: (connection: OpaquePointer, epoch: Int, version: Int64)?
+        var nextRecent = 0
+    }
+    private let hot: UnsafeMutablePointer<Hot>
+    /// ``recentString(_:)``'s entries, as ``hot``.
+    private static let recentCount = 4
+    private let recent: UnsafeMutablePointer<RecentText>
+
     init(executor: SQLExecutor) {
         self.executor = executor
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
+        recent = .allocate(capacity: Self.recentCount)
+        recent.initialize(repeating: RecentText(), count: Self.recentCount)
     }
 
     deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+        recent.deinitialize(count: Self.recentCount)
+        recent.deallocate()
         // One may be on the read connection (NOMUTEX): under its lock.
         let statements = versionStatements.values
         if let reader = executor.readConnection {
@@ -51,21 +74,34 @@ final class RepositoryStatements {
         let rollbacks = executor.session.schemaRollbacks
         // A loop calls one table again and again: its name is the module's
         // one string, compared before the dictionary hashes it.
-        if let last = lastSpec, last.table == table, last.version == version, last.rollbacks == rollbacks {
+        if let last = hot.pointee.lastSpec, last.version == version, last.rollbacks == rollbacks, last.table == table {
             return last.spec
         }
         if let cached = specs[table], cached.version == version, cached.rollbacks == rollbacks {
-            lastSpec = (table, version, rollbacks, cached.spec)
+            hot.pointee.lastSpec = LastSpec(table: table, version: version, rollbacks: rollbacks, spec: cached.spec)
             return cached.spec
         }
         let spec = try load()
         specs[table] = (version, rollbacks, spec)
-        lastSpec = (table, version, rollbacks, spec)
+        hot.pointee.lastSpec = LastSpec(table: table, version: version, rollbacks: rollbacks, spec: spec)
         return spec
     }
 
-    /// The entry of ``specs`` the last call used.
-    private var lastSpec: (table: String, version: Int64, rollbacks: Int, spec: TableSpec)?
+    /// The entry of ``specs`` the last call used: a class, so that reading
+    /// it takes one reference, where an optional tuple was copied field by
+    /// field through its value witnesses (issue 27).
+    private final class LastSpec {
+        let table: String
+        let version: Int64
+        let rollbacks: Int
+        let spec: TableSpec
+        init(table: String, version: Int64, rollbacks: Int, spec: TableSpec) {
+            self.table = table
+            self.version = version
+            self.rollbacks = rollbacks
+            self.spec = spec
+        }
+    }
 
     /// The read snapshot the last version was read in (its start and the
     /// session's write count): within one snapshot the schema cannot change.
@@ -73,11 +109,12 @@ final class RepositoryStatements {
 
     /// The schema version seen where the session reads now; nil in memory.
     private func schemaVersion() throws -> Int64? {
-        if let current = executor.session.transactionConnection {
+        // The route's connection, not a wrapper made (and retained) for it.
+        if let current = executor.session.route.pointee.transaction {
             versionSnapshot = nil
-            return try transactionVersion(on: current.handle)
+            return try transactionVersion(on: current)
         }
-        transactionVersionSeen = nil
+        hot.pointee.transactionVersionSeen = nil
         guard let reader = executor.readConnection else { return nil }
         try reader.ready()
         // The read connection is NOMUTEX: read under its lock.
@@ -96,9 +133,8 @@ final class RepositoryStatements {
         }
     }
 
-    /// The version the open transaction saw, with the session's
-    /// ``SessionDatabase/schemaEpoch`` then.
-    private var transactionVersionSeen: (connection: OpaquePointer, epoch: Int, version: Int64)?
+    // ``Hot/transactionVersionSeen``: the version the open transaction
+    // saw, with the session's ``SessionDatabase/schemaEpoch`` then.
 
     /// The schema version in the open transaction, read once per
     /// transaction and again only after the session may have changed the
@@ -114,14 +150,14 @@ final class RepositoryStatements {
         let epoch = executor.session.schemaEpoch
         let inTransaction = opsh_sqlite_autocommit(connection) == 0
         guard inTransaction else {
-            transactionVersionSeen = nil
+            hot.pointee.transactionVersionSeen = nil
             return nil
         }
-        if let seen = transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
+        if let seen = hot.pointee.transactionVersionSeen, seen.connection == connection, seen.epoch == epoch {
             return seen.version
         }
         let version = try readVersion(on: connection)
-        transactionVersionSeen = version.map { (connection, epoch, $0) }
+        hot.pointee.transactionVersionSeen = version.map { (connection, epoch, $0) }
         return version
     }
 
@@ -339,19 +375,42 @@ final class RepositoryStatements {
     }
 
     private func remember(_ sql: String, _ reference: Int32) {
-        recent[nextRecent] = (sql, reference)
-        nextRecent = (nextRecent + 1) % recent.count
+        recent[hot.pointee.nextRecent] = RecentText(text: sql, reference: reference)
+        hot.pointee.nextRecent = (hot.pointee.nextRecent + 1) % Self.recentCount
     }
 
     /// The texts a loop runs again and again (a write and its read back),
     /// found by comparing: a repository keeps each text as one string, so
     /// the comparison is of the same storage, where hashing the text
-    /// (SipHash over its bytes) was a fiftieth of a repository call.
-    private var recent: [(text: String, reference: Int32)?] = Array(repeating: nil, count: 4)
-    private var nextRecent = 0
+    /// (SipHash over its bytes) was a fiftieth of a repository call. The
+    /// same string's two words are compared first, the text only when no
+    /// entry is that string (comparing a write's text with its read's,
+    /// and an array of optional tuples copied entry by entry, were a share
+    /// of a call, issue 27).
+    struct RecentText {
+        var text = ""
+        /// The string's two words: equal, the strings are equal.
+        var words: (UInt64, UInt64) = (0, 0)
+        /// 0 (never a registry reference): an entry not used yet.
+        var reference: Int32 = 0
+
+        init() {}
+
+        init(text: String, reference: Int32) {
+            self.text = text
+            words = unsafeBitCast(text, to: (UInt64, UInt64).self)
+            self.reference = reference
+        }
+    }
 
     private func recentString(_ sql: String) -> Int32? {
-        for case let (text, reference)? in recent where text == sql { return reference }
+        let words = unsafeBitCast(sql, to: (UInt64, UInt64).self)
+        for index in 0..<Self.recentCount where recent[index].reference != 0 && recent[index].words == words {
+            return recent[index].reference
+        }
+        for index in 0..<Self.recentCount where recent[index].reference != 0 && recent[index].text == sql {
+            return recent[index].reference
+        }
         return nil
     }
 

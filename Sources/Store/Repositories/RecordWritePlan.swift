@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// ``RecordTable``'s one-statement insert and update for a row whose
 /// fields come as values by column position (the table's columns in
@@ -15,16 +16,23 @@ import Foundation
 /// it says nothing was planned, and the caller runs the general path,
 /// whose refusals and messages stay the only ones. So the rules keep one
 /// owner: this file only declines.
-public final class RecordWritePlans: @unchecked Sendable {
-    /// The columns of the spec the plans were made for, and what each
-    /// plan needs of them; made again when the spec changes (a migration
-    /// added a column).
-    private var names: [String] = []
-    private var layout: Layout?
-    /// Statement texts by the columns written (bit `i`: column `i`) and
-    /// the references checked.
-    private var texts: [TextKey: String] = [:]
-    private let lock = NSLock()
+public final class RecordWritePlans: Sendable {
+    private struct Cache {
+        /// The columns of the spec the plans were made for, and what each
+        /// plan needs of them; made again when the spec changes (a
+        /// migration added a column).
+        var names: [String] = []
+        var layout: Layout?
+        /// Statement texts by the columns written (bit `i`: column `i`)
+        /// and the references checked.
+        var texts: [TextKey: String] = [:]
+        /// A loop writes the same columns call after call: the last text
+        /// is found without hashing its key.
+        var lastText: (key: TextKey, text: String)?
+    }
+    /// A `Mutex`, not an `NSLock`: taken twice a planned write, the
+    /// lock's calls showed in a `db.transaction` loop's profile (issue 27).
+    private let cache = Mutex(Cache())
 
     public init() {}
 
@@ -37,7 +45,7 @@ public final class RecordWritePlans: @unchecked Sendable {
     /// A class, not a struct: a call takes one reference to it, not one
     /// to each of its arrays (their retains and releases showed in a
     /// `db.transaction` loop's profile, issue 27).
-    public final class Layout {
+    public final class Layout: Sendable {
         let table: String
         let keyColumn: String
         let keyIndex: Int
@@ -78,9 +86,18 @@ public final class RecordWritePlans: @unchecked Sendable {
 
     /// The layout of `spec` for `Record`, made once per spec.
     public func layout<Record: StoreRecord>(_ spec: TableSpec, _: Record.Type) -> Layout? {
-        lock.lock()
-        defer { lock.unlock() }
-        if let layout, names == spec.names { return layout }
+        cache.withLock { cache in
+            if let layout = cache.layout, cache.names == spec.names { return layout }
+            guard let made = Self.makeLayout(spec, Record.self) else { return nil }
+            cache.names = spec.names
+            cache.layout = made
+            cache.texts.removeAll()
+            cache.lastText = nil
+            return made
+        }
+    }
+
+    private static func makeLayout<Record: StoreRecord>(_ spec: TableSpec, _: Record.Type) -> Layout? {
         guard spec.columns.count <= 64 else { return nil }
         let index = { (name: String) in spec.names.firstIndex(of: name) }
         guard let keyIndex = index(Record.primaryKeyColumns[0]) else { return nil }
@@ -100,42 +117,41 @@ public final class RecordWritePlans: @unchecked Sendable {
             allowed: allowed,
             json: Record.jsonColumns.compactMap(index),
             references: spec.references.compactMap { reference in index(reference.column).map { ($0, reference.table, reference.key) } })
-        names = spec.names
-        layout = made
-        texts.removeAll()
-        lastText = nil
         return made
     }
 
     func text(_ key: TextKey, make: () -> String) -> String {
-        lock.lock()
-        defer { lock.unlock() }
-        // A loop writes the same columns call after call: the last text
-        // is found without hashing its key.
-        if let lastText, lastText.key == key { return lastText.text }
-        let text: String
-        if let known = texts[key] {
-            text = known
-        } else {
-            text = make()
-            texts[key] = text
+        cache.withLock { cache in
+            if let lastText = cache.lastText, lastText.key == key { return lastText.text }
+            let text: String
+            if let known = cache.texts[key] {
+                text = known
+            } else {
+                text = make()
+                cache.texts[key] = text
+            }
+            cache.lastText = (key, text)
+            return text
         }
-        lastText = (key, text)
-        return text
     }
-    private var lastText: (key: TextKey, text: String)?
 }
 
 /// One planned statement (``RecordWritePlans/plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``,
 /// ``RecordWritePlans/plannedUpdate(key:_:given:spec:dialect:layout:)``).
-public struct PlannedWrite {
+///
+/// A class: a caller in another module tore the struct (an optional of
+/// it) down through its value witnesses, field by field, a twentieth of
+/// a repository update in a `db.transaction` loop (issue 27); released,
+/// the class is torn down by its own code.
+public final class PlannedWrite {
     public let sql: String
     /// The row's key, when known before the write (nil: the rowid).
     let key: StoreValue?
     /// Written only where the rows it refers to exist (`WHERE EXISTS`).
     let checksReferences: Bool
     let isUpdate: Bool
-    /// The values by column position, and the columns' names: the fields
+    /// The values by column position (empty: none, every column's
+    /// value given or not written), and the columns' names: the fields
     /// by name are made only to name a refusal (``fields``).
     let values: [StoreValue?]
     let names: [String]
@@ -147,6 +163,20 @@ public struct PlannedWrite {
     /// `i`: column `i`): the values after the columns' (``forEachArgument(_:)``).
     let layout: RecordWritePlans.Layout
     let references: UInt64
+
+    init(sql: String, key: StoreValue?, checksReferences: Bool, isUpdate: Bool, values: [StoreValue?], names: [String],
+         columns: UInt64, given: UInt64, layout: RecordWritePlans.Layout, references: UInt64) {
+        self.sql = sql
+        self.key = key
+        self.checksReferences = checksReferences
+        self.isUpdate = isUpdate
+        self.values = values
+        self.names = names
+        self.columns = columns
+        self.given = given
+        self.layout = layout
+        self.references = references
+    }
 
     /// One of the statement's values.
     public enum Argument {
@@ -190,7 +220,7 @@ public struct PlannedWrite {
     }
 
     /// At least as many values as ``forEachArgument(_:)`` gives.
-    public var argumentCapacity: Int { values.count + 1 + layout.references.count }
+    public var argumentCapacity: Int { names.count + 1 + layout.references.count }
 
     /// ``forEachArgument(_:)``'s values as an array (Store's own run).
     public var arguments: [StoreValue] {
@@ -309,19 +339,20 @@ extension RecordWritePlans {
     }
 
     /// The UPDATE ``RecordTable/update(_:key:fields:spec:)`` would run for
-    /// `values` (`given` as for ``plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``),
-    /// or nil when the general path must run.
+    /// `values` (`given` as for ``plannedInsert(_:given:spec:dialect:layout:derives:generatedKey:)``;
+    /// empty: every value nil), or nil when the general path must run.
     public func plannedUpdate(key: StoreValue, _ values: consuming [StoreValue?], given: UInt64, spec: TableSpec,
                               dialect: SQLDialect, layout: Layout) -> PlannedWrite? {
-        guard values.count == spec.columns.count, given & layout.inspected == 0 else { return nil }
-        if let newKey = values[layout.keyIndex] {
+        guard values.isEmpty || values.count == spec.columns.count, given & layout.inspected == 0 else { return nil }
+        if !values.isEmpty, let newKey = values[layout.keyIndex] {
             // Changing the key is refused by the general path.
             guard newKey == key else { return nil }
             values[layout.keyIndex] = nil
         }
         if !layout.dateOnUpdate.isEmpty {
             let now = Date().timeIntervalSince1970
-            for index in layout.dateOnUpdate where values[index] == nil && given & (1 << index) == 0 {
+            for index in layout.dateOnUpdate where given & (1 << index) == 0 && (values.isEmpty || values[index] == nil) {
+                if values.isEmpty { values = [StoreValue?](repeating: nil, count: spec.columns.count) }
                 values[index] = .real(now)
             }
         }
@@ -343,6 +374,7 @@ extension RecordWritePlans {
     /// before a write accept: each word one of its column's, no NUL in
     /// JSON text.
     private static func acceptable(_ values: [StoreValue?], _ layout: Layout) -> Bool {
+        if values.isEmpty { return true }
         for (index, words) in layout.allowed {
             switch values[index] {
             case nil, .null?: continue
@@ -362,6 +394,7 @@ extension RecordWritePlans {
         var columns = given
         for (index, value) in values.enumerated() where value != nil { columns |= 1 << index }
         var references: UInt64 = 0
+        if values.isEmpty { return (columns, references) }
         for reference in layout.references {
             if let value = values[reference.index], value != .null { references |= 1 << reference.index }
         }

@@ -35,8 +35,9 @@ public struct ColumnSpec: Sendable {
 
 /// The columns of a table as the schema has them now, so that a Lua
 /// migration that adds a column is seen at once (callers cache it per
-/// schema version).
-public struct TableSpec: Sendable {
+/// schema version). A class of constants: a repository call hands it on
+/// several times, each copy one reference where the struct's were four.
+public final class TableSpec: Sendable {
     public let table: String
     public let columns: [ColumnSpec]
     /// A single-column foreign key: `column` refers to `table`'s `key`.
