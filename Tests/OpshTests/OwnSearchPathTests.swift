@@ -14,6 +14,14 @@ import Testing
         VALUES ('com.a', 'A', 'A', 'u', 0), ('com.b', 'B', 'B', 'u', 0)
         """
     static let path = "db.exec('SET search_path = evil, pg_catalog, public')"
+    /// The second insert's projects, after the first run deleted com.a.
+    static let insertAC = insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)")
+    /// An operator `evil.=` that holds for every pair of texts.
+    static let evilEquals = """
+        CREATE SCHEMA evil;
+        CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+        CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+        """
 
     /// An operator `evil.=` that holds for every pair of texts: the
     /// script's own query reads it (the control: the shadow is real, its
@@ -24,11 +32,7 @@ import Testing
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(.postgresql)
         try database.sql(Self.insertTwo)
-        try database.sql("""
-            CREATE SCHEMA evil;
-            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
-            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
-            """)
+        try database.sql(Self.evilEquals)
         let run = try sandbox.opsh(["-e", """
             \(Self.path)
             print(db.value('SELECT count(*) FROM projects WHERE bundleIdentifier = ?', 'nobody'))
@@ -40,7 +44,7 @@ import Testing
         #expect(run.stdout == "2\ntrue\nevil, pg_catalog, public\n1\n", "\(run.stdout)")
         #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
 
-        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        try database.sql(Self.insertAC)
         let inTransaction = try sandbox.opsh(["-e", """
             db.transaction(function()
               \(Self.path)
@@ -305,10 +309,8 @@ import Testing
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(.postgresql)
         try database.sql(Self.insertTwo)
+        try database.sql(Self.evilEquals)
         try database.sql("""
-            CREATE SCHEMA evil;
-            CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
-            CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
             CREATE TABLE public.flip (x int);
             CREATE FUNCTION public.flip_path() RETURNS trigger LANGUAGE plpgsql AS $$
               BEGIN PERFORM pg_catalog.set_config('search_path', 'evil, pg_catalog, public', false); RETURN NULL; END $$;
@@ -324,7 +326,7 @@ import Testing
         #expect(control.stdout == "2\ntrue\n", "the trigger moves the path: \(control.stdout)")
         #expect(try database.sql("SELECT bundleIdentifier FROM public.projects") == "com.b")
 
-        try database.sql(Self.insertTwo.replacingOccurrences(of: "('com.b', 'B', 'B', 'u', 0)", with: "('com.c', 'C', 'C', 'u', 0)"))
+        try database.sql(Self.insertAC)
         let attack = try sandbox.opsh(["-e", """
             db.transaction(function()
               db.exec('INSERT INTO flip VALUES (1)')
