@@ -45,26 +45,32 @@ struct PostgresHomeSchema {
     ///   take every later session's reads and writes
     ///   (scripts/reliability-attacks.md, 28k). The operator names one.
     init?(on connection: PostgresConnection, label: String) throws {
-        let holders = try connection.query("""
-            SELECT pg_catalog.quote_ident(s.name::pg_catalog.text)
-            FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) WITH ORDINALITY AS s(name, position)
-            WHERE pg_catalog.to_regclass(pg_catalog.concat(pg_catalog.quote_ident(s.name::pg_catalog.text), '.opsh_migrations')) IS NOT NULL
-              AND pg_catalog.to_regnamespace(pg_catalog.quote_ident(s.name::pg_catalog.text)) OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
-            ORDER BY s.position
-            """).rows.compactMap { row -> String? in
+        // One round trip: the schemas on the path that hold `opsh_migrations`,
+        // in the path's order, the first with opsh's functions. The holders
+        // are found in a CTE the planner keeps apart (MATERIALIZED), so
+        // `to_regclass` runs over the path's own entries only: joined with
+        // `pg_namespace` it was run over every schema, pg_toast's too,
+        // which a role without rights there cannot look into.
+        let rows = try connection.query("""
+            WITH holders AS MATERIALIZED (
+                SELECT s.name, s.position
+                FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) WITH ORDINALITY AS s(name, position)
+                WHERE pg_catalog.to_regclass(pg_catalog.concat(pg_catalog.quote_ident(s.name::pg_catalog.text), '.opsh_migrations')) IS NOT NULL
+                  AND pg_catalog.to_regnamespace(pg_catalog.quote_ident(s.name::pg_catalog.text)) OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
+            )
+            SELECT pg_catalog.quote_ident(h.name::pg_catalog.text),
+                   (SELECT pg_catalog.array_agg(p.proname::pg_catalog.text) FROM pg_catalog.pg_proc p
+                    WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace(pg_catalog.quote_ident(h.name::pg_catalog.text))
+                      AND p.proname::pg_catalog.text LIKE 'opsh\\_%')
+            FROM holders h
+            ORDER BY h.position
+            """).rows
+        let holders = rows.compactMap { row -> String? in
             if case let .text(name)? = row.first { return name }
             return nil
         }
         if holders.count > 1 { throw PostgresStoreError.ambiguousSchema(label, schemas: holders) }
-        let found = try connection.query("""
-            SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text),
-                   (SELECT pg_catalog.array_agg(p.proname::pg_catalog.text) FROM pg_catalog.pg_proc p
-                    WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid AND p.proname::pg_catalog.text LIKE 'opsh\\_%')
-            FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-            WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('opsh_migrations')
-              AND c.relnamespace OPERATOR(pg_catalog.<>) pg_catalog.pg_my_temp_schema()
-            """).rows.first
-        guard let found, case let .text(name) = found[0] else { return nil }
+        guard let found = rows.first, case let .text(name) = found[0] else { return nil }
         quotedName = name
         var functions: [String] = []
         if case let .text(array) = found[1] {
