@@ -749,6 +749,12 @@ public final class PostgresConnection {
     /// results with.
     func writePipeline(_ steps: [(sql: String, parameters: [PostgresValue])]) throws -> [PlannedStep] {
         let caching = statementCacheCapacity > 0
+        if statementsDropped {
+            // Every statement cached, also those parsed in the pipeline
+            // that dropped them: each is parsed again as it is sent.
+            statementsDropped = false
+            evictStatements(keeping: 0)
+        }
         var plan: [PlannedStep] = []
         plan.reserveCapacity(steps.count)
         var fresh: [StatementKey: FreshStatement] = [:]
@@ -924,6 +930,14 @@ public final class PostgresConnection {
         pendingCloses.removeAll()
     }
 
+    /// Forgets every statement the cache holds (their Close goes out with
+    /// the next Parse): each is parsed again where it is next sent. For a
+    /// pipeline that must prepare its steps in order, after a statement
+    /// of the caller's dropped them (DEALLOCATE ALL).
+    public func forgetPreparedStatements() {
+        evictStatements(keeping: 0)
+    }
+
     private func evictStatements(keeping: Int) {
         while statements.count > max(keeping, 0) {
             guard let (key, _) = statements.min(by: { $0.value.lastUse < $1.value.lastUse }) else { break }
@@ -1024,6 +1038,17 @@ public final class PostgresConnection {
         return true
     }
 
+    /// Set by a command tag of a statement that drops prepared statements
+    /// (`DEALLOCATE`, `DISCARD ALL`), until the next pipeline is written:
+    /// the server's own word that the cache no longer holds.
+    private var statementsDropped = false
+
+    /// A command tag that says prepared statements were dropped.
+    static func isDeallocateTag(_ body: UnsafeRawBufferPointer) -> Bool {
+        (body.count >= 10 && body.prefix(10).elementsEqual("DEALLOCATE".utf8))
+            || (body.count >= 11 && body.prefix(11).elementsEqual("DISCARD ALL".utf8))
+    }
+
     /// The next message that is not a notice, a notification or a parameter
     /// change (those are kept as they pass). Its body is valid until the
     /// next call.
@@ -1043,6 +1068,7 @@ public final class PostgresConnection {
             if try handleAsynchronous(type, body) { continue }
             if type == Backend.errorResponse || (type == Backend.commandComplete && Self.isRollbackTag(body)) { rollbackCount &+= 1 }
             else if type == Backend.commandComplete && Self.isCommitTag(body) { commitCount &+= 1 }
+            else if type == Backend.commandComplete && Self.isDeallocateTag(body) { statementsDropped = true }
             return (type, body)
         }
     }

@@ -30,4 +30,36 @@ import Testing
         #expect(!result.stderr.contains("roll back the transaction first"), "\(result.stderr)")
         #expect(try db.count("builds") == 3)
     }
+
+    /// A script's `DEALLOCATE ALL` (PostgreSQL's own statement: SQLite has
+    /// none) drops the statements opsh keeps prepared, also those the same
+    /// round trip reads the counters and releases the savepoint with. It
+    /// failed the script's statement outside a transaction (the reading
+    /// after it gone) and rolled back a whole `db.transaction` as "transaction
+    /// control"; psql runs it. Every statement before and after it, the
+    /// script's and opsh's, must do what it says, in and out of a
+    /// transaction, with `--max-changes` counting.
+    @Test func aScriptsDeallocateAllFailsNothingOfOpshs() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        let run = try sandbox.opsh(["--max-changes", "10", "-e", """
+            projects.insert{ bundleIdentifier = 'com.a', name = 'A', gitRepositoryURL = '/a' }
+            print(projects.count())
+            db.exec("DEALLOCATE ALL")
+            print(projects.count())
+            db.exec("UPDATE projects SET name = name || ?", "1")
+            db.exec("DEALLOCATE ALL")
+            db.transaction(function()
+              print(projects.get('com.a').name)
+              db.exec("DEALLOCATE ALL")
+              db.exec("UPDATE projects SET name = name || ?", "2")
+              db.exec("DEALLOCATE ALL")
+              print(projects.get('com.a').name)
+            end)
+            print(db.value("SELECT name FROM projects"))
+            """], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "1\n1\nA1\nA12\nA12\n", "\(run.stdout)")
+        #expect(try database.sql("SELECT name FROM public.projects") == "A12")
+    }
 }

@@ -584,11 +584,15 @@ public final class PostgresDatabase {
         let sandboxIndex = steps.count
         let sandboxCheck = try sandboxStep()
         if let sandboxCheck { steps.append(sandboxCheck) }
-        let release = steps.count
-        steps.append(("RELEASE SAVEPOINT opsh_statement", []))
+        // The counters are read before the savepoint is released (they
+        // count the open savepoint's rows too): a reading the statement
+        // made fail (DEALLOCATE ALL dropped it) leaves the savepoint to
+        // roll back to.
         let reading = steps.count
         let relations = measure != nil && (dryRunning || countsFailedStatementsExactly) ? try tallyRelations() : nil
         if let relations { steps.append(CommitTally.stepOnceWritten(relations)) }
+        let release = steps.count
+        steps.append(("RELEASE SAVEPOINT opsh_statement", []))
         var results: [PostgresResult]
         var checked: [PostgresValue] = []
         var handedRows = false
@@ -613,6 +617,15 @@ public final class PostgresDatabase {
                 // savepoint (what it changed set aside), the transaction goes on.
                 try rollBackStatement(relations)
                 throw PostgresStoreError.sandboxRefused(PostgresSandbox.message(refusal!), sql: sql)
+            case .failed where error.code == "26000" && (error.step ?? 0) > 1 && !handedRows && !preparedAgain:
+                // The statement dropped opsh's prepared statements (DEALLOCATE
+                // ALL, or a function that runs it), and a step after it found
+                // its own gone: the savepoint stands. Rolled back to it, the
+                // statement runs once more with every step parsed again in
+                // order, so those after it are prepared after it ran.
+                try rollBackStatement(relations)
+                connection.forgetPreparedStatements()
+                return try underSavepoint(sql, parameters, preparedAgain: true, eachRow: eachRow)
             case .failed where error.step == release:
                 // The statement released opsh's savepoint, or rolled back
                 // past it (RELEASE or ROLLBACK TO one of opsh's): the
@@ -1060,6 +1073,16 @@ public final class PostgresDatabase {
                 if (error.code == "0A000" || error.code == "26000"), attempts == 1, !handedRows, connection.transactionStatus == .idle {
                     continue  // a stale statement, forgotten already: nothing ran
                 }
+                var reported = error
+                reported.step = nil
+                throw reported
+            } catch let error as PostgresError where error.step == 2 && error.code == "26000" {
+                // The reading after the statement was dropped by it (DEALLOCATE
+                // ALL, or a function that runs it): the statement's implicit
+                // transaction rolled back with the reading. Once more, every
+                // step parsed again in order: the reading is then prepared
+                // after the statement has run, as psql's next query would be.
+                if attempts == 1, !handedRows, connection.transactionStatus == .idle { continue }
                 var reported = error
                 reported.step = nil
                 throw reported
