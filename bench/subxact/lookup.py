@@ -2,7 +2,7 @@
 """The reader's cost of a suboverflowed snapshot, apart from the load
 (bench/subxact/README.md):
 
-    bench/subxact/lookup.py OPSH [--runs 3] [--rows 5000] [--seconds 10]
+    bench/subxact/lookup.py OPSH [--runs 3] [--rows 10000] [--seconds 10]
 
 While a transaction that wrote 100 statements is held open (by opsh: under
 its statement savepoints, past PostgreSQL's 64 cached subtransactions; by
@@ -24,7 +24,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("opsh")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=10)
     options = parser.parse_args()
     opsh = os.path.abspath(options.opsh)
