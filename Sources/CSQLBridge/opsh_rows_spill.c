@@ -54,6 +54,39 @@ static size_t copy_most(sqlite3 *reading) {
     return 2 * database > OPSH_ROWS_COPY_LEAST_MOST ? 2 * database : OPSH_ROWS_COPY_LEAST_MOST;
 }
 
+void opsh_rows_origin_take(lua_State *L, int level, opsh_rows_origin *origin) {
+    lua_Debug frame;
+    origin->line = 0;
+    if (lua_getstack(L, level, &frame) && lua_getinfo(L, "Sl", &frame) && frame.currentline > 0) {
+        memcpy(origin->source, frame.short_src, sizeof origin->source);
+        origin->line = frame.currentline;
+    }
+}
+
+// Says, once a loop is copied, that it keeps its snapshot (`why`: what
+// happened and why), where it began (else where its row was asked for:
+// level 1 is the caller of the loop's iterator) and what that costs.
+static void note_kept_snapshot(lua_State *L, const opsh_sql_route *route, const opsh_rows_origin *origin, const char *why) {
+    if (!route->note) return;
+    opsh_rows_origin asked;
+    if (!origin || origin->line <= 0) {
+        opsh_rows_origin_take(L, 1, &asked);
+        origin = &asked;
+    }
+    char where[LUA_IDSIZE + 32] = "";
+    if (origin->line > 0) snprintf(where, sizeof where, " at %s:%d", origin->source, origin->line);
+    char text[512];
+    snprintf(text, sizeof text, "a slow db.rows loop%s %s: it keeps its read snapshot, and the WAL, until it ends", where, why);
+    route->note(route->note_context, text);
+}
+
+// The note of a copy abandoned: `copy`'s error, read as it failed.
+static void note_copy_abandoned(lua_State *L, const opsh_sql_route *route, const opsh_rows_origin *origin, const char *error) {
+    char why[256];
+    snprintf(why, sizeof why, "could not copy its rest aside (%s)", error);
+    note_kept_snapshot(L, route, origin, why);
+}
+
 static int spill_failed(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, sqlite3 *failing, sqlite3 *copy, sqlite3_stmt *insert) {
     sqlite3_stmt *source = slot[0];
     route->failure_text(L, failing ? sqlite3_errmsg(failing) : "out of memory", sqlite3_sql(source));
@@ -183,7 +216,7 @@ static sqlite3_stmt *committed_rows_statement(sqlite3 *copy, sqlite3_int64 commi
     return NULL;
 }
 
-int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
+int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const opsh_rows_origin *origin) {
     sqlite3_stmt *source = slot[0];
     int columns = sqlite3_column_count(source);
     sqlite3 *copy = NULL;
@@ -198,7 +231,8 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
                                    &copy, &insert);
     if (!prepared) {
         // No row was taken from the statement: the loop reads on from it,
-        // holding its snapshot as any long scan does.
+        // holding its snapshot as any long scan does, and says so.
+        note_copy_abandoned(L, route, origin, sqlite3_errmsg(copy));
         sqlite3_finalize(insert);
         sqlite3_close_v2(copy);
         return 0;
@@ -217,6 +251,9 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     int code = SQLITE_ROW, written = 1;
     size_t copied = 0, committed_at = 0, most = copy_most(sqlite3_db_handle(source));
     sqlite3_int64 committed = 0, rows_copied = 0;
+    // The copy's error as its write failed (the rollback after may change
+    // what SQLite says), for the loop's note.
+    char copy_error[160] = "";
     while (copied < most && (code = sqlite3_step(source)) == SQLITE_ROW) {
         for (int column = 0; column < columns; column++) {
             sqlite3_value *value = sqlite3_column_value(source, column);
@@ -242,7 +279,10 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
                 written = sqlite3_exec(copy, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
             }
         }
-        if (!written) break;
+        if (!written) {
+            snprintf(copy_error, sizeof copy_error, "%s", sqlite3_errmsg(copy));
+            break;
+        }
     }
     // Ctrl-C, --timeout and a lack of memory stop the loop now. Another
     // failure of the statement (a later row's malformed JSON) is the loop's
@@ -256,7 +296,8 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     if (fails_later) route->failure_text(L, sqlite3_errmsg(sqlite3_db_handle(source)), sqlite3_sql(source));
     sqlite3_finalize(insert);
     insert = NULL;
-    if (written) written = sqlite3_exec(copy, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    if (written && !(written = sqlite3_exec(copy, "COMMIT", NULL, NULL, NULL) == SQLITE_OK))
+        snprintf(copy_error, sizeof copy_error, "%s", sqlite3_errmsg(copy));
 
     // What the loop reads, in order: the copy's rows (all of them, or
     // those committed before a write failed), the held rows the copy could
@@ -299,8 +340,17 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     if (code == SQLITE_ROW) {
         // Copied up to the bound, or the copy abandoned: the loop reads the
         // rest from its statement after these rows, holding the snapshot
-        // as any long scan does (rows_next, opsh_sql.c).
+        // as any long scan does (rows_next, opsh_sql.c), and says so. Off
+        // the loop's rows: once a loop, as it is copied.
         parts[count++] = source;
+        if (!written) {
+            note_copy_abandoned(L, route, origin, copy_error);
+        } else {
+            char why[160];
+            snprintf(why, sizeof why, "copied %zu MiB of its rest aside, the most its copy holds, and reads the rest from its statement",
+                     most >> 20);
+            note_kept_snapshot(L, route, origin, why);
+        }
     } else {
         // The snapshot ends with the loop's statement (opsh_reader.c).
         opsh_sql_reader_finalize_cursor(route->session->reader, source);
@@ -312,7 +362,8 @@ int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route) {
     return fails_later ? first | OPSH_ROWS_COPY_THEN_FAIL : first;
 }
 
-int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, opsh_rows_pace *pace) {
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, opsh_rows_pace *pace,
+                           const opsh_rows_origin *origin) {
     opsh_sql_reader *reader = route->session->reader;
     struct timespec spec;
     clock_gettime(CLOCK_MONOTONIC, &spec);
@@ -337,5 +388,5 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
     *overdue = &opsh_rows_never_overdue;
     pace->mark = opsh_rows_never_overdue;
     pace->slow_marks = 0;
-    return opsh_rows_spill(L, slot, route);
+    return opsh_rows_spill(L, slot, route, origin);
 }

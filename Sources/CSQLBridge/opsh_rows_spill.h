@@ -42,6 +42,18 @@ typedef struct {
     long long rows;
 } opsh_rows_pace;
 
+/// Where a loop began, for its note: the chunk and line of the function
+/// that called `db.rows` (Lua's short source, as luaL_where gives it), read
+/// once as the loop begins; `line` 0 when that was not a Lua function (the
+/// loop's next row is asked then).
+typedef struct {
+    char source[LUA_IDSIZE];
+    int line;
+} opsh_rows_origin;
+
+/// Reads `origin` from the function at `level` of L's stack.
+void opsh_rows_origin_take(lua_State *L, int level, opsh_rows_origin *origin);
+
 /// Called by a loop's next row when the reader's `overdue` (at `*overdue`)
 /// is not the one it saw last (`pace->mark`): the watchdog found the loop's
 /// snapshot older than the window. A mark finds the script slow when it
@@ -59,7 +71,8 @@ typedef struct {
 /// that asks for its rows at once keeps reading from its statement, as
 /// db.query would (a copy would only slow a scan): `pace` is updated and
 /// 0 returned.
-int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, opsh_rows_pace *pace);
+int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const int **overdue, opsh_rows_pace *pace,
+                           const opsh_rows_origin *origin);
 
 #define OPSH_ROWS_SLOW_TO_ASK 0.002
 #define OPSH_ROWS_SLOW_PACE 20000.0
@@ -79,11 +92,14 @@ int opsh_rows_when_overdue(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *ro
 /// the copy's most (see OPSH_ROWS_COPY_LEAST_MOST) is copied up to it and
 /// the statement, still open, is read after the copy. A copy that cannot
 /// be written (the temporary directory full, a file-size limit) is
-/// abandoned without a word: the loop reads the rows it committed, then
-/// the rows of the batch whose write failed (held in memory, see
+/// abandoned: the loop reads the rows it committed, then the rows of the
+/// batch whose write failed (held in memory, see
 /// OPSH_ROWS_COPY_BATCH_BYTES), then the rest from its statement, still
 /// open on its snapshot (28c); a copy that cannot even begin returns 0,
-/// and the loop steps its statement as before. What follows `slot[0]`, in
-/// order, waits in `slot[2]` and `slot[3]` (`slot` holds four; `slot[1]`
-/// is the cursor's).
-int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route);
+/// and the loop steps its statement as before. Each of these three keeps
+/// the snapshot, and the WAL, until the loop ends, and says so in one
+/// note (the route's `note`: where the loop began, from `origin`, why,
+/// and that cost); a loop is copied once, so it says it once. What
+/// follows `slot[0]`, in order, waits in `slot[2]` and `slot[3]` (`slot`
+/// holds four; `slot[1]` is the cursor's).
+int opsh_rows_spill(lua_State *L, sqlite3_stmt **slot, opsh_sql_route *route, const opsh_rows_origin *origin);

@@ -462,6 +462,9 @@ typedef struct rows_state {
     const int *overdue;
     /// What the loop saw of the watchdog's marks, and its rows.
     opsh_rows_pace pace;
+    /// Where the loop began, for the note of a copy that keeps its
+    /// snapshot (opsh_rows_spill.h); read only on the read connection.
+    opsh_rows_origin origin;
     /// The statement failed after the rows copied: the failure's words
     /// (the state's user value) are raised once the copy's rows are read.
     int fails_after_copy;
@@ -639,7 +642,7 @@ static int rows_next(lua_State *L) {
     state->first = 0;
     state->pace.rows++;
     if (!code && __atomic_load_n(state->overdue, __ATOMIC_RELAXED) != state->pace.mark) {
-        code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace);
+        code = opsh_rows_when_overdue(L, state->slot, state->route, &state->overdue, &state->pace, &state->origin);
         statement = state->slot[0];
         if (code == OPSH_ROWS_SPILL_FAILED) {
             *state->in_host = outer;
@@ -723,6 +726,10 @@ void opsh_sql_push_rows_iterator(lua_State *L, sqlite3_stmt **statement, int fir
         ? &reader->overdue : &opsh_rows_never_overdue;
     // A mark made before this loop began is not about its rows.
     state->pace = (opsh_rows_pace){ .mark = __atomic_load_n(state->overdue, __ATOMIC_RELAXED) };
+    // Level 1: the function that called db.rows (this runs inside it).
+    // Only a loop that may be copied can need it.
+    state->origin.line = 0;
+    if (state->overdue != &opsh_rows_never_overdue) opsh_rows_origin_take(L, 1, &state->origin);
     state->fails_after_copy = 0;
     lua_rawgeti(L, holder, 1);
     int names = lua_gettop(L);

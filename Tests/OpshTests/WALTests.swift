@@ -265,13 +265,17 @@ import Testing
     /// (here the least, OPSH_ROWS_COPY_LEAST_MOST: 64 MiB), then reads on
     /// from its statement: it leaves at its 20,000th
     /// row, every row once and in order. The copy read on until the disk
-    /// was full, and the loop never left (27z). The control: the loop's
-    /// first rows are slow, so its rest is copied (a file).
+    /// was full, and the loop never left (27z). Reading on from its
+    /// statement, the loop keeps its snapshot: it says so once on stderr,
+    /// naming the script, the loop's line and the copy's most, where it
+    /// said nothing. The control: the loop's first rows are slow, so its
+    /// rest is copied (a file); a copy that holds the whole rest says
+    /// nothing (aSlowLoopWhoseCopyCannotBeWrittenReadsEveryRow).
     @Test func aSlowLoopOverAResultWithoutEndLeavesWhereItBreaks() throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
         let copied = sandbox.root + "/copied"
-        let script = sandbox.withDatabase(["--timeout", "60", "-e", luaWaiting + "\n" + """
+        let text = luaWaiting + "\n" + """
             local sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, printf('%.8000c', 'w') AS wide FROM c"
             local n, sum, copiedAt = 0, 0, nil
             for row in db.rows(sql) do
@@ -284,7 +288,8 @@ import Testing
               if n == 20000 then break end
             end
             print(n, sum, copiedAt ~= nil and copiedAt < 20000)
-            """])
+            """
+        let script = sandbox.withDatabase(["run", "--timeout", "60", try sandbox.script("endless.lua", text)])
         let child = try sandbox.start(opshExecutable, script)
         #expect(String(decoding: readFirstLine(child.standardOutput), as: UTF8.self) == "reading\n")
         #expect(try waitUntil(30) { copyFiles(of: child.pid) > 0 }, "no copy")
@@ -292,26 +297,47 @@ import Testing
         let result = child.finish()
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "20000\t200010000\ttrue\n", "\(result.stdout)")
+        let notes = keptSnapshotNotes(result.stderr)
+        #expect(notes.count == 1 && result.stderr == (notes.first ?? "") + "\n", "\(result.stderr)")
+        #expect(notes.first?.contains("a slow db.rows loop at ") == true, "\(result.stderr)")
+        #expect(notes.first?.contains("endless.lua:\(rowsLoopLine(text)) copied 64 MiB of its rest aside, the most its copy holds, "
+                                      + "and reads the rest from its statement: it keeps its read snapshot, and the WAL, until it ends") == true,
+                "\(result.stderr)")
+    }
+
+    /// The line of `script` that calls `db.rows` (1 for the first).
+    func rowsLoopLine(_ script: String) -> Int {
+        (script.components(separatedBy: "\n").firstIndex { $0.contains("db.rows(") } ?? -1) + 1
+    }
+
+    /// The lines of `stderr` that say a loop keeps its snapshot
+    /// (opsh_rows_spill.h).
+    func keptSnapshotNotes(_ stderr: String) -> [String] {
+        stderr.split(separator: "\n").map(String.init).filter { $0.contains("keeps its read snapshot") }
     }
 
     /// A slow loop whose copy cannot be written (opsh under a file-size
     /// limit, `ulimit -f` in dash's 512-byte blocks, SIGXFSZ ignored: the
     /// copy's writes fail as on a full temporary directory) reads every row
-    /// of its snapshot, in order and with its values, exits 0 and says
-    /// nothing: the copy is abandoned and the loop keeps its snapshot, as
-    /// any long scan. It failed after 11 of 3,000 rows with "disk I/O
-    /// error", naming the loop's SQL (28c). Under 1 MiB the copy's first
-    /// batch cannot be written; under 3 MiB a later one, after two commits
-    /// (OPSH_ROWS_COPY_BATCH_BYTES). The control (no limit): the same loop
-    /// is seen copying (a file). SQLite only: PostgreSQL's row path makes
-    /// no copy.
-    @Test(arguments: [nil, 2048, 6144])
-    func aSlowLoopWhoseCopyCannotBeWrittenReadsEveryRow(_ limitBlocks: Int?) throws {
+    /// of its snapshot, in order and with its values, and exits 0: the copy
+    /// is abandoned and the loop keeps its snapshot, as any long scan. It
+    /// failed after 11 of 3,000 rows with "disk I/O error", naming the
+    /// loop's SQL (28c). Under 1 MiB the copy's first batch cannot be
+    /// written; under 3 MiB a later one, after two commits
+    /// (OPSH_ROWS_COPY_BATCH_BYTES). It says so once, on stderr: a note
+    /// naming the script and the loop's line, the copy's error and what it
+    /// costs (the WAL waits for the loop), where it said nothing and the
+    /// operator whose WAL grew could not tell which loop held it; `--quiet`
+    /// drops it as it drops every note. The control (no limit): the same
+    /// loop is seen copying (a file) and says nothing. SQLite only:
+    /// PostgreSQL's row path makes no copy.
+    @Test(arguments: [(nil, false), (2048, false), (6144, false), (2048, true)] as [(Int?, Bool)])
+    func aSlowLoopWhoseCopyCannotBeWrittenReadsEveryRow(_ limitBlocks: Int?, _ quiet: Bool) throws {
         let sandbox = try Sandbox()
         try sandbox.createDatabase()
         let seen = sandbox.root + "/seen"
         if limitBlocks != nil { _ = FileManager.default.createFile(atPath: seen, contents: Data()) }
-        let script = sandbox.withDatabase(["-e", luaWaiting + "\n" + """
+        let text = luaWaiting + "\n" + """
             local sql = [[WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000)
               SELECT x, x + 0.5 AS half, CASE WHEN x % 7 = 0 THEN NULL ELSE CAST('b' || x AS BLOB) END AS b,
                 printf('%.2000c', char(65 + x % 26)) || char(0) || x AS wide FROM c]]
@@ -325,7 +351,8 @@ import Testing
               if n <= 100 or not released("\(seen)") then slow() end
             end
             print(n, bad)
-            """])
+            """
+        let script = sandbox.withDatabase(["run"] + (quiet ? ["--quiet"] : []) + [try sandbox.script("slow-loop.lua", text)])
         let child: ChildProcess
         if let limitBlocks {
             child = try sandbox.start("/bin/sh", ["-c", "trap '' XFSZ; ulimit -f \(limitBlocks); exec \"$0\" \"$@\"", opshExecutable] + script)
@@ -335,9 +362,20 @@ import Testing
             _ = FileManager.default.createFile(atPath: seen, contents: Data())
         }
         let result = child.finish()
-        #expect(result.status == 0, "\(String(describing: limitBlocks)): \(result.stderr)")
-        #expect(result.stdout == "3000\t0\n", "\(String(describing: limitBlocks)): \(result.stdout)")
-        #expect(result.stderr.isEmpty, "\(String(describing: limitBlocks)): \(result.stderr)")
+        let label = "\(String(describing: limitBlocks)), quiet \(quiet)"
+        #expect(result.status == 0, "\(label): \(result.stderr)")
+        #expect(result.stdout == "3000\t0\n", "\(label): \(result.stdout)")
+        guard limitBlocks != nil, !quiet else {
+            #expect(result.stderr.isEmpty, "\(label): \(result.stderr)")
+            return
+        }
+        let notes = keptSnapshotNotes(result.stderr)
+        #expect(notes.count == 1 && result.stderr == notes[0] + "\n", "\(label): \(result.stderr)")
+        guard let note = notes.first else { return }
+        #expect(note.hasPrefix("opsh: note: a slow db.rows loop at "), "\(label): \(note)")
+        // Lua shortens a long chunk name from the left: its end.
+        #expect(note.contains("slow-loop.lua:\(rowsLoopLine(text)) could not copy its rest aside ("), "\(label): \(note)")
+        #expect(note.hasSuffix("): it keeps its read snapshot, and the WAL, until it ends"), "\(label): \(note)")
     }
 
     /// A slow loop inside another loop (the outer one's open statement

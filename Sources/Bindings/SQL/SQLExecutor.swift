@@ -3,6 +3,7 @@ import CSQLBridge
 import Foundation
 import LuaRuntime
 import Store
+import TextCodec
 
 /// Runs SQL for Lua: picks the connection (the read connection, the
 /// writer, or the open transaction's), binds the call's arguments, steps,
@@ -35,6 +36,14 @@ final class SQLExecutor {
             let failure = SQLFailure(message: message.map { String(cString: $0) } ?? "unknown error",
                                      sql: sql.map { String(cString: $0) })
             LuaStack(state!).push(failure.description)
+        }
+        // A db.rows loop that keeps its snapshot (opsh_rows_spill.h): its
+        // chunk name and the copy's error may hold control characters.
+        route.pointee.note_context = Unmanaged.passUnretained(session).toOpaque()
+        route.pointee.note = { context, text in
+            guard let context, let text else { return }
+            let session = Unmanaged<SessionDatabase>.fromOpaque(context).takeUnretainedValue()
+            session.sayNote(VisibleText.of(String(cString: text)))
         }
     }
 

@@ -52,6 +52,11 @@ typedef struct opsh_sql_entry {
 /// Swift's SQLFailure says it, so both paths fail alike.
 typedef void (*opsh_sql_failure_text)(lua_State *L, const char *message, const char *sql);
 
+/// Gives a note (one line, without `opsh: note: `) the session's way:
+/// Swift makes its control characters visible and hands it to the
+/// session's notes (`DatabaseSession.sayNotes`), which `--quiet` silences.
+typedef void (*opsh_sql_note)(void *context, const char *text);
+
 #define OPSH_SQL_RECENT 64
 
 /// What the fast path reads: where the session's statements run (Store's
@@ -60,6 +65,10 @@ typedef struct opsh_sql_route {
     /// The session's connections and counters (owned by SessionDatabase).
     opsh_session_route *session;
     opsh_sql_failure_text failure_text;
+    /// A `db.rows` loop that keeps its snapshot says so here, once
+    /// (opsh_rows_spill.h); `note_context` is the handler's.
+    opsh_sql_note note;
+    void *note_context;
     /// Nonzero while a batch run writes the rows it returns straight from
     /// the statement (opsh_returned_rows.h): a db.query of the outermost
     /// frame goes to Swift, which decides.

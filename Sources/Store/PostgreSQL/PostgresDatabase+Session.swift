@@ -93,6 +93,10 @@ extension PostgresDatabase: DatabaseSession {
         lockWitness?.announcement = (seconds, say)
     }
 
+    public func sayNotes(_ say: @escaping @Sendable (String) -> Void) {
+        onReconnect = say
+    }
+
     public func hints(for message: String) -> [String] {
         message.contains("database is locked") ? [".locks shows the sessions holding locks now"] : []
     }

@@ -84,9 +84,7 @@ public final class PostgresDatabase {
     private let settings: [(name: String, value: String)]
     /// Told when the session connected again: a note on stderr unless the
     /// caller says otherwise.
-    public var onReconnect: (@Sendable (String) -> Void)? = { note in
-        FileHandle.standardError.write(Data("opsh: note: \(note)\n".utf8))
-    }
+    public var onReconnect: (@Sendable (String) -> Void)? = noteOnStandardError
     /// The canceller of a connection of its own that maintenance holds
     /// now (``onConnectionOfItsOwn(_:)``).
     let sideCanceller = Locked<PostgresCanceller?>(nil)

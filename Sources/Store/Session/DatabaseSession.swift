@@ -141,6 +141,11 @@ public protocol DatabaseSession: AnyObject {
     /// lock, that it waits and who holds the lock (the shell: a write that
     /// waits is not silent until the busy timeout).
     func announceLockWaits(after seconds: TimeInterval, _ say: @escaping @Sendable (String) -> Void)
+    /// Where the notes the session gives on its own go from now on (the
+    /// connection lost and made again; a `db.rows` loop that keeps its
+    /// snapshot): the modes' console, which `--quiet` silences. Until
+    /// told, each is a line on stderr (``noteOnStandardError``).
+    func sayNotes(_ say: @escaping @Sendable (String) -> Void)
 
     // MARK: What the Lua bindings run on
 
@@ -338,6 +343,12 @@ public protocol SessionMaintenance {
     func telemetryRetentionDays() throws -> Int?
     func cleanTelemetry(_ cleanup: TelemetryCleanup, shouldStop: () -> Bool,
                         progress: (MaintenanceProgress) -> Void) throws -> TelemetryCleanup.Report
+}
+
+/// A session's note before a mode says where notes go
+/// (``DatabaseSession/sayNotes(_:)``): `opsh: note: …` on stderr.
+public let noteOnStandardError: @Sendable (String) -> Void = { note in
+    FileHandle.standardError.write(Data("opsh: note: \(note)\n".utf8))
 }
 
 /// Runs a program to its end in exactly the environment given (the

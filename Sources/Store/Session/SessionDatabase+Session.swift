@@ -57,6 +57,10 @@ extension SessionDatabase: DatabaseSession {
         }
     }
 
+    public func sayNotes(_ say: @escaping @Sendable (String) -> Void) {
+        sayNote = say
+    }
+
     /// SQLite's progress handler on every connection Store opens
     /// (`opsh_stop.h`): sqlite3_interrupt reaches only a statement already
     /// running.

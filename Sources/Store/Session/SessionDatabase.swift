@@ -51,6 +51,10 @@ public final class SessionDatabase {
     /// without it any schema change is over every cap. A `db.transaction`
     /// may say otherwise for itself (`allowSchemaChanges`).
     public var allowsSchemaChanges = false
+    /// Where the session's notes go (``DatabaseSession/sayNotes(_:)``):
+    /// the `db` module's C row path says through it that a loop keeps its
+    /// snapshot.
+    public internal(set) var sayNote: @Sendable (String) -> Void = noteOnStandardError
 
     /// `db.rows` cursors opened on `current`, or in the shell's chunk:
     /// finalized when the transaction ends, since the connection goes back

@@ -65,6 +65,9 @@ struct Launch {
         do {
             let opened = try LuaSessions.open(session)
             opened.databaseSession.allowsSchemaChanges = options.allowSchemaChanges
+            // The session's own notes are the console's: --quiet drops them.
+            let console = console
+            opened.databaseSession.sayNotes { console.note($0) }
             return opened
         } catch {
             throw Self.stop(opening: error)
