@@ -201,6 +201,39 @@ import Testing
         #expect(named.stdout == "2\n", "\(named.stdout)")
     }
 
+    /// A script's copies of `opsh_migrations` and `projects` in a schema of
+    /// its own, and `ALTER DATABASE … SET search_path` to it alone (or
+    /// `ALTER ROLE`): the setting outlives the script, and every later
+    /// session found one holder on its path, the copy, and read and wrote
+    /// it (`projects.count()` said 0) with no refusal: 28k looks only
+    /// along the path. The control names the copy's schema in the
+    /// connection, which a script cannot set: opened, read as asked.
+    @Test func aPathSetForLaterSessionsAwayFromOpshsSchemaIsRefusedAtOpening() throws {
+        let sandbox = try Sandbox()
+        let database = try sandbox.createdDatabase(.postgresql)
+        try database.sql(Self.insertTwo)
+        let copies = ["opsh_migrations", "projects"].map { "db.exec('CREATE TABLE decoy.\($0) (LIKE public.\($0) INCLUDING ALL)')" }
+        let made = try sandbox.opsh(["-e", "db.exec('CREATE SCHEMA decoy') " + copies.joined(separator: " ")
+                                     + " db.exec('INSERT INTO decoy.opsh_migrations SELECT * FROM public.opsh_migrations')"
+                                     + " db.exec([[DO $$BEGIN EXECUTE pg_catalog.format('ALTER DATABASE %I SET search_path = decoy', pg_catalog.current_database()); END$$]])"],
+                                    on: database)
+        #expect(made.status == 0, "\(made.stderr)")
+
+        let refused = try sandbox.opsh(["-e", "return projects.count()"], on: database)
+        #expect(refused.status == 3, "\(refused.stdout)")
+        #expect(refused.stderr.contains("opsh's tables are also in public, off the session's search_path (decoy), which ALTER DATABASE or ALTER ROLE set for every session"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("PGOPTIONS ('-c search_path=public')"), "\(refused.stderr)")
+
+        let named = try sandbox.opsh(["-e", "return projects.count()"], on: database,
+                                     environment: ["PGOPTIONS": "-c search_path=public"])
+        #expect(named.status == 0, "\(named.stderr)")
+        #expect(named.stdout == "2\n", "\(named.stdout)")
+        let control = try sandbox.opsh(["-e", "return projects.count()"], on: database,
+                                       environment: ["PGOPTIONS": "-c search_path=decoy"])
+        #expect(control.status == 0, "\(control.stderr)")
+        #expect(control.stdout == "0\n", "\(control.stdout)")
+    }
+
     // MARK: opsh's functions inside a script's statement (migration 008)
 
     /// `evil.clock_timestamp()` a thousand years ahead: the permit trigger,

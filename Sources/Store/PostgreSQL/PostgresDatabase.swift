@@ -296,6 +296,7 @@ public final class PostgresDatabase {
     }
 
     private func prepareSchema() throws {
+        try PostgresHomeSchema.refuseAPathSetAway(on: connection, label: label)
         if try hasBookkeeping() {
             appliedMigrations = try readApplied()
         } else {
@@ -1358,6 +1359,9 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
     case empty(String)
     /// More than one schema on the session's path holds opsh's tables.
     case ambiguousSchema(String, schemas: [String])
+    /// A schema off the path the database's or role's setting gives
+    /// holds opsh's tables.
+    case pathSetAway(String, path: String, elsewhere: [String])
     case newerSchema(String, unknown: [String])
     case inTransaction(String)
     case statement(String)
@@ -1418,6 +1422,8 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible, Senda
             "\(label) has \(tables) table(s) but no opsh schema (no opsh_migrations table); opsh creates its schema only in an empty database; nothing was changed"
         case let .ambiguousSchema(label, schemas):
             "\(label): opsh's tables are in \(schemas.count) schemas on the session's search_path (\(schemas.joined(separator: ", "))); the first would be used, whoever made it: name the one to use in the connection string (options=-csearch_path%3D\(schemas.last!)) or in PGOPTIONS ('-c search_path=\(schemas.last!)'); nothing was changed"
+        case let .pathSetAway(label, path, elsewhere):
+            "\(label): opsh's tables are also in \(elsewhere.joined(separator: ", ")), off the session's search_path (\(path)), which ALTER DATABASE or ALTER ROLE set for every session (any session of the role may, a script's too); the path's would be used: name the one to use in the connection string (options=-csearch_path%3D\(elsewhere.last!)) or in PGOPTIONS ('-c search_path=\(elsewhere.last!)'); nothing was changed"
         case let .empty(label):
             "\(label) has no opsh schema: pass --create to create it in this (empty) database; a read-only open never creates one"
         case let .newerSchema(label, unknown):

@@ -79,6 +79,40 @@ struct PostgresHomeSchema {
         qualifier = PostgresPlaceholders.Qualifier(schema: name, tables: Self.tables, functions: functions)
     }
 
+    /// Refuses a session whose `search_path` comes from the database's or
+    /// the role's own setting (`ALTER DATABASE … SET`, `ALTER ROLE … SET`)
+    /// while a schema off that path, which the role may read, holds
+    /// `opsh_migrations`.
+    ///
+    /// Such a setting is made by a statement any session of the role may
+    /// run, a script's among them, and it outlives the script: set to a
+    /// schema of copies (or an empty one), every later session found one
+    /// holder on its path, the copy, and read, wrote and audited there
+    /// with no refusal (scripts/reliability-attacks.md, 28n; 28k looks only
+    /// along the path). A path the connection names (its `options`,
+    /// `PGOPTIONS`) is the operator's, which no script can set: never
+    /// refused. Called before the migrations, so `--create` makes nothing
+    /// in a schema a script chose.
+    static func refuseAPathSetAway(on connection: PostgresConnection, label: String) throws {
+        let result = try connection.query("""
+            SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text), pg_catalog.current_setting('search_path')
+            FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+            WHERE c.relname OPERATOR(pg_catalog.=) 'opsh_migrations' AND c.relkind OPERATOR(pg_catalog.=) 'r'
+              AND n.nspname OPERATOR(pg_catalog.<>) ALL (pg_catalog.current_schemas(false))
+              AND n.nspname OPERATOR(pg_catalog.!~) '^pg_(toast_)?temp_'
+              AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+              AND (SELECT s.source FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path')
+                  OPERATOR(pg_catalog.=) ANY ('{database,user,"database user"}'::pg_catalog.text[])
+            ORDER BY 1
+            """)
+        let elsewhere = result.rows.compactMap { row -> String? in
+            if case let .text(name)? = row.first { return name }
+            return nil
+        }
+        guard !elsewhere.isEmpty, case let .text(path)? = result.rows.first?.last else { return }
+        throw PostgresStoreError.pathSetAway(label, path: path, elsewhere: elsewhere)
+    }
+
     /// `table` qualified with the schema when it is one of opsh's tables
     /// (a name for `to_regclass` or a COPY); any other name as it is.
     func qualified(_ table: String) -> String {
