@@ -218,6 +218,10 @@ import Testing
                                      + " db.exec([[DO $$BEGIN EXECUTE pg_catalog.format('ALTER DATABASE %I SET search_path = decoy', pg_catalog.current_database()); END$$]])"],
                                     on: database)
         #expect(made.status == 0, "\(made.stderr)")
+        // The run that set the path has its own audit row: the trail's
+        // connection opens with the session's pinned path.
+        #expect(!made.stderr.contains("audit"), "\(made.stderr)")
+        #expect(try database.sql("SELECT count(*) FROM public.opsh_audit WHERE code LIKE '%ALTER DATABASE%'") == "1")
 
         let refused = try sandbox.opsh(["-e", "return projects.count()"], on: database)
         #expect(refused.status == 3, "\(refused.stdout)")

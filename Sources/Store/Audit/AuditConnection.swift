@@ -22,7 +22,7 @@ import PostgresWire
 public final class AuditConnection {
     private enum Target {
         case sqlite(Store)
-        case postgres(url: String, lockWait: Double)
+        case postgres(url: String, lockWait: Double, searchPath: String?)
     }
 
     private let target: Target
@@ -40,9 +40,12 @@ public final class AuditConnection {
     }
 
     /// The trail of the PostgreSQL database at `url`; a row waits at most
-    /// `lockWait` seconds for a lock (the server's `lock_timeout`).
-    public static func postgres(url: String, lockWait: Double) -> AuditConnection {
-        AuditConnection(target: .postgres(url: url, lockWait: lockWait), lockWait: LockWait(timeout: lockWait))
+    /// `lockWait` seconds for a lock (the server's `lock_timeout`). It
+    /// connects with `searchPath` (the session's pinned path), so that an
+    /// `ALTER DATABASE … SET search_path` the run made does not refuse the
+    /// run's own row at opening (28n).
+    public static func postgres(url: String, lockWait: Double, searchPath: String? = nil) -> AuditConnection {
+        AuditConnection(target: .postgres(url: url, lockWait: lockWait, searchPath: searchPath), lockWait: LockWait(timeout: lockWait))
     }
 
     private init(target: Target, lockWait storeWait: LockWait) {
@@ -60,7 +63,7 @@ public final class AuditConnection {
         case let .sqlite(store):
             let file = store.openedFileIdentity ?? store.path.flatMap(FileIdentity.init(path:))
             return file.map { "sqlite \($0.device)-\($0.inode)" } ?? "sqlite \(store.path ?? ":memory:")"
-        case let .postgres(url, _):
+        case let .postgres(url, _, _):
             return "postgresql " + ((try? PostgresURL(url).description) ?? "?")
         }
     }
@@ -70,7 +73,7 @@ public final class AuditConnection {
     public var label: String {
         switch target {
         case let .sqlite(store): store.path ?? ":memory:"
-        case let .postgres(url, _): (try? PostgresURL(url).description) ?? "?"
+        case let .postgres(url, _, _): (try? PostgresURL(url).description) ?? "?"
         }
     }
 
@@ -180,7 +183,7 @@ public final class AuditConnection {
             }
             if let seconds { try lockWait.capped(at: seconds, write) } else { try write() }
             return stamp!
-        case let .postgres(_, lockWait):
+        case let .postgres(_, lockWait, _):
             let database = try postgresDatabase()
             return try database.transaction {
                 let wait = seconds ?? lockWait
@@ -221,8 +224,8 @@ public final class AuditConnection {
     /// set so that nothing but qualified names reach a table.
     private func postgresDatabase() throws -> PostgresDatabase {
         if let postgres { return postgres }
-        guard case let .postgres(url, _) = target else { preconditionFailure() }
-        let database = try PostgresDatabase(url: url)
+        guard case let .postgres(url, _, searchPath) = target else { preconditionFailure() }
+        let database = try PostgresDatabase(url: url, options: .init(searchPath: searchPath))
         _ = try database.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)")
         postgres = database
         return database

@@ -270,7 +270,7 @@ struct PostgresAuditDestination: AuditDestination {
         self.database = database
         self.statementsBefore = statementsBefore
         self.commitsElsewhereBefore = commitsElsewhereBefore
-        trail = AuditConnection.postgres(url: database.urlText, lockWait: lockWait)
+        trail = AuditConnection.postgres(url: database.urlText, lockWait: lockWait, searchPath: database.ownPath?.pinnedPath)
     }
 
     /// A statement of the script's ran, or the job manager committed for it.

@@ -57,14 +57,20 @@ public final class PostgresDatabase {
         /// and rolled back when it wrote the catalog or a scheme's build
         /// command (``PostgresSandbox``).
         public var sandbox = false
+        /// The `search_path` to connect with (a session's pinned one, for
+        /// another connection of opsh's): the role's and database's
+        /// settings, which a script may have changed since the session
+        /// opened (28n), are then not used.
+        public var searchPath: String?
 
         public init(readOnly: Bool = false, create: Bool = false, lockTimeout: Double? = nil, connectTimeLimit: Double? = nil,
-                    sandbox: Bool = false) {
+                    sandbox: Bool = false, searchPath: String? = nil) {
             self.readOnly = readOnly
             self.create = create
             self.lockTimeout = lockTimeout
             self.connectTimeLimit = connectTimeLimit
             self.sandbox = sandbox
+            self.searchPath = searchPath
         }
     }
 
@@ -205,7 +211,8 @@ public final class PostgresDatabase {
         // --busy-timeout: the session's lock_timeout from its start, so a
         // script's RESET returns to it. (PostgreSQL's 0 is "for ever",
         // SQLite's busy timeout of 0 "not at all": at least 1 ms.)
-        settings = options.lockTimeout.map { [(name: "lock_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")] } ?? []
+        settings = (options.lockTimeout.map { [(name: "lock_timeout", value: "\(max(Int(($0 * 1000).rounded()), 1))ms")] } ?? [])
+            + (options.searchPath.map { [(name: "search_path", value: $0)] } ?? [])
         connection = try Self.connect(url, options, settings)
         currentCanceller = Locked(connection.canceller)
         if options.lockTimeout != nil { lockWitness = LockWitness(url: url) }
