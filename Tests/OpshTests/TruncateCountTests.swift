@@ -42,4 +42,45 @@ import Testing
         #expect(try database.count("telemetry") == 0)
         #expect(try database.sql("SELECT changes FROM opsh_audit WHERE mode = 'eval' ORDER BY id DESC LIMIT 1").contains("\"telemetry\""))
     }
+
+    /// A table opsh did not make has no trigger to note its rows, and a
+    /// script can erase the note opsh's triggers leave: the counters then
+    /// saw none of a TRUNCATE's rows. `--max-changes 5` let 20 go, the dry
+    /// run said nothing would change, the audit recorded nothing
+    /// (scripts/reliability-attacks.md, 28p, 28o). Such a table's new file
+    /// gives it away, and its rows are counted as a dropped table's are.
+    @Test func aTruncateOfATableOpshDidNotMakeIsCounted() throws {
+        let (sandbox, database) = try prepared()
+        try database.sql("CREATE TABLE backend_t (id int); INSERT INTO backend_t SELECT generate_series(1, 20)")
+        let dry = try sandbox.opsh(["--dry-run", "-e", "db.exec('TRUNCATE backend_t')"], on: database)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stderr.contains("backend_t: 0 inserted, 0 updated, 20 deleted"), "\(dry.stderr)")
+        let capped = try sandbox.opsh(["--max-changes", "5", "-e", "db.transaction(function() db.exec('TRUNCATE backend_t') end)"], on: database)
+        #expect(capped.status == 1)
+        #expect(capped.stderr.contains("changed 20 rows (backend_t: 20 deleted), more than its limit of 5"), "\(capped.stderr)")
+        #expect(try database.count("backend_t") == 20)
+        // Control: without a limit the same TRUNCATE empties the table.
+        let run = try sandbox.opsh(["-e", "db.transaction(function() db.exec('TRUNCATE backend_t') end)"], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try database.count("backend_t") == 0)
+    }
+
+    @Test func aTruncateWhoseNoteTheScriptErasedIsCounted() throws {
+        let (sandbox, database) = try prepared()
+        let script = "db.transaction(function() db.exec('TRUNCATE telemetry') db.value([[SELECT pg_catalog.set_config('opsh.truncated', '', true)]]) end)"
+        let capped = try sandbox.opsh(["--max-changes", "10", "-e", script], on: database)
+        #expect(capped.status == 1)
+        #expect(capped.stderr.contains("changed 25 rows (telemetry: 25 deleted), more than its limit of 10"), "\(capped.stderr)")
+        #expect(try database.count("telemetry") == 25)
+        let oneStatement = try sandbox.opsh(["--max-changes", "10", "-e",
+                                             "db.exec([[TRUNCATE telemetry; SELECT pg_catalog.set_config('opsh.truncated', '', true)]])"],
+                                            on: database)
+        #expect(oneStatement.status == 1)
+        #expect(oneStatement.stderr.contains("changed 25 rows (telemetry: 25 deleted)"), "\(oneStatement.stderr)")
+        #expect(try database.count("telemetry") == 25)
+        // Control: without a limit the same script empties the table.
+        let run = try sandbox.opsh(["-e", script], on: database)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try database.count("telemetry") == 0)
+    }
 }

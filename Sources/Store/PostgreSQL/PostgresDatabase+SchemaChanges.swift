@@ -33,8 +33,10 @@ extension PostgresDatabase {
             || PostgresSchemaSnapshot.catalogWrites(on: connection) != before.catalogWrites
         guard wroteCatalog else { return SchemaDifference() }
         let now = try PostgresSchemaSnapshot(connection)
+        // A table TRUNCATE emptied without a note counts as a dropped one.
         return SchemaDifference(changes: before.changes(to: now),
-                                droppedRows: try rowsOfDroppedTables(before.droppedTables(to: now), pending: pending))
+                                droppedRows: try rowsOfDroppedTables(before.droppedTables(to: now) + before.emptiedTables(to: now),
+                                                                     pending: pending))
     }
 
     /// The rows the dropped `tables` held, as deleted rows.
