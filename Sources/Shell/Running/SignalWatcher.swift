@@ -55,7 +55,6 @@ public final class SignalWatcher: @unchecked Sendable {
             reader.run()
             return nil
         }, context) == 0 {
-            pthread_setname_np(thread, "opsh signals")
             pthread_detach(thread)
         } else {
             Unmanaged<SignalReader>.fromOpaque(context).release()
