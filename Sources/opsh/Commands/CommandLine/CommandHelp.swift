@@ -9,14 +9,14 @@ struct CommandHelp {
     let usage: String
     /// Made when help is shown: a run that shows none (`opsh -e`) does not
     /// build the text (ARCHITECTURE.md, "Start-up").
-    private let makeDiscussion: () -> String
+    private let makeDiscussion: @Sendable () -> String
     var discussion: String { makeDiscussion() }
     /// (`<file>`, what it is).
     var arguments: [(String, String)] = []
     var options: [OptionSpec] = []
     var subcommands: [(String, String)] = []
 
-    init(name: String, abstract: String, usage: String, discussion: @autoclosure @escaping () -> String = "",
+    init(name: String, abstract: String, usage: String, discussion: @autoclosure @escaping @Sendable () -> String = "",
          arguments: [(String, String)] = [], options: [OptionSpec] = [], subcommands: [(String, String)] = []) {
         self.name = name
         self.abstract = abstract
