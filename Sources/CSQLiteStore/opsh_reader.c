@@ -83,10 +83,13 @@ opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window) {
     return reader;
 }
 
-// The thread starts at the handle's first use, not with the reader: a run
-// that never reads (`opsh -e 'return 1'`) starts no thread for it
-// (ARCHITECTURE.md, "Start-up"). Until then there is no snapshot to end.
-static void start_watchdog(opsh_sql_reader *reader, reader_watchdog *dog) {
+// The thread starts with the first snapshot or `db.rows` statement, not
+// with the reader: a run that never reads (`opsh -e 'return 1'`) starts no
+// thread for it (ARCHITECTURE.md, "Start-up"). Until then there is nothing
+// for it to end or mark.
+static void start_watchdog(opsh_sql_reader *reader) {
+    reader_watchdog *dog = reader->watchdog;
+    if (__builtin_expect(__atomic_load_n(&dog->thread_state, __ATOMIC_RELAXED) != 0, 1)) return;
     int expected = 0;
     if (!__atomic_compare_exchange_n(&dog->thread_state, &expected, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
     int state = pthread_create(&dog->thread, NULL, watch_snapshot, reader) == 0 ? 1 : -1;
@@ -112,9 +115,7 @@ void opsh_sql_reader_free(opsh_sql_reader *reader) {
 }
 
 void opsh_sql_reader_enter(opsh_sql_reader *reader) {
-    reader_watchdog *dog = reader->watchdog;
-    if (__builtin_expect(__atomic_load_n(&dog->thread_state, __ATOMIC_RELAXED) == 0, 0)) start_watchdog(reader, dog);
-    pthread_mutex_lock(&dog->lock);
+    pthread_mutex_lock(&((reader_watchdog *)reader->watchdog)->lock);
 }
 
 void opsh_sql_reader_leave(opsh_sql_reader *reader) {
@@ -122,8 +123,10 @@ void opsh_sql_reader_leave(opsh_sql_reader *reader) {
 }
 
 void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement) {
-    if (statement && sqlite3_db_handle(statement) == reader->handle && reader->open_cursors++ == 0)
+    if (statement && sqlite3_db_handle(statement) == reader->handle && reader->open_cursors++ == 0) {
         reader->cursors_since = monotonic_now();
+        start_watchdog(reader);
+    }
 }
 
 void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement) {
@@ -149,6 +152,7 @@ void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
     if (sqlite3_get_autocommit(reader->handle) && sqlite3_exec(reader->handle, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
         reader->started = now;
         reader->write_count = write_count;
+        start_watchdog(reader);
     }
     opsh_sql_reader_leave(reader);
 }
