@@ -14,6 +14,16 @@
 //   COpenSSL      OpenSSL's TLS client and digests behind a few C calls (under PostgresWire)
 import PackageDescription
 
+// Every Swift target of opsh's own, in a release build: the metadata of a
+// generic type the code names (a `[String: T]`) comes from its accessor,
+// called with the witness tables it needs, instead of being decoded from
+// its mangled name at first use; decoding checks each conformance the
+// type requires, and in the static executable the runtime finds one by
+// scanning every conformance record (ARCHITECTURE.md, "Start-up").
+let startUp: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release)),
+]
+
 let package = Package(
     name: "opsh",
     products: [
@@ -53,7 +63,8 @@ let package = Package(
         // JSON (one parser, one value type, one string escaper) and the
         // display width of text: no GRDB, no Lua.
         .target(
-            name: "TextCodec"),
+            name: "TextCodec",
+            swiftSettings: startUp),
         .target(
             name: "Store",
             dependencies: [
@@ -61,7 +72,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The raw C API, for the few hot loops (batched inserts).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
-            ]),
+            ],
+            swiftSettings: startUp),
 
         // OpenSSL (Debian's libssl-dev, static libraries included for
         // scripts/build-release): the TLS session of PostgreSQL connections
@@ -77,14 +89,16 @@ let package = Package(
         // "PostgreSQL: names, types, the client library").
         .target(
             name: "PostgresWire",
-            dependencies: ["COpenSSL"]),
+            dependencies: ["COpenSSL"],
+            swiftSettings: startUp),
 
         // GNU spawn/pipe extensions Swift's Glibc module does not import.
         .target(
             name: "CSpawn"),
         .target(
             name: "Git",
-            dependencies: ["CSpawn", "TextCodec"]),
+            dependencies: ["CSpawn", "TextCodec"],
+            swiftSettings: startUp),
         .target(
             name: "Jobs",
             dependencies: [
@@ -92,13 +106,15 @@ let package = Package(
                 "Store", "Git",
                 // The workspaces' records.
                 "TextCodec",
-            ]),
+            ],
+            swiftSettings: startUp),
 
         // MARK: Lua
         .target(
             name: "LuaRuntime",
             // TextCodec: what a Lua string that is not UTF-8 is refused with.
-            dependencies: ["CLuaShim", "TextCodec"]),
+            dependencies: ["CLuaShim", "TextCodec"],
+            swiftSettings: startUp),
 
         .target(
             name: "Bindings",
@@ -106,24 +122,28 @@ let package = Package(
                 // The engines only through Store's session (no GRDB, no
                 // PostgresWire); SQLite's C API through CSQLBridge.
                 "LuaRuntime", "CLuaShim", "CSQLBridge", "Store", "Jobs", "Git", "TextCodec",
-            ]),
+            ],
+            swiftSettings: startUp),
 
         // MARK: The shell
         .target(
             name: "Shell",
-            dependencies: ["Bindings", "LuaRuntime", "CLuaShim", "Store", "CReadline", "TextCodec"]),
+            dependencies: ["Bindings", "LuaRuntime", "CLuaShim", "Store", "CReadline", "TextCodec"],
+            swiftSettings: startUp),
 
         // MARK: The program
         .executableTarget(
             name: "opsh",
             dependencies: [
                 "Shell", "Bindings", "LuaRuntime", "Store", "Jobs", "TextCodec",
-            ]),
+            ],
+            swiftSettings: startUp),
 
         // MARK: Benchmarks (scripts/bench)
         .executableTarget(
             name: "opsh-bench",
-            dependencies: ["Store", "Bindings", "LuaRuntime", "Jobs", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: ["Store", "Bindings", "LuaRuntime", "Jobs", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: startUp),
 
         // MARK: Tests
         // What every test target shares: temporary folders, child processes

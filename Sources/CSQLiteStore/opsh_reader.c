@@ -20,6 +20,9 @@ typedef struct {
     pthread_cond_t wake;
     pthread_t thread;
     int stop;
+    /// 0 until the handle's first use starts the thread; 1 once it
+    /// runs; -1 when it could not start (the lock still serves).
+    int thread_state;
 } reader_watchdog;
 
 static int end_snapshot_locked(opsh_sql_reader *reader) {
@@ -77,24 +80,33 @@ opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window) {
     pthread_mutex_init(&dog->lock, &recursive);
     pthread_mutexattr_destroy(&recursive);
     pthread_cond_init(&dog->wake, NULL);
-    if (pthread_create(&dog->thread, NULL, watch_snapshot, reader) != 0) {
-        pthread_mutex_destroy(&dog->lock);
-        pthread_cond_destroy(&dog->wake);
-        free(dog);
-        reader->watchdog = NULL;
-    }
     return reader;
+}
+
+// The thread starts with the first snapshot or `db.rows` statement, not
+// with the reader: a run that never reads (`opsh -e 'return 1'`) starts no
+// thread for it (ARCHITECTURE.md, "Start-up"). Until then there is nothing
+// for it to end or mark.
+static void start_watchdog(opsh_sql_reader *reader) {
+    reader_watchdog *dog = reader->watchdog;
+    if (__builtin_expect(__atomic_load_n(&dog->thread_state, __ATOMIC_RELAXED) != 0, 1)) return;
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&dog->thread_state, &expected, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    int state = pthread_create(&dog->thread, NULL, watch_snapshot, reader) == 0 ? 1 : -1;
+    __atomic_store_n(&dog->thread_state, state, __ATOMIC_RELEASE);
 }
 
 void opsh_sql_reader_free(opsh_sql_reader *reader) {
     if (!reader) return;
     reader_watchdog *dog = reader->watchdog;
     if (dog) {
-        pthread_mutex_lock(&dog->lock);
-        dog->stop = 1;
-        pthread_cond_signal(&dog->wake);
-        pthread_mutex_unlock(&dog->lock);
-        pthread_join(dog->thread, NULL);
+        if (__atomic_load_n(&dog->thread_state, __ATOMIC_ACQUIRE) == 1) {
+            pthread_mutex_lock(&dog->lock);
+            dog->stop = 1;
+            pthread_cond_signal(&dog->wake);
+            pthread_mutex_unlock(&dog->lock);
+            pthread_join(dog->thread, NULL);
+        }
         pthread_mutex_destroy(&dog->lock);
         pthread_cond_destroy(&dog->wake);
         free(dog);
@@ -102,19 +114,19 @@ void opsh_sql_reader_free(opsh_sql_reader *reader) {
     free(reader);
 }
 
-// Without a watchdog (its thread could not start) the Lua thread is the
-// handle's only user.
 void opsh_sql_reader_enter(opsh_sql_reader *reader) {
-    if (reader->watchdog) pthread_mutex_lock(&((reader_watchdog *)reader->watchdog)->lock);
+    pthread_mutex_lock(&((reader_watchdog *)reader->watchdog)->lock);
 }
 
 void opsh_sql_reader_leave(opsh_sql_reader *reader) {
-    if (reader->watchdog) pthread_mutex_unlock(&((reader_watchdog *)reader->watchdog)->lock);
+    pthread_mutex_unlock(&((reader_watchdog *)reader->watchdog)->lock);
 }
 
 void opsh_sql_reader_cursor_opened(opsh_sql_reader *reader, sqlite3_stmt *statement) {
-    if (statement && sqlite3_db_handle(statement) == reader->handle && reader->open_cursors++ == 0)
+    if (statement && sqlite3_db_handle(statement) == reader->handle && reader->open_cursors++ == 0) {
         reader->cursors_since = monotonic_now();
+        start_watchdog(reader);
+    }
 }
 
 void opsh_sql_reader_finalize_cursor(opsh_sql_reader *reader, sqlite3_stmt *statement) {
@@ -140,6 +152,7 @@ void opsh_sql_reader_use_snapshot(opsh_sql_reader *reader, long write_count) {
     if (sqlite3_get_autocommit(reader->handle) && sqlite3_exec(reader->handle, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
         reader->started = now;
         reader->write_count = write_count;
+        start_watchdog(reader);
     }
     opsh_sql_reader_leave(reader);
 }

@@ -38,11 +38,11 @@ final class WatchModule {
     private var deliveringCall: LuaCall?
     /// `start(state, description, fetch, ...)`: fills a watch's state,
     /// `{ description, fetch = a function calling fetch(...), last = its
-    /// first value }`.
-    private let start: LuaReference
-    /// `deliver(state, fn)`: fetches again and calls `fn(new, old)` when
-    /// the value changed as data.
-    private let deliver: LuaReference
+    /// first value }`; `deliver(state, fn)`: fetches again and calls
+    /// `fn(new, old)` when the value changed as data. Compiled at the first
+    /// `watch` (``helpers()``): a script without one does not pay for it
+    /// (ARCHITECTURE.md, "Start-up").
+    private var made: (start: LuaReference, deliver: LuaReference)?
     /// The functions a watch fetches with, as `db` and `query` were
     /// installed (a script that replaces the globals does not change them).
     private let sqlQuery: LuaReference
@@ -53,42 +53,68 @@ final class WatchModule {
     private init(session: any WatchHost) throws {
         self.session = session
         let runtime = session.runtime
-        let made = try runtime.execute("""
-            local pack, unpack, pcall, error, tostring = table.pack, table.unpack, pcall, error, tostring
-            return function(equal)
-              local function start(watch, description, fetch, ...)
-                local args = pack(...)
-                watch.description = description
-                watch.fetch = function() return fetch(unpack(args, 1, args.n)) end
-                watch.last = watch.fetch()
-              end
-              local function deliver(watch, fn)
-                local ok, value = pcall(watch.fetch)
-                if not ok then error("watch(" .. watch.description .. "): " .. tostring(value), 0) end
-                local old = watch.last
-                if equal(value, old) then return end
-                watch.last = value
-                fn(value, old)
-              end
-              return start, deliver
-            end, db.query, query
-            """, chunkName: "=(watch)")
-        guard made.count == 3, case let .reference(factory) = made[0],
-              case let .reference(sqlQuery) = made[1], case let .reference(keyQuery) = made[2] else {
+        let state = runtime.state
+        let base = lua_gettop(state)
+        defer { lua_settop(state, base) }
+        guard lua_getglobal(state, "db") == LUA_TTABLE, lua_getfield(state, -1, "query") == LUA_TFUNCTION,
+              lua_getglobal(state, "query") == LUA_TFUNCTION else {
             throw LuaError(kind: .runtime, message: "cannot create the watch functions (db and query are installed first)")
         }
+        sqlQuery = runtime.stack.reference(at: -2)
+        keyQuery = runtime.stack.reference(at: -1)
+        // The library functions the helpers call, as they are now: a
+        // script that replaces `pcall` before its first watch does not
+        // change them.
+        lua_settop(state, base)
+        var library: [LuaReference] = []
+        for (table, name) in [("table", "pack"), ("table", "unpack"), (nil, "pcall"), (nil, "error"), (nil, "tostring")] {
+            if let table {
+                lua_getglobal(state, table)
+                lua_getfield(state, -1, name)
+            } else {
+                lua_getglobal(state, name)
+            }
+            library.append(runtime.stack.reference(at: -1))
+            lua_settop(state, base)
+        }
+        helperLibrary = library
+    }
+
+    /// `table.pack`, `table.unpack`, `pcall`, `error` and `tostring` as
+    /// they were when the module was installed.
+    private let helperLibrary: [LuaReference]
+
+    /// `start` and `deliver`, compiled the first time a watch is made.
+    private func helpers() throws -> (start: LuaReference, deliver: LuaReference) {
+        if let made { return made }
+        let runtime = session.runtime
         lua_pushcclosure(runtime.state, opsh_lua_data_equal, 0)
         let equal = runtime.stack.reference(at: -1)
         runtime.stack.pop()
-        let functions = try runtime.call(factory, [.reference(equal)])
+        let functions = try runtime.execute("""
+            local pack, unpack, pcall, error, tostring, equal = ...
+            local function start(watch, description, fetch, ...)
+              local args = pack(...)
+              watch.description = description
+              watch.fetch = function() return fetch(unpack(args, 1, args.n)) end
+              watch.last = watch.fetch()
+            end
+            local function deliver(watch, fn)
+              local ok, value = pcall(watch.fetch)
+              if not ok then error("watch(" .. watch.description .. "): " .. tostring(value), 0) end
+              local old = watch.last
+              if equal(value, old) then return end
+              watch.last = value
+              fn(value, old)
+            end
+            return start, deliver
+            """, chunkName: "=(watch)", arguments: helperLibrary.map { .reference($0) } + [.reference(equal)])
         guard functions.count == 2, case let .reference(start) = functions[0],
               case let .reference(deliver) = functions[1] else {
             throw LuaError(kind: .runtime, message: "cannot create the watch functions")
         }
-        self.start = start
-        self.deliver = deliver
-        self.sqlQuery = sqlQuery
-        self.keyQuery = keyQuery
+        made = (start, deliver)
+        return (start, deliver)
     }
 
     static func install(in session: any WatchHost) throws {
@@ -152,7 +178,7 @@ final class WatchModule {
                 for index in 3...call.argumentCount { arguments.append(.reference(call.stack.reference(at: index))) }
             }
         }
-        _ = try call.call(start, arguments)
+        _ = try call.call(try helpers().start, arguments)
         let watch = Watch(module: self, description: source.description, state: state)
         // The subscription owns the watch until cancel() removes it.
         let id = session.subscriptions.subscribe { event in
@@ -183,6 +209,7 @@ final class WatchModule {
         // The commit that raised the signal may be newer than the read
         // connection's shared snapshot: read from a fresh one.
         session.releaseReadSnapshot()
+        let deliver = try helpers().deliver
         if let call = deliveringCall {
             _ = try call.call(deliver, [.reference(state), .reference(callback)])
         } else {

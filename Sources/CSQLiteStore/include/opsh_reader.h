@@ -54,9 +54,9 @@ typedef struct opsh_sql_reader {
     void *watchdog;
 } opsh_sql_reader;
 
-/// A reader on `handle` (opened SQLITE_OPEN_NOMUTEX) with its watchdog
-/// thread running; free it with opsh_sql_reader_free before closing the
-/// handle.
+/// A reader on `handle` (opened SQLITE_OPEN_NOMUTEX); its watchdog thread
+/// starts with the first snapshot or `db.rows` statement. Free it with
+/// opsh_sql_reader_free before closing the handle.
 opsh_sql_reader *opsh_sql_reader_new(sqlite3 *handle, double window);
 void opsh_sql_reader_free(opsh_sql_reader *reader);
 

@@ -113,6 +113,11 @@ public struct ValuePrinter {
             }
         }
         if pieces.isEmpty { return nil }
+        // One value (`opsh -e 'return 1'`): its text as it is. The generic
+        // `joined` looks Array's associated types up at run time the first
+        // time, a scan of every conformance record of the executable
+        // (ARCHITECTURE.md, "Start-up").
+        if pieces.count == 1 { return pieces[0] }
         if mode != .json && allScalar { return pieces.joined(separator: "\t") }
         return pieces.joined(separator: "\n")
     }

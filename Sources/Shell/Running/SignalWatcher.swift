@@ -45,17 +45,41 @@ public final class SignalWatcher: @unchecked Sendable {
             action.sa_flags = SA_RESTART
             sigaction(signal, &action, nil)
         }
-        let thread = Thread { [self] in
+        // A plain POSIX thread: Foundation's `Thread` set up more than this
+        // loop needs at every start (ARCHITECTURE.md, "Start-up"). It keeps
+        // the watcher for the life of the process, as it reads forever.
+        let context = Unmanaged.passRetained(SignalReader(watcher: self, readEnd: readEnd)).toOpaque()
+        var thread = pthread_t()
+        if pthread_create(&thread, nil, { context in
+            let reader = Unmanaged<SignalReader>.fromOpaque(context!).takeRetainedValue()
+            reader.run()
+            return nil
+        }, context) == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<SignalReader>.fromOpaque(context).release()
+        }
+    }
+
+    /// The watcher's thread: reads the signal pipe until it closes.
+    private final class SignalReader {
+        let watcher: SignalWatcher
+        let readEnd: Int32
+
+        init(watcher: SignalWatcher, readEnd: Int32) {
+            self.watcher = watcher
+            self.readEnd = readEnd
+        }
+
+        func run() {
             var byte: UInt8 = 0
             while true {
                 let count = read(readEnd, &byte, 1)
                 if count < 0 && errno == EINTR { continue }
                 if count <= 0 { return }
-                self.handle(Int32(byte))
+                watcher.handle(Int32(byte))
             }
         }
-        thread.name = "opsh signals"
-        thread.start()
     }
 
     /// The signal that stopped the last chunk, if any.

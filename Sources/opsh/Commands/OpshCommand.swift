@@ -86,25 +86,24 @@ enum OpshCommand {
             print("opsh \(OpshVersion.current) (SQLite \(StoreVersions.sqlite), \(LuaRuntime.release))")
             return 0
         default:
-            if let runWords = optionsThen("run", words) {
+            switch subcommandAfterOptions(words) {
+            case let ("run", runWords)?:
                 guard let command = try RunCommand(parsing: runWords) else { return printHelp(RunCommand.help) }
                 return try command.run()
-            }
-            if let migrateWords = optionsThen("migrate", words) {
+            case let ("migrate", migrateWords)?:
                 guard let command = try MigrateCommand(parsing: migrateWords) else { return printHelp(MigrateCommand.help) }
                 return try command.run()
-            }
-            if let runsWords = optionsThen("runs", words) {
+            case let ("runs", runsWords)?:
                 guard let command = try RunsCommand(parsing: runsWords) else { return printHelp(RunsCommand.help) }
                 return try command.run()
-            }
-            if let runnerWords = optionsThen("runner", words) {
+            case let ("runner", runnerWords)?:
                 guard let command = try RunnerCommand(parsing: runnerWords) else { return printHelp(RunnerCommand.help) }
                 return try command.run()
-            }
-            if let runnersWords = optionsThen("runners", words) {
+            case let ("runners", runnersWords)?:
                 guard let command = try RunnersCommand(parsing: runnersWords) else { return printHelp(RunnersCommand.help) }
                 return try command.run()
+            default:
+                break
             }
             guard let command = try ShellCommand(parsing: words) else { return printHelp(ShellCommand.help) }
             return try command.run()
@@ -112,15 +111,16 @@ enum OpshCommand {
     }
 
     /// `opsh --db X run FILE`: options before `run` (or `migrate`) are its
-    /// own (a cron line is often written that way). The words for it, or
-    /// nil when the first word that is not an option is not `subcommand`.
-    private static func optionsThen(_ subcommand: String, _ words: ArraySlice<String>) -> ArraySlice<String>? {
+    /// own (a cron line is often written that way). The first word that is
+    /// not an option and the words for its subcommand (the options before
+    /// it, then the words after it), or nil when there is no such word.
+    /// One scan of the words, whatever the subcommand.
+    private static func subcommandAfterOptions(_ words: ArraySlice<String>) -> (String, ArraySlice<String>)? {
         var scanner = ArgumentScanner(words, options: ShellCommand.help.options, command: ShellCommand.help)
         while let item = try? scanner.next() {
             guard case let .operand(word) = item else { continue }
-            guard word == subcommand else { return nil }
             let after = scanner.remaining
-            return words.prefix(words.count - after.count - 1) + after
+            return (word, words.prefix(words.count - after.count - 1) + after)
         }
         return nil
     }

@@ -7,14 +7,29 @@ struct CommandHelp {
     let abstract: String
     /// One line per form.
     let usage: String
-    var discussion: String = ""
+    /// Made when help is shown: a run that shows none (`opsh -e`) does not
+    /// build the text (ARCHITECTURE.md, "Start-up").
+    private let makeDiscussion: @Sendable () -> String
+    var discussion: String { makeDiscussion() }
     /// (`<file>`, what it is).
     var arguments: [(String, String)] = []
     var options: [OptionSpec] = []
     var subcommands: [(String, String)] = []
 
+    init(name: String, abstract: String, usage: String, discussion: @autoclosure @escaping @Sendable () -> String = "",
+         arguments: [(String, String)] = [], options: [OptionSpec] = [], subcommands: [(String, String)] = []) {
+        self.name = name
+        self.abstract = abstract
+        self.usage = usage
+        makeDiscussion = discussion
+        self.arguments = arguments
+        self.options = options
+        self.subcommands = subcommands
+    }
+
     func render(width: Int = 80) -> String {
         var lines = ["OVERVIEW: \(abstract)", ""]
+        let discussion = discussion
         if !discussion.isEmpty { lines += [discussion, ""] }
         lines.append("USAGE: " + usage.split(separator: "\n").joined(separator: "\n       "))
         lines.append("")
