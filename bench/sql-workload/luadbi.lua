@@ -6,13 +6,26 @@ local db = assert(DBI.Connect("SQLite3", file))
 -- inside a transaction SQLite ignores the journal_mode pragma: the run
 -- would use a rollback journal. Switch to WAL in autocommit mode.
 db:autocommit(true)
-assert(db:prepare("PRAGMA journal_mode=WAL")):execute()
+-- Each statement is closed after its run: an unclosed one keeps the
+-- connection's read of the file open, so the pager never switched to the
+-- WAL SQLite had just recorded in the header, and the insert below ran
+-- with a rollback journal (no WAL frames, no checkpoint) though
+-- `PRAGMA journal_mode` answered "wal".
+local function run(sql)
+  local statement = assert(db:prepare(sql))
+  statement:execute()
+  statement:close()
+end
+run("PRAGMA journal_mode=WAL")
 local mode = assert(db:prepare("PRAGMA journal_mode"))
 mode:execute()
 for row in mode:rows(false) do assert(row[1] == "wal", "LuaDBI peer is not in WAL mode") end
+mode:close()
 db:autocommit(false)
-assert(db:prepare("CREATE TABLE bench (id INTEGER PRIMARY KEY, name TEXT, score REAL, qty INTEGER)")):execute()
+run("CREATE TABLE bench (id INTEGER PRIMARY KEY, name TEXT, score REAL, qty INTEGER)")
 db:commit()
+-- The pragma names the mode asked for; the -wal file says the pager uses it.
+assert(io.open(file .. "-wal"), "LuaDBI peer writes no WAL"):close()
 local t0 = os.clock()
 local insert = assert(db:prepare("INSERT INTO bench (name, score, qty) VALUES (?, ?, ?)"))
 for i = 1, N do insert:execute("name" .. i, i * 0.5, i) end

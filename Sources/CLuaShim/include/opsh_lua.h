@@ -168,3 +168,9 @@ int opsh_lua_data_equal(lua_State *L);
 /// whether any write to it failed: 0, the errno of the failure, or -1 when
 /// an earlier write failed (its errno is gone). Lua itself ignores a failed flush after `print`.
 int opsh_stdout_failure(void);
+
+/// `value` in decimal, as printf's "%lld" writes it, into `text` of
+/// `capacity` bytes (truncated and terminated as snprintf does); the
+/// length the whole text has. The release build's `snprintf("%lld")`
+/// (opsh_integer_text.c).
+int opsh_integer_text(char *text, size_t capacity, long long value);
