@@ -185,9 +185,7 @@ import Testing
         let database = try sandbox.createdDatabase(.postgresql)
         try database.sql(Self.insertTwo)
         let role = try database.sql("SELECT current_user")
-        let copies = ["opsh_migrations", "projects"].map { "db.exec('CREATE TABLE \"\(role)\".\($0) (LIKE public.\($0) INCLUDING ALL)')" }
-        let made = try sandbox.opsh(["-e", "db.exec('CREATE SCHEMA \"\(role)\"') " + copies.joined(separator: " ")
-                                     + " db.exec('INSERT INTO \"\(role)\".opsh_migrations SELECT * FROM public.opsh_migrations')"], on: database)
+        let made = try sandbox.opsh(["-e", Self.copiesOfOpshsTables(in: "\"\(role)\"")], on: database)
         #expect(made.status == 0, "\(made.stderr)")
 
         let refused = try sandbox.opsh(["-e", "return projects.count()"], on: database)
@@ -201,6 +199,15 @@ import Testing
         #expect(named.stdout == "2\n", "\(named.stdout)")
     }
 
+    /// A script that makes `schema` (as SQL names it) with copies of
+    /// `opsh_migrations` (its rows too) and an empty `projects`: a second
+    /// holder of opsh's tables.
+    static func copiesOfOpshsTables(in schema: String) -> String {
+        "db.exec('CREATE SCHEMA \(schema)') "
+            + ["opsh_migrations", "projects"].map { "db.exec('CREATE TABLE \(schema).\($0) (LIKE public.\($0) INCLUDING ALL)') " }.joined()
+            + "db.exec('INSERT INTO \(schema).opsh_migrations SELECT * FROM public.opsh_migrations')"
+    }
+
     /// A script's copies of `opsh_migrations` and `projects` in a schema of
     /// its own, and `ALTER DATABASE … SET search_path` to it alone (or
     /// `ALTER ROLE`): the setting outlives the script, and every later
@@ -212,9 +219,7 @@ import Testing
         let sandbox = try Sandbox()
         let database = try sandbox.createdDatabase(.postgresql)
         try database.sql(Self.insertTwo)
-        let copies = ["opsh_migrations", "projects"].map { "db.exec('CREATE TABLE decoy.\($0) (LIKE public.\($0) INCLUDING ALL)')" }
-        let made = try sandbox.opsh(["-e", "db.exec('CREATE SCHEMA decoy') " + copies.joined(separator: " ")
-                                     + " db.exec('INSERT INTO decoy.opsh_migrations SELECT * FROM public.opsh_migrations')"
+        let made = try sandbox.opsh(["-e", Self.copiesOfOpshsTables(in: "decoy")
                                      + " db.exec([[DO $$BEGIN EXECUTE pg_catalog.format('ALTER DATABASE %I SET search_path = decoy', pg_catalog.current_database()); END$$]])"],
                                     on: database)
         #expect(made.status == 0, "\(made.stderr)")
