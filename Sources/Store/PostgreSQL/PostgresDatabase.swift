@@ -1082,14 +1082,13 @@ public final class PostgresDatabase {
                 var reported = error
                 reported.step = nil
                 throw reported
-            } catch let error as PostgresError where error.step == 2 && error.code == "26000" {
+            } catch var reported as PostgresError where reported.step == 2 && reported.code == "26000" {
                 // The reading after the statement was dropped by it (DEALLOCATE
                 // ALL, or a function that runs it): the statement's implicit
                 // transaction rolled back with the reading. Once more, every
                 // step parsed again in order: the reading is then prepared
                 // after the statement has run, as psql's next query would be.
                 if attempts == 1, !handedRows, connection.transactionStatus == .idle { continue }
-                var reported = error
                 reported.step = nil
                 throw reported
             } catch PostgresClientError.unsupported {
